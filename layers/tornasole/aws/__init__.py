@@ -1,0 +1,1 @@
+"""AWS plumbing shared by the storage backend, the evaluator and the CLI."""

@@ -1,0 +1,72 @@
+"""Lazy, cached, injectable boto3 clients.
+
+Clients are built on first use (so after ``moto.mock_aws`` has started in a
+test), cached per process and per (service, endpoint, region) so one client is
+shared by a reader's thread pool, and never created at import time. Endpoints
+come only from boto3's own ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_<SERVICE>``
+variables, which boto3 reads itself. Tests call ``clear_client_cache()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+__all__ = ["client", "s3_client", "dynamodb_client", "events_client", "sns_client", "clear_client_cache"]
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, str | None, str | None, str | None], Any] = {}
+
+# Readers fetch many small ranges concurrently: size the pool for it.
+MAX_POOL_CONNECTIONS = 64
+
+
+def _key(service: str) -> tuple[str, str | None, str | None, str | None]:
+    env_service = f"AWS_ENDPOINT_URL_{service.upper()}"
+    return (
+        service,
+        os.environ.get(env_service),
+        os.environ.get("AWS_ENDPOINT_URL"),
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+
+
+def client(service: str) -> Any:
+    """The process-wide client for ``service``, created on first use."""
+    key = _key(service)
+    cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    with _lock:
+        cached = _cache.get(key)
+        if cached is None:
+            import boto3
+            from botocore.config import Config
+
+            config = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=MAX_POOL_CONNECTIONS)
+            cached = boto3.session.Session().client(service, config=config)
+            _cache[key] = cached
+        return cached
+
+
+def s3_client() -> Any:
+    return client("s3")
+
+
+def dynamodb_client() -> Any:
+    return client("dynamodb")
+
+
+def events_client() -> Any:
+    return client("events")
+
+
+def sns_client() -> Any:
+    return client("sns")
+
+
+def clear_client_cache() -> None:
+    """Forget every cached client (tests; or after changing endpoint variables)."""
+    with _lock:
+        _cache.clear()

@@ -1,0 +1,19 @@
+"""Names of the environment variables Tornasole reads (values are read where used, never at import)."""
+
+from __future__ import annotations
+
+# Seconds the reader waits after seeing the end marker before treating every step as complete.
+TRAINING_END_DELAY_REFRESH = "TORNASOLE_TRAINING_END_DELAY_REFRESH"
+# Hook configuration file (SageMaker DebugHookConfig shape); SageMaker's own path is honoured as well.
+HOOK_CONFIG_PATH = "TORNASOLE_CONFIG_FILE_PATH"
+SAGEMAKER_HOOK_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
+# Set on SageMaker: the hook does not write the end marker (FORMAT.md 7.1).
+TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
+# Threads used for concurrent reads.
+READ_THREADS = "TORNASOLE_READ_THREADS"
+# Evaluator / handler settings.
+STATE_TABLE = "TORNASOLE_STATE_TABLE"
+EVENT_BUS = "TORNASOLE_EVENT_BUS"
+EVENT_SOURCE = "TORNASOLE_EVENT_SOURCE"
+ALERT_TOPIC_ARN = "TORNASOLE_ALERT_TOPIC_ARN"
+TRIAL_BUCKET = "TORNASOLE_TRIAL_BUCKET"
