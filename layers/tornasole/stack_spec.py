@@ -1,0 +1,185 @@
+"""The one definition of Tornasole's serverless resources: names, keys, defaults.
+
+Why this module exists: the CDK app (``infra/``), the local mode (moto) and the
+evaluator code must agree on every name (table keys, bus, detail-types, file
+names the training job and the evaluator exchange). Defining them once, as pure
+data, means a rename cannot silently split the deployed stack from the code
+that runs inside it. Nothing here touches AWS or reads the environment.
+
+Examples
+--------
+>>> from tornasole.stack_spec import DEFAULT_SPEC
+>>> DEFAULT_SPEC.table.partition_key, DEFAULT_SPEC.bus.name
+('pk', 'tornasole')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tornasole import config
+
+__all__ = [
+    "StackSpec",
+    "TableSpec",
+    "IndexSpec",
+    "BusSpec",
+    "AlertSpec",
+    "FunctionSpec",
+    "NotificationSpec",
+    "DEFAULT_SPEC",
+    "DETAIL_TYPE_JOB_STATE_CHANGE",
+    "DETAIL_TYPE_RULE_ISSUE_FOUND",
+    "JOB_CONFIG_FILE",
+    "STOP_SIGNAL_FILE",
+    "END_MARKER_FILE",
+    "EVENT_ID_FIELD",
+    "ALERT_ATTR_ACTION",
+    "ALERT_ATTR_ENDPOINT",
+    "ALERT_ATTR_JOB",
+]
+
+# --- files exchanged between a training job and the evaluator (trial-root relative) ---
+# A training job uploads this next to its output (at the trial root) to register itself.
+JOB_CONFIG_FILE = "tornasole_job.json"
+# The evaluator writes this at the trial root for a ``stoptraining`` action; the hook polls it.
+STOP_SIGNAL_FILE = "tornasole_stop_training.json"
+# smdebug's (empty) end-of-training marker at the trial root.
+END_MARKER_FILE = "training_job_end.ts"
+
+# --- EventBridge ---
+DETAIL_TYPE_JOB_STATE_CHANGE = "SageMaker Training Job State Change"
+DETAIL_TYPE_RULE_ISSUE_FOUND = "Tornasole Rule Issue Found"
+# Field of every event's detail holding the deterministic id a consumer dedupes on.
+EVENT_ID_FIELD = "TornasoleEventId"
+
+# --- SNS message attributes (subscription filter policies match on these) ---
+ALERT_ATTR_ACTION = "tornasole_action"  # "email" | "sms"
+ALERT_ATTR_ENDPOINT = "tornasole_endpoint"  # the address / phone number from action_json
+ALERT_ATTR_JOB = "tornasole_training_job"  # TrainingJobName
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A global secondary index (sparse: only items carrying its key attributes appear)."""
+
+    name: str
+    partition_key: str
+    sort_key: str
+    projection: str = "ALL"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The single state table (design: ``tornasole.evaluator.state`` docstring).
+
+    All key attributes are strings. ``gsi1`` is sparse: it holds active jobs,
+    steps waiting for evaluation, and unpublished outbox items, so the scheduled
+    check reads only what needs attention.
+    """
+
+    name: str = "tornasole-state"
+    partition_key: str = "pk"
+    sort_key: str = "sk"
+    gsi: IndexSpec = field(default_factory=lambda: IndexSpec("gsi1", "gsi1pk", "gsi1sk"))
+    ttl_attribute: str = "expires_at"
+    stream_view_type: str = "NEW_IMAGE"
+    billing_mode: str = "PAY_PER_REQUEST"
+
+
+@dataclass(frozen=True)
+class BusSpec:
+    """The custom event bus and what Tornasole puts on it."""
+
+    name: str = "tornasole"
+    source: str = "tornasole"
+    detail_types: tuple[str, ...] = (DETAIL_TYPE_JOB_STATE_CHANGE, DETAIL_TYPE_RULE_ISSUE_FOUND)
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """SNS topic for ``email`` / ``sms`` actions; subscriptions filter on the attributes."""
+
+    topic_name: str = "tornasole-alerts"
+    attr_action: str = ALERT_ATTR_ACTION
+    attr_endpoint: str = ALERT_ATTR_ENDPOINT
+    attr_job: str = ALERT_ATTR_JOB
+
+
+@dataclass(frozen=True)
+class NotificationSpec:
+    """S3 ObjectCreated notifications that drive ``on_object_created``.
+
+    S3 filters allow one prefix and one suffix per configuration, so the stack
+    adds one configuration per suffix; the handler checks the key's exact shape.
+    """
+
+    suffixes: tuple[str, ...] = (".json", END_MARKER_FILE)
+    prefix: str = ""
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda function: its asset directory (repo-relative) and handler."""
+
+    id: str
+    asset_dir: str
+    handler: str = "handler.handler"
+    memory_mb: int = 1024
+    timeout_s: int = 300
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """Everything the CDK app and the local mode need to build the same resources."""
+
+    table: TableSpec = field(default_factory=TableSpec)
+    bus: BusSpec = field(default_factory=BusSpec)
+    alerts: AlertSpec = field(default_factory=AlertSpec)
+    notifications: NotificationSpec = field(default_factory=NotificationSpec)
+    # EventBridge schedule expression of the scheduled check.
+    schedule_expression: str = "rate(5 minutes)"
+    schedule_minutes: int = 5
+    metrics_namespace: str = "Tornasole"
+    service_name: str = "tornasole-evaluator"
+    layer_dir: str = "layers"
+    on_object_created: FunctionSpec = field(
+        default_factory=lambda: FunctionSpec(
+            "OnObjectCreated",
+            "functions/on_object_created",
+            description="S3 ObjectCreated (index, collections, end marker, tornasole_job.json) -> evaluate",
+        )
+    )
+    publish_events: FunctionSpec = field(
+        default_factory=lambda: FunctionSpec(
+            "PublishEvents",
+            "functions/publish_events",
+            memory_mb=256,
+            timeout_s=60,
+            description="DynamoDB stream (outbox items) -> EventBridge / SNS",
+        )
+    )
+    scheduled_check: FunctionSpec = field(
+        default_factory=lambda: FunctionSpec(
+            "ScheduledCheck",
+            "functions/scheduled_check",
+            description="Schedule: stalled-training checks, completion, outbox re-drive",
+        )
+    )
+    # DynamoDB stream -> publish_events: batch settings.
+    stream_batch_size: int = 100
+    stream_retry_attempts: int = 10
+    # Env var names (tornasole.config) each function receives, mapped to what they hold.
+    env_table: str = config.STATE_TABLE
+    env_bus: str = config.EVENT_BUS
+    env_source: str = config.EVENT_SOURCE
+    env_alert_topic: str = config.ALERT_TOPIC_ARN
+    env_trial_bucket: str = config.TRIAL_BUCKET
+
+    @property
+    def functions(self) -> tuple[FunctionSpec, ...]:
+        return (self.on_object_created, self.publish_events, self.scheduled_check)
+
+
+DEFAULT_SPEC = StackSpec()
