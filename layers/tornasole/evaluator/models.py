@@ -1,0 +1,238 @@
+"""Typed values the evaluator passes around: statuses, rule configs, jobs, outcomes.
+
+Why typed: the same facts travel through DynamoDB items, EventBridge details,
+the job-configuration file and the SageMaker-shaped API. Keeping one model with
+explicit ``to_item`` / ``from_item`` conversions means each of those shapes is
+produced in exactly one place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "JobStatus",
+    "RuleStatus",
+    "SECONDARY_STATUS",
+    "EVALUATING",
+    "TERMINAL_JOB",
+    "Action",
+    "RuleConfig",
+    "JobSpec",
+    "RuleState",
+    "JobState",
+    "StepOutcome",
+    "ObjectResult",
+    "job_arn",
+    "rule_job_arn",
+]
+
+
+class JobStatus(str, Enum):
+    """SageMaker's TrainingJobStatus values (the subset Tornasole reaches)."""
+
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+
+
+class RuleStatus(str, Enum):
+    """SageMaker's six RuleEvaluationStatus values."""
+
+    IN_PROGRESS = "InProgress"
+    NO_ISSUES_FOUND = "NoIssuesFound"
+    ISSUES_FOUND = "IssuesFound"
+    ERROR = "Error"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+
+
+# SecondaryStatus SageMaker shows next to each TrainingJobStatus.
+SECONDARY_STATUS = {
+    JobStatus.IN_PROGRESS: "Training",
+    JobStatus.COMPLETED: "Completed",
+    JobStatus.FAILED: "Failed",
+    JobStatus.STOPPING: "Stopping",
+    JobStatus.STOPPED: "Stopped",
+}
+# Rules in these statuses are still evaluated at new steps (IssuesFound is sticky, evaluation goes on).
+EVALUATING = frozenset({RuleStatus.IN_PROGRESS, RuleStatus.ISSUES_FOUND})
+TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED})
+
+
+def job_arn(name: str, region: str = "us-east-1", account: str = "000000000000", partition: str = "aws") -> str:
+    """``arn:<partition>:tornasole:<region>:<account>:training-job/<name>`` (EVENTS.md)."""
+    return f"arn:{partition}:tornasole:{region}:{account}:training-job/{name}"
+
+
+def rule_job_arn(job_arn_: str, rule_name: str) -> str:
+    """The RuleEvaluationJobArn of one rule of a job (a sub-resource of the job's ARN)."""
+    return f"{job_arn_}/rule/{rule_name}"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One entry of ``action_json``: ``stoptraining``, ``email`` or ``sms``."""
+
+    name: str
+    endpoint: str | None = None
+    training_job_prefix: str | None = None
+
+    def to_json_dict(self) -> dict[str, str]:
+        d = {"name": self.name}
+        if self.endpoint is not None:
+            d["endpoint"] = self.endpoint
+        if self.training_job_prefix is not None:
+            d["training_job_prefix"] = self.training_job_prefix
+        return d
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """One rule of a job, normalised from either configuration shape.
+
+    ``parameters`` holds only the rule's own constructor parameters (strings);
+    the reserved keys of ``RuleParameters`` are parsed into fields.
+    ``rule_parameters`` is the SageMaker-shaped map echoed back by ``describe``.
+    """
+
+    name: str
+    rule_to_invoke: str
+    parameters: dict[str, str] = field(default_factory=dict)
+    source_s3_uri: str | None = None
+    other_trials: tuple[str, ...] = ()
+    start_step: int | None = None
+    end_step: int | None = None
+    actions: tuple[Action, ...] = ()
+    logging_level: str | None = None
+    evaluator_image: str = "tornasole"
+    rule_parameters: dict[str, str] = field(default_factory=dict)
+
+    def active_at(self, step: int) -> bool:
+        """Whether ``step`` lies in ``[start_step, end_step)`` (smdebug's invoke_rule range)."""
+        if self.start_step is not None and step < self.start_step:
+            return False
+        return not (self.end_step is not None and step >= self.end_step)
+
+    def to_sagemaker(self) -> dict[str, Any]:
+        """The ``DebugRuleConfigurations`` entry."""
+        return {
+            "RuleConfigurationName": self.name,
+            "RuleEvaluatorImage": self.evaluator_image,
+            "RuleParameters": dict(self.rule_parameters),
+        }
+
+    def to_json(self) -> str:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["actions"] = [a.to_json_dict() for a in self.actions]
+        d["other_trials"] = list(self.other_trials)
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RuleConfig:
+        d = json.loads(text)
+        d["actions"] = tuple(Action(**a) for a in d.get("actions", ()))
+        d["other_trials"] = tuple(d.get("other_trials", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What registering a job stores: name, trial location, rules and hook config."""
+
+    name: str
+    s3_output_path: str
+    rules: tuple[RuleConfig, ...] = ()
+    hook_config: dict[str, Any] | None = None
+    num_workers: int | None = None
+
+    @property
+    def trial_path(self) -> str:
+        return self.s3_output_path.rstrip("/")
+
+
+@dataclass(frozen=True)
+class RuleState:
+    """A rule's current status as stored."""
+
+    config: RuleConfig
+    status: RuleStatus
+    details: str = ""
+    last_modified_ms: int = 0
+    issue_step: int | None = None
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A consistent read of a job and its rules (one query of the job's meta items)."""
+
+    name: str
+    arn: str
+    trial_path: str
+    status: JobStatus
+    seq: int
+    rules_rev: int
+    rules: tuple[RuleState, ...]
+    hook_config: dict[str, Any] | None = None
+    num_workers: int | None = None
+    creation_ms: int = 0
+    start_ms: int = 0
+    end_ms: int | None = None
+    last_modified_ms: int = 0
+    failure_reason: str | None = None
+    job_error: str | None = None
+    end_marker_seen: bool = False
+    expected_steps: int | None = None
+    steps_evaluated: int = 0
+    last_activity_s: float = 0.0
+
+    def rule(self, name: str) -> RuleState | None:
+        return next((r for r in self.rules if r.config.name == name), None)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """The verdict of one rule at one step, as recorded in its evaluation record."""
+
+    rule_name: str
+    step: int
+    fired: bool = False
+    mode: str | None = None
+    mode_step: int | None = None
+    details: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class ObjectResult:
+    """What handling one S3 object did (the handler returns these, metrics count them)."""
+
+    key: str
+    kind: str  # index | collections | end_marker | job_config | ignored
+    action: str  # e.g. evaluated, incomplete, duplicate, registered, ignored, waiting
+    job: str | None = None
+    step: int | None = None
+    reason: str = ""
+    outcomes: tuple[StepOutcome, ...] = ()
+
+    @property
+    def issues_found(self) -> int:
+        return sum(1 for o in self.outcomes if o.fired)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "action": self.action,
+            "job": self.job,
+            "step": self.step,
+            "reason": self.reason,
+            "rules": {o.rule_name: ("Error" if o.error else "fired" if o.fired else "ok") for o in self.outcomes},
+        }

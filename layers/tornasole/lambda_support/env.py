@@ -1,0 +1,54 @@
+"""The handlers' configuration, read once per cold start from the environment.
+
+Why a frozen dataclass: a handler reads its settings in exactly one place and
+fails at once, naming the missing variable, instead of failing later inside a
+boto3 call with an unhelpful ``ParamValidationError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tornasole import config
+from tornasole.exceptions import ConfigurationError
+from tornasole.stack_spec import DEFAULT_SPEC
+
+__all__ = ["HandlerEnv"]
+
+
+@dataclass(frozen=True)
+class HandlerEnv:
+    """Settings every evaluator function receives (names from ``tornasole.config``).
+
+    Examples
+    --------
+    >>> env = HandlerEnv.from_environ({"TORNASOLE_STATE_TABLE": "t", "TORNASOLE_EVENT_BUS": "b"})
+    >>> env.event_source
+    'tornasole'
+    """
+
+    state_table: str
+    event_bus: str
+    event_source: str = DEFAULT_SPEC.bus.source
+    alert_topic_arn: str | None = None
+    trial_bucket: str | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> HandlerEnv:
+        env = os.environ if environ is None else environ
+
+        def required(name: str) -> str:
+            value = env.get(name, "").strip()
+            if not value:
+                raise ConfigurationError(f"{name} is not set")
+            return value
+
+        return cls(
+            state_table=required(config.STATE_TABLE),
+            event_bus=required(config.EVENT_BUS),
+            event_source=env.get(config.EVENT_SOURCE, "").strip() or DEFAULT_SPEC.bus.source,
+            alert_topic_arn=env.get(config.ALERT_TOPIC_ARN, "").strip() or None,
+            trial_bucket=env.get(config.TRIAL_BUCKET, "").strip() or None,
+        )
