@@ -1,0 +1,20 @@
+"""The smdebug on-disk format (FORMAT.md): pure encoders/decoders plus one writer.
+
+Submodules are imported on demand (``from tornasole.format import events``) so
+that importing the package does no work. Only :mod:`tornasole.format.writer`
+performs I/O, through :mod:`tornasole.storage`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "collections",
+    "crc",
+    "events",
+    "index",
+    "paths",
+    "proto",
+    "reductions",
+    "tfrecord",
+    "writer",
+]
