@@ -195,7 +195,7 @@ def encode_record(
     Examples
     --------
     >>> len(encode_record("x", np.float32(1), step=0, mode=None, mode_step=None, wall_time=1.0))
-    75
+    82
     """
     return frame(encode_event(tag, array, step=step, mode=mode, mode_step=mode_step, wall_time=wall_time))
 
