@@ -1,0 +1,181 @@
+"""Index files: where each record of one (step, worker) event file lives (FORMAT.md 3).
+
+An index file is one JSON object ``{"meta", "tensor_payload", "shape_payload"}``
+written by ``json.dumps`` with default separators and no trailing newline; we
+produce the same bytes so smdebug reads our trees and byte-level golden tests
+hold. ``meta`` (mode name, mode step, event file path relative to the trial) comes
+from the first tensor written in the file and applies to every entry.
+
+Decoding validates everything a reader later relies on (types, non-negative
+offsets, a record length that can hold the framing) so a bad file fails here,
+naming the file, and not later as a confusing read error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornasole.exceptions import IndexReaderException
+from tornasole.format.tfrecord import OVERHEAD
+from tornasole.modes import ModeKeys
+
+__all__ = ["IndexEntry", "ShapeEntry", "StepIndex", "encode_index", "decode_index"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One record: ``start_idx`` is its byte offset in the event file, ``length`` its whole size."""
+
+    tensorname: str
+    start_idx: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeEntry:
+    """A tensor's shape, saved without (or alongside) its value (``ReductionConfig(save_shape=True)``)."""
+
+    tensorname: str
+    originalname: str
+    shape: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class StepIndex:
+    """The decoded contents of one index file.
+
+    ``event_file_name`` is relative to the trial directory
+    (``events/000000000005/000000000005_worker_0.tfevents``); it is ``None`` only
+    for an index holding shapes and no tensors (smdebug then omits the key).
+    """
+
+    mode: ModeKeys
+    mode_step: int
+    event_file_name: str | None
+    tensors: list[IndexEntry] = field(default_factory=list)
+    shapes: list[ShapeEntry] = field(default_factory=list)
+
+
+def encode_index(index: StepIndex) -> bytes:
+    """Serialize an index exactly as smdebug's ``IndexWriter`` does.
+
+    Examples
+    --------
+    >>> idx = StepIndex(ModeKeys.TRAIN, 5, "events/000000000005/000000000005_worker_0.tfevents",
+    ...                 [IndexEntry("loss", 0, 99)], [])
+    >>> encode_index(idx)[:48]
+    b'{"meta": {"mode": "TRAIN", "mode_step": 5, "even'
+    """
+    meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
+    if index.event_file_name is not None:
+        meta["event_file_name"] = index.event_file_name
+    doc = {
+        "meta": meta,
+        "tensor_payload": [
+            {"tensorname": e.tensorname, "start_idx": e.start_idx, "length": e.length} for e in index.tensors
+        ],
+        "shape_payload": [
+            {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
+            for s in index.shapes
+        ],
+    }
+    return json.dumps(doc).encode("utf-8")
+
+
+def decode_index(data: bytes | str, path: str | None) -> StepIndex:
+    """Parse and validate one index file.
+
+    Parameters
+    ----------
+    data : bytes or str
+        The file contents.
+    path : str or None
+        The index file, named in every error.
+
+    Raises
+    ------
+    IndexReaderException
+        Malformed JSON, a missing section or key, a wrong type, an unknown mode,
+        a negative offset or a length too small to hold a record.
+
+    Examples
+    --------
+    >>> decode_index(b'{"meta": {"mode": "EVAL", "mode_step": 2, "event_file_name": "e"}, '
+    ...              b'"tensor_payload": [{"tensorname": "x", "start_idx": 0, "length": 80}], '
+    ...              b'"shape_payload": []}', "i.json").tensors
+    [IndexEntry(tensorname='x', start_idx=0, length=80)]
+    """
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise IndexReaderException(f"malformed index JSON ({e})", path=path) from None
+    if not isinstance(doc, dict):
+        raise IndexReaderException(f"index must be a JSON object, got {type(doc).__name__}", path=path)
+    meta = doc.get("meta")
+    if not isinstance(meta, dict) or not meta:
+        raise IndexReaderException("index 'meta' section is missing, empty or not an object", path=path)
+    if "tensor_payload" not in doc and "shape_payload" not in doc:
+        raise IndexReaderException("index has neither 'tensor_payload' nor 'shape_payload'", path=path)
+    mode_name = _typed(meta, "mode", str, path, "meta")
+    try:
+        mode = ModeKeys.from_name(mode_name.strip())
+    except ValueError as e:
+        raise IndexReaderException(f"index meta: {e}", path=path) from None
+    mode_step = _typed(meta, "mode_step", int, path, "meta")
+    tensors_raw = _typed(doc, "tensor_payload", list, path, "index", default=[])
+    shapes_raw = _typed(doc, "shape_payload", list, path, "index", default=[])
+    event_file_name = meta.get("event_file_name")
+    if tensors_raw or event_file_name is not None:
+        event_file_name = _typed(meta, "event_file_name", str, path, "meta")
+    return StepIndex(
+        mode,
+        mode_step,
+        event_file_name,
+        [_tensor_entry(e, i, path) for i, e in enumerate(tensors_raw)],
+        [_shape_entry(e, i, path) for i, e in enumerate(shapes_raw)],
+    )
+
+
+def _typed(obj: dict, key: str, typ: type, path: str | None, where: str, default: Any = ...) -> Any:
+    if key not in obj:
+        if default is not ...:
+            return default
+        raise IndexReaderException(f"{where}: missing key {key!r}", path=path)
+    value = obj[key]
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise IndexReaderException(
+            f"{where}: {key!r} must be {typ.__name__}, got {type(value).__name__} {value!r}", path=path
+        )
+    return value
+
+
+def _tensor_entry(raw: Any, i: int, path: str | None) -> IndexEntry:
+    where = f"tensor_payload[{i}]"
+    if not isinstance(raw, dict):
+        raise IndexReaderException(f"{where} must be an object", path=path)
+    name = _typed(raw, "tensorname", str, path, where)
+    start = _typed(raw, "start_idx", int, path, where)
+    length = _typed(raw, "length", int, path, where)
+    if start < 0:
+        raise IndexReaderException(f"{where} ({name!r}): negative start_idx {start}", path=path)
+    if length < OVERHEAD:
+        raise IndexReaderException(
+            f"{where} ({name!r}): length {length} cannot hold a record (minimum {OVERHEAD})", path=path
+        )
+    return IndexEntry(name, start, length)
+
+
+def _shape_entry(raw: Any, i: int, path: str | None) -> ShapeEntry:
+    where = f"shape_payload[{i}]"
+    if not isinstance(raw, dict):
+        raise IndexReaderException(f"{where} must be an object", path=path)
+    name = _typed(raw, "tensorname", str, path, where)
+    original = raw.get("originalname", name)
+    if not isinstance(original, str):
+        raise IndexReaderException(f"{where} ({name!r}): 'originalname' must be str", path=path)
+    shape = _typed(raw, "shape", list, path, where)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise IndexReaderException(f"{where} ({name!r}): bad shape {shape!r}", path=path)
+    return ShapeEntry(name, original, tuple(shape))
