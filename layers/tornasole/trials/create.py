@@ -1,0 +1,94 @@
+"""``create_trial``: the one entry point users call, for local paths and ``s3://`` alike.
+
+``LocalTrial`` and ``S3Trial`` exist so ``isinstance`` checks and reprs read as
+in smdebug; both are the same :class:`Trial` over a different Storage.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tornasole.storage import Storage, is_s3
+from tornasole.trials.trial import DEFAULT_COLLECTIONS_TIMEOUT, Trial
+
+__all__ = ["create_trial", "LocalTrial", "S3Trial"]
+
+# smdebug keyword arguments accepted for compatibility; they change nothing here.
+_COMPAT_KWARGS = {"parallel", "check", "index_mode", "cache", "profiler", "output_dir"}
+
+
+class LocalTrial(Trial):
+    """A trial in a local directory."""
+
+
+class S3Trial(Trial):
+    """A trial under ``s3://bucket/prefix``."""
+
+
+def create_trial(
+    path: str,
+    name: str | None = None,
+    range_steps: tuple[int | None, int | None] | None = None,
+    *,
+    listing: bool = True,
+    storage: Storage | None = None,
+    collections_timeout: float = DEFAULT_COLLECTIONS_TIMEOUT,
+    poll_interval: float = 1.0,
+    **kwargs: Any,
+) -> Trial:
+    """Open the trial at ``path`` (a directory or ``s3://bucket/prefix``).
+
+    Parameters
+    ----------
+    path : str
+        Where the hook wrote (its ``out_dir``).
+    name : str, optional
+        Defaults to the last component of ``path``.
+    range_steps : (int or None, int or None), optional
+        Load only global steps ``begin <= step < end``.
+    listing : bool
+        ``True`` (default): read the collections file and every index file now,
+        and pick up new steps as they land. ``False``: read nothing now and never
+        list; add steps with :meth:`Trial.load_index_files` (serverless evaluator).
+    storage : Storage, optional
+        A backend to use instead of ``get_storage(path)``.
+    collections_timeout, poll_interval : float
+        See :class:`Trial`.
+    **kwargs
+        smdebug's ``parallel``, ``check``, ``index_mode``, ``cache`` are accepted and ignored.
+
+    Returns
+    -------
+    LocalTrial or S3Trial
+
+    Examples
+    --------
+    >>> from tornasole.trials import create_trial
+    >>> from tornasole import modes
+    >>> trial = create_trial("s3://bucket/run")  # doctest: +SKIP
+    >>> trial.steps(mode=modes.TRAIN)  # doctest: +SKIP
+    [0, 5, 10, 15]
+    >>> one_step = create_trial("s3://bucket/run", listing=False)  # doctest: +SKIP
+    >>> one_step.load_index_files(["index/000000000/000000000010_worker_0.json"])  # doctest: +SKIP
+    [10]
+    """
+    unknown = set(kwargs) - _COMPAT_KWARGS
+    if unknown:
+        raise TypeError(f"create_trial() got unexpected keyword arguments {sorted(unknown)}")
+    path = str(path).strip()
+    s3 = is_s3(path)
+    if not s3:
+        path = os.path.expanduser(path)
+    if name is None:
+        name = os.path.basename(path.rstrip("/"))
+    cls = S3Trial if s3 else LocalTrial
+    return cls(
+        name,
+        path,
+        range_steps=range_steps,
+        listing=listing,
+        storage=storage,
+        collections_timeout=collections_timeout,
+        poll_interval=poll_interval,
+    )

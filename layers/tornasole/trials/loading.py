@@ -1,0 +1,189 @@
+"""Loading index and collections files into a :class:`StepTable`, listing only what is new.
+
+smdebug re-reads index keys from a token derived from its last complete step;
+we do the same, so a live trial's refresh costs one ``list(prefix,
+start_after=token)`` returning only keys not yet settled, never a re-listing of
+the whole trial. The token is the greatest loaded key whose step is complete:
+keys of incomplete multi-worker steps sort after it and are listed again (their
+late workers may still land) but, already seen, are not re-read.
+
+``range_steps=(begin, end)`` (global steps, ``begin <= step < end``) starts the
+listing at ``begin``'s first key and stops it at the first key past ``end``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from tornasole.core.collection import Collection
+from tornasole.exceptions import FormatError, IndexReaderException, TornasoleError
+from tornasole.format import collections as collections_format
+from tornasole.format import index as index_format
+from tornasole.format import paths, reductions
+from tornasole.storage import ReadRequest, Storage, join
+from tornasole.trials.reading import bare_message
+from tornasole.trials.step_index import RecordLocation, StepTable, TensorEntry
+
+__all__ = ["IndexLoader", "entries_from_index", "step_key_prefix"]
+
+logger = logging.getLogger(__name__)
+
+def step_key_prefix(trial_path: str, step: int) -> str:
+    """The common prefix of every index key of ``step`` (sorts after all keys of earlier steps)."""
+    return join(trial_path, "index", f"{step // 1000:09d}", f"{step:012d}")
+
+
+def entries_from_index(
+    idx: index_format.StepIndex, *, trial_path: str, step: int, worker: str, index_path: str
+) -> dict[str, TensorEntry]:
+    """Per-tensor entries of one decoded index file.
+
+    A repeated tag keeps its last entry (what smdebug does, FORMAT.md 3). A
+    ``shape_payload`` entry only adds a shape: unlike smdebug it never hides the
+    location of a saved value.
+    """
+    event_path = join(trial_path, idx.event_file_name or paths.event_file_name(step, worker))
+    out: dict[str, TensorEntry] = {}
+    for e in idx.tensors:
+        loc = RecordLocation(event_path, e.start_idx, e.length, e.tensorname, step, worker, index_path)
+        parsed = reductions.parse_reduction_tag(e.tensorname)
+        if parsed is None:
+            out.setdefault(e.tensorname, TensorEntry()).location = loc
+        else:
+            name, red, is_abs = parsed
+            out.setdefault(name, TensorEntry()).reductions[(red, is_abs)] = loc
+    for s in idx.shapes:
+        out.setdefault(s.tensorname, TensorEntry()).shape = tuple(int(d) for d in s.shape)
+    return out
+
+
+class IndexLoader:
+    """Lists, reads and registers index files of one trial.
+
+    Parameters
+    ----------
+    storage : Storage
+    trial_path : str
+    table : StepTable
+        Where loaded steps go.
+    range_steps : tuple of (int or None, int or None), optional
+        Only global steps ``begin <= step < end`` are loaded.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        trial_path: str,
+        table: StepTable,
+        range_steps: tuple[int | None, int | None] | None = None,
+    ) -> None:
+        self.storage = storage
+        self.trial_path = trial_path
+        self.table = table
+        self.begin, self.end = range_steps if range_steps is not None else (None, None)
+        self.index_prefix = join(trial_path, "index", "")
+        self.token: str | None = step_key_prefix(trial_path, self.begin) if self.begin else None
+        self._pending: dict[str, int] = {}  # keys after the token already read -> step
+        self.collections: dict[str, Collection] | None = None
+        self.collection_files: list[str] = []
+
+    # -- index files -----------------------------------------------------------------------------
+    def in_range(self, step: int) -> bool:
+        return (self.begin is None or step >= self.begin) and (self.end is None or step < self.end)
+
+    def refresh(self) -> int:
+        """List index keys after the token, load the new ones; return how many were new."""
+        new: list[tuple[str, int, str]] = []
+        for key in self.storage.list(self.index_prefix, start_after=self.token):
+            if key in self._pending:
+                continue
+            parsed = paths.parse_index_file_name(key)
+            if parsed is None:
+                self._pending[key] = -1
+                continue
+            step, worker = parsed
+            if self.end is not None and step >= self.end:
+                break
+            if self.in_range(step):
+                new.append((key, step, worker))
+            else:
+                self._pending[key] = step
+        self.load(new)
+        self._advance_token()
+        return len(new)
+
+    def load(self, keys: Iterable[tuple[str, int, str]]) -> list[int]:
+        """Read the given ``(key, step, worker)`` index files concurrently and register them."""
+        keys = list(keys)
+        results = self.storage.read_many([ReadRequest(k) for k, _, _ in keys], on_error="return")
+        loaded = []
+        for (key, step, worker), data in zip(keys, results):
+            self._pending[key] = step
+            try:
+                if isinstance(data, BaseException):
+                    raise data
+                idx = index_format.decode_index(data, key)
+                tensors = entries_from_index(
+                    idx, trial_path=self.trial_path, step=step, worker=worker, index_path=key
+                )
+            except (FormatError, OSError, ValueError, TypeError, KeyError) as exc:
+                reason = bare_message(exc) if isinstance(exc, FormatError) else f"{type(exc).__name__}: {exc}"
+                err = IndexReaderException(f"cannot load index file: {reason}", path=key, step=step)
+                err.__cause__ = exc
+                logger.warning("bad index file, step %s worker %s skipped: %s", step, worker, err)
+                self.table.add_bad(step, worker, err)
+                continue
+            self.table.add_step(step, worker, idx.mode, int(idx.mode_step), tensors)
+            loaded.append(step)
+        return sorted(set(loaded))
+
+    def _advance_token(self) -> None:
+        """Move the token to the greatest read key whose step is settled (complete)."""
+        last = self.table.last_complete_step
+        settled = [k for k, s in self._pending.items() if s <= last]
+        if not settled:
+            return
+        best = max(settled)
+        if self.token is None or best > self.token:
+            self.token = best
+        self._pending = {k: s for k, s in self._pending.items() if k > self.token}
+
+    # -- collections -------------------------------------------------------------------------------
+    def load_collections(self) -> bool:
+        """Read the first collections file (sorted) for collections and ``num_workers``.
+
+        Returns ``False`` when there is none yet. A malformed file raises a
+        :class:`FormatError` naming it.
+        """
+        files = [
+            f
+            for f in self.storage.list(join(self.trial_path, "collections", ""))
+            if paths.parse_collections_file_name(f) is not None
+        ]
+        if not files:
+            return False
+        self._read_collections(files[0])
+        self.collection_files = files
+        self.table.add_workers(paths.parse_collections_file_name(f) for f in files)
+        return True
+
+    def load_collections_for(self, worker: str) -> bool:
+        """Read ``worker``'s collections file by its key (no listing); ``False`` if it does not exist."""
+        key = join(self.trial_path, paths.collections_file_name(worker))
+        try:
+            self._read_collections(key)
+        except FileNotFoundError:
+            return False
+        self.collection_files = [key]
+        return True
+
+    def _read_collections(self, key: str) -> None:
+        data = self.storage.read(key)
+        raw, num_workers = collections_format.decode_collections(data, key)
+        try:
+            colls = {name: Collection.from_json_dict(d) for name, d in raw.items()}
+        except (TornasoleError, ValueError, TypeError) as exc:
+            raise FormatError(f"bad collection: {exc}", path=key) from exc
+        self.collections = colls
+        self.table.set_num_workers(num_workers)

@@ -1,0 +1,196 @@
+"""Fetching tensor values: one ranged read per record, concurrent batches, a bounded cache.
+
+smdebug reads whole event files (and on S3 lists the whole ``events/`` prefix)
+for every value. The index already says exactly which bytes hold a record, so
+we read exactly ``[start_idx, start_idx + length)`` and nothing else: reading a
+value never holds more than that record in memory (far less than its event
+file). Several values are fetched with one ``storage.read_many`` call (threads),
+split into batches of bounded total size.
+
+Every failure becomes a tornasole exception naming the event file, the index
+file that pointed at it, the step, the tensor and the byte offset.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
+
+from tornasole.exceptions import FormatError, IndexReaderException
+from tornasole.format import events, tfrecord
+from tornasole.storage import ReadRequest, Storage
+from tornasole.trials.step_index import RecordLocation
+
+__all__ = ["ValueCache", "ValueReader", "decode_location", "bare_message"]
+
+#: Default budget of the value cache, in bytes of numpy data.
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+#: Largest total size of one ``read_many`` batch, so a bulk prefetch stays bounded in memory.
+BATCH_BYTES = 64 * 1024 * 1024
+
+
+class ValueCache:
+    """Thread-safe LRU of numpy arrays bounded by their total ``nbytes``.
+
+    Examples
+    --------
+    >>> c = ValueCache(max_bytes=16)
+    >>> c.put("a", np.zeros(2)); c.put("b", np.zeros(2)); c.get("a") is None
+    True
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> np.ndarray | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: np.ndarray) -> None:
+        size = int(getattr(value, "nbytes", 0))
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._size -= int(old.nbytes)
+            self._data[key] = value
+            self._size += size
+            while self._size > self.max_bytes and self._data:
+                _, evicted = self._data.popitem(last=False)
+                self._size -= int(evicted.nbytes)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _key(loc: RecordLocation) -> tuple[str, int, str]:
+    return (loc.tag, loc.step, loc.worker)
+
+
+class ValueReader:
+    """Decode records at :class:`RecordLocation`s through a storage backend, with caching.
+
+    Cached values are shared: callers must not modify returned arrays in place.
+    """
+
+    def __init__(self, storage: Storage, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.storage = storage
+        self.cache = ValueCache(cache_bytes)
+
+    def fetch(self, loc: RecordLocation) -> np.ndarray:
+        """The value of one record (cached per (tag, step, worker))."""
+        cached = self.cache.get(_key(loc))
+        if cached is not None:
+            return cached
+        try:
+            data = self.storage.read(loc.event_path, loc.start, loc.start + loc.length)
+        except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
+            raise _read_error(loc, exc) from exc
+        value = decode_location(loc, data)
+        self.cache.put(_key(loc), value)
+        return value
+
+    def fetch_many(self, locs: Sequence[RecordLocation]) -> list[np.ndarray | Exception]:
+        """Values of several records, read concurrently; an error is returned in its slot."""
+        out: list[np.ndarray | Exception | None] = [self.cache.get(_key(loc)) for loc in locs]
+        todo = [i for i, v in enumerate(out) if v is None]
+        for batch in _batches(todo, locs):
+            reqs = [_request(locs[i]) for i in batch]
+            results = self.storage.read_many(reqs, on_error="return")
+            for i, data in zip(batch, results):
+                loc = locs[i]
+                if isinstance(data, BaseException):
+                    out[i] = _read_error(loc, data)
+                    continue
+                try:
+                    value = decode_location(loc, data)
+                except (FormatError, IndexReaderException) as exc:
+                    out[i] = exc
+                    continue
+                self.cache.put(_key(loc), value)
+                out[i] = value
+        return out  # type: ignore[return-value]
+
+    def prefetch(self, locs: Iterable[RecordLocation]) -> int:
+        """Fetch and cache what is not cached yet; errors are left for the later ``fetch`` to raise."""
+        todo = [loc for loc in dict.fromkeys(locs) if _key(loc) not in self.cache]
+        return sum(1 for v in self.fetch_many(todo) if not isinstance(v, Exception))
+
+
+def _request(loc: RecordLocation) -> ReadRequest:
+    return ReadRequest(loc.event_path, loc.start, loc.start + loc.length)
+
+
+def _batches(indices: list[int], locs: Sequence[RecordLocation]) -> Iterable[list[int]]:
+    batch: list[int] = []
+    size = 0
+    for i in indices:
+        if batch and size + locs[i].length > BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(i)
+        size += locs[i].length
+    if batch:
+        yield batch
+
+
+def _where(loc: RecordLocation) -> str:
+    return f"(index {loc.index_path} says record [{loc.start}, {loc.start + loc.length}))"
+
+
+def _read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException:
+    if isinstance(exc, FileNotFoundError):
+        msg = f"event file is missing {_where(loc)}"
+    else:
+        msg = f"cannot read event file: {type(exc).__name__}: {exc} {_where(loc)}"
+    return IndexReaderException(
+        msg, path=loc.event_path, offset=loc.start, step=loc.step, tensor_name=loc.tag
+    )
+
+
+def decode_location(loc: RecordLocation, data: bytes) -> np.ndarray:
+    """Decode the bytes of one ranged read; raise :class:`IndexReaderException` naming everything."""
+
+    def fail(msg: str, cause: BaseException | None = None) -> IndexReaderException:
+        err = IndexReaderException(
+            f"{msg} {_where(loc)}", path=loc.event_path, offset=loc.start, step=loc.step, tensor_name=loc.tag
+        )
+        err.__cause__ = cause
+        return err
+
+    if len(data) < loc.length:
+        raise fail(
+            f"index points past the end of the event file (or the file is truncated): "
+            f"only {len(data)} of {loc.length} bytes exist from offset {loc.start}"
+        )
+    try:
+        payload = tfrecord.read_record(data, loc.event_path, 0, loc.length)
+        record = events.decode_event(payload, path=loc.event_path)
+    except FormatError as exc:
+        raise fail(bare_message(exc), exc) from exc
+    if record.tag != loc.tag:
+        raise fail(f"record holds tensor {record.tag!r}, not {loc.tag!r}")
+    return record.value
+
+
+def bare_message(exc: FormatError) -> str:
+    """``exc``'s message without the ``path, offset 0`` prefix (offsets inside a ranged read are relative)."""
+    text = str(exc)
+    if exc.path is not None and text.startswith(str(exc.path)):
+        _, sep, rest = text.partition(": ")
+        if sep:
+            return rest
+    return text

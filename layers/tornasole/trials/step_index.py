@@ -1,0 +1,237 @@
+"""The in-memory index of a trial: steps, modes, workers and where each record lives.
+
+Index files are the only thing a trial reads eagerly; event files are read one
+record at a time, on demand. This module turns decoded index files into the
+lookups the Trial / Tensor API needs (global step <-> mode step, tensor ->
+steps, (tensor, step) -> per-worker record locations) and decides step
+completeness, so that ``trial.py`` and ``tensor.py`` stay thin.
+
+Completeness (FORMAT.md 6): a step is complete when ``num_workers`` distinct
+workers have its index file, when a later step is complete (the missing worker
+skipped it), or when training has ended and everything was read. An index file
+that cannot be decoded is recorded as a *bad step* with its error, so reading
+that (step, worker) raises the error while every other step stays readable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tornasole.modes import GLOBAL, ModeKeys
+
+__all__ = ["StepState", "RecordLocation", "TensorEntry", "StepRecord", "StepTable"]
+
+
+class StepState(Enum):
+    """Answer of ``Trial.has_passed_step`` (values as in smdebug)."""
+
+    UNAVAILABLE = 0
+    AVAILABLE = 1
+    NOT_YET_AVAILABLE = 2
+
+
+@dataclass(frozen=True)
+class RecordLocation:
+    """One record of one event file: exactly the bytes a ranged read must fetch.
+
+    ``tag`` is the record's tag (``smdebug/reductions/...`` for reductions);
+    ``index_path`` is the index file that pointed here, for error messages.
+    """
+
+    event_path: str
+    start: int
+    length: int
+    tag: str
+    step: int
+    worker: str
+    index_path: str
+
+
+@dataclass
+class TensorEntry:
+    """What one worker saved of one tensor at one step."""
+
+    location: RecordLocation | None = None
+    shape: tuple[int, ...] | None = None
+    reductions: dict[tuple[str, bool], RecordLocation] = field(default_factory=dict)
+
+
+@dataclass
+class StepRecord:
+    """One global step: its mode, mode step and, per worker, its tensors."""
+
+    step: int
+    mode: ModeKeys
+    mode_step: int
+    workers: dict[str, dict[str, TensorEntry]] = field(default_factory=dict)
+
+
+class StepTable:
+    """Thread-safe registry of every loaded (step, worker) index.
+
+    ``num_workers`` is ``None`` while unknown (no collections file read yet):
+    then no step is complete until training has ended, unless
+    ``assume_complete_when_unknown`` (trials built from explicit index files,
+    which never list) treats any loaded step as complete.
+
+    Examples
+    --------
+    >>> from tornasole.modes import TRAIN
+    >>> t = StepTable(num_workers=1)
+    >>> t.add_step(5, "worker_0", TRAIN, 0, {"loss": TensorEntry(shape=())})
+    >>> t.steps(), t.steps(TRAIN), t.global_step(TRAIN, 0), t.is_complete(5)
+    ([5], [0], 5, True)
+    """
+
+    def __init__(self, num_workers: int | None = None, assume_complete_when_unknown: bool = False) -> None:
+        self.lock = threading.RLock()
+        self.num_workers = num_workers
+        self.assume_complete_when_unknown = assume_complete_when_unknown
+        self.all_loaded = False
+        self._steps: dict[int, StepRecord] = {}
+        self._mode_to_global: dict[ModeKeys, dict[int, int]] = {}
+        self._tensor_steps: dict[str, set[int]] = {}
+        self._mode_tensors: dict[ModeKeys, set[str]] = {}
+        self._workers: set[str] = set()
+        self._last_complete = -1
+        # (step, worker) -> the error raised while loading that index file
+        self.bad: dict[tuple[int, str], Exception] = {}
+
+    # -- loading -------------------------------------------------------------------------------
+    def add_step(
+        self, step: int, worker: str, mode: ModeKeys, mode_step: int, tensors: dict[str, TensorEntry]
+    ) -> None:
+        """Register one worker's index for ``step``; the first (mode, mode_step) seen for a step wins."""
+        with self.lock:
+            rec = self._steps.get(step)
+            if rec is None:
+                rec = self._steps[step] = StepRecord(step, mode, mode_step)
+                if mode != GLOBAL:
+                    self._mode_to_global.setdefault(mode, {}).setdefault(mode_step, step)
+            rec.workers[worker] = tensors
+            self._workers.add(worker)
+            self.bad.pop((step, worker), None)
+            for name in tensors:
+                self._tensor_steps.setdefault(name, set()).add(step)
+                if rec.mode != GLOBAL:
+                    self._mode_tensors.setdefault(rec.mode, set()).add(name)
+            if self._has_all_workers(rec) and step > self._last_complete:
+                self._last_complete = step
+
+    def add_bad(self, step: int, worker: str, error: Exception) -> None:
+        """Record that ``worker``'s index for ``step`` could not be loaded."""
+        with self.lock:
+            self.bad[(step, worker)] = error
+            self._workers.add(worker)
+
+    def add_workers(self, workers: Iterable[str]) -> None:
+        with self.lock:
+            self._workers.update(workers)
+
+    def set_num_workers(self, n: int | None) -> None:
+        """Set the expected number of workers and recompute the last complete step."""
+        with self.lock:
+            self.num_workers = n
+            for step in sorted(self._steps, reverse=True):
+                if self._has_all_workers(self._steps[step]):
+                    self._last_complete = max(self._last_complete, step)
+                    break
+
+    def mark_all_loaded(self) -> None:
+        """Training ended and the final refresh is done: every loaded step is complete."""
+        with self.lock:
+            self.all_loaded = True
+            if self._steps:
+                self._last_complete = max(self._last_complete, max(self._steps))
+
+    # -- completeness ----------------------------------------------------------------------------
+    def _has_all_workers(self, rec: StepRecord) -> bool:
+        n = self.num_workers
+        if n is None:
+            return self.assume_complete_when_unknown and bool(rec.workers)
+        return len(rec.workers) >= n
+
+    @property
+    def last_complete_step(self) -> int:
+        """Highest complete global step, ``-1`` if none."""
+        return self._last_complete
+
+    def is_complete(self, step: int) -> bool:
+        """Whether the global ``step`` (which must be loaded) is complete."""
+        with self.lock:
+            rec = self._steps.get(step)
+            if rec is None:
+                return False
+            return self.all_loaded or step <= self._last_complete or self._has_all_workers(rec)
+
+    # -- queries --------------------------------------------------------------------------------
+    def steps(self, mode: ModeKeys | None = None, complete_only: bool = False) -> list[int]:
+        """Global steps (``mode`` None or GLOBAL) or ``mode``'s mode steps, sorted."""
+        with self.lock:
+            if mode is None or mode == GLOBAL:
+                return sorted(s for s in self._steps if not complete_only or self.is_complete(s))
+            m2g = self._mode_to_global.get(mode, {})
+            return sorted(ms for ms, g in m2g.items() if not complete_only or self.is_complete(g))
+
+    def has_step(self, step: int) -> bool:
+        return step in self._steps
+
+    def record(self, step: int) -> StepRecord | None:
+        return self._steps.get(step)
+
+    def modes(self) -> list[ModeKeys]:
+        """Modes used by the trial, GLOBAL excluded (as smdebug), in enum order."""
+        with self.lock:
+            return sorted(self._mode_to_global, key=lambda m: m.value)
+
+    def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
+        if mode == GLOBAL:
+            return mode_step
+        return self._mode_to_global.get(mode, {}).get(mode_step)
+
+    def mode_of(self, step: int) -> tuple[ModeKeys, int] | None:
+        rec = self._steps.get(step)
+        return None if rec is None else (rec.mode, rec.mode_step)
+
+    def workers(self) -> list[str]:
+        with self.lock:
+            return sorted(self._workers)
+
+    def tensor_names(self) -> set[str]:
+        with self.lock:
+            return set(self._tensor_steps)
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._tensor_steps
+
+    def mode_tensor_names(self, mode: ModeKeys) -> set[str]:
+        with self.lock:
+            return set(self._mode_tensors.get(mode, ()))
+
+    def step_tensor_names(self, step: int) -> set[str]:
+        with self.lock:
+            rec = self._steps.get(step)
+            if rec is None:
+                return set()
+            return {name for tensors in rec.workers.values() for name in tensors}
+
+    def tensor_steps(self, name: str) -> list[int]:
+        """Global steps at which any worker saved anything (value, reduction or shape) of ``name``."""
+        with self.lock:
+            return sorted(self._tensor_steps.get(name, ()))
+
+    def entries(self, name: str, step: int) -> dict[str, TensorEntry]:
+        """Per-worker entries of ``name`` at global ``step`` (empty if none)."""
+        with self.lock:
+            rec = self._steps.get(step)
+            if rec is None:
+                return {}
+            return {w: t[name] for w, t in rec.workers.items() if name in t}
+
+    def bad_for_step(self, step: int) -> dict[str, Exception]:
+        """Worker -> load error, for index files of ``step`` that could not be read."""
+        with self.lock:
+            return {w: e for (s, w), e in self.bad.items() if s == step}

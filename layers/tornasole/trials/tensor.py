@@ -1,0 +1,194 @@
+"""A saved tensor of a trial: its steps, values, reductions, shapes and workers.
+
+A Tensor holds no data: it asks the trial's step table where records are and
+its value reader for the bytes. ``worker=None`` means the tensor's only worker,
+or with several workers the first one (sorted by name) that saved it at that
+step. A worker the trial has never seen raises :class:`InvalidWorker`.
+
+Missing data raises the documented exceptions: :class:`TensorUnavailableForStep`
+(the step exists, this tensor, or this reduction, was not saved there),
+:class:`StepUnavailable` (the step was never saved and training is past it),
+:class:`StepNotYetAvailable` (it may still arrive), :class:`NoMoreData`
+(training ended before it), or the recorded error of an unreadable index file.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tornasole.exceptions import InvalidWorker, StepNotYetAvailable, TensorUnavailableForStep
+from tornasole.format import reductions
+from tornasole.modes import GLOBAL, ModeKeys
+from tornasole.trials.step_index import StepState, TensorEntry
+
+if TYPE_CHECKING:
+    from tornasole.trials.trial import Trial
+
+__all__ = ["Tensor"]
+
+
+class Tensor:
+    """One tensor name of a trial (obtain it with ``trial.tensor(name)``).
+
+    Examples
+    --------
+    >>> t = trial.tensor("gradient/Net_fc1.weight")  # doctest: +SKIP
+    >>> t.steps(), t.value(0).shape, t.reduction_value(0, "mean", abs=True)  # doctest: +SKIP
+    """
+
+    def __init__(self, name: str, trial: Trial) -> None:
+        self.name = name
+        self.trial = trial
+        self._computed: dict[tuple[int, str, str, bool], np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.name!r} of trial {self.trial.name!r}>"
+
+    # -- steps ---------------------------------------------------------------------------------
+    def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Global steps (GLOBAL) or ``mode``'s mode steps at which this tensor was saved."""
+        mode = GLOBAL if mode is None else mode
+        self.trial.maybe_refresh()
+        table = self.trial._table
+        out = []
+        for g in table.tensor_steps(self.name):
+            if not show_incomplete_steps and not table.is_complete(g):
+                continue
+            if mode == GLOBAL:
+                out.append(g)
+            else:
+                m, ms = table.mode_of(g)
+                if m == mode:
+                    out.append(ms)
+        return sorted(out)
+
+    def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
+        """The last ``n`` steps (all if None) up to and including ``step``."""
+        steps = self.steps(mode)
+        prev = steps[: bisect_right(steps, step)]
+        return prev[-n:] if n else prev
+
+    def workers(self, step: int, mode: ModeKeys = GLOBAL) -> list[str]:
+        """Workers that saved this tensor at ``step``, sorted."""
+        g, entries = self._entries(step, mode)
+        return sorted(entries)
+
+    # -- values --------------------------------------------------------------------------------
+    def value(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+        """The saved value at ``step`` as a numpy array (do not modify it in place: it is cached)."""
+        entry = self._entry(step, mode, worker)
+        if entry.location is None:
+            raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+        return self.trial._reader.fetch(entry.location)
+
+    def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
+        """``{step: value}`` for every complete step of ``mode``, fetched concurrently."""
+        steps = self.steps(mode)
+        self.trial.prefetch([self.name], steps, mode=mode, workers=None if worker is None else [worker])
+        return {s: self.value(s, mode, worker) for s in steps}
+
+    def shape(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
+        """The saved shape (``shape_payload``) if there is one, else the value's shape."""
+        entry = self._entry(step, mode, worker)
+        if entry.shape is not None:
+            return entry.shape
+        return tuple(self.value(step, mode, worker).shape)
+
+    def has_reductions(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> bool:
+        """Whether reduction records were saved for this tensor at ``step``."""
+        return bool(self._entry(step, mode, worker).reductions)
+
+    def reduction_value(
+        self,
+        step: int,
+        reduction_name: str,
+        mode: ModeKeys = GLOBAL,
+        worker: str | None = None,
+        abs: bool = False,  # noqa: A002 - smdebug's keyword
+    ) -> np.ndarray:
+        """A reduction: the saved record if there is one, else computed from the full value and cached.
+
+        ``reduction_name`` is one of min max mean prod std sum variance l1 l2
+        (``l1_norm``/``l2_norm`` accepted).
+        """
+        red = reductions.canonical_reduction(reduction_name)
+        mode = GLOBAL if mode is None else mode
+        g, w, entry = self._resolve(step, mode, worker)
+        loc = entry.reductions.get((red, bool(abs)))
+        if loc is not None:
+            return self.trial._reader.fetch(loc)
+        if entry.location is None:
+            raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+        key = (g, w, red, bool(abs))
+        cached = self._computed.get(key)
+        if cached is None:
+            value = self.trial._reader.fetch(entry.location)
+            cached = self._computed[key] = reductions.compute(value, red, abs)
+        return cached
+
+    def reduction_values(
+        self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None
+    ) -> dict[tuple[str, bool], np.ndarray]:
+        """``{(reduction, abs): value}`` of every reduction saved at ``step``."""
+        entry = self._entry(step, mode, worker)
+        keys = list(entry.reductions)
+        values = self.trial._reader.fetch_many([entry.reductions[k] for k in keys])
+        for v in values:
+            if isinstance(v, Exception):
+                raise v
+        return dict(zip(keys, values))
+
+    # -- lookup --------------------------------------------------------------------------------
+    def _entry(self, step: int, mode: ModeKeys, worker: str | None) -> TensorEntry:
+        return self._resolve(step, GLOBAL if mode is None else mode, worker)[2]
+
+    def _entries(self, step: int, mode: ModeKeys) -> tuple[int, dict[str, TensorEntry]]:
+        """(global step, worker -> entry) for ``step``, refreshing once; raises if nothing is there."""
+        mode = GLOBAL if mode is None else mode
+        table = self.trial._table
+        g = table.global_step(mode, step)
+        entries = table.entries(self.name, g) if g is not None else {}
+        if not entries:
+            self.trial.maybe_refresh()
+            g = table.global_step(mode, step)
+            entries = table.entries(self.name, g) if g is not None else {}
+        if not entries:
+            raise self._missing(step, mode, g)
+        return g, entries
+
+    def _resolve(self, step: int, mode: ModeKeys, worker: str | None) -> tuple[int, str, TensorEntry]:
+        table = self.trial._table
+        if worker is not None and worker not in table.workers():
+            self.trial.maybe_refresh()
+            if worker not in table.workers():
+                raise InvalidWorker(worker, table.workers())
+        g, entries = self._entries(step, mode)
+        if worker is None:
+            worker = min(entries)
+        elif worker not in entries:
+            bad = table.bad.get((g, worker))
+            if bad is not None:
+                raise bad
+            rec = table.record(g)
+            if rec is not None and worker not in rec.workers and not table.is_complete(g):
+                raise StepNotYetAvailable(step, mode)
+            raise TensorUnavailableForStep(self.name, step, mode)
+        return g, worker, entries[worker]
+
+    def _missing(self, step: int, mode: ModeKeys, g: int | None) -> Exception:
+        trial = self.trial
+        if g is not None:
+            bad = trial._table.bad_for_step(g)
+            if bad:
+                return bad[min(bad)]
+        state = trial.has_passed_step(step, mode)
+        if state == StepState.AVAILABLE:
+            return TensorUnavailableForStep(self.name, step, mode)
+        if state == StepState.UNAVAILABLE:
+            return trial.step_unavailable_error(step, mode)
+        if trial.loaded_all_steps:
+            return trial.step_unavailable_error(step, mode)
+        return StepNotYetAvailable(step, mode)

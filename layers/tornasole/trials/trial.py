@@ -1,0 +1,334 @@
+"""The Trial: one training run's saved tensors, local or on S3, read through one Storage.
+
+Construction reads the collections file (``num_workers``) and the index files;
+event files are read later, one record per value. A live trial refreshes itself
+on queries (``dynamic_refresh``; see :mod:`tornasole.analysis.utils`) by
+listing only index keys after its token (see :mod:`tornasole.trials.loading`).
+After the end marker is first seen the trial refreshes once, waits
+``$TORNASOLE_TRAINING_END_DELAY_REFRESH`` seconds (default 1), refreshes again
+and from then on treats every step as complete and never lists again.
+
+A trial built with ``listing=False`` never lists anything: it knows only the
+index files handed to :meth:`Trial.load_index_files` (the serverless evaluator
+builds a trial for one step from an S3 notification this way).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tornasole.config import TRAINING_END_DELAY_REFRESH
+from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
+from tornasole.format import paths
+from tornasole.modes import GLOBAL, ModeKeys
+from tornasole.storage import Storage, get_storage, join
+from tornasole.trials.loading import IndexLoader
+from tornasole.trials.reading import DEFAULT_CACHE_BYTES, ValueReader
+from tornasole.trials.step_index import StepTable
+from tornasole.trials.stepping import StepQueries
+from tornasole.trials.tensor import Tensor
+
+__all__ = ["Trial"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds ``create_trial`` waits for a first collections file before going on without one.
+DEFAULT_COLLECTIONS_TIMEOUT = 10.0
+
+
+class Trial(StepQueries):
+    """Saved tensors of one training run (use :func:`tornasole.trials.create_trial`).
+
+    Parameters
+    ----------
+    name : str
+    path : str
+        Trial directory or ``s3://bucket/prefix``.
+    range_steps : (int or None, int or None), optional
+        Load only global steps ``begin <= step < end``.
+    listing : bool
+        ``False``: never list; only :meth:`load_index_files` adds steps.
+    storage : Storage, optional
+        Defaults to ``get_storage(path)``.
+    collections_timeout : float
+        Seconds to poll for the first collections file (listing trials only).
+        If the end marker is there and no collections file, raises
+        :class:`MissingCollectionFiles`; past the timeout the trial goes on and
+        keeps looking on each refresh (no step is complete until it knows
+        ``num_workers`` or training ends).
+    poll_interval : float
+        Seconds between polls (collections, :meth:`wait_for_steps`).
+    cache_bytes : int
+        Budget of the value cache.
+
+    Examples
+    --------
+    >>> from tornasole.trials import create_trial
+    >>> trial = create_trial("/tmp/run")  # doctest: +SKIP
+    >>> trial.steps(), trial.tensor("loss").value(0)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        *,
+        range_steps: tuple[int | None, int | None] | None = None,
+        listing: bool = True,
+        storage: Storage | None = None,
+        collections_timeout: float = DEFAULT_COLLECTIONS_TIMEOUT,
+        poll_interval: float = 1.0,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        self.name = name
+        self.path = self.trial_dir = path
+        self.range_steps = _check_range(range_steps)
+        self.listing = listing
+        self.poll_interval = poll_interval
+        self.dynamic_refresh = True
+        self._storage = storage if storage is not None else get_storage(path)
+        self._table = StepTable(assume_complete_when_unknown=not listing)
+        self._loader = IndexLoader(self._storage, path, self._table, self.range_steps)
+        self._reader = ValueReader(self._storage, cache_bytes)
+        self._tensors: dict[str, Tensor] = {}
+        self._refresh_lock = threading.RLock()
+        self._ended = False
+        self._end_delay = float(os.environ.get(TRAINING_END_DELAY_REFRESH) or 1)
+        if listing:
+            self._wait_for_collections(collections_timeout)
+            self.refresh()
+
+    # -- loading -------------------------------------------------------------------------------
+    def _wait_for_collections(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._loader.load_collections():
+            if self.training_ended():
+                if self._loader.load_collections():
+                    return
+                raise MissingCollectionFiles(self.path)
+            if time.monotonic() >= deadline:
+                logger.warning("trial %s: no collections file under %s yet; going on", self.name, self.path)
+                return
+            time.sleep(self.poll_interval)
+
+    def refresh(self) -> None:
+        """Load index files that appeared since the last refresh (lists only after the token)."""
+        if not self.listing:
+            return
+        with self._refresh_lock:
+            if self._loader.collections is None:
+                self._loader.load_collections()
+            self._loader.refresh()
+
+    def maybe_refresh(self, name: str | None = None) -> None:
+        """Refresh unless refreshing is off or every step was loaded (end-marker protocol above)."""
+        if self.loaded_all_steps or not self.dynamic_refresh or not self.listing:
+            return
+        with self._refresh_lock:
+            if self.loaded_all_steps:
+                return
+            ended = self.training_ended()
+            self.refresh()
+            if not ended:
+                return
+            time.sleep(self._end_delay)
+            self.refresh()
+            if self._loader.collections is None:
+                raise MissingCollectionFiles(self.path)
+            self._table.mark_all_loaded()
+            logger.info("trial %s: training ended, loaded all steps", self.name)
+
+    def load_index_files(self, index_paths: Iterable[str]) -> list[int]:
+        """Read exactly these index files (full paths or keys relative to the trial); no listing.
+
+        The collections file of the first file's worker is read by its key when
+        no collections were loaded yet. Steps outside ``range_steps`` are ignored.
+
+        Returns
+        -------
+        list of int
+            Global steps loaded (bad index files are recorded, not returned).
+
+        Examples
+        --------
+        >>> trial = create_trial("s3://b/run", listing=False)  # doctest: +SKIP
+        >>> trial.load_index_files(["index/000000000/000000000010_worker_0.json"])  # doctest: +SKIP
+        [10]
+        """
+        keys = []
+        for p in index_paths:
+            full = p if p.startswith(self.path) else join(self.path, p)
+            parsed = paths.parse_index_file_name(full)
+            if parsed is None:
+                raise ValueError(f"trial {self.name}: {full!r} is not an index file name")
+            if self._loader.in_range(parsed[0]):
+                keys.append((full, parsed[0], parsed[1]))
+        with self._refresh_lock:
+            if keys and self._loader.collections is None:
+                self._loader.load_collections_for(keys[0][2])
+            return self._loader.load(keys)
+
+    def prefetch(
+        self,
+        names: Iterable[str],
+        steps: Iterable[int],
+        mode: ModeKeys = GLOBAL,
+        workers: Sequence[str] | None = None,
+    ) -> int:
+        """Fetch and cache, concurrently, the values and saved reductions of ``names`` at ``steps``.
+
+        Unknown names or steps are ignored; read errors surface on the later
+        ``value()`` call. Returns the number of records fetched.
+        """
+        self.maybe_refresh()
+        locs = []
+        steps = list(steps)
+        for name in names:
+            for step in steps:
+                g = self._table.global_step(mode, step)
+                for w, entry in self._table.entries(name, g).items() if g is not None else ():
+                    if workers is None or w in workers:
+                        if entry.location is not None:
+                            locs.append(entry.location)
+                        locs.extend(entry.reductions.values())
+        return self._reader.prefetch(locs)
+
+    # -- state -----------------------------------------------------------------------------------
+    def training_ended(self) -> bool:
+        """Whether the end marker exists (checked until first seen)."""
+        if not self._ended:
+            self._ended = self._storage.exists(join(self.path, paths.END_MARKER))
+        return self._ended
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        return self._table.all_loaded
+
+    @property
+    def is_complete(self) -> bool:
+        """Training ended and every step was loaded."""
+        self.maybe_refresh()
+        return self.loaded_all_steps
+
+    @property
+    def num_workers(self) -> int:
+        """Workers per step from the collections file (0 while unknown)."""
+        return self._table.num_workers or 0
+
+    @property
+    def last_complete_step(self) -> int:
+        return self._table.last_complete_step
+
+    @property
+    def last_index_token(self) -> str | None:
+        """The ``start_after`` key of the next listing."""
+        return self._loader.token
+
+    @property
+    def bad_steps(self) -> dict[tuple[int, str], Exception]:
+        """``(step, worker) -> error`` for index files that could not be loaded."""
+        return dict(self._table.bad)
+
+    # -- tensors and collections ------------------------------------------------------------------
+    def tensor_names(
+        self,
+        step: int | None = None,
+        mode: ModeKeys = GLOBAL,
+        regex: str | Sequence[str] | None = None,
+        collection: Any = None,
+        *,
+        show_prefixed_tensors: bool = False,
+    ) -> list[str]:
+        """Names of saved tensors, optionally at one step, matching regexes or in a collection."""
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to tensor_names")
+        self.maybe_refresh()
+        mode = GLOBAL if mode is None else mode
+        if step is None:
+            names = self._table.tensor_names() if mode == GLOBAL else self._table.mode_tensor_names(mode)
+        else:
+            g = self._table.global_step(mode, step)
+            names = self._table.step_tensor_names(g) if g is not None else set()
+        if regex is not None:
+            patterns = [regex] if isinstance(regex, str) else _flatten(regex)
+            names = {n for n in names if any(re.search(p, n) for p in patterns)}
+        if collection is not None:
+            coll = self.collection(collection)
+            names = {n for n in names if coll.matches(n)}
+        return sorted(names)
+
+    def tensor(self, name: str) -> Tensor:
+        """The :class:`Tensor` called ``name``; :class:`TensorUnavailable` if it was never saved."""
+        if not self.has_tensor(name):
+            raise TensorUnavailable(name)
+        t = self._tensors.get(name)
+        if t is None:
+            t = self._tensors.setdefault(name, Tensor(name, self))
+        return t
+
+    def has_tensor(self, name: str) -> bool:
+        if not self._table.has_tensor(name):
+            self.maybe_refresh()
+        return self._table.has_tensor(name)
+
+    def collections(self) -> dict:
+        """Collection name -> :class:`~tornasole.core.collection.Collection` (first collections file)."""
+        if self._loader.collections is None:
+            self.maybe_refresh()
+        return dict(self._loader.collections or {})
+
+    def collection(self, name: Any):
+        """One collection, by name or by a Collection object; ``KeyError`` lists the known names."""
+        key = getattr(name, "name", name)
+        colls = self.collections()
+        if key not in colls:
+            raise KeyError(f"trial {self.name}: no collection {key!r}; known: {sorted(colls)}")
+        return colls[key]
+
+    # older names
+    def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
+        return self.tensor_names(*args, **kwargs)
+
+    def tensors_matching_regex(self, patterns: str | Sequence[str]) -> list[str]:
+        return self.tensor_names(regex=patterns)
+
+    def tensors_in_collection(self, collection: Any) -> list[str]:
+        return self.tensor_names(collection=collection)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name!r} path={self.path!r}>"
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.path))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trial):
+            return NotImplemented
+        return (self.name, self.path) == (other.name, other.path)
+
+
+def _flatten(items: Iterable[Any]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        out.extend(_flatten(item) if isinstance(item, (list, tuple, set)) else [item])
+    return out
+
+
+def _check_range(rs: Sequence[int | None] | None) -> tuple[int | None, int | None] | None:
+    if rs is None:
+        return None
+    if len(rs) != 2:
+        raise ValueError(f"range_steps must be (begin, end), got {rs!r}")
+    begin, end = rs
+    for v in (begin, end):
+        if v is not None and (not isinstance(v, int) or v < 0):
+            raise ValueError(f"range_steps bounds must be non-negative ints or None, got {rs!r}")
+    if begin is not None and end is not None and end <= begin:
+        raise ValueError(f"range_steps must be (begin, end) with begin < end, got {rs!r}")
+    return (begin, end)
