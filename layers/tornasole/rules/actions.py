@@ -1,0 +1,107 @@
+"""Parse and validate a rule's ``action_json`` (RULES.md "Actions").
+
+SageMaker attaches actions to a rule as a JSON list in
+``RuleParameters["action_json"]``; ``smdebug_rulesconfig`` writes the names in
+lower case (``stoptraining``, ``email``, ``sms``). smdebug lower-cases the whole
+string before parsing; we match names case-insensitively but keep endpoints as
+written (an e-mail address or prefix is not ours to change). A single object
+is accepted as a one-element list, as smdebug does.
+
+Unlike smdebug (which logs and drops a bad action), a malformed ``action_json``
+is a :class:`~tornasole.exceptions.RuleParameterError`: a user who asked to stop
+training on a fire should learn at registration that the request cannot work.
+Running the actions is the evaluator's job; rules only carry them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from tornasole.exceptions import RuleParameterError
+
+__all__ = ["Action", "ALLOWED_ACTIONS", "parse_actions"]
+
+ALLOWED_ACTIONS = ("stoptraining", "email", "sms")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One parsed action.
+
+    Attributes
+    ----------
+    name : str
+        ``"stoptraining"``, ``"email"`` or ``"sms"``.
+    endpoint : str or None
+        E-mail address or phone number (``email``/``sms``).
+    training_job_prefix : str or None
+        For ``stoptraining``: which job to stop (None: the job the rule watches).
+
+    Examples
+    --------
+    >>> parse_actions("R", '[{"name": "Email", "endpoint": "a@b.c"}]')
+    (Action(name='email', endpoint='a@b.c', training_job_prefix=None),)
+    """
+
+    name: str
+    endpoint: str | None = None
+    training_job_prefix: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        d = {"name": self.name}
+        if self.endpoint is not None:
+            d["endpoint"] = self.endpoint
+        if self.training_job_prefix is not None:
+            d["training_job_prefix"] = self.training_job_prefix
+        return d
+
+
+def parse_actions(rule_name: str, action_json: str | list | dict | None) -> tuple[Action, ...]:
+    """Parse ``action_json`` into :class:`Action` objects; ``None``/empty gives ``()``.
+
+    Raises
+    ------
+    RuleParameterError
+        Not JSON, not a list of objects, an unknown action name, or a missing endpoint.
+
+    Examples
+    --------
+    >>> parse_actions("R", '{"name": "stoptraining", "training_job_prefix": "job-1"}')[0].name
+    'stoptraining'
+    """
+    if action_json is None:
+        return ()
+    if isinstance(action_json, str):
+        text = action_json.strip()
+        if not text:
+            return ()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RuleParameterError(rule_name, "action_json", f"is not valid JSON: {exc}") from exc
+    else:
+        data = action_json
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise RuleParameterError(rule_name, "action_json", "must be a JSON list of action objects")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "name" not in item:
+            raise RuleParameterError(rule_name, "action_json", f"action #{i} must be an object with a 'name'")
+        name = str(item["name"]).strip().lower()
+        if name not in ALLOWED_ACTIONS:
+            raise RuleParameterError(
+                rule_name,
+                "action_json",
+                f"action #{i}: unknown action {item['name']!r}; allowed: {', '.join(ALLOWED_ACTIONS)}",
+            )
+        if name == "stoptraining":
+            prefix = item.get("training_job_prefix")
+            out.append(Action(name, training_job_prefix=None if prefix in (None, "") else str(prefix)))
+            continue
+        endpoint = item.get("endpoint")
+        if not endpoint:
+            raise RuleParameterError(rule_name, "action_json", f"action #{i} ({name}) needs an 'endpoint'")
+        out.append(Action(name, endpoint=str(endpoint)))
+    return tuple(out)

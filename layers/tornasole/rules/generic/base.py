@@ -1,0 +1,106 @@
+"""Shared machinery of the built-in rules: declared parameters and tensor selection.
+
+A built-in rule subclasses :class:`BuiltinRule`, declares ``PARAMETERS`` (see
+:mod:`tornasole.rules.params`) and, for ``rule_configs``, the ``COLLECTIONS``
+``smdebug_rulesconfig`` bundles with it. Its constructor takes the trial(s) and
+keyword parameters, as strings or typed values; parsed values become
+attributes (``self.threshold``). ``check_params`` validates combinations.
+
+Choices common to all built-ins:
+
+* Tensors are selected among those saved **at the evaluated step** (a tensor
+  saved on another schedule is simply not looked at), as the union of
+  ``collection_names`` and ``tensor_regex`` when a rule has both.
+* ``tensor_regex`` matches from the start of the name (``re.match``, as
+  smdebug's ``include_regex`` does); use ``.*`` to match anywhere.
+* A rule that finds nothing to inspect at a step returns False (no issue):
+  a rule must not fire on absent data.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tornasole.exceptions import RuleParameterError, TensorUnavailableForStep
+from tornasole.modes import GLOBAL, ModeKeys
+from tornasole.rules.params import Param, parse_params
+from tornasole.rules.rule import Rule
+
+__all__ = ["BuiltinRule", "COLLECTION_NAMES", "TENSOR_REGEX"]
+
+COLLECTION_NAMES = Param("collection_names", "str_list", None, "collections whose tensors are inspected")
+TENSOR_REGEX = Param("tensor_regex", "regex", None, "regex (re.match) selecting tensors to inspect")
+
+
+class BuiltinRule(Rule):
+    """Base of the rules in :mod:`tornasole.rules.generic` (parameters declared in ``PARAMETERS``)."""
+
+    PARAMETERS: ClassVar[tuple[Param, ...]] = ()
+    #: ``(collection name, {parameter: value})`` pairs written into ``rule_configs`` dicts.
+    COLLECTIONS: ClassVar[tuple[tuple[str, dict[str, str]], ...]] = ()
+
+    def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
+        parsed = parse_params(type(self), params)
+        action = parsed.pop("action_json", None)
+        super().__init__(base_trial, other_trials=other_trials, action_json=action)
+        self.params = parsed
+        for key, value in parsed.items():
+            setattr(self, key, value)
+        self.check_params()
+
+    def check_params(self) -> None:
+        """Validate combinations of parameters; raise :meth:`param_error`."""
+
+    def param_error(self, parameter: str | None, message: str) -> RuleParameterError:
+        return RuleParameterError(self.rule_name, parameter, message)
+
+    def require_selection(self) -> None:
+        """For rules where one of ``collection_names``/``tensor_regex`` is required."""
+        if not self.params.get("collection_names") and self.params.get("tensor_regex") is None:
+            raise self.param_error("collection_names", "one of collection_names or tensor_regex is required")
+
+    # -- tensor access ---------------------------------------------------------------------------
+    def names_at(
+        self,
+        step: int,
+        collections: list[str] | None = None,
+        regex: re.Pattern | None = None,
+        trial: Any = None,
+        mode: ModeKeys = GLOBAL,
+    ) -> list[str]:
+        """Tensors saved at ``step`` that are in ``collections`` or match ``regex`` (union)."""
+        trial = self.base_trial if trial is None else trial
+        names = trial.tensor_names(step=step, mode=mode)
+        chosen: set[str] = set()
+        for coll in collections or ():
+            try:
+                chosen.update(trial.tensor_names(step=step, mode=mode, collection=coll))
+            except (KeyError, ValueError):
+                continue  # a collection the trial does not have selects nothing
+        if regex is not None:
+            chosen.update(n for n in names if regex.match(n))
+        return sorted(chosen)
+
+    def selected(self, step: int, trial: Any = None) -> list[str]:
+        """Names chosen by this rule's ``collection_names``/``tensor_regex`` at ``step``."""
+        return self.names_at(
+            step, self.params.get("collection_names"), self.params.get("tensor_regex"), trial
+        )
+
+    def value(self, name: str, step: int, trial: Any = None, mode: ModeKeys = GLOBAL) -> np.ndarray | None:
+        """The value of ``name`` at ``step``, or None when only reductions (or nothing) were saved."""
+        trial = self.base_trial if trial is None else trial
+        try:
+            return np.asarray(trial.tensor(name).value(step, mode=mode))
+        except TensorUnavailableForStep:
+            return None
+
+    def scalar(self, name: str, step: int, trial: Any = None, mode: ModeKeys = GLOBAL) -> float | None:
+        """Mean of the value (a loss saved as a 1-element tensor gives that element)."""
+        v = self.value(name, step, trial, mode)
+        if v is None or v.size == 0:
+            return None
+        return float(np.mean(v))

@@ -1,0 +1,217 @@
+"""``invoke_rule``: run a rule over a range of global steps, as smdebug's ``invoke_rule`` does.
+
+Semantics (the documented ones, plus what smdebug leaves implicit):
+
+* Steps go from ``start_step`` (``None`` means 0) up to ``end_step``
+  **exclusive**; ``end_step=None`` means "until training ends".
+* A live trial is waited for: ``Rule.invoke`` blocks in ``wait_for_steps``
+  until the step lands. If the trial answers
+  :class:`~tornasole.exceptions.StepNotYetAvailable` instead of blocking,
+  ``invoke_rule`` polls every ``poll_interval`` seconds (a trial built with
+  ``listing=False`` cannot see new steps: the error is raised).
+* A step that cannot be evaluated because it, or one of its tensors, was never
+  saved (``TensorUnavailableForStep``, ``StepUnavailable``, ``TensorUnavailable``)
+  is skipped with one INFO log line. After ``StepUnavailable``, the steps up to
+  the next saved step of the base trial are skipped in one go (they cannot
+  exist either: a later step is complete), which smdebug does one step at a time.
+* :class:`~tornasole.exceptions.NoMoreData` (training ended, nothing after this
+  step) ends the loop normally.
+* A fire is logged and evaluation goes on (the rule stays "IssuesFound" and
+  every fired step is recorded); with ``raise_eval_cond=True`` the
+  :class:`~tornasole.exceptions.RuleEvaluationConditionMet` is raised instead.
+* Any other exception raised while evaluating a step is re-raised as
+  :class:`RuleInvocationError` naming the rule and the step, ``from`` the
+  original exception so its traceback is kept.
+
+Unlike smdebug (which returns None), the function returns an
+:class:`InvokeSummary`, which is what ``rule_invoker`` prints.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornasole.exceptions import (
+    NoMoreData,
+    RuleEvaluationConditionMet,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TornasoleError,
+)
+from tornasole.rules.report import RuleOutcome
+from tornasole.rules.rule import SKIPPABLE
+
+__all__ = ["invoke_rule", "InvokeSummary", "RuleInvocationError"]
+
+logger = logging.getLogger(__name__)
+
+
+class RuleInvocationError(TornasoleError):
+    """A rule raised while evaluating a step; ``__cause__`` is the original exception.
+
+    Attributes
+    ----------
+    rule_name : str
+    step : int
+    """
+
+    def __init__(self, rule_name: str, step: int, cause: BaseException) -> None:
+        self.rule_name = rule_name
+        self.step = step
+        super().__init__(f"rule {rule_name} failed at step {step}: {type(cause).__name__}: {cause}")
+
+
+@dataclass
+class InvokeSummary:
+    """What happened in one :func:`invoke_rule` run.
+
+    Attributes
+    ----------
+    rule_name : str
+    start_step : int
+    next_step : int
+        The first step not evaluated (``end_step`` when the range was exhausted).
+    steps_evaluated : int
+        Steps where the rule ran to an answer.
+    steps_skipped : int
+        Steps skipped because they or their tensors were never saved.
+    fired : list of RuleOutcome
+        One outcome per step where the rule fired, in step order.
+    """
+
+    rule_name: str
+    start_step: int
+    next_step: int = 0
+    steps_evaluated: int = 0
+    steps_skipped: int = 0
+    fired: list[RuleOutcome] = field(default_factory=list)
+
+    @property
+    def fired_steps(self) -> list[int]:
+        return [o.step for o in self.fired]
+
+    @property
+    def first_step(self) -> int | None:
+        """First step where the rule fired, or None."""
+        return self.fired[0].step if self.fired else None
+
+    @property
+    def status(self) -> str:
+        """``IssuesFound`` or ``NoIssuesFound`` (SageMaker's RuleEvaluationStatus words)."""
+        return "IssuesFound" if self.fired else "NoIssuesFound"
+
+
+def _next_saved_step(rule_obj: Any, step: int) -> int | None:
+    try:
+        steps = rule_obj.base_trial.steps()
+    except Exception:  # noqa: BLE001 - an optimisation only; fall back to step + 1
+        return None
+    i = bisect.bisect_right(steps, step)
+    return steps[i] if i < len(steps) else None
+
+
+def _outcome_of(rule_obj: Any, step: int) -> RuleOutcome:
+    last = getattr(rule_obj, "last_outcome", None)
+    if isinstance(last, RuleOutcome) and last.step == step:
+        return last
+    name = getattr(rule_obj, "rule_name", type(rule_obj).__name__)
+    return RuleOutcome.build(name, step, True, None, None, [], {})
+
+
+def invoke_rule(
+    rule_obj: Any,
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    raise_eval_cond: bool = False,
+    *,
+    poll_interval: float = 1.0,
+) -> InvokeSummary:
+    """Evaluate ``rule_obj`` at every global step in ``[start_step, end_step)``.
+
+    Parameters
+    ----------
+    rule_obj : Rule
+        Built-in or custom rule instance.
+    start_step : int, optional
+        First step (default 0).
+    end_step : int, optional
+        Stop before this step; None runs until the trial reports ``NoMoreData``.
+    raise_eval_cond : bool
+        Raise ``RuleEvaluationConditionMet`` at the first fire instead of going on.
+    poll_interval : float
+        Seconds between polls of a trial that answers ``StepNotYetAvailable``.
+
+    Returns
+    -------
+    InvokeSummary
+
+    Raises
+    ------
+    RuleInvocationError
+        The rule raised at a step (``__cause__`` holds the original exception).
+
+    Examples
+    --------
+    >>> # from tornasole.trials import create_trial
+    >>> # trial = create_trial("s3://bucket/prefix")
+    >>> # rule_obj = VanishingGradientRule(trial, threshold=0.0001)
+    >>> # invoke_rule(rule_obj, start_step=0, end_step=None)
+    """
+    name = getattr(rule_obj, "rule_name", type(rule_obj).__name__)
+    step = 0 if start_step is None else int(start_step)
+    summary = InvokeSummary(rule_name=name, start_step=step)
+    logger.info("Started execution of rule %s at step %d", name, step)
+    while end_step is None or step < end_step:
+        try:
+            rule_obj.invoke(step)
+            summary.steps_evaluated += 1
+        except RuleEvaluationConditionMet as exc:
+            summary.steps_evaluated += 1
+            outcome = _outcome_of(rule_obj, step)
+            summary.fired.append(outcome)
+            logger.info("%s", outcome.details)
+            if raise_eval_cond:
+                summary.next_step = step + 1
+                raise
+            if getattr(exc, "end_of_rule", False):
+                step += 1
+                break
+        except SKIPPABLE as exc:
+            summary.steps_skipped += 1
+            nxt = _next_saved_step(rule_obj, step) if isinstance(exc, StepUnavailable) else None
+            if nxt is not None and nxt > step + 1:
+                nxt = nxt if end_step is None else min(nxt, end_step)
+                summary.steps_skipped += nxt - step - 1
+                logger.info("%s: skipping steps %d..%d: %s", name, step, nxt - 1, exc)
+                step = nxt
+            else:
+                logger.info("%s: skipping step %d: %s", name, step, exc)
+                step += 1
+            continue
+        except NoMoreData:
+            logger.info("%s: no more data after step %d", name, step - 1)
+            break
+        except StepNotYetAvailable:
+            if getattr(getattr(rule_obj, "base_trial", None), "listing", True) is False:
+                summary.next_step = step
+                raise  # a trial that cannot list will never see the step arrive
+            time.sleep(poll_interval)
+            continue
+        except Exception as exc:
+            summary.next_step = step
+            raise RuleInvocationError(name, step, exc) from exc
+        step += 1
+    summary.next_step = step
+    logger.info(
+        "Ended execution of rule %s at step %d: %s (%d evaluated, %d skipped)",
+        name,
+        step - 1,
+        summary.status,
+        summary.steps_evaluated,
+        summary.steps_skipped,
+    )
+    return summary

@@ -1,0 +1,107 @@
+"""Built-in rules by name: an explicit map, so ``rule_to_invoke`` strings resolve to classes.
+
+The map is written out (no scanning, no import-time registration, as in
+pylint's checker registry) and resolved lazily: looking up ``"DeadRelu"``
+imports only ``tornasole.rules.generic.dead_relu``. Names are the class names,
+which are SageMaker's rule names (``rule_to_invoke``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+from tornasole.exceptions import RuleParameterError
+
+__all__ = ["BUILTIN_RULES", "rule_names", "get_rule", "create_rule", "other_trial_paths"]
+
+#: Rule name -> module under ``tornasole.rules.generic``.
+BUILTIN_RULES: dict[str, str] = {
+    "VanishingGradient": "vanishing_gradient",
+    "ExplodingTensor": "exploding_tensor",
+    "WeightUpdateRatio": "weight_update_ratio",
+    "DeadRelu": "dead_relu",
+    "PoorWeightInitialization": "poor_weight_initialization",
+    "SaturatedActivation": "saturated_activation",
+    "TensorVariance": "tensor_variance",
+    "AllZero": "all_zero",
+    "ClassImbalance": "class_imbalance",
+    "Confusion": "confusion",
+    "LossNotDecreasing": "loss_not_decreasing",
+    "Overfit": "overfit",
+    "Overtraining": "overtraining",
+    "SimilarAcrossRuns": "similar_across_runs",
+    "StalledTrainingRule": "stalled_training_rule",
+    "UnchangedTensor": "unchanged_tensor",
+    "CheckInputImages": "check_input_images",
+    "NLPSequenceRatio": "nlp_sequence_ratio",
+    "FeatureImportanceOverweight": "feature_importance_overweight",
+    "TreeDepth": "tree_depth",
+    "CreateXgboostReport": "create_xgboost_report",
+}
+
+_OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")
+
+
+def rule_names() -> list[str]:
+    """Names of every built-in rule, sorted."""
+    return sorted(BUILTIN_RULES)
+
+
+def get_rule(name: str) -> type:
+    """The built-in rule class called ``name``.
+
+    Raises
+    ------
+    RuleParameterError
+        Unknown name; the message lists the known ones.
+
+    Examples
+    --------
+    >>> get_rule("VanishingGradient").__name__
+    'VanishingGradient'
+    """
+    module = BUILTIN_RULES.get(name)
+    if module is None:
+        raise RuleParameterError(
+            name, None, f"unknown built-in rule {name!r}; known rules: {', '.join(rule_names())}"
+        )
+    return getattr(importlib.import_module(f"tornasole.rules.generic.{module}"), name)
+
+
+def other_trial_paths(params: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Split ``other_trials``/``other_trial_N`` entries (paths; ``;`` or ``,`` separated) from the rest.
+
+    The SageMaker SDK sends other trials as ``other_trial_0``, ``other_trial_1``...; the 2019 format
+    used ``other-trials-paths``. Returns ``(paths in key order, remaining parameters)``.
+    """
+    paths: list[str] = []
+    rest: dict[str, Any] = {}
+    for key in sorted(params, key=lambda k: (len(k), k)):
+        value = params[key]
+        if _OTHER_TRIAL_KEY.match(key) or key in ("other-trials-paths", "other_trials_paths"):
+            items = value if isinstance(value, (list, tuple)) else re.split(r"[;,]", str(value))
+            paths.extend(str(p).strip() for p in items if str(p).strip())
+        else:
+            rest[key] = value
+    return paths, rest
+
+
+def create_rule(name: str, base_trial: Any, other_trials: list | None = None, **params: Any) -> Any:
+    """Build the built-in rule ``name`` on ``base_trial`` from string (or typed) parameters.
+
+    ``other_trials``/``other_trial_N`` parameters holding trial paths are turned into trials with
+    :func:`tornasole.trials.create_trial` when ``other_trials`` is not given.
+
+    Examples
+    --------
+    >>> # rule = create_rule("VanishingGradient", trial, threshold="0.0001")
+    """
+    cls = get_rule(name)
+    paths, rest = other_trial_paths(params)
+    if other_trials is None and paths:
+        from tornasole.trials import create_trial
+
+        other_trials = [create_trial(p) for p in paths]
+    return cls(base_trial, other_trials=other_trials, **rest)
