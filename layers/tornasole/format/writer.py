@@ -1,0 +1,227 @@
+"""Write smdebug-format trials: the only module of the format layer that does I/O.
+
+Ordering contract (what readers and the evaluator rely on):
+
+1. the event file of a (step, worker) is published complete, in one atomic write;
+2. then its index file, also atomic: an index object's arrival announces a
+   complete (step, worker), so the S3 notification targets index keys;
+3. the collections file of the worker, once (readers wait for ``num_workers`` of
+   them to know how many workers complete a step);
+4. the end-of-training marker, last; nothing is written after it.
+
+A :class:`StepWriter` accumulates one step's records in memory (as smdebug's S3
+path does), computing offsets as it goes, so both files can be written whole.
+:class:`TrialWriter` publishes them through ``tornasole.storage`` in that order.
+Byte output equals smdebug's ``FileWriter`` for the same records and wall times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tornasole.format.collections import encode_collections
+from tornasole.format.events import encode_record
+from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index
+from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
+from tornasole.modes import ModeKeys
+from tornasole.storage.paths import join
+
+if TYPE_CHECKING:
+    from tornasole.storage.base import Storage
+
+__all__ = ["StepWriter", "TrialWriter"]
+
+
+class StepWriter:
+    """The records of one (global step, worker), built in memory.
+
+    Parameters
+    ----------
+    step : int
+        Global step (file names and ``Event.step``).
+    worker : str
+        Worker name (``worker_0``; TF device names are escaped in file names).
+    mode : ModeKeys
+        Default mode of the records added.
+    mode_step : int, optional
+        Default mode step of the records added; ``None`` means ``step``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sw = StepWriter(5, "worker_0", mode=ModeKeys.TRAIN, mode_step=5)
+    >>> sw.add_tensor("loss", np.float32(0.5), wall_time=1.0)
+    IndexEntry(tensorname='loss', start_idx=0, length=90)
+    >>> sw.event_file_name, sw.index_file_name
+    ('events/000000000005/000000000005_worker_0.tfevents', 'index/000000000/000000000005_worker_0.json')
+    """
+
+    def __init__(
+        self, step: int, worker: str, mode: ModeKeys = ModeKeys.GLOBAL, mode_step: int | None = None
+    ) -> None:
+        self.step = int(step)
+        self.worker = worker
+        self.mode = mode if mode is not None else ModeKeys.GLOBAL
+        self.mode_step = self.step if mode_step is None else int(mode_step)
+        self._records: list[bytes] = []
+        self._size = 0
+        self._tensors: list[IndexEntry] = []
+        self._shapes: list[ShapeEntry] = []
+        self._tensor_meta: tuple[ModeKeys, int] | None = None
+        self._shape_meta: tuple[ModeKeys, int] | None = None
+
+    @property
+    def event_file_name(self) -> str:
+        """Event file path relative to the trial directory."""
+        return event_file_name(self.step, self.worker)
+
+    @property
+    def index_file_name(self) -> str:
+        """Index file path relative to the trial directory."""
+        return index_file_name(self.step, self.worker)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing added: no file should be written for this step."""
+        return not self._tensors and not self._shapes
+
+    @property
+    def has_tensors(self) -> bool:
+        """At least one record added (otherwise there is no event file, as with smdebug)."""
+        return bool(self._tensors)
+
+    def add_tensor(
+        self,
+        tag: str,
+        value: Any,
+        mode: ModeKeys | None = None,
+        mode_step: int | None = None,
+        wall_time: float | None = None,
+    ) -> IndexEntry:
+        """Append one tensor record; return its index entry.
+
+        ``mode`` / ``mode_step`` default to the writer's; ``wall_time`` to now.
+        Scalars become shape ``[1]`` and 0-d arrays stay 0-d (as smdebug).
+        """
+        mode = self.mode if mode is None else mode
+        mode_step = self.mode_step if mode_step is None else int(mode_step)
+        record = encode_record(
+            tag, value, step=self.step, mode=mode, mode_step=mode_step, wall_time=wall_time
+        )
+        entry = IndexEntry(tag, self._size, len(record))
+        self._records.append(record)
+        self._size += len(record)
+        self._tensors.append(entry)
+        if self._tensor_meta is None:
+            self._tensor_meta = (mode, mode_step)
+        return entry
+
+    def add_shape(
+        self,
+        name: str,
+        shape: Sequence[int],
+        original_name: str | None = None,
+        mode: ModeKeys | None = None,
+        mode_step: int | None = None,
+    ) -> ShapeEntry:
+        """Record a tensor's shape in the index (``ReductionConfig(save_shape=True)``)."""
+        entry = ShapeEntry(
+            name, name if original_name is None else original_name, tuple(int(d) for d in shape)
+        )
+        self._shapes.append(entry)
+        if self._shape_meta is None:
+            self._shape_meta = (
+                self.mode if mode is None else mode,
+                self.mode_step if mode_step is None else int(mode_step),
+            )
+        return entry
+
+    def event_bytes(self) -> bytes:
+        """The event file: all records, in the order added."""
+        return b"".join(self._records)
+
+    def index(self) -> StepIndex:
+        """The index of this step; ``meta`` comes from the first tensor (else the first shape)."""
+        meta = self._tensor_meta or self._shape_meta
+        if meta is None:
+            raise ValueError(f"step {self.step} worker {self.worker}: nothing was added, there is no index")
+        efn = self.event_file_name if self._tensors else None
+        return StepIndex(meta[0], meta[1], efn, list(self._tensors), list(self._shapes))
+
+    def index_bytes(self) -> bytes:
+        """The index file, byte-identical to smdebug's for the same records."""
+        return encode_index(self.index())
+
+
+class TrialWriter:
+    """Publish steps, collections and the end marker of one worker, in contract order.
+
+    Parameters
+    ----------
+    trial_dir : str
+        Local path or ``s3://bucket/prefix``.
+    worker : str
+        This writer's worker name (used for the collections file and :meth:`step_writer`).
+    storage : Storage, optional
+        Defaults to ``tornasole.storage.get_storage(trial_dir)``.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> tw = TrialWriter(tempfile.mkdtemp())
+    >>> sw = tw.step_writer(0)
+    >>> _ = sw.add_tensor("x", np.arange(3, dtype=np.int32))
+    >>> tw.write_step(sw)
+    >>> tw.write_collections({}, num_workers=1)
+    >>> tw.write_end_marker()
+    """
+
+    def __init__(self, trial_dir: str, worker: str = "worker_0", storage: Storage | None = None) -> None:
+        if storage is None:
+            from tornasole.storage.registry import get_storage
+
+            storage = get_storage(trial_dir)
+        self.trial_dir = trial_dir
+        self.worker = worker
+        self.storage = storage
+        self._collections_written = False
+        self._ended = False
+
+    def _path(self, relative: str) -> str:
+        return join(self.trial_dir, relative)
+
+    def step_writer(
+        self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, mode_step: int | None = None
+    ) -> StepWriter:
+        """A new :class:`StepWriter` for this worker."""
+        return StepWriter(step, self.worker, mode=mode, mode_step=mode_step)
+
+    def write_step(self, step_writer: StepWriter) -> None:
+        """Write the event file (if any record), then the index file; nothing for an empty step."""
+        self._check_open("write a step")
+        if step_writer.is_empty:
+            return
+        if step_writer.has_tensors:
+            self.storage.write_atomic(self._path(step_writer.event_file_name), step_writer.event_bytes())
+        self.storage.write_atomic(self._path(step_writer.index_file_name), step_writer.index_bytes())
+
+    def write_collections(self, collections: dict[str, dict[str, Any]], num_workers: int) -> None:
+        """Write this worker's collections file (collection dicts by name); allowed once."""
+        self._check_open("write collections")
+        if self._collections_written:
+            raise RuntimeError(
+                f"collections of worker {self.worker!r} under {self.trial_dir} already written"
+            )
+        data = encode_collections(collections, num_workers)
+        self.storage.write_atomic(self._path(collections_file_name(self.worker)), data)
+        self._collections_written = True
+
+    def write_end_marker(self) -> None:
+        """Write the empty ``training_job_end.ts``; after it this writer refuses to write."""
+        self.storage.write_atomic(self._path(END_MARKER), b"")
+        self._ended = True
+
+    def _check_open(self, what: str) -> None:
+        if self._ended:
+            raise RuntimeError(f"cannot {what}: the end marker of {self.trial_dir} was already written")
