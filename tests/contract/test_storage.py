@@ -12,7 +12,12 @@ import os
 import threading
 
 import pytest
+from botocore.exceptions import ClientError
+from tornasole.aws import clients
+from tornasole.aws.clients import s3_client
 from tornasole.storage import LocalStorage, ReadRequest, Storage, join
+from tornasole.storage import s3 as s3_module
+from tornasole.storage.s3 import S3Storage
 
 DATA = bytes(range(256)) * 4  # 1024 bytes, every offset distinguishable in 256-byte windows
 
@@ -254,3 +259,150 @@ class TestLocalStorage(StorageContract):
         (path,) = self._write(storage, root, "a")
         with pytest.raises(ValueError, match="negative"):
             storage.read(path, -1, 3)
+
+
+class TestS3Storage(StorageContract):
+    @pytest.fixture
+    def storage(self, s3_endpoint: str) -> S3Storage:
+        with S3Storage(max_workers=16) as storage:
+            yield storage
+
+    @pytest.fixture
+    def root(self, s3_bucket: str) -> str:
+        return f"s3://{s3_bucket}/run"
+
+    def test_missing_bucket_names_the_bucket(self, storage: S3Storage) -> None:
+        path = "s3://tornasole-no-such-bucket-zz/run/x"
+        with pytest.raises(FileNotFoundError, match="tornasole-no-such-bucket-zz") as info:
+            storage.read(path)
+        assert isinstance(info.value.__cause__, ClientError)
+        assert info.value.filename == path
+        with pytest.raises(FileNotFoundError, match="no such bucket"):
+            list(storage.list("s3://tornasole-no-such-bucket-zz/run/"))
+        assert not storage.exists(path)
+
+    def test_missing_key_keeps_the_client_error_as_cause(self, storage: S3Storage, root: str) -> None:
+        path = join(root, "missing.json")
+        with pytest.raises(FileNotFoundError) as info:
+            storage.read(path, 0, 10)
+        assert info.value.filename == path
+        assert isinstance(info.value.__cause__, ClientError)
+        assert info.value.__cause__.response["Error"]["Code"] == "NoSuchKey"
+
+    def test_list_start_after_is_sent_as_start_after_key(self, storage: S3Storage, root: str) -> None:
+        # GIVEN 30 index keys
+        names = [f"index/000000000/{s:012d}_worker_0.json" for s in range(30)]
+        paths = self._write(storage, root, *names)
+        sent: list[dict] = []
+        received: list[int] = []
+        events = s3_client().meta.events
+        record_params = lambda params, **_: sent.append(dict(params))  # noqa: E731
+        record_count = lambda parsed, **_: received.append(parsed.get("KeyCount", 0))  # noqa: E731
+        events.register("provide-client-params.s3.ListObjectsV2", record_params)
+        events.register("after-call.s3.ListObjectsV2", record_count)
+        try:
+            # WHEN polling after the 25th key
+            listed = list(storage.list(join(root, "index/"), start_after=paths[24]))
+        finally:
+            events.unregister("provide-client-params.s3.ListObjectsV2", record_params)
+            events.unregister("after-call.s3.ListObjectsV2", record_count)
+        # THEN S3 is asked only for keys after it, and returns only those 5
+        assert listed == paths[25:]
+        assert [p.get("StartAfter") for p in sent] == [paths[24].split("/", 3)[3]]
+        assert received == [5]
+
+    def test_list_paginates_past_1000_keys(self, storage: S3Storage, root: str, s3_bucket: str) -> None:
+        # GIVEN 1005 objects, seeded through moto's in-process backend (1005 PUTs over HTTP take seconds)
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        paths = [join(root, f"k{i:04d}") for i in range(1005)]
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        for p in paths:
+            backend.put_object(s3_bucket, p.split("/", 3)[3], b"x")
+        pages: list[int] = []
+        record = lambda parsed, **_: pages.append(parsed.get("KeyCount", 0))  # noqa: E731
+        s3_client().meta.events.register("after-call.s3.ListObjectsV2", record)
+        try:
+            assert list(storage.list(join(root, ""))) == paths
+        finally:
+            s3_client().meta.events.unregister("after-call.s3.ListObjectsV2", record)
+        assert pages == [1000, 5]
+        assert list(storage.list(join(root, ""), start_after=paths[999])) == paths[1000:]
+
+    def test_list_rejects_start_after_in_another_bucket(self, storage: S3Storage, root: str) -> None:
+        with pytest.raises(ValueError, match="not in the bucket"):
+            list(storage.list(root, start_after="s3://elsewhere/run/x"))
+
+    def test_200_ranged_reads_share_one_client(self, storage: S3Storage, root: str) -> None:
+        path = join(root, "events.tfevents")
+        blob = os.urandom(200 * 64)
+        storage.write_atomic(path, blob)
+        threads: set[str] = set()
+        ranges: list[str] = []
+        client = s3_client()
+
+        def record(params, **_):
+            threads.add(threading.current_thread().name)
+            ranges.append(params["Range"])
+
+        client.meta.events.register("provide-client-params.s3.GetObject", record)
+        try:
+            results = storage.read_many([ReadRequest(path, i * 64, i * 64 + 64) for i in range(200)])
+        finally:
+            client.meta.events.unregister("provide-client-params.s3.GetObject", record)
+        assert results == [blob[i * 64 : i * 64 + 64] for i in range(200)]
+        # every GET went through the one cached client, from several pool threads, as ranged GETs
+        assert len(ranges) == 200
+        assert sorted(ranges) == sorted(f"bytes={i * 64}-{i * 64 + 63}" for i in range(200))
+        assert len(threads) > 1
+        assert [k for k in clients._cache if k[0] == "s3"] == [clients._key("s3")]
+
+    def test_picks_up_a_cleared_client_cache(self, storage: S3Storage, root: str) -> None:
+        (path,) = self._write(storage, root, "a")
+        before = storage.client
+        clients.clear_client_cache()
+        assert storage.client is not before
+        assert storage.read(path) == path.encode()
+
+    def test_injected_client_is_used(self, root: str) -> None:
+        injected = s3_client()
+        clients.clear_client_cache()
+        storage = S3Storage(client=injected)
+        assert storage.client is injected
+        storage.write_atomic(join(root, "x"), b"1")
+        assert storage.read(join(root, "x")) == b"1"
+        assert not clients._cache  # nothing fell back to the factory
+
+    def test_object_urls_need_a_key(self, storage: S3Storage, s3_bucket: str) -> None:
+        with pytest.raises(ValueError, match="no key"):
+            storage.read(f"s3://{s3_bucket}/")
+
+
+def _client_error(code: str, status: int) -> ClientError:
+    response = {
+        "Error": {"Code": code, "Message": "message from S3"},
+        "ResponseMetadata": {"HTTPStatusCode": status, "RequestId": "REQ123"},
+    }
+    return ClientError(response, "GetObject")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "expected", "text"),
+    [
+        ("NoSuchKey", 404, FileNotFoundError, "no such object"),
+        ("404", 404, FileNotFoundError, "no such object"),
+        ("NoSuchBucket", 404, FileNotFoundError, "no such bucket 'b'"),
+        ("AccessDenied", 403, PermissionError, "access denied"),
+        ("403", 403, PermissionError, "access denied"),
+        ("SlowDown", 503, OSError, "S3 error SlowDown"),
+    ],
+)
+def test_client_errors_translate_to_builtins(code, status, expected, text) -> None:
+    # GIVEN the error S3 sends for `code` (as a real ClientError, not a mock of our code)
+    exc = _client_error(code, status)
+    translated = s3_module._translate(exc, "s3://b/run/k")
+    assert type(translated) is expected
+    assert translated.filename == "s3://b/run/k"
+    assert text in str(translated)
+    assert "REQ123" in str(translated)

@@ -138,7 +138,7 @@ class S3Storage(ThreadedReads):
 
 def _object(path: str) -> tuple[str, str]:
     bucket, key = split_s3(path)
-    if not key or key.endswith("/"):
+    if not key:
         raise ValueError(f"not an S3 object URL (no key): {path!r}")
     return bucket, key
 
