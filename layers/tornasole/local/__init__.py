@@ -1,0 +1,14 @@
+"""Local mode: the serverless pipeline on one machine, against an embedded moto server.
+
+moto cannot run Lambda functions without Docker and its EventBridge cannot
+target SNS or Lambda, so the local mode wires what moto does support (S3 ->
+SQS notifications, DynamoDB streams, EventBridge -> SQS, SNS -> SQS) and a
+small dispatcher thread hands the real payloads to the same handler functions
+the CDK stack deploys (``functions/*/handler.py``).
+"""
+
+from __future__ import annotations
+
+from tornasole.local.mode import LocalMode, LocalSettings
+
+__all__ = ["LocalMode", "LocalSettings"]

@@ -1,0 +1,129 @@
+"""Start and stop the local pipeline: moto server + resources + dispatcher.
+
+The process running the local mode points its own boto3 clients at the moto
+server through the standard ``AWS_ENDPOINT_URL`` (boto3 reads it itself), and
+prints the same variables for a training script in another shell.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tornasole import config
+from tornasole.aws.clients import clear_client_cache
+from tornasole.local.dispatcher import Dispatcher
+from tornasole.local.resources import LocalResources, create_resources
+from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
+
+__all__ = ["LocalMode", "LocalSettings"]
+
+log = logging.getLogger(__name__)
+
+# Fake credentials: the local endpoint accepts anything and nothing can sign with real keys.
+_FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    host: str = "127.0.0.1"
+    port: int = 5000  # 0 picks a free port
+    bucket: str = "tornasole-local"
+    region: str = "us-east-1"
+    schedule_seconds: float = 60.0
+    quiet_handlers: bool = True  # Powertools JSON logs / EMF metrics off unless asked for
+
+
+class LocalMode:
+    """The whole pipeline in this process; use as a context manager or start()/stop().
+
+    Examples
+    --------
+    >>> with LocalMode(LocalSettings(port=0)) as local:  # doctest: +SKIP
+    ...     print(local.endpoint, local.trial_root)
+    """
+
+    def __init__(self, settings: LocalSettings | None = None, spec: StackSpec = DEFAULT_SPEC) -> None:
+        self.settings = settings or LocalSettings()
+        self.spec = spec
+        self.endpoint = ""
+        self.resources: LocalResources | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._server: Any = None
+        self._saved_env: dict[str, str | None] = {}
+
+    @property
+    def trial_root(self) -> str:
+        return f"s3://{self.settings.bucket}/"
+
+    def environment(self) -> dict[str, str]:
+        """Variables a training script or a CLI in another shell needs to use this endpoint."""
+        env = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": self.settings.region,
+            **_FAKE_CREDENTIALS,
+            config.STATE_TABLE: self.spec.table.name,
+            config.EVENT_BUS: self.spec.bus.name,
+            config.EVENT_SOURCE: self.spec.bus.source,
+            config.TRIAL_BUCKET: self.settings.bucket,
+        }
+        if self.resources is not None:
+            env[config.ALERT_TOPIC_ARN] = self.resources.topic_arn
+        return env
+
+    def start(self) -> LocalMode:
+        from moto.server import ThreadedMotoServer
+
+        s = self.settings
+        self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        self._set_env(self.environment())
+        if s.quiet_handlers:
+            self._set_env(
+                {
+                    "POWERTOOLS_METRICS_DISABLED": "true",
+                    "POWERTOOLS_LOG_LEVEL": "WARNING",
+                    "POWERTOOLS_TRACE_DISABLED": "true",
+                }
+            )
+        clear_client_cache()
+        self.resources = create_resources(s.bucket, self.spec)
+        self._set_env({config.ALERT_TOPIC_ARN: self.resources.topic_arn})
+        self.dispatcher = Dispatcher(self.resources, self.spec, schedule_seconds=s.schedule_seconds)
+        self.dispatcher.start()
+        log.info("local mode up at %s", self.endpoint)
+        return self
+
+    def stop(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._saved_env.clear()
+        clear_client_cache()
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Wait until every queued notification, stream record and event has been handled."""
+        assert self.dispatcher is not None, "LocalMode.start() first"
+        self.dispatcher.drain(timeout)
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        for k, v in values.items():
+            self._saved_env.setdefault(k, os.environ.get(k))
+            os.environ[k] = v
+
+    def __enter__(self) -> LocalMode:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
