@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 
 import pytest
 from botocore.exceptions import ClientError
@@ -198,7 +199,7 @@ class StorageContract:
 
 class TestLocalStorage(StorageContract):
     @pytest.fixture
-    def storage(self) -> LocalStorage:
+    def storage(self) -> Iterator[LocalStorage]:
         with LocalStorage(max_workers=8) as storage:
             yield storage
 
@@ -263,7 +264,7 @@ class TestLocalStorage(StorageContract):
 
 class TestS3Storage(StorageContract):
     @pytest.fixture
-    def storage(self, s3_endpoint: str) -> S3Storage:
+    def storage(self, s3_endpoint: str) -> Iterator[S3Storage]:
         with S3Storage(max_workers=16) as storage:
             yield storage
 

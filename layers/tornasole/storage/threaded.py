@@ -54,7 +54,7 @@ class ThreadedReads:
                 return read_one(request)
             try:
                 return read_one(request)
-            except Exception as exc:  # noqa: BLE001 - the caller asked for errors in place
+            except Exception as exc:  # the caller asked for errors in place
                 return exc
 
         requests = list(requests)
