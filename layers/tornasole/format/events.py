@@ -233,22 +233,48 @@ def decode_event(payload: bytes | memoryview, *, path: str | None = None) -> Ten
         raise FormatError(f"expected one summary value per event, found {len(values)}", path=path, step=step)
     val = values[0]
     tag = val.tag
-    if val.WhichOneof("value") != "tensor":
+    if not val.HasField("tensor"):
         raise FormatError("summary value holds no tensor", path=path, step=step, tensor_name=tag)
     array = _tensor_to_array(val.tensor, path, step, tag)
     mode = mode_step = None
     for plugin in val.metadata.plugin_data:
         name = plugin.plugin_name
-        try:
-            if name == MODE_STEP_PLUGIN:
-                mode_step = int(plugin.content)
-            elif name == MODE_PLUGIN:
-                mode = ModeKeys(int(plugin.content))
-        except ValueError:
-            raise FormatError(
-                f"bad {name!r} plugin data {plugin.content!r}", path=path, step=step, tensor_name=tag
-            ) from None
-    return TensorRecord(tag, array, step, mode, mode_step, ev.wall_time)
+        content = plugin.content
+        if name == MODE_STEP_PLUGIN:
+            try:
+                mode_step = int(content)
+            except ValueError:
+                raise FormatError(
+                    f"bad mode_step plugin data {content!r}", path=path, step=step, tensor_name=tag
+                ) from None
+        elif name == MODE_PLUGIN:
+            mode = _MODES_BY_CONTENT.get(content)
+            if mode is None:
+                raise FormatError(f"bad mode plugin data {content!r}", path=path, step=step, tensor_name=tag)
+    return _new_record(tag, array, step, mode, mode_step, ev.wall_time)
+
+
+def _new_record(tag, value, step, mode, mode_step, wall_time) -> TensorRecord:
+    """Build a TensorRecord without the frozen dataclass ``__init__`` (3x faster on the read path)."""
+    rec = _object_new(TensorRecord)
+    _set_tag(rec, tag)
+    _set_value(rec, value)
+    _set_step(rec, step)
+    _set_mode(rec, mode)
+    _set_mode_step(rec, mode_step)
+    _set_wall_time(rec, wall_time)
+    return rec
+
+
+_object_new = object.__new__
+# Slot descriptors write the fields directly, bypassing the frozen ``__setattr__``.
+_set_tag = TensorRecord.tag.__set__
+_set_value = TensorRecord.value.__set__
+_set_step = TensorRecord.step.__set__
+_set_mode = TensorRecord.mode.__set__
+_set_mode_step = TensorRecord.mode_step.__set__
+_set_wall_time = TensorRecord.wall_time.__set__
+_MODES_BY_CONTENT = {str(m.value).encode(): m for m in ModeKeys}
 
 
 def _normalize(arr: np.ndarray, tag: str) -> np.ndarray:
@@ -287,11 +313,24 @@ def _string_bytes(arr: np.ndarray) -> list[bytes]:
 
 def _tensor_to_array(tensor: Any, path: str | None, step: int, tag: str) -> np.ndarray:
     shape = tuple([d.size for d in tensor.tensor_shape.dim])
-    count = math.prod(shape)
-    if count < 0 or any(s < 0 for s in shape):
+    np_dtype = _DT_TO_NP.get(tensor.dtype)
+    if np_dtype is not None:  # fast path: the common, well-formed numeric record
+        content = tensor.tensor_content
+        if (
+            content
+            and len(content) == math.prod(shape) * np_dtype.itemsize
+            and (not shape or min(shape) >= 0)
+        ):
+            return np.frombuffer(content, dtype=np_dtype).reshape(shape)
+    return _other_tensor(tensor, shape, np_dtype, path, step, tag)
+
+
+def _other_tensor(tensor, shape, np_dtype, path, step, tag) -> np.ndarray:
+    """Strings, bfloat16, empty arrays, value lists, and every error."""
+    if shape and min(shape) < 0:
         raise FormatError(f"negative dimension in shape {list(shape)}", path=path, step=step, tensor_name=tag)
+    count = math.prod(shape)
     dt = tensor.dtype
-    np_dtype = _DT_TO_NP.get(dt)
     if np_dtype is None:
         if dt in (DT_INVALID, DT_STRING):
             return _strings(tensor.string_val, shape, count, path, step, tag)
