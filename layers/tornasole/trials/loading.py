@@ -82,7 +82,7 @@ class IndexLoader:
         self.trial_path = trial_path
         self.table = table
         self.begin, self.end = range_steps if range_steps is not None else (None, None)
-        self.index_prefix = join(trial_path, "index", "")
+        self.index_prefix = join(trial_path, "index/")
         self.token: str | None = step_key_prefix(trial_path, self.begin) if self.begin else None
         self._pending: dict[str, int] = {}  # keys after the token already read -> step
         self.collections: dict[str, Collection] | None = None
@@ -158,7 +158,7 @@ class IndexLoader:
         """
         files = [
             f
-            for f in self.storage.list(join(self.trial_path, "collections", ""))
+            for f in self.storage.list(join(self.trial_path, "collections/"))
             if paths.parse_collections_file_name(f) is not None
         ]
         if not files:
