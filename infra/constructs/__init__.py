@@ -1,0 +1,1 @@
+"""One construct per concern; :mod:`infra.stack` composes them and does every grant."""

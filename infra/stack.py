@@ -1,0 +1,193 @@
+"""TornasoleStack: composes the constructs, does every grant, and prints what a user needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+from tornasole import config as env_names
+from tornasole.stack_spec import DEFAULT_SPEC, STOP_SIGNAL_FILE, StackSpec
+
+from infra.config import StackConfig
+from infra.constructs.alerts import Alerts
+from infra.constructs.evaluator import Evaluator
+from infra.constructs.events import EventBus
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.state import StateTable
+from infra.constructs.storage import TrialStorage
+
+__all__ = ["TornasoleStack", "REPO_ROOT", "CUSTOM_RULES_ENV", "TRIAL_PREFIX_ENV"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Extra handler settings (beyond tornasole.config): where trials and custom rule sources may live.
+TRIAL_PREFIX_ENV = "TORNASOLE_TRIAL_PREFIX"
+CUSTOM_RULES_ENV = "TORNASOLE_CUSTOM_RULES_PREFIX"
+
+
+class TornasoleStack(cdk.Stack):
+    """Trial bucket -> step notifications -> evaluator -> state table -> outbox -> bus -> alerts."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        config: StackConfig,
+        spec: StackSpec = DEFAULT_SPEC,
+        layer_dir: Path | None = None,
+        functions_root: Path | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id_, **kwargs)
+        removal = (
+            cdk.RemovalPolicy.DESTROY if config.removal_policy == "destroy" else cdk.RemovalPolicy.RETAIN
+        )
+        storage = TrialStorage(
+            self,
+            "Storage",
+            trial_prefix=config.trial_prefix,
+            bucket_name=config.bucket_name,
+            existing_bucket_name=config.existing_bucket_name,
+            trial_expiration_days=config.trial_expiration_days,
+            removal_policy=removal,
+        )
+        state = StateTable(
+            self, "State", spec=spec.table, table_name=config.state_table_name, removal_policy=removal
+        )
+        bus = EventBus(self, "Events", bus_name=config.event_bus_name, source=config.event_source)
+        rules_bucket_name, rules_prefix = config.custom_rules_location
+        rules_bucket = (
+            s3.Bucket.from_bucket_name(self, "CustomRulesBucket", rules_bucket_name)
+            if rules_bucket_name
+            else storage.bucket
+        )
+        evaluator = Evaluator(
+            self,
+            "Evaluator",
+            spec=spec,
+            layer_dir=layer_dir or REPO_ROOT / config.layer_path,
+            functions_root=functions_root or REPO_ROOT / "functions",
+            architecture=config.lambda_architecture,
+            memory_mb=config.lambda_memory_mb,
+            environment={
+                env_names.STATE_TABLE: state.table.table_name,
+                env_names.EVENT_BUS: bus.event_bus.event_bus_name,
+                env_names.EVENT_SOURCE: config.event_source,
+                env_names.TRIAL_BUCKET: storage.bucket.bucket_name,
+                TRIAL_PREFIX_ENV: config.trial_prefix,
+                CUSTOM_RULES_ENV: f"s3://{rules_bucket.bucket_name}/{rules_prefix}",
+                "POWERTOOLS_SERVICE_NAME": spec.service_name,
+                "POWERTOOLS_METRICS_NAMESPACE": spec.metrics_namespace,
+            },
+            log_retention=_retention(config.log_retention_days),
+            removal_policy=removal,
+            reserved_concurrency=config.reserved_concurrency,
+        )
+        alerts = Alerts(
+            self,
+            "Alerts",
+            spec=spec.alerts,
+            bus=bus.event_bus,
+            source=config.event_source,
+            emails=config.alert_emails,
+            failures=evaluator.failures,
+            alert_lambda_arn=config.alert_lambda_arn,
+        )
+        for fn in evaluator.functions:
+            fn.add_environment(env_names.ALERT_TOPIC_ARN, alerts.actions_topic.topic_arn)
+
+        # --- grants: each function gets what its handler does, on our resources only ---
+        trials = f"{config.trial_prefix}*"
+        stop_signals = f"{config.trial_prefix}*{STOP_SIGNAL_FILE}"
+        on_created, publish, scheduled = (
+            evaluator.on_object_created,
+            evaluator.publish_events,
+            evaluator.scheduled_check,
+        )
+        storage.bucket.grant_read(on_created, trials)
+        rules_bucket.grant_read(on_created, f"{rules_prefix}*")
+        storage.bucket.grant_read(scheduled, trials)
+        for fn in (on_created, publish, scheduled):
+            state.table.grant_read_write_data(fn)
+            bus.event_bus.grant_put_events_to(fn)
+        for fn in (on_created, publish):
+            storage.bucket.grant_put(fn, stop_signals)
+        alerts.actions_topic.grant_publish(publish)
+
+        # --- triggers ---
+        storage.notify_on_step_files(on_created, suffixes=spec.notifications.suffixes)
+        evaluator.consume_stream(state.table)
+        if config.alarms:
+            Monitoring(
+                self,
+                "Monitoring",
+                functions=evaluator.functions,
+                failures=evaluator.failures,
+                stream_consumer=publish,
+                topic=alerts.status_topic,
+            )
+
+        self.config, self.rules_bucket = config, rules_bucket
+        self.storage, self.state, self.bus, self.evaluator, self.alerts = (
+            storage,
+            state,
+            bus,
+            evaluator,
+            alerts,
+        )
+        self._outputs(config)
+
+    def _outputs(self, config: StackConfig) -> None:
+        bucket = self.storage.bucket.bucket_name
+        table = self.state.table.table_name
+        bus = self.bus.event_bus.event_bus_name
+        outputs = {
+            "BucketName": (bucket, "Trial bucket: point the hook's out_dir / S3OutputPath here"),
+            "TrialPrefix": (config.trial_prefix, "Key prefix trials must be written under"),
+            "EventBusName": (bus, "Subscribe to Tornasole events on this bus"),
+            "EventSource": (config.event_source, "The `source` of Tornasole's events"),
+            "AlertTopicArn": (self.alerts.actions_topic.topic_arn, "SNS topic of email/sms rule actions"),
+            "StatusTopicArn": (self.alerts.status_topic.topic_arn, "SNS topic of IssuesFound/Error alerts"),
+            "StateTableName": (table, "DynamoDB state table"),
+            "FailureQueueUrl": (self.evaluator.failures.queue_url, "Events/invocations that failed for good"),
+            "RegisterJobCommand": (
+                f"AWS_REGION={cdk.Aws.REGION} {env_names.STATE_TABLE}={table} {env_names.EVENT_BUS}={bus} "
+                "tornasole jobs register --name my-job "
+                f"--s3-output s3://{bucket}/{config.trial_prefix}my-job --rule VanishingGradient",
+                "Register a job (or upload tornasole_job.json to the trial root)",
+            ),
+        }
+        for key, (value, description) in outputs.items():
+            cdk.CfnOutput(self, key, value=value, description=description)
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    by_days = {
+        1: "ONE_DAY",
+        3: "THREE_DAYS",
+        5: "FIVE_DAYS",
+        7: "ONE_WEEK",
+        14: "TWO_WEEKS",
+        30: "ONE_MONTH",
+        60: "TWO_MONTHS",
+        90: "THREE_MONTHS",
+        120: "FOUR_MONTHS",
+        150: "FIVE_MONTHS",
+        180: "SIX_MONTHS",
+        365: "ONE_YEAR",
+        400: "THIRTEEN_MONTHS",
+        545: "EIGHTEEN_MONTHS",
+        731: "TWO_YEARS",
+        1096: "THREE_YEARS",
+        1827: "FIVE_YEARS",
+        2192: "SIX_YEARS",
+        2557: "SEVEN_YEARS",
+        2922: "EIGHT_YEARS",
+        3288: "NINE_YEARS",
+        3653: "TEN_YEARS",
+    }
+    return logs.RetentionDays[by_days[days]]
