@@ -1,0 +1,290 @@
+"""The framework-agnostic hook: numpy values in, an smdebug-format trial out.
+
+Step model. The hook always has a *current step* (global step, mode, mode
+step). Values given to :meth:`Hook.save_tensor` / :meth:`Hook.save_scalar`
+belong to the current step and are written with its step, mode and mode step:
+never cached into a later step or another mode (smdebug's fault, FORMAT.md
+7.4). :meth:`Hook.next_step` ends the step; framework hooks end it on the next
+forward pass instead. :meth:`Hook.set_mode` ends a step that already saved
+something, since one step file holds one mode.
+
+Cost model. A step that saves nothing costs a dictionary lookup. A saved
+step's values are copied on the training thread (cheap) and everything else,
+reductions of framework tensors aside, happens on one background writer
+thread (:mod:`tornasole.hooks.uploader`): encoding, local atomic writes, S3
+uploads with retries. ``close()`` drains that thread, writes the collections
+file if it was not written yet, then the end marker (not on SageMaker, where
+``TRAINING_JOB_NAME`` is set: FORMAT.md 7.1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from tornasole.config import TRAINING_JOB_NAME
+from tornasole.core.collection import Collection, CollectionKeys
+from tornasole.core.collection_manager import CollectionManager
+from tornasole.core.reduction_config import ReductionConfig
+from tornasole.core.save_config import SaveConfig
+from tornasole.exceptions import ConfigurationError
+from tornasole.hooks.hook_base import HookBase
+from tornasole.modes import ModeKeys
+
+__all__ = ["Hook", "DISABLE_ENV"]
+
+logger = logging.getLogger(__name__)
+
+# Set to 1/true/yes to turn every hook into a no-op without touching the training script.
+DISABLE_ENV = "TORNASOLE_HOOK_DISABLED"
+
+
+def _env_disabled() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class Hook(HookBase):
+    """Save numpy values (and scalars) from any training loop.
+
+    Parameters
+    ----------
+    out_dir : str
+        Local directory or ``s3://bucket/prefix`` (the trial directory).
+    save_config : SaveConfig or SaveConfigMode, optional
+        Default save settings (every 500 steps).
+    reduction_config : ReductionConfig, optional
+        Default for collections without their own (full tensor).
+    include_regex : str or list of str, optional
+        Tensors matching these are saved in the ``default`` collection.
+    include_collections : list of str, optional
+        Collections to save, besides ``losses``; ``"all"`` saves every collection.
+    save_all : bool
+        Save every tensor (collection ``all`` with ``.*``).
+    include_workers : {"one", "all"}
+        Only the chief (rank 0) writes, or every worker does.
+    enabled : bool, optional
+        ``False`` makes every call a no-op; default: on unless ``TORNASOLE_HOOK_DISABLED`` is set.
+    raise_on_stop : bool
+        Raise :class:`~tornasole.hooks.TrainingStopRequested` at the next step
+        boundary once a rule asked the job to stop.
+    stop_check_interval : float or None
+        Seconds between checks for the stop marker; ``None`` or 0 disables them.
+    storage : Storage, optional
+        Backend to write through (default: chosen from ``out_dir``).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from tornasole import Hook, SaveConfig, modes
+    >>> with Hook(tempfile.mkdtemp(), save_config=SaveConfig(save_interval=2)) as hook:
+    ...     hook.set_mode(modes.TRAIN)
+    ...     for step in range(4):
+    ...         hook.save_tensor("w", np.full(3, step, dtype=np.float32))
+    ...         hook.save_scalar("lr", 0.1)
+    ...         hook.next_step()
+    """
+
+    _INIT_STEP = 0
+    _OPEN_AT_START = True
+    _DEFAULT_INCLUDE = (CollectionKeys.LOSSES,)
+
+    def __init__(
+        self,
+        out_dir: str | None = None,
+        save_config: SaveConfig | Any = None,
+        reduction_config: ReductionConfig | None = None,
+        include_regex: str | list[str] | None = None,
+        include_collections: list[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        *,
+        enabled: bool | None = None,
+        raise_on_stop: bool = False,
+        stop_check_interval: float | None = 5.0,
+        storage: Any = None,
+        max_queue_steps: int = 16,
+        retry_attempts: int = 5,
+        retry_base_delay: float = 0.2,
+    ) -> None:
+        self.enabled = (not _env_disabled()) if enabled is None else bool(enabled)
+        if include_workers not in ("one", "all"):
+            raise ConfigurationError(f"include_workers={include_workers!r} must be 'one' or 'all'")
+        if self.enabled and not out_dir:
+            raise ConfigurationError("Hook: out_dir is required (a local path or s3://bucket/prefix)")
+        self.out_dir = str(out_dir).rstrip("/") if out_dir else ""
+        self.include_workers = include_workers
+        self.save_all = bool(save_all)
+        self.collection_manager = self._default_collections()
+        include = list(self._DEFAULT_INCLUDE) + list(include_collections or [])
+        if include_regex:
+            self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
+            include.append(CollectionKeys.DEFAULT)
+        if save_all:
+            self.collection_manager.get(CollectionKeys.ALL).include(".*")
+            include.append(CollectionKeys.ALL)
+        self._init_base(
+            save_config=SaveConfig.parse(save_config),
+            reduction_config=reduction_config or ReductionConfig(save_raw_tensor=True),
+            include=include,
+        )
+        self.raise_on_stop = raise_on_stop
+        self._storage_override = storage
+        self._writer_options = (max_queue_steps, retry_attempts, retry_base_delay)
+        self._closed = not self.enabled
+        self._stop_poller = None
+        if self.enabled:
+            self._start_stop_poller(stop_check_interval)
+            atexit.register(_close_at_exit, weakref.ref(self))
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: str | None = None, **overrides: Any) -> Hook:
+        """A hook configured by a SageMaker DebugHookConfig JSON file (:mod:`tornasole.hooks.json_config`).
+
+        The path defaults to ``$TORNASOLE_CONFIG_FILE_PATH``, then SageMaker's
+        ``/opt/ml/input/config/debughookconfig.json``; ``overrides`` are passed to the constructor.
+        """
+        from tornasole.hooks.json_config import apply_collection_configs, load_hook_config
+
+        cfg = load_hook_config(json_file_path)
+        hook = cls(cfg.out_dir, **{**cfg.hook_kwargs, **overrides})
+        apply_collection_configs(hook, cfg)
+        return hook
+
+    # -- collections --------------------------------------------------------------------------
+    def _default_collections(self) -> CollectionManager:
+        return CollectionManager.pytorch_defaults()
+
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        """The collection ``name`` (created if missing); edits before the first saved step apply."""
+        coll = self.collection_manager.get(name, create=create)
+        self._collections_changed()
+        return coll
+
+    def get_collections(self) -> dict[str, Collection]:
+        return dict(self.collection_manager.collections)
+
+    def add_collection(self, collection: Collection) -> None:
+        """Add (or replace by name) a collection."""
+        self.collection_manager.add(collection)
+        self._collections_changed()
+
+    def _collections_changed(self) -> None:
+        self._saves.invalidate()
+        self._step_colls = None
+
+    # -- public saving API --------------------------------------------------------------------
+    def save_tensor(
+        self, tensor_name: str, tensor_value: Any, collections_to_write: str | list[str] = "default"
+    ):
+        """Save ``tensor_value`` at the current step if one of its collections is saved at this step.
+
+        The named collections get ``tensor_name`` and are saved from now on.
+        """
+        if self._closed or not self._is_writer():
+            return
+        names = (
+            [collections_to_write] if isinstance(collections_to_write, str) else list(collections_to_write)
+        )
+        for cname in names:
+            coll = self.collection_manager.get(cname)
+            if tensor_name not in coll.tensor_names:
+                coll.add_tensor_name(tensor_name)
+                self._collections_changed()
+            if cname not in self._saves.include_collections:
+                self._saves.include(cname)
+                self._step_colls = None
+        self._save_named(tensor_name, tensor_value)
+
+    def save_scalar(
+        self, name: str, value: Any, sm_metric: bool = False, timestamp: float | None = None
+    ) -> None:
+        """Save a scalar as ``scalar/<name>`` at the current step and mode, whatever the save interval."""
+        if self._closed or not self._is_writer():
+            return
+        arr = self._capture_scalar(value)
+        tag = "scalar/" + name
+        coll = self.collection_manager.get(CollectionKeys.SCALARS)
+        if tag not in coll.tensor_names:
+            coll.add_tensor_name(tag)
+        self._add_record(("t", tag, arr, time.time() if timestamp is None else timestamp))
+
+    def set_mode(self, mode: ModeKeys) -> None:
+        """Switch mode (TRAIN, EVAL, PREDICT, GLOBAL); ends the current step if it saved anything."""
+        if not isinstance(mode, ModeKeys):
+            raise ConfigurationError(f"invalid mode {mode!r}; expected one of {[m.name for m in ModeKeys]}")
+        self._switch_mode(mode)
+
+    def next_step(self) -> None:
+        """End the current step and start the next one (framework hooks do this on each forward)."""
+        self._begin_step()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a rule asked this job to stop (the stop marker was seen next to the output)."""
+        return self._stop_poller is not None and self._stop_poller.requested
+
+    def flush(self) -> None:
+        """Block until every step ended so far is written (the current step is not ended)."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """End the current step, drain the writer, write collections if needed, then the end marker."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._end_step()
+            if self._is_writer() and not self._collections_written:
+                self._submit_collections()
+            if self._writer is not None or self._is_writer():
+                marker = None if os.environ.get(TRAINING_JOB_NAME) else self._worker_info().name
+                self._get_writer().close(end_marker_worker=marker)
+        finally:
+            if self._stop_poller is not None:
+                self._stop_poller.close()
+            self._on_close()
+
+    def __enter__(self) -> Hook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- numpy values (framework hooks override) ----------------------------------------------
+    def _capture(self, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            return value.copy()
+        if np.isscalar(value):
+            return np.array([value])
+        return np.array(value)
+
+    def _capture_scalar(self, value: Any) -> Any:
+        arr = self._capture(value)
+        if arr.size != 1:
+            raise ConfigurationError(f"save_scalar: value of shape {arr.shape} is not a scalar")
+        return arr
+
+    def _reduce(self, value: np.ndarray, reduction: str, abs_: bool) -> np.ndarray:
+        from tornasole.format.reductions import compute
+
+        return np.asarray(compute(value, reduction, abs_)).reshape(1)
+
+    @staticmethod
+    def _shape_of(value: Any) -> tuple[int, ...]:
+        return tuple(int(d) for d in value.shape)
+
+
+def _close_at_exit(ref: weakref.ref) -> None:
+    hook = ref()
+    if hook is not None:
+        try:
+            hook.close()
+        except Exception:  # noqa: BLE001 - never fail interpreter shutdown
+            logger.exception("Tornasole: closing the hook at exit failed")

@@ -1,0 +1,218 @@
+"""Step lifecycle, worker identity and the writer of a hook, shared by every framework.
+
+:class:`~tornasole.hooks.hook.Hook` holds the public API; this mixin holds the
+state machine behind it. Framework hooks override the capture methods
+(``_capture``, ``_reduce``, ``_shape_of``, ``_numel``, ``_materializer``) and
+the step callbacks (``_on_step_begin``, ``_on_step_end``, ``_on_close``).
+
+A step is *open* between two step boundaries. Framework hooks start closed
+(step -1) and open a step on each forward pass of the registered model; a value
+saved while no step is open (before the first forward pass, or after
+``set_mode``) joins the next step, with that step's mode.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tornasole.core.collection import Collection
+from tornasole.core.reduction_config import ReductionConfig
+from tornasole.core.save_config import SaveConfig
+from tornasole.format.paths import STOP_SIGNAL
+from tornasole.format.reductions import reduction_tag
+from tornasole.hooks.save_manager import SaveManager, WritePlan
+from tornasole.hooks.stop_signal import StopSignalPoller, TrainingStopRequested
+from tornasole.hooks.uploader import AsyncTrialWriter, RetryingStorage, StepJob
+from tornasole.hooks.workers import WorkerInfo, detect_worker
+from tornasole.modes import ModeKeys
+from tornasole.storage.paths import join
+
+__all__ = ["HookBase"]
+
+
+class HookBase:
+    """State machine of a hook (see the module docstring); not used on its own."""
+
+    _INIT_STEP = 0
+    _OPEN_AT_START = True
+
+    def _init_base(
+        self, *, save_config: SaveConfig, reduction_config: ReductionConfig, include: list[str]
+    ) -> None:
+        self.save_config = save_config
+        self.reduction_config = reduction_config
+        self._saves = SaveManager(
+            self.collection_manager,
+            save_config=save_config,
+            reduction_config=reduction_config,
+            include_collections=include,
+        )
+        self.step = self._INIT_STEP
+        self.mode = ModeKeys.GLOBAL
+        self.mode_steps: dict[ModeKeys, int] = {ModeKeys.GLOBAL: self._INIT_STEP}
+        self._open = self._OPEN_AT_START
+        self._step_colls: tuple[Collection, ...] | None = None
+        self._pending: list[tuple[Any, ...]] = []
+        self._deferred: list[tuple[str, Any]] = []
+        self._writer: AsyncTrialWriter | None = None
+        self._worker: WorkerInfo | None = None
+        self._collections_written = False
+        self._stop_raised = False
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def mode_step(self) -> int:
+        return self.mode_steps.get(self.mode, self._INIT_STEP)
+
+    def _worker_info(self) -> WorkerInfo:
+        if self._worker is None:
+            self._worker = detect_worker()
+        return self._worker
+
+    @property
+    def worker(self) -> str:
+        """This process's worker name, ``worker_<rank>``."""
+        return self._worker_info().name
+
+    @property
+    def num_workers(self) -> int:
+        """Workers writing each step: the world size with ``include_workers="all"``, else 1."""
+        return self._worker_info().world_size if self.include_workers == "all" else 1
+
+    def _is_writer(self) -> bool:
+        return self.include_workers == "all" or self._worker_info().is_chief
+
+    # -- steps --------------------------------------------------------------------------------
+    def _current_step_colls(self) -> tuple[Collection, ...]:
+        if self._step_colls is None:
+            self._step_colls = (
+                self._saves.collections_for_step(self.mode, self.mode_step) if self._is_writer() else ()
+            )
+        return self._step_colls
+
+    def _begin_step(self) -> None:
+        """End the open step (if any) and open the next one."""
+        if self._closed:
+            return
+        if self._open:
+            self._end_step()
+        if self.raise_on_stop and not self._stop_raised and self.stop_requested:
+            self._stop_raised = True
+            raise TrainingStopRequested(self._stop_poller.path, self.step)
+        self.step += 1
+        self.mode_steps[self.mode] = self.mode_step + 1
+        if self.mode != ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        self._open = True
+        self._step_colls = None
+        if self._deferred:
+            deferred, self._deferred = self._deferred, []
+            for name, value in deferred:
+                self._save_named(name, value)
+        if self._current_step_colls():
+            self._on_step_begin()
+
+    def _switch_mode(self, mode: ModeKeys) -> None:
+        if self._closed or mode == self.mode:
+            self.mode = mode
+            return
+        if self._OPEN_AT_START:
+            if self._pending:
+                self._begin_step()
+        elif self._open:
+            self._end_step()
+            self._open = False
+        self.mode = mode
+        self.mode_steps.setdefault(mode, self._INIT_STEP)
+        self._step_colls = None
+
+    def _end_step(self) -> None:
+        """Hand the step's records to the writer thread (nothing is written for an empty step)."""
+        self._on_step_end()
+        if not self._pending or not self._is_writer():
+            self._pending = []
+            return
+        records, self._pending = self._pending, []
+        job = StepJob(
+            step=max(self.step, 0),
+            mode=self.mode,
+            mode_step=max(self.mode_step, 0),
+            worker=self.worker,
+            records=records,
+            materialize=self._materializer(),
+        )
+        self._get_writer().submit_step(job)
+        if not self._collections_written:
+            self._submit_collections()
+
+    def _submit_collections(self) -> None:
+        self._saves.prepare()
+        self._collections_written = True
+        self._get_writer().submit_collections(
+            self.worker, self.collection_manager.to_json_dicts(), self.num_workers
+        )
+
+    # -- values -------------------------------------------------------------------------------
+    def _add_record(self, record: tuple[Any, ...]) -> None:
+        self._pending.append(record)
+
+    def _save_named(self, name: str, value: Any) -> None:
+        if not self._open:
+            self._deferred.append((name, self._capture(value)))
+            return
+        colls = self._current_step_colls()
+        if not colls:
+            return
+        plan = self._saves.plan(name, colls, self.mode)
+        if plan is not None:
+            self._write_planned(name, value, plan)
+
+    def _write_planned(self, name: str, value: Any, plan: WritePlan) -> None:
+        if self._numel(value) == 0:
+            return  # smdebug's reader cannot read size-0 tensors; its hooks never write them
+        now = time.time()
+        if plan.save_shape:
+            self._pending.append(("s", name, self._shape_of(value)))
+        for reduction, abs_ in plan.reductions:
+            tag = reduction_tag(name, reduction, abs_)
+            self._pending.append(("t", tag, self._reduce(value, reduction, abs_), now))
+        if plan.save_raw:
+            self._pending.append(("t", name, self._capture(value), now))
+
+    @staticmethod
+    def _numel(value: Any) -> int:
+        return int(getattr(value, "size", 1)) if not callable(getattr(value, "size", None)) else value.numel()
+
+    def _materializer(self) -> Any:
+        return None
+
+    # -- framework callbacks (no-ops here) ----------------------------------------------------
+    def _on_step_begin(self) -> None:
+        """Called when a step that saves something opens (framework hooks capture parameters)."""
+
+    def _on_step_end(self) -> None:
+        """Called before a step's records go to the writer (framework hooks remove per-step hooks)."""
+
+    def _on_close(self) -> None:
+        """Called last by ``close()``."""
+
+    # -- writer and stop signal ---------------------------------------------------------------
+    def _storage(self) -> Any:
+        if self._storage_override is not None:
+            return self._storage_override
+        from tornasole.storage.registry import get_storage
+
+        return get_storage(self.out_dir)
+
+    def _get_writer(self) -> AsyncTrialWriter:
+        if self._writer is None:
+            max_queue, attempts, base_delay = self._writer_options
+            storage = RetryingStorage(self._storage(), attempts=attempts, base_delay=base_delay)
+            self._writer = AsyncTrialWriter(self.out_dir, storage, max_queue=max_queue)
+        return self._writer
+
+    def _start_stop_poller(self, interval: float | None) -> None:
+        if interval:
+            self._stop_poller = StopSignalPoller(self._storage(), join(self.out_dir, STOP_SIGNAL), interval)
+            self._stop_poller.start()

@@ -1,0 +1,159 @@
+"""Deciding what to save: which collections are saved at a step, and what to write for a tensor.
+
+The hook asks two questions on its hot path, both answered from caches:
+
+* at a step boundary, :meth:`SaveManager.collections_for_step` (mode, mode step)
+  -> the collections whose save config selects this step (an empty tuple on
+  most steps, which is what keeps unsaved steps nearly free);
+* per tensor, :meth:`SaveManager.plan` -> a :class:`WritePlan` (shape record,
+  reductions in FORMAT.md 2.4 order, raw tensor) or ``None``.
+
+Effective settings follow smdebug so files look the same: a collection without
+its own save config gets the hook's (with its ``null`` modes), a partial one is
+completed from the hook's; a collection without a reduction config gets the
+hook's default (full tensor); ``losses`` and other scalar collections are always
+saved raw, without reductions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tornasole.core.collection import SCALAR_COLLECTIONS, Collection, CollectionKeys
+from tornasole.core.collection_manager import CollectionManager
+from tornasole.core.reduction_config import ReductionConfig
+from tornasole.core.save_config import SaveConfig
+from tornasole.modes import ModeKeys
+
+__all__ = ["SaveManager", "WritePlan"]
+
+_NO_GRADIENT_MODES = (ModeKeys.EVAL, ModeKeys.PREDICT)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What to write for one tensor at one step."""
+
+    save_shape: bool
+    reductions: tuple[tuple[str, bool], ...]
+    save_raw: bool
+
+
+class SaveManager:
+    """Collection bookkeeping for one hook (see the module docstring)."""
+
+    def __init__(
+        self,
+        collections: CollectionManager,
+        *,
+        save_config: SaveConfig,
+        reduction_config: ReductionConfig,
+        include_collections: Iterable[str],
+    ) -> None:
+        self.collections = collections
+        self.save_config = save_config
+        self.reduction_config = reduction_config
+        self.include_collections: list[str] = list(dict.fromkeys(include_collections))
+        self._prepared_count = -1
+        self._to_save: tuple[Collection, ...] = ()
+        self._step_cache: dict[tuple[ModeKeys, int], tuple[Collection, ...]] = {}
+        self._tensor_cache: dict[str, tuple[Collection, ...]] = {}
+        self._plan_cache: dict[tuple[str, tuple[str, ...]], WritePlan | None] = {}
+
+    def include(self, name: str) -> None:
+        """Save collection ``name`` too (``save_tensor`` includes the collections it writes to)."""
+        if name not in self.include_collections:
+            self.include_collections.append(name)
+            self._prepared_count = -1
+
+    def prepare(self) -> None:
+        """Resolve effective settings; cheap to call again (re-runs only when collections were added)."""
+        if self._prepared_count == len(self.collections):
+            return
+        save_all = CollectionKeys.ALL in self.include_collections
+        for coll in self.collections:
+            if coll.save_config is None:
+                coll.save_config = self.save_config
+            elif coll.save_config is not self.save_config:
+                coll.save_config = coll.save_config.merged_with(self.save_config)
+            if coll.name in SCALAR_COLLECTIONS:
+                coll.reduction_config = ReductionConfig(save_raw_tensor=True)
+                coll.save_histogram = False
+            elif coll.reduction_config is None:
+                coll.reduction_config = self.reduction_config
+        self._to_save = tuple(c for c in self.collections if save_all or c.name in self.include_collections)
+        self._prepared_count = len(self.collections)
+        self._step_cache.clear()
+        self._tensor_cache.clear()
+        self._plan_cache.clear()
+
+    def collections_for_step(self, mode: ModeKeys, mode_step: int) -> tuple[Collection, ...]:
+        """Collections saved at ``mode_step`` of ``mode`` (gradients never in EVAL/PREDICT)."""
+        self.prepare()
+        key = (mode, mode_step)
+        cached = self._step_cache.get(key)
+        if cached is None:
+            cached = tuple(
+                c
+                for c in self._to_save
+                if not (mode in _NO_GRADIENT_MODES and c.name == CollectionKeys.GRADIENTS)
+                and c.save_config.should_save_step(mode, mode_step)
+            )
+            if len(self._step_cache) > 4096:
+                self._step_cache.clear()
+            self._step_cache[key] = cached
+        return cached
+
+    def collections_of(self, name: str) -> tuple[Collection, ...]:
+        """Saved collections ``name`` belongs to; a regex match records the name in the collection."""
+        self.prepare()
+        cached = self._tensor_cache.get(name)
+        if cached is None:
+            found = []
+            for coll in self._to_save:
+                if name in coll.tensor_names:
+                    found.append(coll)
+                elif coll.matches_regex(name):
+                    coll.add_tensor_name(name)
+                    found.append(coll)
+            cached = self._tensor_cache[name] = tuple(found)
+        return cached
+
+    def plan(self, name: str, step_collections: tuple[Collection, ...], mode: ModeKeys) -> WritePlan | None:
+        """What to write for tensor ``name`` given the step's collections, or ``None`` to skip it."""
+        if not step_collections:
+            return None
+        key = (name, tuple(c.name for c in step_collections))
+        try:
+            return self._plan_cache[key]
+        except KeyError:
+            pass
+        colls = [c for c in self.collections_of(name) if c.name in key[1]]
+        plan = None
+        if colls and not (mode in _NO_GRADIENT_MODES and name.startswith("gradient/")):
+            plan = _make_plan(colls)
+        self._plan_cache[key] = plan
+        return plan
+
+    def invalidate(self) -> None:
+        """Forget cached decisions (after a collection was edited in place)."""
+        self._prepared_count = -1
+
+
+def _make_plan(colls: list[Collection]) -> WritePlan:
+    reductions: list[tuple[str, bool]] = []
+    for coll in colls:
+        if coll.name in SCALAR_COLLECTIONS:
+            continue
+        rc = coll.reduction_config
+        for item in [(r, False) for r in (*rc.reductions, *rc.norms)] + [
+            (r, True) for r in (*rc.abs_reductions, *rc.abs_norms)
+        ]:
+            if item not in reductions:
+                reductions.append(item)
+    return WritePlan(
+        save_shape=any(c.reduction_config.save_shape for c in colls),
+        reductions=tuple(reductions),
+        save_raw=any(c.reduction_config.save_raw_tensor for c in colls),
+    )
