@@ -1,0 +1,1 @@
+"""The ``tornasole`` command: local mode, jobs, rules, trials, plots and the demo."""

@@ -1,0 +1,73 @@
+"""``tornasole local up``: the whole pipeline on this machine, against an embedded moto server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from typing import Any
+
+__all__ = ["add_parser", "format_event"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("local", help="run the serverless pipeline locally (moto)")
+    lsub = p.add_subparsers(dest="local_command", metavar="SUBCOMMAND", required=True)
+    up = lsub.add_parser("up", help="start the local endpoint; Ctrl-C stops it")
+    up.add_argument(
+        "--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000; 0 = any free port)"
+    )
+    up.add_argument(
+        "--bucket", default="tornasole-local", help="trial bucket to create (default tornasole-local)"
+    )
+    up.add_argument("--schedule-seconds", type=float, default=60.0, help="period of the scheduled check")
+    up.add_argument("--json", action="store_true", help="print events as JSON lines")
+    up.set_defaults(func=_up)
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One line per EventBridge event: job status and each rule's status."""
+    d = event.get("detail", {})
+    kind = event.get("detail-type", "?")
+    if "RuleConfigurationName" in d:
+        return (
+            f"[{kind}] {d.get('TrainingJobName')} / {d.get('RuleConfigurationName')} "
+            f"at step {d.get('Step')}: {d.get('StatusDetails', '')}"
+        )
+    rules = ", ".join(
+        f"{s.get('RuleConfigurationName')}={s.get('RuleEvaluationStatus')}"
+        for s in d.get("DebugRuleEvaluationStatuses", [])
+    )
+    return f"[{kind}] {d.get('TrainingJobName')}: {d.get('TrainingJobStatus')} ({rules})"
+
+
+def _up(args: argparse.Namespace) -> int:
+    from tornasole.local import LocalMode, LocalSettings
+
+    settings = LocalSettings(port=args.port, bucket=args.bucket, schedule_seconds=args.schedule_seconds)
+    local = LocalMode(settings).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        assert local.dispatcher is not None
+        local.dispatcher.event_subscribers.append(
+            lambda e: print(json.dumps(e) if args.json else format_event(e), flush=True)
+        )
+        local.dispatcher.alert_subscribers.append(
+            lambda m: print(f"[alert] {m.get('Message', m)}", flush=True)
+        )
+        print(f"Tornasole local mode listening on {local.endpoint}", flush=True)
+        print(f"trial bucket: {local.trial_root}  (hook out_dir e.g. {local.trial_root}my-job)", flush=True)
+        print("environment for training scripts and the CLI in another shell:", flush=True)
+        for k, v in local.environment().items():
+            print(f"  export {k}={v}", flush=True)
+        print("Ctrl-C to stop.", flush=True)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        local.stop()
+        print("local mode stopped", flush=True)
+    return 0

@@ -1,0 +1,140 @@
+"""``tornasole plot PATH``: tensor values or reductions over steps, firing steps marked.
+
+A tensor with one element is plotted as its value; a larger one as a
+reduction (``--reduction``, default ``mean``, ``--abs`` for the absolute
+value's). With ``--job`` the steps where that job's rules fired are marked,
+so a person sees at a glance where the run went wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from tornasole.exceptions import TensorUnavailableForStep, TornasoleError
+from tornasole.modes import ModeKeys
+
+__all__ = ["add_parser", "plot_trial", "series"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("plot", help="plot tensors over steps to a PNG")
+    p.add_argument("path", help="trial directory or s3://bucket/prefix")
+    p.add_argument("--tensor", action="append", default=[], help="tensor name (repeatable)")
+    p.add_argument(
+        "--collection", action="append", default=[], help="every tensor of a collection (repeatable)"
+    )
+    p.add_argument("--regex", action="append", default=[], help="tensors matching a regex (repeatable)")
+    p.add_argument("--reduction", default="mean", help="reduction for non-scalar tensors (default mean)")
+    p.add_argument("--abs", action="store_true", help="reduce absolute values")
+    p.add_argument("--mode", choices=[m.name for m in ModeKeys], help="only steps of this mode")
+    p.add_argument("--job", help="mark the steps where this job's rules fired")
+    p.add_argument("--log-y", action="store_true", help="logarithmic y axis")
+    p.add_argument(
+        "-o", "--output", default="tornasole.png", help="PNG file to write (default tornasole.png)"
+    )
+    p.set_defaults(func=_plot)
+
+
+def series(trial: Any, name: str, reduction: str = "mean", abs_: bool = False, mode: ModeKeys | None = None):
+    """(steps, values) of one tensor: its value when it has one element, else the reduction."""
+    tensor = trial.tensor(name)
+    steps = tensor.steps(mode=mode) if mode else tensor.steps()
+    kwargs = {"mode": mode} if mode else {}
+    xs, ys = [], []
+    for step in steps:
+        try:
+            value = np.asarray(tensor.value(step, **kwargs))
+            y = (
+                value.reshape(-1)[0]
+                if value.size == 1
+                else tensor.reduction_value(step, reduction, abs=abs_, **kwargs)
+            )
+        except TensorUnavailableForStep:  # only reductions were saved for this step
+            try:
+                y = tensor.reduction_value(step, reduction, abs=abs_, **kwargs)
+            except TornasoleError:
+                continue
+        xs.append(trial.global_step(mode, step) if mode else step)
+        ys.append(float(np.asarray(y, dtype=np.float64).reshape(-1)[0]))
+    return xs, ys
+
+
+def plot_trial(
+    trial: Any,
+    names: Iterable[str],
+    output: str,
+    *,
+    reduction: str = "mean",
+    abs_: bool = False,
+    mode: ModeKeys | None = None,
+    fired: Mapping[str, list[int]] | None = None,
+    log_y: bool = False,
+    title: str | None = None,
+) -> int:
+    """Write a PNG with one line per tensor; ``fired`` maps rule name -> global steps to mark."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = [(name, *series(trial, name, reduction, abs_, mode)) for name in names]
+    data = [d for d in data if d[1]]
+    if not data:
+        raise ValueError(f"{trial.path}: nothing to plot for {list(names)}")
+    fig, axes = plt.subplots(len(data), 1, figsize=(10, 2.6 * len(data) + 0.8), sharex=True, squeeze=False)
+    colors = ["red", "darkorange", "purple", "brown", "magenta"]
+    for ax, (name, xs, ys) in zip(axes[:, 0], data):
+        ax.plot(xs, ys, marker=".", label=name)
+        for i, (rule, steps) in enumerate(sorted((fired or {}).items())):
+            for j, step in enumerate(sorted(steps)):
+                label = f"{rule} fired" if j == 0 else None
+                ax.axvline(step, color=colors[i % len(colors)], alpha=0.4, linestyle="--", label=label)
+        if log_y:
+            ax.set_yscale("symlog")
+        ax.set_ylabel(f"value or {'|x| ' if abs_ else ''}{reduction}", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="best")
+    axes[-1, 0].set_xlabel("global step")
+    fig.suptitle(title or f"{trial.name}")
+    fig.tight_layout()
+    fig.savefig(output, dpi=100)
+    plt.close(fig)
+    return len(data)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from tornasole.trials import create_trial
+
+    trial = create_trial(args.path)
+    names: list[str] = list(args.tensor)
+    for c in args.collection:
+        names += sorted(trial.tensor_names(collection=c))
+    for r in args.regex:
+        names += sorted(trial.tensor_names(regex=r))
+    if not names:
+        raise ValueError("name what to plot: --tensor NAME, --collection NAME or --regex PATTERN")
+    names = list(dict.fromkeys(names))
+    for name in names:
+        trial.tensor(name)  # fails with TensorUnavailable naming it
+    fired = None
+    if args.job:
+        from tornasole.cli.jobs_cmd import fired_steps  # noqa: F401 (module arrives with the jobs commands)
+
+        fired = fired_steps(args.job)
+    mode = ModeKeys[args.mode] if args.mode else None
+    n = plot_trial(
+        trial,
+        names,
+        args.output,
+        reduction=args.reduction,
+        abs_=args.abs,
+        mode=mode,
+        fired=fired,
+        log_y=args.log_y,
+    )
+    print(f"wrote {args.output} ({n} tensor{'s' if n != 1 else ''})")
+    return 0

@@ -1,0 +1,59 @@
+"""``tornasole trial summary PATH``: what a trial holds (steps, modes, workers, collections, tensors)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tornasole.cli.table import format_table
+
+__all__ = ["add_parser", "summarize"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("trial", help="inspect a trial (local path or s3://)")
+    tsub = p.add_subparsers(dest="trial_command", metavar="SUBCOMMAND", required=True)
+    s = tsub.add_parser("summary", help="steps, modes, workers, collections and tensors of a trial")
+    s.add_argument("path", help="trial directory or s3://bucket/prefix")
+    s.add_argument("--tensors", type=int, default=50, help="list at most this many tensors (default 50)")
+    s.set_defaults(func=_summary)
+
+
+def summarize(trial: Any) -> dict[str, Any]:
+    """A plain-data summary of a trial (used by the command and by tests)."""
+    steps = trial.steps()
+    modes = {m.name: len(trial.steps(mode=m)) for m in trial.modes()} if steps else {}
+    return {
+        "path": trial.path,
+        "steps": len(steps),
+        "first_step": steps[0] if steps else None,
+        "last_step": steps[-1] if steps else None,
+        "modes": modes,
+        "workers": sorted(trial.workers()),
+        "training_ended": trial.training_ended(),
+        "collections": {name: len(c.tensor_names) for name, c in sorted(trial.collections().items())},
+        "tensors": {name: len(trial.tensor(name).steps()) for name in sorted(trial.tensor_names())},
+    }
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from tornasole.trials import create_trial
+
+    trial = create_trial(args.path)
+    info = summarize(trial)
+    print(f"trial      {info['path']}")
+    if info["steps"]:
+        print(f"steps      {info['steps']} (global {info['first_step']} .. {info['last_step']})")
+    else:
+        print("steps      none yet")
+    print("modes      " + (", ".join(f"{m}: {n}" for m, n in info["modes"].items()) or "-"))
+    print(f"workers    {', '.join(info['workers']) or '-'}")
+    print(f"ended      {'yes (end marker present)' if info['training_ended'] else 'no (live)'}")
+    print("\ncollections")
+    print(format_table(["name", "tensors"], [[k, v] for k, v in info["collections"].items()]))
+    names = list(info["tensors"].items())
+    print(f"\ntensors ({len(names)})")
+    print(format_table(["name", "steps"], [[k, v] for k, v in names[: args.tensors]]))
+    if len(names) > args.tensors:
+        print(f"... {len(names) - args.tensors} more (use --tensors N)")
+    return 0
