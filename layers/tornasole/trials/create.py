@@ -80,6 +80,9 @@ def create_trial(
     s3 = is_s3(path)
     if not s3:
         path = os.path.expanduser(path)
+    stripped = path.rstrip("/")  # one spelling per trial: names, joins and equality agree
+    if stripped and not stripped.endswith(":"):
+        path = stripped
     if name is None:
         name = os.path.basename(path.rstrip("/"))
     cls = S3Trial if s3 else LocalTrial

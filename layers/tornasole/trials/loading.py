@@ -116,6 +116,8 @@ class IndexLoader:
     def load(self, keys: Iterable[tuple[str, int, str]]) -> list[int]:
         """Read the given ``(key, step, worker)`` index files concurrently and register them."""
         keys = list(keys)
+        if not keys:
+            return []
         results = self.storage.read_many([ReadRequest(k) for k, _, _ in keys], on_error="return")
         loaded = []
         for (key, step, worker), data in zip(keys, results):

@@ -87,7 +87,8 @@ class Tensor:
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         """``{step: value}`` for every complete step of ``mode``, fetched concurrently."""
         steps = self.steps(mode)
-        self.trial.prefetch([self.name], steps, mode=mode, workers=None if worker is None else [worker])
+        workers = None if worker is None else [worker]
+        self.trial.prefetch([self.name], steps, mode=mode, workers=workers, include_reductions=False)
         return {s: self.value(s, mode, worker) for s in steps}
 
     def shape(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:

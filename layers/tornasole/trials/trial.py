@@ -180,11 +180,17 @@ class Trial(StepQueries):
         steps: Iterable[int],
         mode: ModeKeys = GLOBAL,
         workers: Sequence[str] | None = None,
+        include_reductions: bool = True,
     ) -> int:
-        """Fetch and cache, concurrently, the values and saved reductions of ``names`` at ``steps``.
+        """Fetch and cache, concurrently, the values (and saved reductions) of ``names`` at ``steps``.
 
         Unknown names or steps are ignored; read errors surface on the later
         ``value()`` call. Returns the number of records fetched.
+
+        Examples
+        --------
+        >>> trial.prefetch(["loss", "gradient/fc1.weight"], trial.steps())  # doctest: +SKIP
+        52
         """
         self.maybe_refresh()
         locs = []
@@ -196,7 +202,8 @@ class Trial(StepQueries):
                     if workers is None or w in workers:
                         if entry.location is not None:
                             locs.append(entry.location)
-                        locs.extend(entry.reductions.values())
+                        if include_reductions:
+                            locs.extend(entry.reductions.values())
         return self._reader.prefetch(locs)
 
     # -- state -----------------------------------------------------------------------------------
