@@ -1,0 +1,103 @@
+"""LossNotDecreasing: the loss stopped going down.
+
+Choices:
+
+* Losses: the ``losses`` collection (``use_losses_collection``), plus
+  ``collection_names`` and ``tensor_regex``; each loss tensor is judged alone.
+* Mode: ``mode`` if given, else the first of EVAL, TRAIN, GLOBAL in which the
+  loss was saved; only global steps of that mode are evaluated, and steps are
+  that mode's steps.
+* "Evaluated every num_steps": the evaluation points are the first saved step,
+  then each first saved step at least ``num_steps`` after the previous point;
+  they follow from the trial alone, so any evaluator agrees on them.
+* At a point s the loss is compared with the loss at the newest saved step
+  <= s - num_steps: it fires when it is not lower by at least ``diff_percent`` %
+  (of the previous loss's magnitude). It also fires when the loss is more than
+  ``increase_threshold_percent`` % above the lowest loss of the earlier points
+  (a rebound, even when the previous point was already bad).
+"""
+
+from __future__ import annotations
+
+from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.generic.losses import at_mode_step, loss_names, pick_mode
+from tornasole.rules.params import Param
+
+__all__ = ["LossNotDecreasing"]
+
+
+def evaluation_points(steps: list[int], num_steps: int) -> list[int]:
+    points: list[int] = []
+    for s in steps:
+        if not points or s >= points[-1] + num_steps:
+            points.append(s)
+    return points
+
+
+class LossNotDecreasing(BuiltinRule):
+    """Fires when a loss did not fall by ``diff_percent`` % over ``num_steps`` steps.
+
+    Examples
+    --------
+    >>> # invoke_rule(LossNotDecreasing(trial, num_steps="10", diff_percent="0.1", mode="TRAIN"))
+    """
+
+    PARAMETERS = (
+        COLLECTION_NAMES,
+        TENSOR_REGEX,
+        Param("use_losses_collection", "bool", "True", "also inspect the losses collection"),
+        Param("num_steps", "int", "10", "steps between comparisons"),
+        Param("diff_percent", "float", "0.1", "minimum decrease (%) expected over num_steps"),
+        Param("increase_threshold_percent", "float", "5", "rise (%) above the lowest loss that fires"),
+        Param("mode", "mode", None, "TRAIN, EVAL or GLOBAL (unset: EVAL, then TRAIN, then GLOBAL)"),
+    )
+    COLLECTIONS = (("losses", {"save_interval": "500"}),)
+
+    def check_params(self) -> None:
+        if self.num_steps < 1:
+            raise self.param_error("num_steps", f"value {self.num_steps} must be >= 1")
+        if not 0 <= self.diff_percent <= 100:
+            raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in loss_names(self, self.use_losses_collection):
+            tensor = self.base_trial.tensor(name)
+            mode = pick_mode(tensor, self.mode)
+            cur = None if mode is None else at_mode_step(self.base_trial, step, mode)
+            if cur is None:
+                continue
+            steps = tensor.steps(mode=mode)
+            points = evaluation_points([s for s in steps if s <= cur], self.num_steps)
+            if not points or points[-1] != cur:
+                continue
+            older = [s for s in steps if s <= cur - self.num_steps]
+            if not older:
+                continue
+            prev = older[-1]
+            loss, before = self.scalar(name, cur, mode=mode), self.scalar(name, prev, mode=mode)
+            if loss is None or before is None:
+                continue
+            where = f"{name} ({mode.name} step {cur})"
+            if loss > before - abs(before) * self.diff_percent / 100.0:
+                self.report_issue(
+                    f"{where}={self.fmt(loss)} is not {self.fmt(self.diff_percent)}% below "
+                    f"{self.fmt(before)} at step {prev}",
+                    tensor=name,
+                    value=loss,
+                    previous=before,
+                    previous_step=prev,
+                )
+                return True
+            earlier = [v for v in (self.scalar(name, p, mode=mode) for p in points[:-1]) if v is not None]
+            if earlier:
+                best = min(earlier)
+                if loss > best + abs(best) * self.increase_threshold_percent / 100.0:
+                    self.report_issue(
+                        f"{where}={self.fmt(loss)} is more than {self.fmt(self.increase_threshold_percent)}% "
+                        f"above the lowest loss {self.fmt(best)}",
+                        tensor=name,
+                        value=loss,
+                        lowest=best,
+                    )
+                    return True
+        return False

@@ -1,0 +1,64 @@
+"""Overtraining: a loss has stopped improving.
+
+Choices: at a TRAIN (EVAL) step the rule looks at that mode's saved losses up
+to the step; with at least ``patience + 1`` values it fires when the best loss
+of the last ``patience`` saved steps (``patience_train`` for TRAIN,
+``patience_validation`` for EVAL) is not lower than the best loss before them
+by at least ``delta`` (absolute). Loss tensors come from the ``losses``
+collection; each is judged alone.
+"""
+
+from __future__ import annotations
+
+from tornasole.modes import EVAL, TRAIN
+from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.generic.losses import loss_names
+from tornasole.rules.params import Param
+
+__all__ = ["Overtraining"]
+
+
+class Overtraining(BuiltinRule):
+    """Fires when train (validation) loss has not improved by ``delta`` for ``patience_*`` steps.
+
+    Examples
+    --------
+    >>> # invoke_rule(Overtraining(trial, patience_train="5", patience_validation="10", delta="0.01"))
+    """
+
+    PARAMETERS = (
+        Param("patience_train", "int", "5", "saved TRAIN steps without improvement that fire"),
+        Param("patience_validation", "int", "10", "saved EVAL steps without improvement that fire"),
+        Param("delta", "float", "0.01", "smallest decrease that counts as an improvement"),
+    )
+
+    def check_params(self) -> None:
+        for p in ("patience_train", "patience_validation"):
+            if getattr(self, p) < 1:
+                raise self.param_error(p, f"value {getattr(self, p)} must be >= 1")
+
+    def invoke_at_step(self, step: int) -> bool:
+        mode = self.base_trial.mode(step)
+        if mode not in (TRAIN, EVAL):
+            return False
+        patience = self.patience_train if mode == TRAIN else self.patience_validation
+        ms = self.base_trial.mode_step(step)
+        for name in loss_names(self):
+            tensor = self.base_trial.tensor(name)
+            steps = [s for s in tensor.steps(mode=mode) if s <= ms]
+            if not steps or steps[-1] != ms or len(steps) < patience + 1:
+                continue
+            losses = [self.scalar(name, s, mode=mode) for s in steps]
+            if any(v is None for v in losses):
+                continue
+            before, recent = min(losses[:-patience]), min(losses[-patience:])
+            if recent > before - self.delta:
+                self.report_issue(
+                    f"{name} ({mode.name}) best of last {patience} steps {self.fmt(recent)} not below "
+                    f"earlier best {self.fmt(before)} by delta {self.fmt(self.delta)}",
+                    tensor=name,
+                    value=recent,
+                    best_before=before,
+                )
+                return True
+        return False

@@ -1,0 +1,62 @@
+"""SaturatedActivation: tanh/sigmoid units sit in their flat regions.
+
+Chosen reading (as DeadRelu): per tensor named ``*tanh_input*`` or
+``*sigmoid_input*`` (the activation's input), a unit is *active* in a sample
+when its input lies strictly inside ``(threshold_<fn>_min, threshold_<fn>_max)``
+(outside, the gradient of the activation is ~0); a unit is saturated when active
+in fewer than ``threshold_inactivity`` % of the batch; the layer fires when more
+than ``threshold_layer`` % of its units are saturated. Tensors whose name says
+neither tanh nor sigmoid are ignored (their bounds are unknown).
+"""
+
+from __future__ import annotations
+
+from tornasole.rules.generic.base import COLLECTION_NAMES, BuiltinRule
+from tornasole.rules.generic.dead_relu import inactive_percent
+from tornasole.rules.params import Param
+
+__all__ = ["SaturatedActivation"]
+
+
+class SaturatedActivation(BuiltinRule):
+    """Fires when more than ``threshold_layer`` % of a tanh/sigmoid layer's units are saturated.
+
+    Examples
+    --------
+    >>> # invoke_rule(SaturatedActivation(trial))
+    """
+
+    PARAMETERS = (
+        COLLECTION_NAMES,
+        Param("tensor_regex", "regex", ".*tanh_input|.*sigmoid_input", "activation inputs (re.match)"),
+        Param("threshold_tanh_min", "float", "-9.4999", "tanh input below this is saturated"),
+        Param("threshold_tanh_max", "float", "9.4999", "tanh input above this is saturated"),
+        Param("threshold_sigmoid_min", "float", "-23", "sigmoid input below this is saturated"),
+        Param("threshold_sigmoid_max", "float", "16.99999", "sigmoid input above this is saturated"),
+        Param("threshold_inactivity", "float", "1.0", "% of samples below which a unit counts as saturated"),
+        Param("threshold_layer", "float", "50.0", "% of saturated units above which the layer fires"),
+    )
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.selected(step):
+            low = name.lower()
+            if "tanh" in low:
+                lo, hi = self.threshold_tanh_min, self.threshold_tanh_max
+            elif "sigmoid" in low:
+                lo, hi = self.threshold_sigmoid_min, self.threshold_sigmoid_max
+            else:
+                continue
+            v = self.value(name, step)
+            if v is None or v.size == 0:
+                continue
+            pct = inactive_percent((v > lo) & (v < hi), self.threshold_inactivity)
+            if pct > self.threshold_layer:
+                self.report_issue(
+                    f"{self.fmt(pct)}% of units in {name} are saturated (> threshold_layer "
+                    f"{self.fmt(self.threshold_layer)}%)",
+                    tensor=name,
+                    value=pct,
+                    threshold=self.threshold_layer,
+                )
+                return True
+        return False

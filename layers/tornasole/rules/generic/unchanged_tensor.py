@@ -1,0 +1,62 @@
+"""UnchangedTensor: a tensor stopped changing (frozen weights, stuck outputs).
+
+Choices: per tensor, the last ``num_steps`` saved steps up to and including the
+evaluated one are taken; with fewer than ``num_steps`` nothing is judged. The
+rule fires when every consecutive pair is ``numpy.allclose(rtol, atol,
+equal_nan)`` (so the first step where it can fire is the ``num_steps``-th
+saved step of an unchanged tensor). One of ``collection_names``/``tensor_regex``
+is required.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.params import Param
+
+__all__ = ["UnchangedTensor"]
+
+
+class UnchangedTensor(BuiltinRule):
+    """Fires when an inspected tensor is allclose over its last ``num_steps`` saved steps.
+
+    Examples
+    --------
+    >>> # invoke_rule(UnchangedTensor(trial, collection_names="weights", num_steps="3"))
+    """
+
+    PARAMETERS = (
+        COLLECTION_NAMES,
+        TENSOR_REGEX,
+        Param("num_steps", "int", "3", "saved steps that must all be equal"),
+        Param("rtol", "float", "1e-05", "numpy.allclose rtol"),
+        Param("atol", "float", "1e-08", "numpy.allclose atol"),
+        Param("equal_nan", "bool", "False", "numpy.allclose equal_nan"),
+    )
+
+    def check_params(self) -> None:
+        self.require_selection()
+        if self.num_steps < 2:
+            raise self.param_error("num_steps", f"value {self.num_steps} must be >= 2")
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.selected(step):
+            steps = self.base_trial.tensor(name).prev_steps(step, self.num_steps)
+            if len(steps) < self.num_steps or steps[-1] != step:
+                continue
+            values = [self.value(name, s) for s in steps]
+            if any(v is None for v in values):
+                continue
+            if all(
+                a.shape == b.shape
+                and np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan)
+                for a, b in zip(values, values[1:])
+            ):
+                self.report_issue(
+                    f"{name} unchanged over steps {steps[0]}..{steps[-1]} ({self.num_steps} saved steps)",
+                    tensor=name,
+                    steps=steps,
+                )
+                return True
+        return False
