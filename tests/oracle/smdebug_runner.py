@@ -113,8 +113,10 @@ class SmdebugRunError(RuntimeError):
     """The child process failed; carries its return code and output tails."""
 
     def __init__(self, message: str, returncode: int, stdout: str, stderr: str) -> None:
-        super().__init__(f"{message} (rc={returncode})\n--- stderr (tail) ---\n{stderr[-6000:]}"
-                         f"\n--- stdout (tail) ---\n{stdout[-2000:]}")
+        super().__init__(
+            f"{message} (rc={returncode})\n--- stderr (tail) ---\n{stderr[-6000:]}"
+            f"\n--- stdout (tail) ---\n{stdout[-2000:]}"
+        )
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
@@ -162,20 +164,37 @@ def check_smdebug_venv(timeout: float = 180) -> str:
     )
     with tempfile.TemporaryDirectory(prefix="smd-check-") as cwd:
         proc = subprocess.run(
-            [str(SMDEBUG_PYTHON), "-c", code], cwd=cwd, env=child_env(), capture_output=True, text=True,
+            [str(SMDEBUG_PYTHON), "-c", code],
+            cwd=cwd,
+            env=child_env(),
+            capture_output=True,
+            text=True,
             timeout=timeout,
         )
     if proc.returncode != 0:
-        raise SmdebugRunError(f"`import smdebug.trials` failed in {SMDEBUG_VENV}: {SETUP_HINT}",
-                              proc.returncode, proc.stdout, proc.stderr)
+        raise SmdebugRunError(
+            f"`import smdebug.trials` failed in {SMDEBUG_VENV}: {SETUP_HINT}",
+            proc.returncode,
+            proc.stdout,
+            proc.stderr,
+        )
     for line in proc.stdout.splitlines():
         if line.startswith("SMDEBUG_VERSION "):
             return line.split(" ", 1)[1]
     raise SmdebugRunError("smdebug did not report its version", proc.returncode, proc.stdout, proc.stderr)
 
 
-def _run(argv: list[str], inputs: Any, out_dir: Path, in_path: Path, *, s3_endpoint: str | None,
-         extra_env: dict[str, str] | None, timeout: float, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: list[str],
+    inputs: Any,
+    out_dir: Path,
+    in_path: Path,
+    *,
+    s3_endpoint: str | None,
+    extra_env: dict[str, str] | None,
+    timeout: float,
+    cwd: Path,
+) -> subprocess.CompletedProcess[str]:
     if not SMDEBUG_PYTHON.exists():
         raise SmdebugRunError(f"{SMDEBUG_PYTHON} does not exist: {SETUP_HINT}", -1, "", "")
     in_path.write_text(json.dumps(inputs if inputs is not None else {}), encoding="utf-8")
@@ -185,8 +204,9 @@ def _run(argv: list[str], inputs: Any, out_dir: Path, in_path: Path, *, s3_endpo
     try:
         proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise SmdebugRunError(f"smdebug child timed out after {timeout}s", -9,
-                              str(exc.stdout or ""), str(exc.stderr or "")) from exc
+        raise SmdebugRunError(
+            f"smdebug child timed out after {timeout}s", -9, str(exc.stdout or ""), str(exc.stderr or "")
+        ) from exc
     if proc.returncode != 0:
         raise SmdebugRunError("smdebug child failed", proc.returncode, proc.stdout, proc.stderr)
     return proc
@@ -208,8 +228,14 @@ def _collect(proc: subprocess.CompletedProcess[str], out_dir: Path) -> SmdebugRe
     return res
 
 
-def run_smdebug(code: str, inputs: Any = None, *, s3_endpoint: str | None = None,
-                extra_env: dict[str, str] | None = None, timeout: float = 600) -> SmdebugResult:
+def run_smdebug(
+    code: str,
+    inputs: Any = None,
+    *,
+    s3_endpoint: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> SmdebugResult:
     """Run a snippet in the smdebug venv (see the module docstring for ``INPUT``/``emit``/``save_array``)."""
     with tempfile.TemporaryDirectory(prefix="smd-run-") as tmp:
         tmp_path = Path(tmp)
@@ -217,14 +243,28 @@ def run_smdebug(code: str, inputs: Any = None, *, s3_endpoint: str | None = None
         out_dir.mkdir()
         script = tmp_path / "snippet.py"
         script.write_text(_PRELUDE + "\n" + textwrap.dedent(code) + "\n_flush_arrays()\n", encoding="utf-8")
-        proc = _run([str(SMDEBUG_PYTHON), str(script)], inputs, out_dir, tmp_path / "in.json",
-                    s3_endpoint=s3_endpoint, extra_env=extra_env, timeout=timeout, cwd=tmp_path)
+        proc = _run(
+            [str(SMDEBUG_PYTHON), str(script)],
+            inputs,
+            out_dir,
+            tmp_path / "in.json",
+            s3_endpoint=s3_endpoint,
+            extra_env=extra_env,
+            timeout=timeout,
+            cwd=tmp_path,
+        )
         return _collect(proc, out_dir)
 
 
-def run_smdebug_script(script: str | os.PathLike[str], args: list[str] | None = None, inputs: Any = None, *,
-                       s3_endpoint: str | None = None, extra_env: dict[str, str] | None = None,
-                       timeout: float = 600) -> SmdebugResult:
+def run_smdebug_script(
+    script: str | os.PathLike[str],
+    args: list[str] | None = None,
+    inputs: Any = None,
+    *,
+    s3_endpoint: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> SmdebugResult:
     """Run a script file in the smdebug venv; it gets ``--oracle-in``/``--oracle-out`` after ``args``.
 
     The same paths are also in ``$TORNASOLE_ORACLE_IN`` / ``$TORNASOLE_ORACLE_OUT``.
@@ -235,10 +275,25 @@ def run_smdebug_script(script: str | os.PathLike[str], args: list[str] | None = 
         out_dir = tmp_path / "out"
         out_dir.mkdir()
         in_path = tmp_path / "in.json"
-        argv = [str(SMDEBUG_PYTHON), str(Path(script).resolve()), *(args or []),
-                "--oracle-in", str(in_path), "--oracle-out", str(out_dir)]
-        proc = _run(argv, inputs, out_dir, in_path, s3_endpoint=s3_endpoint, extra_env=extra_env,
-                    timeout=timeout, cwd=tmp_path)
+        argv = [
+            str(SMDEBUG_PYTHON),
+            str(Path(script).resolve()),
+            *(args or []),
+            "--oracle-in",
+            str(in_path),
+            "--oracle-out",
+            str(out_dir),
+        ]
+        proc = _run(
+            argv,
+            inputs,
+            out_dir,
+            in_path,
+            s3_endpoint=s3_endpoint,
+            extra_env=extra_env,
+            timeout=timeout,
+            cwd=tmp_path,
+        )
         return _collect(proc, out_dir)
 
 
