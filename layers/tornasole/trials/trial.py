@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from tornasole.config import TRAINING_END_DELAY_REFRESH
-from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
+from tornasole.exceptions import MissingCollectionFiles
 from tornasole.format import paths
 from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.storage import Storage, get_storage, join
@@ -32,7 +30,7 @@ from tornasole.trials.loading import IndexLoader
 from tornasole.trials.reading import DEFAULT_CACHE_BYTES, ValueReader
 from tornasole.trials.step_index import StepTable
 from tornasole.trials.stepping import StepQueries
-from tornasole.trials.tensor import Tensor
+from tornasole.trials.tensor_queries import TensorQueries
 
 __all__ = ["Trial"]
 
@@ -42,7 +40,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_COLLECTIONS_TIMEOUT = 10.0
 
 
-class Trial(StepQueries):
+class Trial(StepQueries, TensorQueries):
     """Saved tensors of one training run (use :func:`tornasole.trials.create_trial`).
 
     Parameters
@@ -96,7 +94,7 @@ class Trial(StepQueries):
         self._table = StepTable(assume_complete_when_unknown=not listing)
         self._loader = IndexLoader(self._storage, path, self._table, self.range_steps)
         self._reader = ValueReader(self._storage, cache_bytes)
-        self._tensors: dict[str, Tensor] = {}
+        self._tensors = {}
         self._refresh_lock = threading.RLock()
         self._ended = False
         self._end_delay = float(os.environ.get(TRAINING_END_DELAY_REFRESH) or 1)
@@ -242,72 +240,6 @@ class Trial(StepQueries):
         """``(step, worker) -> error`` for index files that could not be loaded."""
         return dict(self._table.bad)
 
-    # -- tensors and collections ------------------------------------------------------------------
-    def tensor_names(
-        self,
-        step: int | None = None,
-        mode: ModeKeys = GLOBAL,
-        regex: str | Sequence[str] | None = None,
-        collection: Any = None,
-        *,
-        show_prefixed_tensors: bool = False,
-    ) -> list[str]:
-        """Names of saved tensors, optionally at one step, matching regexes or in a collection."""
-        if regex is not None and collection is not None:
-            raise ValueError("Only one of `regex` or `collection` can be passed to tensor_names")
-        self.maybe_refresh()
-        mode = GLOBAL if mode is None else mode
-        if step is None:
-            names = self._table.tensor_names() if mode == GLOBAL else self._table.mode_tensor_names(mode)
-        else:
-            g = self._table.global_step(mode, step)
-            names = self._table.step_tensor_names(g) if g is not None else set()
-        if regex is not None:
-            patterns = [regex] if isinstance(regex, str) else _flatten(regex)
-            names = {n for n in names if any(re.search(p, n) for p in patterns)}
-        if collection is not None:
-            coll = self.collection(collection)
-            names = {n for n in names if coll.matches(n)}
-        return sorted(names)
-
-    def tensor(self, name: str) -> Tensor:
-        """The :class:`Tensor` called ``name``; :class:`TensorUnavailable` if it was never saved."""
-        if not self.has_tensor(name):
-            raise TensorUnavailable(name)
-        t = self._tensors.get(name)
-        if t is None:
-            t = self._tensors.setdefault(name, Tensor(name, self))
-        return t
-
-    def has_tensor(self, name: str) -> bool:
-        if not self._table.has_tensor(name):
-            self.maybe_refresh()
-        return self._table.has_tensor(name)
-
-    def collections(self) -> dict:
-        """Collection name -> :class:`~tornasole.core.collection.Collection` (first collections file)."""
-        if self._loader.collections is None:
-            self.maybe_refresh()
-        return dict(self._loader.collections or {})
-
-    def collection(self, name: Any):
-        """One collection, by name or by a Collection object; ``KeyError`` lists the known names."""
-        key = getattr(name, "name", name)
-        colls = self.collections()
-        if key not in colls:
-            raise KeyError(f"trial {self.name}: no collection {key!r}; known: {sorted(colls)}")
-        return colls[key]
-
-    # older names
-    def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
-        return self.tensor_names(*args, **kwargs)
-
-    def tensors_matching_regex(self, patterns: str | Sequence[str]) -> list[str]:
-        return self.tensor_names(regex=patterns)
-
-    def tensors_in_collection(self, collection: Any) -> list[str]:
-        return self.tensor_names(collection=collection)
-
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name!r} path={self.path!r}>"
 
@@ -318,13 +250,6 @@ class Trial(StepQueries):
         if not isinstance(other, Trial):
             return NotImplemented
         return (self.name, self.path) == (other.name, other.path)
-
-
-def _flatten(items: Iterable[Any]) -> list[str]:
-    out: list[str] = []
-    for item in items:
-        out.extend(_flatten(item) if isinstance(item, (list, tuple, set)) else [item])
-    return out
 
 
 def _check_range(rs: Sequence[int | None] | None) -> tuple[int | None, int | None] | None:

@@ -1,0 +1,125 @@
+"""Tensor and collection queries of a Trial: names by step / mode / regex / collection, Tensor objects.
+
+The collection test is :meth:`Collection.matches` (exact name or
+``include_regex`` found anywhere in the name), applied to the tensors actually
+saved, as smdebug's ``tensor_names(collection=...)`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tornasole.exceptions import TensorUnavailable
+from tornasole.modes import GLOBAL, ModeKeys
+from tornasole.trials.tensor import Tensor
+
+if TYPE_CHECKING:
+    from tornasole.core.collection import Collection
+    from tornasole.trials.loading import IndexLoader
+    from tornasole.trials.step_index import StepTable
+
+__all__ = ["TensorQueries"]
+
+
+class TensorQueries:
+    """Mixin over ``self._table``, ``self._loader`` and ``self.maybe_refresh()``."""
+
+    name: str
+    _table: StepTable
+    _loader: IndexLoader
+    _tensors: dict[str, Tensor]
+
+    def maybe_refresh(self, name: str | None = None) -> None:  # pragma: no cover - provided by Trial
+        raise NotImplementedError
+
+    def tensor_names(
+        self,
+        step: int | None = None,
+        mode: ModeKeys = GLOBAL,
+        regex: str | Sequence[str] | None = None,
+        collection: Any = None,
+        *,
+        show_prefixed_tensors: bool = False,
+    ) -> list[str]:
+        """Names of saved tensors, optionally at one step, matching regexes or in a collection.
+
+        ``step`` is a ``mode`` step (a global step for GLOBAL); ``regex`` is one
+        pattern or a list (``re.search``); ``collection`` a name or a Collection.
+        ``show_prefixed_tensors`` is accepted for smdebug compatibility.
+
+        Examples
+        --------
+        >>> trial.tensor_names(step=2, mode=modes.EVAL)  # doctest: +SKIP
+        ['CrossEntropyLoss_output_0', 'Net_fc1.bias', ...]
+        >>> trial.tensor_names(collection="weights")  # doctest: +SKIP
+        ['Net_fc1.weight', 'Net_fc2.weight']
+        """
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to tensor_names")
+        self.maybe_refresh()
+        mode = GLOBAL if mode is None else mode
+        if step is None:
+            names = self._table.tensor_names() if mode == GLOBAL else self._table.mode_tensor_names(mode)
+        else:
+            g = self._table.global_step(mode, step)
+            names = self._table.step_tensor_names(g) if g is not None else set()
+        if regex is not None:
+            patterns = [regex] if isinstance(regex, str) else _flatten(regex)
+            names = {n for n in names if any(re.search(p, n) for p in patterns)}
+        if collection is not None:
+            coll = self.collection(collection)
+            names = {n for n in names if coll.matches(n)}
+        return sorted(names)
+
+    def tensor(self, name: str) -> Tensor:
+        """The :class:`Tensor` called ``name``; :class:`TensorUnavailable` if it was never saved.
+
+        Examples
+        --------
+        >>> trial.tensor("CrossEntropyLoss_output_0").value(5)  # doctest: +SKIP
+        array(1.0572, dtype=float32)
+        """
+        if not self.has_tensor(name):
+            raise TensorUnavailable(name)
+        t = self._tensors.get(name)
+        if t is None:
+            t = self._tensors.setdefault(name, Tensor(name, self))
+        return t
+
+    def has_tensor(self, name: str) -> bool:
+        if not self._table.has_tensor(name):
+            self.maybe_refresh()
+        return self._table.has_tensor(name)
+
+    def collections(self) -> dict[str, Collection]:
+        """Collection name -> :class:`~tornasole.core.collection.Collection` (first collections file)."""
+        if self._loader.collections is None:
+            self.maybe_refresh()
+        return dict(self._loader.collections or {})
+
+    def collection(self, name: Any) -> Collection:
+        """One collection, by name or by a Collection object; ``KeyError`` lists the known names."""
+        key = getattr(name, "name", name)
+        colls = self.collections()
+        if key not in colls:
+            raise KeyError(f"trial {self.name}: no collection {key!r}; known: {sorted(colls)}")
+        return colls[key]
+
+    # older names
+    def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
+        return self.tensor_names(*args, **kwargs)
+
+    def tensors_matching_regex(self, patterns: str | Sequence[str]) -> list[str]:
+        return self.tensor_names(regex=patterns)
+
+    def tensors_in_collection(self, collection: Any) -> list[str]:
+        return self.tensor_names(collection=collection)
+
+
+def _flatten(items: Iterable[Any]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        out.extend(_flatten(item) if isinstance(item, (list, tuple, set)) else [item])
+    return out
