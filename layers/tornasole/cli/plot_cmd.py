@@ -107,9 +107,9 @@ def plot_trial(
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from tornasole.trials import create_trial
+    from tornasole.cli.trial_cmd import open_trial
 
-    trial = create_trial(args.path)
+    trial = open_trial(args.path)
     names: list[str] = list(args.tensor)
     for c in args.collection:
         names += sorted(trial.tensor_names(collection=c))

@@ -69,14 +69,14 @@ def _progress(done: int, total: int, fired: int, width: int = 30) -> None:
 
 
 def _invoke(args: argparse.Namespace) -> int:
+    from tornasole.cli.trial_cmd import open_trial
     from tornasole.rules import create_rule, invoke_rule
-    from tornasole.trials import create_trial
 
     name, params = parse_rule_spec(args.rule)
     for item in args.param:
         params.update(parse_rule_spec(f"{name}:{item}")[1])
-    trial = create_trial(args.path)
-    others = [create_trial(p) for p in (args.other_trials or "").split(";") if p.strip()]
+    trial = open_trial(args.path)
+    others = [open_trial(p) for p in (args.other_trials or "").split(";") if p.strip()]
     if args.rule_file:
         from tornasole.rules.loader import load_rule
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tornasole.cli.table import format_table
 
-__all__ = ["add_parser", "summarize"]
+__all__ = ["add_parser", "open_trial", "summarize"]
 
 
 def add_parser(sub: Any) -> None:
@@ -17,6 +17,16 @@ def add_parser(sub: Any) -> None:
     s.add_argument("path", help="trial directory or s3://bucket/prefix")
     s.add_argument("--tensors", type=int, default=50, help="list at most this many tensors (default 50)")
     s.set_defaults(func=_summary)
+
+
+def open_trial(path: str) -> Any:
+    """Open a trial for a command: no waiting for a collections file, and a clear error for an empty path."""
+    from tornasole.trials import create_trial
+
+    trial = create_trial(path, collections_timeout=0)
+    if not trial.collections() and not trial.steps(show_incomplete_steps=True):
+        raise FileNotFoundError(f"{path}: no trial there (no collections or index files)")
+    return trial
 
 
 def summarize(trial: Any) -> dict[str, Any]:
@@ -37,9 +47,7 @@ def summarize(trial: Any) -> dict[str, Any]:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from tornasole.trials import create_trial
-
-    trial = create_trial(args.path)
+    trial = open_trial(args.path)
     info = summarize(trial)
     print(f"trial      {info['path']}")
     if info["steps"]:
