@@ -1,0 +1,53 @@
+"""Tiny real training loops (PyTorch, CPU) whose tensors become rule-test trials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def train_mlp(
+    steps: int = 6,
+    lr: float = 0.01,
+    relu_bias: float | None = None,
+    freeze_fc1: bool = False,
+    seed: int = 0,
+) -> dict[int, dict[str, Any]]:
+    """Train a 4-8-1 MLP on a fixed regression batch; return ``{step: {tensor name: value}}``.
+
+    Names: ``weights/fc1.weight``, ``gradients/fc1.weight``, ``gradients/fc2.weight``,
+    ``fc1_relu_output``, ``loss``. ``relu_bias`` sets fc1's bias (a large negative value kills
+    the ReLUs); ``freeze_fc1`` excludes fc1 from the optimiser.
+    """
+    import torch
+
+    torch.set_num_threads(1)  # deterministic float overflow order
+    torch.manual_seed(seed)
+    x = torch.randn(32, 4)
+    y = (x.sum(dim=1, keepdim=True) * 3.0) ** 2
+    fc1, fc2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
+    if relu_bias is not None:
+        with torch.no_grad():
+            fc1.bias.fill_(relu_bias)
+    params = list(fc2.parameters()) + ([] if freeze_fc1 else list(fc1.parameters()))
+    opt = torch.optim.SGD(params, lr=lr)
+    out: dict[int, dict[str, Any]] = {}
+    for step in range(steps):
+        opt.zero_grad()
+        h = torch.relu(fc1(x))
+        loss = torch.nn.functional.mse_loss(fc2(h), y)
+        loss.backward()
+        out[step] = {
+            "weights/fc1.weight": fc1.weight.detach().numpy().copy(),
+            "gradients/fc1.weight": (
+                fc1.weight.grad.numpy().copy()
+                if fc1.weight.grad is not None
+                else np.zeros((8, 4), np.float32)
+            ),
+            "gradients/fc2.weight": fc2.weight.grad.numpy().copy(),
+            "fc1_relu_output": h.detach().numpy().copy(),
+            "loss": np.float32(loss.item()),
+        }
+        opt.step()
+    return out
