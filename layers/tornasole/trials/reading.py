@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +31,8 @@ __all__ = ["ValueCache", "ValueReader", "decode_location", "bare_message"]
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 #: Largest total size of one ``read_many`` batch, so a bulk prefetch stays bounded in memory.
 BATCH_BYTES = 64 * 1024 * 1024
+#: Records of one event file at most this many bytes apart are fetched with one ranged read.
+SPAN_GAP = 256 * 1024
 
 
 class ValueCache:
@@ -104,24 +107,31 @@ class ValueReader:
         return value
 
     def fetch_many(self, locs: Sequence[RecordLocation]) -> list[np.ndarray | Exception]:
-        """Values of several records, read concurrently; an error is returned in its slot."""
+        """Values of several records, read concurrently; an error is returned in its slot.
+
+        Records of one event file that lie close together are read as one span
+        (never more than that event file), then split: a step's tensors cost one
+        request instead of one each.
+        """
         out: list[np.ndarray | Exception | None] = [self.cache.get(_key(loc)) for loc in locs]
         todo = [i for i, v in enumerate(out) if v is None]
-        for batch in _batches(todo, locs):
-            reqs = [_request(locs[i]) for i in batch]
-            results = self.storage.read_many(reqs, on_error="return")
-            for i, data in zip(batch, results):
-                loc = locs[i]
-                if isinstance(data, BaseException):
-                    out[i] = _read_error(loc, data)
-                    continue
-                try:
-                    value = decode_location(loc, data)
-                except (FormatError, IndexReaderException) as exc:
-                    out[i] = exc
-                    continue
-                self.cache.put(_key(loc), value)
-                out[i] = value
+        for batch in _batches(_spans(todo, locs)):
+            results = self.storage.read_many([span.request for span in batch], on_error="return")
+            for span, data in zip(batch, results):
+                view = None if isinstance(data, BaseException) else memoryview(data)
+                for i in span.members:
+                    loc = locs[i]
+                    if view is None:
+                        out[i] = _read_error(loc, data)
+                        continue
+                    offset = loc.start - span.start
+                    try:
+                        value = decode_location(loc, view[offset : offset + loc.length])
+                    except (FormatError, IndexReaderException) as exc:
+                        out[i] = exc
+                        continue
+                    self.cache.put(_key(loc), value)
+                    out[i] = value
         return out  # type: ignore[return-value]
 
     def prefetch(self, locs: Iterable[RecordLocation]) -> int:
@@ -130,19 +140,51 @@ class ValueReader:
         return sum(1 for v in self.fetch_many(todo) if not isinstance(v, Exception))
 
 
-def _request(loc: RecordLocation) -> ReadRequest:
-    return ReadRequest(loc.event_path, loc.start, loc.start + loc.length)
+@dataclass
+class _Span:
+    """Bytes ``[start, end)`` of one event file covering the records ``members`` (indices)."""
+
+    path: str
+    start: int
+    end: int
+    members: list[int]
+
+    @property
+    def request(self) -> ReadRequest:
+        return ReadRequest(self.path, self.start, self.end)
 
 
-def _batches(indices: list[int], locs: Sequence[RecordLocation]) -> Iterable[list[int]]:
-    batch: list[int] = []
-    size = 0
+def _spans(indices: list[int], locs: Sequence[RecordLocation]) -> list[_Span]:
+    """Group records by event file and merge those at most ``SPAN_GAP`` bytes apart."""
+    by_path: dict[str, list[int]] = {}
     for i in indices:
-        if batch and size + locs[i].length > BATCH_BYTES:
+        by_path.setdefault(locs[i].event_path, []).append(i)
+    spans: list[_Span] = []
+    for path, members in by_path.items():
+        members.sort(key=lambda i: locs[i].start)
+        cur: _Span | None = None
+        for i in members:
+            start, end = locs[i].start, locs[i].start + locs[i].length
+            near = cur is not None and start <= cur.end + SPAN_GAP
+            if near and max(end, cur.end) - cur.start <= BATCH_BYTES:
+                cur.end = max(cur.end, end)
+                cur.members.append(i)
+            else:
+                cur = _Span(path, start, end, [i])
+                spans.append(cur)
+    return spans
+
+
+def _batches(spans: list[_Span]) -> Iterable[list[_Span]]:
+    """Consecutive groups of spans of at most ``BATCH_BYTES`` in total (one ``read_many`` each)."""
+    batch: list[_Span] = []
+    size = 0
+    for span in spans:
+        if batch and size + span.end - span.start > BATCH_BYTES:
             yield batch
             batch, size = [], 0
-        batch.append(i)
-        size += locs[i].length
+        batch.append(span)
+        size += span.end - span.start
     if batch:
         yield batch
 
@@ -161,7 +203,7 @@ def _read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException
     )
 
 
-def decode_location(loc: RecordLocation, data: bytes) -> np.ndarray:
+def decode_location(loc: RecordLocation, data: bytes | memoryview) -> np.ndarray:
     """Decode the bytes of one ranged read; raise :class:`IndexReaderException` naming everything."""
 
     def fail(msg: str, cause: BaseException | None = None) -> IndexReaderException:

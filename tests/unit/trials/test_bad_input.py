@@ -63,6 +63,21 @@ def test_truncated_event_file(tmp_path):
     _others_still_readable(trial)
 
 
+def test_truncated_event_file_in_a_bulk_fetch(tmp_path):
+    d = _trial_dir(tmp_path)
+    path = os.path.join(d, EVENT_1)
+    os.truncate(path, os.path.getsize(path) - 10)
+    trial = create_trial(d)
+    # GIVEN both records of step 1 are fetched in one ranged read of the truncated file
+    assert trial.prefetch(["dense.weight", "loss"], [0, 1, 2]) == 5
+    # THEN the intact record is served and only the cut one fails
+    assert np.array_equal(trial.tensor("dense.weight").value(1), tensor_value(1, "worker_0", "dense.weight"))
+    with pytest.raises(IndexReaderException, match="past the end") as info:
+        trial.tensor("loss").value(1)
+    assert info.value.tensor_name == "loss"
+    _others_still_readable(trial)
+
+
 def test_wrong_length_crc(tmp_path):
     d = _trial_dir(tmp_path)
     _corrupt_event(d, 9)  # inside the first record's length CRC

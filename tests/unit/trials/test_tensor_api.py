@@ -152,7 +152,13 @@ def test_values_and_prefetch_read_concurrently_in_one_batch(moded_dir):
 
     storage.reset()
     assert trial.prefetch(["dense.weight"], [0, 1, 2, 3]) == 12  # 4 values + 8 saved reductions
-    assert storage.batches == [12]
+    # one batch; the records of each step's event file come in one ranged read within that file
+    assert storage.batches == [4]
+    assert sorted(p.rsplit("/", 1)[1] for p, _, _ in storage.reads) == [
+        f"00000000000{s}_worker_0.tfevents" for s in range(4)
+    ]
+    for path, start, end in storage.reads:
+        assert 0 <= start < end <= os.path.getsize(path)
     storage.reset()
     trial.tensor("dense.weight").value(1)
     trial.tensor("dense.weight").reduction_value(1, "mean")
