@@ -48,3 +48,47 @@ bench: setup setup-smdebug
 
 clean:
 	rm -rf build cdk.out .pytest_cache
+
+# ==== Deployment (issue 6: CDK app, Lambda layer, MiniStack deploy test) — owned by the infra engineer ====
+# make layer [ARCH=x86_64|arm64]   the layer asset (manylinux cp312 wheels + tornasole), no Docker
+# make synth [ARCH=...]            cdk synth with the pinned CLI (cdk-nag runs on every synth)
+# make test-deploy                 cdk bootstrap + deploy into MiniStack, then drive a step through it
+ARCH ?= x86_64
+LAYER_DIR := build/layer/$(ARCH)
+NODE_BIN := node_modules/.bin
+MINISTACK_VENV := .venv-ministack
+# MiniStack runs the Lambdas on its own interpreter, and the layer's wheels are cp312.
+PY312 ?= $(firstword $(foreach p,python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12),\
+  $(shell $(p) -c 'import sys; assert sys.version_info[:2] == (3, 12); print(sys.executable)' 2>/dev/null)))
+
+.PHONY: setup-ministack test-deploy node-deps
+
+$(LAYER_DIR)/python/.tornasole-layer: requirements/layer.txt scripts/build_layer.sh \
+    $(shell find layers/tornasole -name '*.py' 2>/dev/null) | $(BIN)/.installed
+	PYTHON=$(BIN)/python scripts/build_layer.sh $(ARCH) $(LAYER_DIR)
+
+layer: $(LAYER_DIR)/python/.tornasole-layer
+
+$(NODE_BIN)/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-deps: $(NODE_BIN)/.installed
+
+synth: setup layer node-deps
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" cdk synth --quiet --no-notices --context lambda_architecture=$(ARCH)
+
+$(MINISTACK_VENV)/.installed: tests/deploy/requirements.txt
+	@test -n "$(PY312)" || { echo "setup-ministack: python3.12 not found. MiniStack runs the Lambdas on its own \
+	interpreter and the layer is cp312: install CPython 3.12 (e.g. 'pyenv install 3.12') or pass PY312=/path/to/python3.12" >&2; exit 1; }
+	test -x $(MINISTACK_VENV)/bin/python || $(PY312) -m venv $(MINISTACK_VENV)
+	$(MINISTACK_VENV)/bin/python -m pip install -q -U pip
+	$(MINISTACK_VENV)/bin/python -m pip install -q -r tests/deploy/requirements.txt
+	$(MINISTACK_VENV)/bin/python -c "import sys, ministack, boto3; assert sys.version_info[:2] == (3, 12)"
+	touch $@
+
+setup-ministack: $(MINISTACK_VENV)/.installed
+
+test-deploy: setup setup-ministack node-deps
+	$(MAKE) layer ARCH=x86_64
+	TORNASOLE_DEPLOY_TESTS=1 PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(BIN)/python -m pytest tests/deploy -q -p no:randomly

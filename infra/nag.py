@@ -85,8 +85,9 @@ _EVALUATOR = {
     "AwsSolutions-L1": "The layer's native wheels (numpy, protobuf, google-crc32c) are built for cp312; "
     "python3.12 is a supported runtime. Move it together with requirements/layer.txt.",
     "Serverless-LambdaLatestVersion": "Pinned to python3.12 on purpose: the layer's native wheels are cp312.",
-    "AwsSolutions-IAM5[Resource::*]": "X-Ray PutTraceSegments/PutTelemetryRecords (Tracing.ACTIVE) have no "
-    "resource-level permissions: AWS requires Resource '*' for them and for nothing else here.",
+    "AwsSolutions-IAM5[Resource::*]": "X-Ray PutTraceSegments/PutTelemetryRecords (Tracing.ACTIVE) and "
+    "dynamodb:ListStreams (stream event source) have no resource-level permissions: AWS requires "
+    "Resource '*' for them, and for nothing else here.",
     "AwsSolutions-SQS3": _DLQ + "subscription DLQ); it has no DLQ of its own.",
     "Serverless-SQSRedrivePolicy": _DLQ
     + "subscription DLQ); an alarm tells a person to inspect and redrive.",

@@ -100,7 +100,7 @@ class TornasoleStack(cdk.Stack):
         for fn in evaluator.functions:
             fn.add_environment(env_names.ALERT_TOPIC_ARN, alerts.actions_topic.topic_arn)
 
-        # --- grants: each function gets what its handler does, on our resources only ---
+        # --- grants: each function gets what its code does, on our resources only ---
         trials = f"{config.trial_prefix}*"
         stop_signals = f"{config.trial_prefix}*{STOP_SIGNAL_FILE}"
         on_created, publish, scheduled = (
@@ -108,15 +108,15 @@ class TornasoleStack(cdk.Stack):
             evaluator.publish_events,
             evaluator.scheduled_check,
         )
-        storage.bucket.grant_read(on_created, trials)
-        rules_bucket.grant_read(on_created, f"{rules_prefix}*")
-        storage.bucket.grant_read(scheduled, trials)
-        for fn in (on_created, publish, scheduled):
+        for fn in evaluator.functions:
             state.table.grant_read_write_data(fn)
+        for fn in (on_created, scheduled):  # evaluate steps (scheduled_check re-evaluates pending ones)
+            storage.bucket.grant_read(fn, trials)
+            rules_bucket.grant_read(fn, f"{rules_prefix}*")
+        for fn in (publish, scheduled):  # deliver outbox items (scheduled_check re-drives unpublished ones)
             bus.event_bus.grant_put_events_to(fn)
-        for fn in (on_created, publish):
+            alerts.actions_topic.grant_publish(fn)
             storage.bucket.grant_put(fn, stop_signals)
-        alerts.actions_topic.grant_publish(publish)
 
         # --- triggers ---
         storage.notify_on_step_files(on_created, suffixes=spec.notifications.suffixes)
