@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-class JobStatus(str, Enum):
+class JobStatus(StrEnum):
     """SageMaker's TrainingJobStatus values (the subset Tornasole reaches)."""
 
     IN_PROGRESS = "InProgress"
@@ -41,7 +41,7 @@ class JobStatus(str, Enum):
     STOPPED = "Stopped"
 
 
-class RuleStatus(str, Enum):
+class RuleStatus(StrEnum):
     """SageMaker's six RuleEvaluationStatus values."""
 
     IN_PROGRESS = "InProgress"
@@ -65,7 +65,9 @@ EVALUATING = frozenset({RuleStatus.IN_PROGRESS, RuleStatus.ISSUES_FOUND})
 TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED})
 
 
-def job_arn(name: str, region: str = "us-east-1", account: str = "000000000000", partition: str = "aws") -> str:
+def job_arn(
+    name: str, region: str = "us-east-1", account: str = "000000000000", partition: str = "aws"
+) -> str:
     """``arn:<partition>:tornasole:<region>:<account>:training-job/<name>`` (EVENTS.md)."""
     return f"arn:{partition}:tornasole:{region}:{account}:training-job/{name}"
 
@@ -234,5 +236,7 @@ class ObjectResult:
             "job": self.job,
             "step": self.step,
             "reason": self.reason,
-            "rules": {o.rule_name: ("Error" if o.error else "fired" if o.fired else "ok") for o in self.outcomes},
+            "rules": {
+                o.rule_name: ("Error" if o.error else "fired" if o.fired else "ok") for o in self.outcomes
+            },
         }

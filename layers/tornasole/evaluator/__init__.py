@@ -1,0 +1,12 @@
+"""The serverless evaluator: DynamoDB state, exactly-once events, per-step rule evaluation.
+
+Modules: ``state`` (the single table and its design), ``steps`` (per-step
+records), ``transitions`` (status changes + outbox, one transaction each),
+``decisions`` (pure: which change is next), ``runner`` (rules at one step),
+``events`` (outbox publisher), ``details`` (the SageMaker-shaped dicts),
+``service`` (``Evaluator``: the handlers' entry points).
+"""
+
+from __future__ import annotations
+
+__all__ = ["decisions", "details", "events", "models", "runner", "service", "state", "steps", "transitions"]

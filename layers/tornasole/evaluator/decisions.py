@@ -1,0 +1,192 @@
+"""Pure decisions: which status change comes next, given the stored state and new facts.
+
+Each function takes a ``JobState`` and returns the next ``Change`` or None, so
+``Transitions.apply`` can re-run it after a lost race and a replayed
+notification finds nothing left to do. Statuses only move forward:
+InProgress -> IssuesFound (sticky) | Error | NoIssuesFound, and job
+InProgress -> Stopping -> Stopped, InProgress -> Completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tornasole.evaluator.details import alert_message, clip, step_files
+from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
+from tornasole.evaluator.transitions import JOB, Change, OutboxItem
+from tornasole.format import paths
+from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
+
+__all__ = [
+    "STALLED_RULE",
+    "after_outcomes",
+    "completion",
+    "issue_extras",
+    "stalled",
+    "stop_item",
+    "wants_stop",
+]
+
+STALLED_RULE = "StalledTrainingRule"
+
+
+def wants_stop(state: JobState, rule_name: str) -> bool:
+    """Whether a firing of ``rule_name`` asks to stop this job (``stoptraining``; prefix must match)."""
+    rule = state.rule(rule_name)
+    if rule is None:
+        return False
+    for action in rule.config.actions:
+        if action.name == "stoptraining":
+            prefix = action.training_job_prefix
+            if not prefix or state.name.startswith(prefix):
+                return True
+    return False
+
+
+def stop_item(state: JobState, rule_name: str, step: int | None, reason: str) -> OutboxItem:
+    path = f"{state.trial_path}/{STOP_SIGNAL_FILE}"
+    body = {
+        "TrainingJobName": state.name,
+        "RuleConfigurationName": rule_name,
+        "Step": step,
+        "Reason": clip(reason),
+    }
+    return OutboxItem(f"{state.name}:{state.rules_rev}:stop", "stop", {"path": path, "body": body})
+
+
+def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) -> list[OutboxItem]:
+    """Outbox items caused by one firing (rule, step): the issue event and the email/sms alerts."""
+    from tornasole.evaluator.details import issue_detail
+
+    rule = state.rule(outcome.rule_name)
+    base = f"{state.name}:{state.rules_rev}"
+    eid = f"{base}:issue/{outcome.rule_name}/{outcome.step}"
+    detail = issue_detail(
+        state,
+        outcome.rule_name,
+        outcome.step,
+        outcome.mode,
+        outcome.mode_step,
+        outcome.details,
+        list(workers),
+        eid,
+    )
+    items = [
+        OutboxItem(
+            eid,
+            "event",
+            {"detail_type": DETAIL_TYPE_RULE_ISSUE_FOUND, "resources": [state.arn], "detail": detail},
+        )
+    ]
+    files = step_files(state.trial_path, outcome.step, [paths.serialize_worker(w) for w in workers])
+    for i, action in enumerate(rule.config.actions if rule else ()):
+        if action.name in ("email", "sms"):
+            subject, message = alert_message(state, outcome.rule_name, outcome.step, outcome.details, files)
+            items.append(
+                OutboxItem(
+                    f"{base}:alert/{outcome.rule_name}/{outcome.step}/{i}",
+                    "alert",
+                    {
+                        "action": action.name,
+                        "endpoint": action.endpoint,
+                        "job": state.name,
+                        "subject": subject,
+                        "message": message,
+                    },
+                )
+            )
+    return items
+
+
+def after_outcomes(outcomes: Sequence[StepOutcome]):
+    """The decision function for a step's outcomes (errors, first firings, stop requests)."""
+
+    def decide(state: JobState) -> Change | None:
+        if state.status not in (JobStatus.IN_PROGRESS, JobStatus.STOPPING):
+            return None
+        for o in sorted(outcomes, key=lambda o: o.rule_name):
+            rule = state.rule(o.rule_name)
+            if rule is None or rule.status not in EVALUATING:
+                continue
+            if o.error:
+                return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(o.error))
+            if o.fired and rule.status == RuleStatus.IN_PROGRESS:
+                return Change(
+                    o.rule_name, RuleStatus.ISSUES_FOUND.value, details=clip(o.details), issue_step=o.step
+                )
+        if state.status == JobStatus.IN_PROGRESS:
+            for o in sorted(outcomes, key=lambda o: o.rule_name):
+                if o.fired and not o.error and wants_stop(state, o.rule_name):
+                    reason = f"{o.rule_name} fired at step {o.step} with a stoptraining action"
+                    return Change(
+                        JOB, JobStatus.STOPPING.value, extra=(stop_item(state, o.rule_name, o.step, reason),)
+                    )
+        return None
+
+    return decide
+
+
+def completion(state: JobState) -> Change | None:
+    """End marker seen and every step evaluated: rules still InProgress -> NoIssuesFound, then the job."""
+    if state.status not in (JobStatus.IN_PROGRESS, JobStatus.STOPPING):
+        return None
+    if (
+        not state.end_marker_seen
+        or state.expected_steps is None
+        or state.steps_evaluated < state.expected_steps
+    ):
+        return None
+    for rule in state.rules:
+        if rule.status == RuleStatus.IN_PROGRESS:
+            n = state.steps_evaluated
+            return Change(
+                rule.config.name,
+                RuleStatus.NO_ISSUES_FOUND.value,
+                details=f"{rule.config.name}: no issues found in {n} evaluated step{'s' * (n != 1)}",
+            )
+    final = JobStatus.STOPPED if state.status == JobStatus.STOPPING else JobStatus.COMPLETED
+    return Change(JOB, final.value)
+
+
+def stalled(now_s: float):
+    """StalledTrainingRule: no new step for ``threshold`` seconds (default 1800) -> IssuesFound."""
+
+    def decide(state: JobState) -> Change | None:
+        if state.status != JobStatus.IN_PROGRESS or state.end_marker_seen:
+            return None
+        idle = now_s - state.last_activity_s
+        for rule in state.rules:
+            if rule.config.rule_to_invoke != STALLED_RULE or rule.status != RuleStatus.IN_PROGRESS:
+                continue
+            try:
+                threshold = float(rule.config.parameters.get("threshold", "1800"))
+            except ValueError:
+                return Change(
+                    rule.config.name,
+                    RuleStatus.ERROR.value,
+                    details=f"{STALLED_RULE}: parameter 'threshold' is not a number",
+                )
+            if idle > threshold:
+                return Change(
+                    rule.config.name,
+                    RuleStatus.ISSUES_FOUND.value,
+                    details=f"{STALLED_RULE}: no new step for {idle:.0f}s (threshold {threshold:g}s)",
+                )
+        for rule in state.rules:
+            stop = rule.config.parameters.get("stop_training_on_fire", "false").lower() in (
+                "true",
+                "1",
+                "yes",
+            )
+            if (
+                rule.config.rule_to_invoke == STALLED_RULE
+                and rule.status == RuleStatus.ISSUES_FOUND
+                and (stop or wants_stop(state, rule.config.name))
+            ):
+                reason = f"{rule.config.name}: training stalled"
+                return Change(
+                    JOB, JobStatus.STOPPING.value, extra=(stop_item(state, rule.config.name, None, reason),)
+                )
+        return None
+
+    return decide

@@ -1,0 +1,129 @@
+"""The shapes users read: DescribeTrainingJob-like details, issue events, alert messages.
+
+Pure functions of the stored state (no I/O), so the event a transition emits,
+``describe()`` and ``rule_job_summary()`` cannot disagree: they are the same
+function of the same ``JobState``. Field names and value sets are EVENTS.md's
+(SageMaker's own); times are epoch milliseconds as strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tornasole.evaluator.models import SECONDARY_STATUS, JobState, RuleState, rule_job_arn
+from tornasole.stack_spec import EVENT_ID_FIELD
+
+__all__ = [
+    "MAX_STATUS_DETAILS",
+    "clip",
+    "describe",
+    "rule_statuses",
+    "issue_detail",
+    "alert_message",
+    "step_files",
+]
+
+MAX_STATUS_DETAILS = 1024
+
+
+def clip(text: str, limit: int = MAX_STATUS_DETAILS) -> str:
+    """StatusDetails is at most 1024 characters (SageMaker's limit): keep the start, mark the cut."""
+    text = text or ""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _ms(value: int | None) -> str | None:
+    return None if value is None else str(int(value))
+
+
+def rule_statuses(state: JobState) -> list[dict[str, Any]]:
+    """``DebugRuleEvaluationStatuses``: one entry per rule, in registration order."""
+    return [_rule_status(state, r) for r in state.rules]
+
+
+def _rule_status(state: JobState, rule: RuleState) -> dict[str, Any]:
+    return {
+        "RuleConfigurationName": rule.config.name,
+        "RuleEvaluationJobArn": rule_job_arn(state.arn, rule.config.name),
+        "RuleEvaluationStatus": rule.status.value,
+        "StatusDetails": clip(rule.details),
+        "LastModifiedTime": _ms(rule.last_modified_ms),
+    }
+
+
+def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
+    """The DescribeTrainingJob-shaped dict of EVENTS.md (also the state-change event's detail)."""
+    hook = dict(state.hook_config or {})
+    hook.setdefault("S3OutputPath", state.trial_path)
+    hook.setdefault("CollectionConfigurations", [])
+    detail: dict[str, Any] = {
+        "TrainingJobName": state.name,
+        "TrainingJobArn": state.arn,
+        "TrainingJobStatus": state.status.value,
+        "SecondaryStatus": SECONDARY_STATUS[state.status],
+        "DebugHookConfig": hook,
+        "DebugRuleConfigurations": [r.config.to_sagemaker() for r in state.rules],
+        "DebugRuleEvaluationStatuses": rule_statuses(state),
+        "CreationTime": _ms(state.creation_ms),
+        "TrainingStartTime": _ms(state.start_ms),
+        "LastModifiedTime": _ms(state.last_modified_ms),
+    }
+    if state.end_ms is not None:
+        detail["TrainingEndTime"] = _ms(state.end_ms)
+    if state.failure_reason:
+        detail["FailureReason"] = clip(state.failure_reason)
+    if state.job_error:
+        detail["TornasoleJobError"] = clip(state.job_error)
+    if event_id is not None:
+        detail[EVENT_ID_FIELD] = event_id
+    return detail
+
+
+def step_files(trial_path: str, step: int, workers: list[str]) -> dict[str, Any]:
+    """Where a step's files are, so an alarm can say exactly where to look (FORMAT.md 1)."""
+    root = trial_path.rstrip("/")
+    s12 = f"{step:012d}"
+    return {
+        "TrialPath": root,
+        "IndexFiles": [f"{root}/index/{step // 1000:09d}/{s12}_{w}.json" for w in sorted(workers)],
+        "EventFiles": [f"{root}/events/{s12}/{s12}_{w}.tfevents" for w in sorted(workers)],
+    }
+
+
+def issue_detail(
+    state: JobState,
+    rule_name: str,
+    step: int,
+    mode: str | None,
+    mode_step: int | None,
+    details: str,
+    workers: list[str],
+    event_id: str,
+) -> dict[str, Any]:
+    """Detail of the ``Tornasole Rule Issue Found`` event (one per rule and firing step)."""
+    return {
+        "TrainingJobName": state.name,
+        "TrainingJobArn": state.arn,
+        "RuleConfigurationName": rule_name,
+        "RuleEvaluationJobArn": rule_job_arn(state.arn, rule_name),
+        "Step": step,
+        "Mode": mode,
+        "ModeStep": mode_step,
+        "StatusDetails": clip(details),
+        "S3Location": step_files(state.trial_path, step, workers),
+        EVENT_ID_FIELD: event_id,
+    }
+
+
+def alert_message(
+    state: JobState, rule_name: str, step: int, details: str, files: dict[str, Any]
+) -> tuple[str, str]:
+    """(subject, body) of an email/sms alert: what fired, where, and where to look."""
+    subject = clip(f"Tornasole: {rule_name} found issues in {state.name}", 100)
+    lines = [
+        f"Rule {rule_name} found issues in training job {state.name} at step {step}.",
+        clip(details) if details else "",
+        f"Step files: {', '.join(files.get('IndexFiles', [])) or files.get('TrialPath', '')}",
+        f"Job status: {state.status.value}. Describe it with: tornasole describe {state.name}",
+    ]
+    return subject, "\n".join(line for line in lines if line)

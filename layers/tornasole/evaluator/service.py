@@ -1,0 +1,307 @@
+"""The evaluator's entry points: one S3 object in, state and outbox items out.
+
+``handle_object_created(bucket, key)`` dispatches on the key's shape (S3
+filters only allow a prefix and a suffix): an index file is a (step, worker)
+arrival, a collections file gives ``num_workers``, the end marker starts
+completion, ``tornasole_job.json`` registers the job. Everything is idempotent
+(see ``state`` / ``steps`` / ``transitions``), so duplicated, reordered,
+concurrent or retried notifications converge to the same state and the same
+set of events. Per step the cost is bounded by workers and rules: one worker
+update, one bounded history query, the step's index files and the rules'
+records; nothing is listed except once per job at the end marker, to learn how
+many steps training wrote (notifications may still be in flight).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tornasole.evaluator import decisions
+from tornasole.evaluator.events import OutboxPublisher
+from tornasole.evaluator.models import EVALUATING, TERMINAL_JOB, JobState, ObjectResult, StepOutcome
+from tornasole.evaluator.runner import StepFiles, StepRunner
+from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.steps import StepRecord, StepStore
+from tornasole.evaluator.transitions import Transitions
+from tornasole.format import paths
+from tornasole.stack_spec import END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_FILE
+
+if TYPE_CHECKING:
+    from tornasole.lambda_support.env import HandlerEnv
+
+__all__ = ["Evaluator", "CheckReport", "trial_path_of"]
+
+log = logging.getLogger(__name__)
+
+PENDING_GRACE_MS = 60_000
+
+
+def trial_path_of(bucket: str, key: str, depth: int) -> str:
+    """The trial root of ``key`` when the file sits ``depth`` levels below it."""
+    parts = key.split("/")
+    prefix = "/".join(parts[: len(parts) - depth])
+    return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+
+
+@dataclass
+class CheckReport:
+    """What one scheduled check did."""
+
+    jobs: int = 0
+    stalled: int = 0
+    completed: int = 0
+    redriven: int = 0
+    steps_redriven: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Evaluator:
+    """Stateless service over the state table; build once per process (``from_env``)."""
+
+    def __init__(
+        self,
+        table: StateTable,
+        publisher: OutboxPublisher | None = None,
+        runner: StepRunner | None = None,
+        clock: Callable[[], float] = time.time,
+        allowed_rule_prefixes: tuple[str, ...] | None = None,
+    ) -> None:
+        self.table = table
+        self.steps = StepStore(table)
+        self.transitions = Transitions(table)
+        self.publisher = publisher or OutboxPublisher(table)
+        self.runner = runner or StepRunner()
+        self.clock = clock
+        self.allowed_rule_prefixes = allowed_rule_prefixes
+
+    @classmethod
+    def from_env(cls, env: HandlerEnv) -> Evaluator:
+        table = StateTable(env.state_table)
+        prefixes = (f"s3://{env.trial_bucket}/",) if env.trial_bucket else None
+        return cls(table, OutboxPublisher.from_env(env), allowed_rule_prefixes=prefixes)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def handle_object_created(self, bucket: str, key: str) -> ObjectResult:
+        name = key.rsplit("/", 1)[-1]
+        if name == JOB_CONFIG_FILE:
+            return self.register_from_file(trial_path_of(bucket, key, 1), key)
+        if name == END_MARKER_FILE:
+            return self.handle_end_marker(trial_path_of(bucket, key, 1), key)
+        if name == STOP_SIGNAL_FILE:
+            return ObjectResult(key, "stop_signal", "ignored", reason="written by the evaluator itself")
+        parsed = paths.parse_index_file_name(key)
+        if parsed is not None:
+            return self.handle_index(trial_path_of(bucket, key, 3), parsed[0], parsed[1], key)
+        if paths.parse_collections_file_name(key) is not None:
+            return self.handle_collections(trial_path_of(bucket, key, 3), key)
+        log.info("ignoring object that is not a Tornasole file", extra={"key": key})
+        return ObjectResult(
+            key, "ignored", "ignored", reason="not an index, collections, end marker or job file"
+        )
+
+    # -- registration by file -------------------------------------------------------------------
+    def register_from_file(self, trial_path: str, key: str) -> ObjectResult:
+        from tornasole.jobs.api import TornasoleJobs
+        from tornasole.storage import get_storage
+
+        path = f"{trial_path}/{JOB_CONFIG_FILE}"
+        try:
+            config = json.loads(get_storage(path).read(path))
+            jobs = TornasoleJobs(
+                table=self.table, allowed_rule_prefixes=self.allowed_rule_prefixes, clock=self.clock
+            )
+            outcome, job = jobs.register_from_config(config, trial_path)
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            reason = f"{path}: cannot register the job: {exc}"
+            log.warning(reason, extra={"key": key})
+            self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
+            return ObjectResult(key, "job_config", "invalid", reason=reason)
+        replayed = self.adopt_orphans(job, trial_path, evaluate=True)
+        return ObjectResult(
+            key, "job_config", outcome, job=job, reason=f"{replayed} earlier index files replayed"
+        )
+
+    def adopt_orphans(self, job: str, trial_path: str, evaluate: bool) -> int:
+        """Index files that arrived before the job was registered become the job's steps."""
+        orphans = self.steps.take_orphans(trial_path)
+        for step, worker in orphans:
+            if evaluate:
+                self.process_step(job, step, worker)
+            else:
+                self.steps.record_worker(job, step, worker, self.clock())
+                self.steps.mark_pending(job, step, self.now_ms())
+        return len(orphans)
+
+    # -- steps ------------------------------------------------------------------------------
+    def handle_index(self, trial_path: str, step: int, worker: str, key: str) -> ObjectResult:
+        job = self.table.job_for_trial(trial_path)
+        if job is None:
+            self.steps.record_orphan(trial_path, step, worker, self.clock())
+            log.warning(
+                "index file for a trial no job is registered for; kept until one is",
+                extra={"key": key, "trial": trial_path, "step": step},
+            )
+            return ObjectResult(
+                key, "index", "orphan", step=step, reason=f"no job registered for {trial_path}"
+            )
+        return self.process_step(job, step, worker, key)
+
+    def process_step(self, job: str, step: int, worker: str | None = None, key: str = "") -> ObjectResult:
+        """Record the worker's arrival; evaluate the step once every worker's index file is there."""
+        state = self.table.load_job(job)
+        if state is None or state.status in TERMINAL_JOB:
+            why = "unknown job" if state is None else f"job is {state.status.value}"
+            return ObjectResult(key, "index", "ignored", job=job, step=step, reason=why)
+        rec = (
+            self.steps.record_worker(job, step, worker, self.clock())
+            if worker
+            else self.steps.step(job, step)
+        )
+        if rec is None:
+            return ObjectResult(key, "index", "ignored", job=job, step=step, reason="step not recorded")
+        num_workers = state.num_workers or self.discover_num_workers(state)
+        if num_workers is None:
+            self.steps.mark_pending(job, step, self.now_ms())
+            return ObjectResult(key, "index", "waiting", job=job, step=step, reason="no collections file yet")
+        if len(rec.workers) < num_workers:
+            return ObjectResult(
+                key,
+                "index",
+                "incomplete",
+                job=job,
+                step=step,
+                reason=f"{len(rec.workers)} of {num_workers} workers",
+            )
+        if rec.evaluated:
+            return ObjectResult(
+                key, "index", "duplicate", job=job, step=step, reason="step already evaluated"
+            )
+        self.steps.mark_pending(job, step, self.now_ms())
+        outcomes = self.evaluate_step(state, rec, num_workers)
+        return ObjectResult(key, "index", "evaluated", job=job, step=step, outcomes=tuple(outcomes))
+
+    def evaluate_step(self, state: JobState, rec: StepRecord, num_workers: int) -> list[StepOutcome]:
+        step = rec.step
+        configs = [
+            r.config
+            for r in state.rules
+            if r.status in EVALUATING
+            and r.config.active_at(step)
+            and r.config.rule_to_invoke != decisions.STALLED_RULE
+        ]
+        outcomes: list[StepOutcome] = []
+        if configs:
+            history = [
+                (p.step, tuple(sorted(p.workers)))
+                for p in self.steps.previous_steps(state.name, step, self.runner.history_steps)
+                if len(p.workers) >= num_workers
+            ]
+            files = StepFiles(step, tuple(sorted(rec.workers)), tuple(history))
+            outcomes = self.runner.run(state.name, state.trial_path, files, configs)
+        now = self.now_ms()
+        for o in outcomes:
+            extras = decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else []
+            self.steps.record_evaluation(state.name, o, extras, now)
+        self.transitions.apply(state.name, decisions.after_outcomes(outcomes), now)
+        for o in outcomes:
+            if o.fired and not o.error:
+                self.steps.refine_issue(state.name, o.rule_name, step, o.details)
+        self.steps.mark_evaluated(state.name, step, now)
+        self.transitions.apply(state.name, decisions.completion, self.now_ms())
+        return outcomes
+
+    def discover_num_workers(self, state: JobState) -> int | None:
+        """Read ``num_workers`` from the first collections file (a listing bounded by the workers)."""
+        from tornasole.format.collections import decode_collections
+        from tornasole.storage import get_storage, join
+
+        prefix = join(state.trial_path, paths.COLLECTIONS_DIR) + "/"
+        storage = get_storage(state.trial_path)
+        for path in storage.list(prefix):
+            if paths.parse_collections_file_name(path) is None:
+                continue
+            _, n = decode_collections(storage.read(path), path)
+            self.steps.set_num_workers(state.name, int(n))
+            return int(n)
+        return None
+
+    def handle_collections(self, trial_path: str, key: str) -> ObjectResult:
+        job = self.table.job_for_trial(trial_path)
+        state = self.table.load_job(job) if job else None
+        if state is None:
+            return ObjectResult(key, "collections", "ignored", reason=f"no job registered for {trial_path}")
+        try:
+            n = state.num_workers or self.discover_num_workers(state)
+        except (ValueError, OSError) as exc:
+            reason = f"{key}: unreadable collections file: {exc}"
+            self.steps.set_job_error(state.name, reason)
+            return ObjectResult(key, "collections", "invalid", job=job, reason=reason)
+        done = [self.process_step(state.name, step).action for _, step, _ in self.steps.pending(state.name)]
+        return ObjectResult(
+            key, "collections", "num_workers", job=job, reason=f"num_workers={n}; re-drove {done}"
+        )
+
+    # -- end of training --------------------------------------------------------------------------
+    def handle_end_marker(self, trial_path: str, key: str) -> ObjectResult:
+        job = self.table.job_for_trial(trial_path)
+        state = self.table.load_job(job) if job else None
+        if state is None:
+            return ObjectResult(key, "end_marker", "ignored", reason=f"no job registered for {trial_path}")
+        expected = self.count_complete_steps(state)
+        self.steps.set_end_marker(state.name, expected, self.clock())
+        changes = self.transitions.apply(state.name, decisions.completion, self.now_ms())
+        return ObjectResult(
+            key,
+            "end_marker",
+            "completed" if changes else "end_seen",
+            job=job,
+            reason=f"{expected} steps written",
+        )
+
+    def count_complete_steps(self, state: JobState) -> int:
+        """How many steps training wrote with every worker's index file: one listing, once per job."""
+        from tornasole.storage import get_storage, join
+
+        workers: dict[int, set[str]] = {}
+        for path in get_storage(state.trial_path).list(join(state.trial_path, paths.INDEX_DIR) + "/"):
+            parsed = paths.parse_index_file_name(path)
+            if parsed is not None:
+                workers.setdefault(parsed[0], set()).add(parsed[1])
+        n = (
+            state.num_workers
+            or self.discover_num_workers(state)
+            or max(map(len, workers.values()), default=1)
+        )
+        return sum(1 for w in workers.values() if len(w) >= n)
+
+    # -- schedule ---------------------------------------------------------------------------------
+    def scheduled_check(self) -> CheckReport:
+        """Stalled rules, completion, pending steps left by crashed invocations, unpublished outbox items."""
+        report = CheckReport()
+        now_s, now_ms = self.clock(), self.now_ms()
+        for item in self.table.query("ACTIVE", "", index=True):
+            job = item["gsi1sk"]
+            report.jobs += 1
+            try:
+                report.stalled += len(self.transitions.apply(job, decisions.stalled(now_s), now_ms))
+                report.completed += bool(self.transitions.apply(job, decisions.completion, now_ms))
+            except Exception as exc:  # one broken job must not stop the check of the others
+                log.exception("scheduled check failed for a job", extra={"job": job})
+                report.errors.append(f"{job}: {exc!r}")
+        for job, step, since in self.steps.pending():
+            if since <= now_ms - PENDING_GRACE_MS:
+                report.steps_redriven += 1
+                self.process_step(job, step)
+        report.redriven = self.publisher.redrive(now_ms)
+        return report

@@ -1,0 +1,320 @@
+"""DynamoDB state of the serverless evaluator: ONE table, single-table design.
+
+Key schema (names in ``tornasole.stack_spec.TableSpec``): ``pk`` (S) / ``sk`` (S),
+a sparse GSI ``gsi1`` (``gsi1pk`` / ``gsi1sk``), TTL attribute ``expires_at``,
+stream ``NEW_IMAGE`` (drained by ``publish_events`` for ``OUTBOX#`` inserts).
+
+Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by step):
+
+``JOB#<job>`` / ``#META``
+    The job: status, seq (transition counter), rules_rev, trial_path, hook_config,
+    num_workers, end_marker_seen, expected_steps, steps_evaluated, last_activity,
+    times, failure_reason, job_error. GSI ``ACTIVE`` / ``<job>`` while not terminal.
+``JOB#<job>`` / ``#RULE#<rule>``
+    One rule: config (json), status, details, issue_step, last_modified, order.
+``JOB#<job>`` / ``STEP#<step12>``
+    Steps seen per worker: workers (string set), first/last seen, evaluated.
+    GSI ``PENDING`` / ``<job>#<step12>`` while the step awaits evaluation.
+``JOB#<job>`` / ``EVAL#<rule>#<step12>``
+    The (rule, step) evaluation record: fired, mode, mode_step, details,
+    values (the rule's report), error, latency; TTL ``expires_at``.
+``JOB#<job>`` / ``OUTBOX#<event id>``
+    Outbox: kind (event | alert | stop), payload (json), created, published.
+    GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
+``TRIAL#<trial path>`` / ``#META``
+    Trial path -> job (one job per trial).
+``TRIAL#<trial path>`` / ``ORPHAN#<step12>#<worker>``
+    An index file seen before its job was registered (adopted at registration; TTL).
+``TRIAL#<trial path>`` / ``#ERROR``
+    The last unusable ``tornasole_job.json`` (key and reason).
+
+Access patterns, all bounded by the number of rules / workers, never by run length:
+a job and its rules = one Query ``pk = JOB#j AND begins_with(sk, "#")``; a step = one
+UpdateItem (``ADD workers``) returning the worker set; jobs needing a periodic look,
+steps waiting for evaluation and unpublished outbox items = Queries of the sparse GSI.
+
+Exactly-once transitions (EVENTS.md): every status change is ONE TransactWriteItems
+of (job ``#META`` with ``seq = seq + 1`` guarded by the ``seq`` read, the rule item
+guarded by its expected status, and an ``OUTBOX#<event id>`` insert guarded by
+``attribute_not_exists``). The event id is deterministic
+(``<job>:<rules_rev>:<entity>:<status>``), and statuses only move forward, so a
+duplicate or concurrent attempt either finds nothing left to change or is cancelled
+and re-reads. The outbox item is published later by the stream (and re-driven by
+the schedule) with the same id in ``detail.TornasoleEventId``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus
+from tornasole.stack_spec import DEFAULT_SPEC, TableSpec
+
+__all__ = ["StateTable", "Conflict", "CONDITIONS", "step_sk", "job_pk", "trial_pk"]
+
+log = logging.getLogger(__name__)
+
+# Every conditional write uses one of these named conditions: what each write guards against is written once.
+CONDITIONS = {
+    # Registration never overwrites an existing job (idempotent re-registration is decided by the caller).
+    "job_is_new": "attribute_not_exists(pk)",
+    # A job must exist before anything is recorded against it.
+    "job_exists": "attribute_exists(pk)",
+    # A trial path belongs to exactly one job.
+    "trial_unclaimed_or_ours": "attribute_not_exists(pk) OR job = :job",
+    # Optimistic concurrency: a transition applies only to the job state it was computed from.
+    "job_unchanged_since_read": "seq = :seq",
+    # Statuses move forward only from the status the transition was computed from.
+    "rule_in_expected_status": "#status = :from",
+    # Deterministic event id: a transition / issue / alert is recorded once.
+    "outbox_is_new": "attribute_not_exists(pk)",
+    # One evaluation record per (rule, step): duplicates and retries find it recorded.
+    "evaluation_is_new": "attribute_not_exists(pk)",
+    # A step is counted as evaluated once.
+    "step_not_evaluated": "attribute_exists(pk) AND attribute_not_exists(evaluated)",
+    # A published outbox item is marked once (a concurrent publisher loses quietly).
+    "outbox_unpublished": "attribute_exists(pk) AND attribute_not_exists(published)",
+    # IssuesFound details move to the earliest firing step (order-independent final state).
+    "issue_step_is_later": "#status = :issues AND (attribute_not_exists(issue_step) OR issue_step > :step)",
+}
+
+
+class Conflict(Exception):
+    """A conditional write or transaction lost: the caller re-reads (or the record already exists)."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        self.reasons = reasons
+        super().__init__(", ".join(reasons))
+
+
+def job_pk(job: str) -> str:
+    return f"JOB#{job}"
+
+
+def trial_pk(trial_path: str) -> str:
+    return f"TRIAL#{trial_path.rstrip('/')}"
+
+
+def step_sk(step: int) -> str:
+    return f"STEP#{step:012d}"
+
+
+def _decimals(value: Any) -> Any:
+    """DynamoDB numbers are Decimals: convert floats (times, hook parameters) on the way in."""
+    if isinstance(value, float):
+        from decimal import Decimal
+
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _decimals(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decimals(v) for v in value]
+    return value
+
+
+def _ser() -> Any:
+    from boto3.dynamodb.types import TypeSerializer
+
+    return TypeSerializer()
+
+
+def _deser() -> Any:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    return TypeDeserializer()
+
+
+class StateTable:
+    """Typed access to the state table; every method is one bounded request (or transaction).
+
+    Examples
+    --------
+    >>> table = StateTable("tornasole-state")  # doctest: +SKIP
+    >>> table.load_job("my-job").status        # doctest: +SKIP
+    """
+
+    def __init__(
+        self, table_name: str | None = None, client: Any = None, spec: TableSpec | None = None
+    ) -> None:
+        self.spec = spec or DEFAULT_SPEC.table
+        self.name = table_name or self.spec.name
+        self._client = client
+
+    # -- plumbing ------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from tornasole.aws.clients import dynamodb_client
+
+            return dynamodb_client()
+        return self._client
+
+    @staticmethod
+    def to_attrs(item: dict[str, Any]) -> dict[str, Any]:
+        ser = _ser()
+        return {k: ser.serialize(_decimals(v)) for k, v in item.items() if v is not None}
+
+    @staticmethod
+    def from_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+        de = _deser()
+        return {k: de.deserialize(v) for k, v in attrs.items()}
+
+    def key(self, pk: str, sk: str) -> dict[str, Any]:
+        return {self.spec.partition_key: {"S": pk}, self.spec.sort_key: {"S": sk}}
+
+    def get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        resp = self.client.get_item(TableName=self.name, Key=self.key(pk, sk), ConsistentRead=True)
+        return self.from_attrs(resp["Item"]) if "Item" in resp else None
+
+    def query(
+        self, pk: str, begins: str, *, index: bool = False, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Items of one partition whose sort key starts with ``begins`` (paginated)."""
+        pk_name = self.spec.gsi.partition_key if index else self.spec.partition_key
+        sk_name = self.spec.gsi.sort_key if index else self.spec.sort_key
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "#p = :p AND begins_with(#s, :b)",
+            "ExpressionAttributeNames": {"#p": pk_name, "#s": sk_name},
+            "ExpressionAttributeValues": {":p": {"S": pk}, ":b": {"S": begins}},
+        }
+        if index:
+            kwargs["IndexName"] = self.spec.gsi.name
+        else:
+            kwargs["ConsistentRead"] = True
+        items: list[dict[str, Any]] = []
+        while True:
+            resp = self.client.query(**kwargs)
+            items.extend(self.from_attrs(i) for i in resp.get("Items", []))
+            if limit is not None and len(items) >= limit:
+                return items[:limit]
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def put(
+        self, item: dict[str, Any], condition: str | None = None, values: dict[str, Any] | None = None
+    ) -> bool:
+        """PutItem under a named condition; False when the condition failed (already recorded)."""
+        kwargs: dict[str, Any] = {"TableName": self.name, "Item": self.to_attrs(item)}
+        if condition:
+            kwargs["ConditionExpression"] = CONDITIONS[condition]
+            if values:
+                kwargs["ExpressionAttributeValues"] = self.to_attrs(values)
+        try:
+            self.client.put_item(**kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def update(
+        self,
+        pk: str,
+        sk: str,
+        expression: str,
+        values: dict[str, Any] | None = None,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        return_new: bool = False,
+    ) -> dict[str, Any] | None:
+        """UpdateItem; the new item with ``return_new``; ``Conflict`` when the condition fails."""
+        kwargs = self.update_args(pk, sk, expression, values, condition=condition, names=names)
+        if return_new:
+            kwargs["ReturnValues"] = "ALL_NEW"
+        try:
+            resp = self.client.update_item(**kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            raise Conflict([f"{condition}: ConditionalCheckFailed"]) from exc
+        return self.from_attrs(resp["Attributes"]) if return_new else None
+
+    def update_args(
+        self,
+        pk: str,
+        sk: str,
+        expression: str,
+        values: dict[str, Any] | None = None,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": self.key(pk, sk),
+            "UpdateExpression": expression,
+        }
+        if condition:
+            kwargs["ConditionExpression"] = CONDITIONS[condition]
+        if values:
+            kwargs["ExpressionAttributeValues"] = self.to_attrs(values)
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        return kwargs
+
+    def put_args(
+        self, item: dict[str, Any], condition: str | None = None, values: dict | None = None
+    ) -> dict:
+        kwargs: dict[str, Any] = {"TableName": self.name, "Item": self.to_attrs(item)}
+        if condition:
+            kwargs["ConditionExpression"] = CONDITIONS[condition]
+        if values:
+            kwargs["ExpressionAttributeValues"] = self.to_attrs(values)
+        return kwargs
+
+    def transact(self, items: list[dict[str, Any]]) -> None:
+        """TransactWriteItems; ``Conflict`` (with the cancellation reasons) when any condition failed.
+
+        ``items`` are ``{"Put": {...}}`` / ``{"Update": {...}}`` built with ``put_args`` / ``update_args``.
+        """
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except self.client.exceptions.TransactionCanceledException as exc:
+            reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+            raise Conflict(reasons) from exc
+
+    # -- jobs -----------------------------------------------------------------------------
+    def load_job(self, job: str) -> JobState | None:
+        """The job and its rules, from one consistent Query of the job's ``#`` items."""
+        sk = self.spec.sort_key
+        items = self.query(job_pk(job), "#")
+        meta = next((i for i in items if i[sk] == "#META"), None)
+        if meta is None:
+            return None
+        rules = tuple(
+            RuleState(
+                config=RuleConfig.from_json(i["config"]),
+                status=RuleStatus(i["status"]),
+                details=i.get("details", ""),
+                last_modified_ms=int(i.get("last_modified", 0)),
+                issue_step=int(i["issue_step"]) if "issue_step" in i else None,
+            )
+            for i in sorted(
+                (i for i in items if i[sk].startswith("#RULE#")), key=lambda i: int(i.get("order", 0))
+            )
+        )
+        return JobState(
+            name=job,
+            arn=meta["arn"],
+            trial_path=meta["trial_path"],
+            status=JobStatus(meta["status"]),
+            seq=int(meta["seq"]),
+            rules_rev=int(meta.get("rules_rev", 1)),
+            rules=rules,
+            hook_config=meta.get("hook_config"),
+            num_workers=int(meta["num_workers"]) if "num_workers" in meta else None,
+            creation_ms=int(meta.get("creation_time", 0)),
+            start_ms=int(meta.get("start_time", 0)),
+            end_ms=int(meta["end_time"]) if "end_time" in meta else None,
+            last_modified_ms=int(meta.get("last_modified", 0)),
+            failure_reason=meta.get("failure_reason"),
+            job_error=meta.get("job_error"),
+            end_marker_seen=bool(meta.get("end_marker_seen", False)),
+            expected_steps=int(meta["expected_steps"]) if "expected_steps" in meta else None,
+            steps_evaluated=int(meta.get("steps_evaluated", 0)),
+            last_activity_s=float(meta.get("last_activity", 0)),
+        )
+
+    def job_for_trial(self, trial_path: str) -> str | None:
+        item = self.get(trial_pk(trial_path), "#META")
+        return item["job"] if item else None

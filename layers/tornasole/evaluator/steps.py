@@ -1,0 +1,239 @@
+"""Per-step state: workers seen, pending steps, (rule, step) evaluation records, orphans.
+
+Why these shapes (table design: ``tornasole.evaluator.state``):
+
+* A step's workers are a DynamoDB string set grown with ``ADD``: the update is
+  idempotent (a duplicate notification adds nothing) and race-free (no
+  read-modify-write), and ``ReturnValues=ALL_NEW`` tells the caller at once
+  whether the last worker's index has arrived.
+* Evaluating a step writes one evaluation record per rule with
+  ``attribute_not_exists`` in the same transaction as the outbox items it
+  causes (issue event, alerts), so a retried step never duplicates them;
+  counting the step as evaluated is a second guarded transaction.
+* Steps waiting for evaluation carry the sparse ``PENDING`` GSI key, so the
+  schedule re-drives exactly those after a crash, without scanning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from tornasole.evaluator.models import StepOutcome
+from tornasole.evaluator.state import Conflict, StateTable, job_pk, step_sk, trial_pk
+from tornasole.evaluator.transitions import OutboxItem, outbox_put
+
+__all__ = ["StepRecord", "StepStore", "ORPHAN_TTL_S", "EVAL_TTL_S"]
+
+log = logging.getLogger(__name__)
+
+ORPHAN_TTL_S = 7 * 24 * 3600
+EVAL_TTL_S = 180 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step as stored: the workers whose index files arrived, and whether it was evaluated."""
+
+    step: int
+    workers: frozenset[str]
+    evaluated: bool = False
+    mode: str | None = None
+    mode_step: int | None = None
+
+
+def _step_record(item: dict[str, Any]) -> StepRecord:
+    return StepRecord(
+        step=int(item["step"]),
+        workers=frozenset(item.get("workers", ())),
+        evaluated="evaluated" in item,
+        mode=item.get("mode"),
+        mode_step=int(item["mode_step"]) if item.get("mode_step") is not None else None,
+    )
+
+
+class StepStore:
+    """Step-level writes and reads of one job (each one bounded request or transaction)."""
+
+    def __init__(self, table: StateTable) -> None:
+        self.table = table
+
+    # -- workers seen ----------------------------------------------------------------------
+    def record_worker(self, job: str, step: int, worker: str, now_s: float) -> StepRecord:
+        """Add ``worker`` to the step's worker set (idempotent) and note the job's activity."""
+        item = self.table.update(
+            job_pk(job),
+            step_sk(step),
+            "ADD workers :w SET step = :step, first_seen = if_not_exists(first_seen, :now), last_seen = :now",
+            {":w": {worker}, ":step": step, ":now": int(now_s)},
+            return_new=True,
+        )
+        try:
+            self.table.update(
+                job_pk(job), "#META", "SET last_activity = :now", {":now": now_s}, condition="job_exists"
+            )
+        except Conflict:
+            log.warning("job disappeared while recording a step", extra={"job": job, "step": step})
+        return _step_record(item or {})
+
+    def step(self, job: str, step: int) -> StepRecord | None:
+        item = self.table.get(job_pk(job), step_sk(step))
+        return _step_record(item) if item else None
+
+    def previous_steps(self, job: str, before: int, limit: int) -> list[StepRecord]:
+        """Up to ``limit`` steps recorded before ``before``, newest first: one bounded Query."""
+        if limit <= 0 or before <= 0:
+            return []
+        resp = self.table.client.query(
+            TableName=self.table.name,
+            KeyConditionExpression="pk = :p AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":p": {"S": job_pk(job)},
+                ":lo": {"S": step_sk(0)},
+                ":hi": {"S": step_sk(before - 1)},
+            },
+            ScanIndexForward=False,
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        return [_step_record(self.table.from_attrs(i)) for i in resp.get("Items", [])]
+
+    # -- pending ---------------------------------------------------------------------------
+    def mark_pending(self, job: str, step: int, now_ms: int) -> None:
+        """Put the step on the sparse PENDING index until it is evaluated (no-op once evaluated)."""
+        try:
+            self.table.update(
+                job_pk(job),
+                step_sk(step),
+                "SET gsi1pk = :p, gsi1sk = :s, pending_since = if_not_exists(pending_since, :now)",
+                {":p": "PENDING", ":s": f"{job}#{step:012d}", ":now": now_ms},
+                condition="step_not_evaluated",
+            )
+        except Conflict:
+            pass
+
+    def pending(self, job: str | None = None) -> list[tuple[str, int, int]]:
+        """``(job, step, pending_since_ms)`` of steps awaiting evaluation (one job, or all)."""
+        items = self.table.query("PENDING", f"{job}#" if job else "", index=True)
+        out = []
+        for i in items:
+            name, _, step = i["gsi1sk"].rpartition("#")
+            out.append((name, int(step), int(i.get("pending_since", 0))))
+        return out
+
+    # -- evaluation records ------------------------------------------------------------------
+    def record_evaluation(self, job: str, outcome: StepOutcome, extra: list[OutboxItem], now_ms: int) -> bool:
+        """Write the (rule, step) record and its outbox items at once; False if already recorded."""
+        record = {
+            "pk": job_pk(job),
+            "sk": f"EVAL#{outcome.rule_name}#{outcome.step:012d}",
+            "rule": outcome.rule_name,
+            "step": outcome.step,
+            "fired": outcome.fired,
+            "mode": outcome.mode,
+            "mode_step": outcome.mode_step,
+            "details": outcome.details,
+            "values": json.dumps(outcome.values, sort_keys=True, default=str),
+            "error": outcome.error,
+            "latency_ms": int(outcome.latency_ms),
+            "evaluated_at": now_ms,
+            "expires_at": now_ms // 1000 + EVAL_TTL_S,
+        }
+        items = [{"Put": self.table.put_args(record, "evaluation_is_new")}]
+        items.extend(outbox_put(self.table, job, x, now_ms) for x in extra)
+        try:
+            self.table.transact(items)
+        except Conflict as exc:
+            if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def evaluations(self, job: str, rule: str) -> list[dict[str, Any]]:
+        """A rule's evaluation records (its report), oldest step first."""
+        items = self.table.query(job_pk(job), f"EVAL#{rule}#")
+        for i in items:
+            i["values"] = json.loads(i.get("values") or "{}")
+        return items
+
+    def mark_evaluated(self, job: str, step: int, now_ms: int) -> bool:
+        """Count the step as evaluated exactly once and take it off the PENDING index."""
+        items = [
+            {
+                "Update": self.table.update_args(
+                    job_pk(job),
+                    step_sk(step),
+                    "SET evaluated = :now REMOVE gsi1pk, gsi1sk",
+                    {":now": now_ms},
+                    condition="step_not_evaluated",
+                )
+            },
+            {
+                "Update": self.table.update_args(
+                    job_pk(job), "#META", "ADD steps_evaluated :one", {":one": 1}, condition="job_exists"
+                )
+            },
+        ]
+        try:
+            self.table.transact(items)
+        except Conflict:
+            return False
+        return True
+
+    # -- job facts learnt from files ------------------------------------------------------------
+    def set_num_workers(self, job: str, n: int) -> None:
+        self.table.update(job_pk(job), "#META", "SET num_workers = if_not_exists(num_workers, :n)", {":n": n})
+
+    def set_end_marker(self, job: str, expected_steps: int, now_s: float) -> None:
+        self.table.update(
+            job_pk(job),
+            "#META",
+            "SET end_marker_seen = :t, expected_steps = :n, last_activity = :now",
+            {":t": True, ":n": expected_steps, ":now": now_s},
+        )
+
+    def set_job_error(self, job: str, reason: str) -> None:
+        self.table.update(job_pk(job), "#META", "SET job_error = :r", {":r": reason[:1024]})
+
+    def refine_issue(self, job: str, rule: str, step: int, details: str) -> None:
+        """Keep an IssuesFound rule's details on its earliest firing step (whatever the arrival order)."""
+        try:
+            self.table.update(
+                job_pk(job),
+                f"#RULE#{rule}",
+                "SET issue_step = :step, details = :d",
+                {":step": step, ":d": details, ":issues": "IssuesFound"},
+                condition="issue_step_is_later",
+                names={"#status": "status"},
+            )
+        except Conflict:
+            pass
+
+    # -- before registration -------------------------------------------------------------------
+    def record_orphan(self, trial_path: str, step: int, worker: str, now_s: float) -> None:
+        """An index file for a trial no job owns yet: kept (with a TTL) until the job registers."""
+        self.table.put(
+            {
+                "pk": trial_pk(trial_path),
+                "sk": f"ORPHAN#{step:012d}#{worker}",
+                "step": step,
+                "worker": worker,
+                "expires_at": int(now_s) + ORPHAN_TTL_S,
+            }
+        )
+
+    def take_orphans(self, trial_path: str) -> list[tuple[int, str]]:
+        items = self.table.query(trial_pk(trial_path), "ORPHAN#")
+        for i in items:
+            self.table.client.delete_item(TableName=self.table.name, Key=self.table.key(i["pk"], i["sk"]))
+        return [(int(i["step"]), i["worker"]) for i in items]
+
+    def set_trial_error(self, trial_path: str, key: str, reason: str, now_ms: int) -> None:
+        self.table.put(
+            {"pk": trial_pk(trial_path), "sk": "#ERROR", "key": key, "reason": reason[:1024], "time": now_ms}
+        )
+
+    def trial_error(self, trial_path: str) -> dict[str, Any] | None:
+        return self.table.get(trial_pk(trial_path), "#ERROR")
