@@ -71,6 +71,8 @@ class SaveManager:
         """Resolve effective settings; cheap to call again (re-runs only when collections were added)."""
         if self._prepared_count == len(self.collections):
             return
+        for name in self.include_collections:
+            self.collections.get(name)  # built-ins such as ``outputs`` come with their regex
         save_all = CollectionKeys.ALL in self.include_collections
         for coll in self.collections:
             if coll.save_config is None:
