@@ -15,6 +15,7 @@ __all__ = [
     "paths",
     "proto",
     "reductions",
+    "tensors",
     "tfrecord",
     "writer",
 ]
