@@ -9,10 +9,15 @@ late workers may still land) but, already seen, are not re-read.
 
 ``range_steps=(begin, end)`` (global steps, ``begin <= step < end``) starts the
 listing at ``begin``'s first key and stops it at the first key past ``end``.
+
+If more than ``INCOMPLETE_STEP_WINDOW`` steps wait for a worker that stopped
+writing, the older half is treated as complete (smdebug's
+``INCOMPLETE_STEP_WAIT_WINDOW``), so listings stay bounded.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 
@@ -28,6 +33,15 @@ from tornasole.trials.step_index import RecordLocation, StepTable, TensorEntry
 __all__ = ["IndexLoader", "entries_from_index", "step_key_prefix"]
 
 logger = logging.getLogger(__name__)
+
+#: Incomplete steps (some worker's index missing) waited on before the older half is settled.
+INCOMPLETE_STEP_WINDOW = 1000
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_tag(tag: str) -> tuple[str, str, bool] | None:
+    """Cached: the same tags repeat at every step of a trial."""
+    return reductions.parse_reduction_tag(tag)
+
 
 def step_key_prefix(trial_path: str, step: int) -> str:
     """The common prefix of every index key of ``step`` (sorts after all keys of earlier steps)."""
@@ -47,7 +61,7 @@ def entries_from_index(
     out: dict[str, TensorEntry] = {}
     for e in idx.tensors:
         loc = RecordLocation(event_path, e.start_idx, e.length, e.tensorname, step, worker, index_path)
-        parsed = reductions.parse_reduction_tag(e.tensorname)
+        parsed = _parse_tag(e.tensorname)
         if parsed is None:
             out.setdefault(e.tensorname, TensorEntry()).location = loc
         else:
@@ -143,6 +157,12 @@ class IndexLoader:
     def _advance_token(self) -> None:
         """Move the token to the greatest read key whose step is settled (complete)."""
         last = self.table.last_complete_step
+        waiting = sorted({s for s in self._pending.values() if s > last})
+        if len(waiting) > INCOMPLETE_STEP_WINDOW and self.table.num_workers is not None:
+            # a worker stopped writing: like smdebug, give up waiting on the older half
+            last = waiting[len(waiting) // 2 - 1]
+            logger.warning("%d incomplete steps: treating steps up to %d as complete", len(waiting), last)
+            self.table.settle_through(last)
         settled = [k for k, s in self._pending.items() if s <= last]
         if not settled:
             return

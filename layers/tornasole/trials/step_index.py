@@ -140,6 +140,11 @@ class StepTable:
                     self._last_complete = max(self._last_complete, step)
                     break
 
+    def settle_through(self, step: int) -> None:
+        """Treat every step up to ``step`` as complete (a worker is not coming back for them)."""
+        with self.lock:
+            self._last_complete = max(self._last_complete, step)
+
     def mark_all_loaded(self) -> None:
         """Training ended and the final refresh is done: every loaded step is complete."""
         with self.lock:

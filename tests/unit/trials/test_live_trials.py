@@ -293,3 +293,17 @@ def test_trial_without_listing_without_collections_treats_loaded_steps_as_comple
     assert trial.load_index_files(["index/000000000/000000000007_worker_0.json"]) == [7]
     assert trial.steps() == [7]
     assert trial.num_workers == 0
+
+
+def test_a_worker_that_stops_writing_does_not_keep_the_listing_growing(tmp_path, monkeypatch):
+    monkeypatch.setattr("tornasole.trials.loading.INCOMPLETE_STEP_WINDOW", 4)
+    d = str(tmp_path / "run")
+    for w in ("worker_0", "worker_1"):
+        write_collections(d, num_workers=2, worker=w)
+    for s in range(6):
+        write_step(d, s, worker="worker_0")  # worker_1 never writes
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage)
+    # six steps wait (> 4): the older half is settled and the token moves past it
+    assert trial.steps() == [0, 1, 2]
+    assert trial.last_index_token.endswith("000000000002_worker_0.json")
