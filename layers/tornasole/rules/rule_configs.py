@@ -1,0 +1,280 @@
+"""``rule_configs``: the rule configuration dictionaries of SageMaker's ``smdebug_rulesconfig``.
+
+``rule_configs.vanishing_gradient()`` returns the same dict as
+``smdebug_rulesconfig.vanishing_gradient()``::
+
+    {"DebugRuleConfiguration": {"RuleConfigurationName": "VanishingGradient",
+                                "RuleParameters": {"rule_to_invoke": "VanishingGradient"}},
+     "CollectionConfigurations": [{"CollectionName": "gradients",
+                                   "CollectionParameters": {"save_interval": "500"}}]}
+
+As in ``smdebug_rulesconfig``, ``RuleParameters`` holds only ``rule_to_invoke``:
+the defaults live in the rule class (``PARAMETERS``), so a configuration and
+the rule can never disagree. Keyword arguments are validated against the rule
+and added as strings (``vanishing_gradient(threshold=1e-5)`` gives
+``"threshold": "1e-05"``); ``CollectionConfigurations`` is left out for rules
+that bundle no collection, as ``smdebug_rulesconfig`` does.
+
+Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
+``action_json`` string of RULES.md "Actions" (names in lower case, as
+``smdebug_rulesconfig`` writes them; serialised with ``json.dumps``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import Enum
+from typing import Any
+
+from tornasole.exceptions import ConfigurationError
+from tornasole.rules.params import parse_params
+from tornasole.rules.registry import get_rule
+
+__all__ = [
+    "vanishing_gradient",
+    "exploding_tensor",
+    "weight_update_ratio",
+    "dead_relu",
+    "poor_weight_initialization",
+    "saturated_activation",
+    "tensor_variance",
+    "all_zero",
+    "class_imbalance",
+    "confusion",
+    "loss_not_decreasing",
+    "overfit",
+    "overtraining",
+    "similar_across_runs",
+    "stalled_training_rule",
+    "unchanged_tensor",
+    "check_input_images",
+    "nlp_sequence_ratio",
+    "feature_importance_overweight",
+    "tree_depth",
+    "create_xgboost_report",
+    "Action",
+    "ActionList",
+    "StopTraining",
+    "Email",
+    "SMS",
+    "to_param_string",
+]
+
+
+def to_param_string(value: Any) -> str:
+    """How a typed parameter is written into ``RuleParameters`` (everything there is a string).
+
+    Examples
+    --------
+    >>> to_param_string(True), to_param_string([0, 1]), to_param_string(1e-05)
+    ('True', '0,1', '1e-05')
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return ",".join(to_param_string(v) for v in value)
+    if isinstance(value, re.Pattern):
+        return value.pattern
+    if isinstance(value, (ActionList, Action)):
+        return value.serialize()
+    if isinstance(value, Enum):
+        return value.name
+    return str(value)
+
+
+def _config(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    cls = get_rule(name)
+    parse_params(cls, overrides)  # validate now, with the rule's own error messages
+    params = {"rule_to_invoke": name}
+    params.update({k: to_param_string(v) for k, v in overrides.items()})
+    config: dict[str, Any] = {
+        "DebugRuleConfiguration": {"RuleConfigurationName": name, "RuleParameters": params}
+    }
+    if cls.COLLECTIONS:
+        config["CollectionConfigurations"] = [
+            {"CollectionName": coll, "CollectionParameters": dict(cparams)}
+            for coll, cparams in cls.COLLECTIONS
+        ]
+    return config
+
+
+def vanishing_gradient(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.VanishingGradient`."""
+    return _config("VanishingGradient", rule_parameters)
+
+
+def exploding_tensor(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.ExplodingTensor`."""
+    return _config("ExplodingTensor", rule_parameters)
+
+
+def weight_update_ratio(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.WeightUpdateRatio`."""
+    return _config("WeightUpdateRatio", rule_parameters)
+
+
+def dead_relu(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.DeadRelu`."""
+    return _config("DeadRelu", rule_parameters)
+
+
+def poor_weight_initialization(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.PoorWeightInitialization`."""
+    return _config("PoorWeightInitialization", rule_parameters)
+
+
+def saturated_activation(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.SaturatedActivation`."""
+    return _config("SaturatedActivation", rule_parameters)
+
+
+def tensor_variance(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.TensorVariance`."""
+    return _config("TensorVariance", rule_parameters)
+
+
+def all_zero(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.AllZero`."""
+    return _config("AllZero", rule_parameters)
+
+
+def class_imbalance(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.ClassImbalance`."""
+    return _config("ClassImbalance", rule_parameters)
+
+
+def confusion(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.Confusion`."""
+    return _config("Confusion", rule_parameters)
+
+
+def loss_not_decreasing(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.LossNotDecreasing`."""
+    return _config("LossNotDecreasing", rule_parameters)
+
+
+def overfit(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.Overfit`."""
+    return _config("Overfit", rule_parameters)
+
+
+def overtraining(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.Overtraining`."""
+    return _config("Overtraining", rule_parameters)
+
+
+def similar_across_runs(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.SimilarAcrossRuns`."""
+    return _config("SimilarAcrossRuns", rule_parameters)
+
+
+def stalled_training_rule(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.StalledTrainingRule`."""
+    return _config("StalledTrainingRule", rule_parameters)
+
+
+def unchanged_tensor(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.UnchangedTensor`."""
+    return _config("UnchangedTensor", rule_parameters)
+
+
+def check_input_images(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.CheckInputImages`."""
+    return _config("CheckInputImages", rule_parameters)
+
+
+def nlp_sequence_ratio(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.NLPSequenceRatio`."""
+    return _config("NLPSequenceRatio", rule_parameters)
+
+
+def feature_importance_overweight(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.FeatureImportanceOverweight`."""
+    return _config("FeatureImportanceOverweight", rule_parameters)
+
+
+def tree_depth(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.TreeDepth`."""
+    return _config("TreeDepth", rule_parameters)
+
+
+def create_xgboost_report(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.CreateXgboostReport`."""
+    return _config("CreateXgboostReport", rule_parameters)
+
+
+# -- actions -------------------------------------------------------------------------------------------
+
+
+class Action:
+    """One action; ``serialize()`` gives its JSON object."""
+
+    def __init__(self, **parameters: str | None) -> None:
+        self.action_parameters = {"name": type(self).__name__.lower()}
+        self.action_parameters.update({k: v for k, v in parameters.items() if v is not None})
+
+    def serialize(self) -> str:
+        return json.dumps(self.action_parameters)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.action_parameters})"
+
+
+class StopTraining(Action):
+    """Stop the training job when the rule fires (``training_job_prefix`` None: the watched job).
+
+    Examples
+    --------
+    >>> StopTraining("my-job").serialize()
+    '{"name": "stoptraining", "training_job_prefix": "my-job"}'
+    """
+
+    def __init__(self, training_job_prefix: str | None = None) -> None:
+        self.use_default_training_job_prefix = training_job_prefix is None
+        super().__init__(training_job_prefix=training_job_prefix)
+
+    def update_training_job_prefix_if_not_specified(self, training_job_name: str) -> None:
+        if self.use_default_training_job_prefix:
+            self.action_parameters["training_job_prefix"] = training_job_name
+
+
+class Email(Action):
+    """Send an e-mail (through the stack's alert topic) when the rule fires."""
+
+    def __init__(self, email_address: str) -> None:
+        if not isinstance(email_address, str) or not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", email_address):
+            raise ConfigurationError(f"Email: {email_address!r} is not an e-mail address")
+        super().__init__(endpoint=email_address)
+
+
+class SMS(Action):
+    """Send an SMS when the rule fires; the number is ``+`` and 10 to 15 digits."""
+
+    def __init__(self, phone_number: str) -> None:
+        if not isinstance(phone_number, str) or not re.fullmatch(r"\+\d{10,15}", phone_number):
+            raise ConfigurationError(f"SMS: {phone_number!r} is not a phone number (+ and 10-15 digits)")
+        super().__init__(endpoint=phone_number)
+
+
+class ActionList:
+    """Actions of one rule; ``serialize()`` is the ``action_json`` string.
+
+    Examples
+    --------
+    >>> ActionList(StopTraining("job"), Email("a@b.co")).serialize()
+    '[{"name": "stoptraining", "training_job_prefix": "job"}, {"name": "email", "endpoint": "a@b.co"}]'
+    """
+
+    def __init__(self, *actions: Action) -> None:
+        if not all(isinstance(a, Action) for a in actions):
+            raise TypeError("ActionList takes Action objects (StopTraining, Email, SMS)")
+        self.actions = actions
+
+    def update_training_job_prefix_if_not_specified(self, training_job_name: str) -> None:
+        for a in self.actions:
+            if isinstance(a, StopTraining):
+                a.update_training_job_prefix_if_not_specified(training_job_name)
+
+    def serialize(self) -> str:
+        return json.dumps([a.action_parameters for a in self.actions])
