@@ -128,13 +128,19 @@ class IndexLoader:
         return len(new)
 
     def load(self, keys: Iterable[tuple[str, int, str]]) -> list[int]:
-        """Read the given ``(key, step, worker)`` index files concurrently and register them."""
+        """Read the given ``(key, step, worker)`` index files concurrently and register them.
+
+        A missing file is skipped; one that cannot be decoded is recorded as a bad step.
+        """
         keys = list(keys)
         if not keys:
             return []
         results = self.storage.read_many([ReadRequest(k) for k, _, _ in keys], on_error="return")
         loaded = []
         for (key, step, worker), data in zip(keys, results):
+            if isinstance(data, FileNotFoundError):
+                logger.debug("index file %s is not there (yet): skipped", key)
+                continue  # not written (yet): nothing to register, not a bad step
             self._pending[key] = step
             try:
                 if isinstance(data, BaseException):

@@ -151,7 +151,8 @@ class Trial(StepQueries, TensorQueries):
         Returns
         -------
         list of int
-            Global steps loaded (bad index files are recorded, not returned).
+            Global steps loaded. Missing files are skipped; undecodable ones are
+            recorded in :attr:`bad_steps`, not returned.
 
         Examples
         --------

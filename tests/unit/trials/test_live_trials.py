@@ -282,6 +282,9 @@ def test_trial_without_listing_reads_only_the_index_files_it_is_given(tmp_path):
     assert storage.lists == []
     with pytest.raises(StepNotYetAvailable):
         trial.wait_for_steps([3])
+    # a file that is not there is skipped, not a bad step
+    assert trial.load_index_files(["index/000000000/000000000009_worker_0.json"]) == []
+    assert trial.bad_steps == {}
     with pytest.raises(ValueError, match="not an index file"):
         trial.load_index_files(["events/000000000002/000000000002_worker_0.tfevents"])
 
