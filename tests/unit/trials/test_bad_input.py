@@ -12,7 +12,7 @@ from tornasole.format.index import IndexEntry, StepIndex, encode_index
 from tornasole.format.proto import messages
 from tornasole.format.tfrecord import frame
 from tornasole.modes import GLOBAL
-from tornasole.trials import create_trial
+from tornasole.trials import StepState, create_trial
 from trial_builder import make_trial_dir, tensor_value, write_collections, write_step
 
 EVENT_1 = "events/000000000001/000000000001_worker_0.tfevents"
@@ -136,6 +136,9 @@ def test_malformed_index_is_a_bad_step_and_other_steps_load(tmp_path, content):
     trial = create_trial(d)
     assert trial.steps() == [0, 2]
     assert list(trial.bad_steps) == [(1, "worker_0")]
+    # the step was written (unreadably): waiting for it returns, reading it raises its error
+    assert trial.has_passed_step(1) == StepState.AVAILABLE
+    trial.wait_for_steps([1])
     with pytest.raises(IndexReaderException) as info:
         trial.tensor("loss").value(1)
     assert info.value.step == 1
