@@ -236,3 +236,19 @@ def test_read_record_then_decode_matches_record_length() -> None:
     rec = encode_record("x", np.arange(5, dtype=np.float64), step=2, mode=TRAIN, mode_step=2, wall_time=1.0)
     got = decode_event(read_record(rec, "f", 0, len(rec)))
     assert got.value.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_protobuf_classes_are_built_lazily_once() -> None:
+    import subprocess
+    import sys
+
+    # GIVEN a fresh interpreter, importing every format module builds no message class
+    code = (
+        "import tornasole.format.events, tornasole.format.writer, tornasole.format.tensors\n"
+        "from tornasole.format.proto import messages\n"
+        "assert messages.cache_info().currsize == 0\n"
+        "assert messages() is messages()\n"
+        "print(messages().Event(step=5).SerializeToString().hex())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1005"  # field 2 (step), varint 5: TensorFlow's field number

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tornasole.exceptions import FormatError
 from tornasole.format.collections import decode_collections, encode_collections
 from tornasole.format.events import decode_event, encode_record
 from tornasole.format.index import decode_index, encode_index
@@ -136,3 +137,15 @@ def test_tensorboard_files_with_real_payload_crcs_are_accepted(fixtures_dir: Pat
             assert buf[offset + 12 + len(payload) : offset + 16 + len(payload)] != b"\xb3\xc0\x2d\x06"
             records += 1
     assert records > 0
+
+
+def test_truncated_real_event_file_names_file_and_offset(fixtures_dir: Path) -> None:
+    path = fixtures_dir / "pt_hook_single" / "events" / "000000000005" / "000000000005_worker_0.tfevents"
+    buf = path.read_bytes()
+    cut = buf[: 1847 + 50]  # the loss record at 1847 (FORMAT.md 2.1) loses its tail
+    good = [offset for offset, _ in iter_records(cut[:1847], str(path))]
+    assert good[-1] < 1847
+    with pytest.raises(FormatError, match="truncated record") as err:
+        list(iter_records(cut, str(path)))
+    assert err.value.offset == 1847
+    assert str(path) in str(err.value)
