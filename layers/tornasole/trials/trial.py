@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from tornasole.config import TRAINING_END_DELAY_REFRESH
-from tornasole.exceptions import MissingCollectionFiles
+from tornasole.exceptions import ConfigurationError, MissingCollectionFiles
 from tornasole.format import paths
 from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.storage import Storage, get_storage, join
@@ -97,7 +97,7 @@ class Trial(StepQueries, TensorQueries):
         self._tensors = {}
         self._refresh_lock = threading.RLock()
         self._ended = False
-        self._end_delay = float(os.environ.get(TRAINING_END_DELAY_REFRESH) or 1)
+        self._end_delay = _end_delay()
         if listing:
             self._wait_for_collections(collections_timeout)
             self.refresh()
@@ -251,6 +251,17 @@ class Trial(StepQueries, TensorQueries):
         if not isinstance(other, Trial):
             return NotImplemented
         return (self.name, self.path) == (other.name, other.path)
+
+
+def _end_delay() -> float:
+    raw = os.environ.get(TRAINING_END_DELAY_REFRESH) or "1"
+    try:
+        delay = float(raw)
+    except ValueError:
+        delay = -1.0
+    if delay < 0:
+        raise ConfigurationError(f"{TRAINING_END_DELAY_REFRESH}={raw!r} is not a number of seconds >= 0")
+    return delay
 
 
 def _check_range(rs: Sequence[int | None] | None) -> tuple[int | None, int | None] | None:

@@ -9,6 +9,7 @@ import pytest
 from tornasole import modes
 from tornasole.analysis.utils import no_refresh, refresh
 from tornasole.exceptions import (
+    ConfigurationError,
     MissingCollectionFiles,
     NoMoreData,
     StepNotYetAvailable,
@@ -310,3 +311,9 @@ def test_a_worker_that_stops_writing_does_not_keep_the_listing_growing(tmp_path,
     # six steps wait (> 4): the older half is settled and the token moves past it
     assert trial.steps() == [0, 1, 2]
     assert trial.last_index_token.endswith("000000000002_worker_0.json")
+
+
+def test_bad_end_delay_setting_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORNASOLE_TRAINING_END_DELAY_REFRESH", "soon")
+    with pytest.raises(ConfigurationError, match="TORNASOLE_TRAINING_END_DELAY_REFRESH='soon'"):
+        create_trial(make_trial_dir(str(tmp_path / "run"), [0]))
