@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -151,6 +152,15 @@ def report(label: str, info: dict, ours: dict, theirs: dict) -> list[str]:
                 theirs["values_s"],
             )
         )
+    if "bulk_s" in ours:
+        assert ours["bulk_n"] == theirs["bulk_n"], (ours["bulk_n"], theirs["bulk_n"])
+        lines.append(
+            _line(
+                f"{label} read every value via tensor.values() ({ours['bulk_n']} values)",
+                ours["bulk_s"],
+                theirs["bulk_s"],
+            )
+        )
     if "reduce_s" in ours:
         lines.append(
             _line(
@@ -205,7 +215,7 @@ def bench_local(args: argparse.Namespace, tmp: str) -> list[str]:
         f"written by our writer in {info['write_s']:.1f} s",
         flush=True,
     )
-    phases = "open,values,reduce,memory"
+    phases = "open,values,bulk,reduce,memory"
     ours = run_ours(path, phases, None, args.timeout)
     theirs = run_smdebug(path, phases, None, args.timeout)
     shutil.rmtree(path, ignore_errors=True)
@@ -215,6 +225,7 @@ def bench_local(args: argparse.Namespace, tmp: str) -> list[str]:
 def bench_s3(args: argparse.Namespace, tmp: str) -> list[str]:
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
     path = os.path.join(tmp, "s3-run")
     info = generate(path, args.s3_steps, args.s3_tensors, seed=1)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -247,10 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Time our reader against smdebug 1.0.34's (see bench/README.md).")
     p.add_argument("--steps", type=int, default=1000, help="local run: saved steps (default 1000)")
     p.add_argument("--tensors", type=int, default=50, help="local run: tensors per step (default 50)")
-    p.add_argument("--s3-steps", type=int, default=30, help="S3 run: saved steps (default 30)")
+    p.add_argument("--s3-steps", type=int, default=20, help="S3 run: saved steps (default 20)")
     p.add_argument("--s3-tensors", type=int, default=20, help="S3 run: tensors per step (default 20)")
     p.add_argument(
-        "--s3-phases", default="open,values,reduce", help="phases timed on S3 (default open,values,reduce)"
+        "--s3-phases",
+        default="open,values,bulk,reduce",
+        help="phases timed on S3 (default open,values,bulk,reduce)",
     )
     p.add_argument("--skip-local", action="store_true")
     p.add_argument("--skip-s3", action="store_true")

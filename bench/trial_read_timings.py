@@ -13,6 +13,8 @@ protobuf 3.20). ``bench/read_vs_smdebug.py`` drives it and prints the ratios.
 Phases (``--phases``, comma separated):
   open     create_trial + steps() (+ tensor_names(), which every analysis needs)
   values   every value of every tensor at every step
+  bulk     the same through ``tensor.values()`` (one call per tensor; our reader
+           fetches the steps concurrently, smdebug's loops over value()), fresh trial
   reduce   reduction_value(step, "mean", abs=True) of every tensor at every step,
            on a fresh trial (our reader caches values; this phase must not profit
            from the previous one); the trial opening is not counted here
@@ -91,6 +93,21 @@ def phase_values(create_trial, path: str, res: dict) -> None:
     res["rss_after_values"] = _maxrss_bytes()
 
 
+def phase_bulk(create_trial, path: str, res: dict) -> None:
+    trial = create_trial(path)
+    names = sorted(trial.tensor_names())
+    n = nbytes = 0
+    t0 = time.perf_counter()
+    for name in names:
+        for v in trial.tensor(name).values().values():
+            n += 1
+            nbytes += v.nbytes
+    res["bulk_s"] = time.perf_counter() - t0
+    res["bulk_n"] = n
+    res["bulk_bytes"] = nbytes
+    res["rss_after_bulk"] = _maxrss_bytes()
+
+
 def phase_reduce(create_trial, path: str, res: dict) -> None:
     trial = create_trial(path)
     names = sorted(trial.tensor_names())
@@ -145,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--impl", required=True, choices=["tornasole", "smdebug"])
     p.add_argument("--path", required=True)
-    p.add_argument("--phases", default="open,values,reduce,memory")
+    p.add_argument("--phases", default="open,values,bulk,reduce,memory")
     p.add_argument("--memory-sample", type=int, default=200)
     p.add_argument("--oracle-out", required=True, help="directory for result.json")
     p.add_argument("--oracle-in", help="ignored (passed by smdebug_runner)")
@@ -163,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             phase_open(create_trial, a.path, res)
         elif phase == "values":
             phase_values(create_trial, a.path, res)
+        elif phase == "bulk":
+            phase_bulk(create_trial, a.path, res)
         elif phase == "reduce":
             phase_reduce(create_trial, a.path, res)
         elif phase == "memory":
