@@ -88,3 +88,13 @@ def test_s3_trial_without_listing(fixtures_dir, s3_bucket):
         if key.split("|")[1] == "4":
             check_value(trial, key, want)
     assert storage.lists == []
+
+
+def test_s3_range_steps_starts_the_listing_at_the_range(fixtures_dir, s3_bucket):
+    url = upload_tree(fixtures_dir / "pt_hook_single", s3_bucket, "ranged")
+    storage = RecordingS3Storage()
+    trial = create_trial(url, range_steps=(5, 30), storage=storage)
+    assert trial.steps() == [5, 10, 15, 20, 22, 24, 25]
+    first = storage.index_lists()[0]
+    assert first[1] == f"{url}/index/000000000/000000000005"
+    assert all("000000000000_" not in k for k in first[2])
