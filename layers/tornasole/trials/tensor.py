@@ -167,6 +167,9 @@ class Tensor:
             if worker not in table.workers():
                 raise InvalidWorker(worker, table.workers())
         g, entries = self._entries(step, mode)
+        if worker is not None and worker not in entries and not table.is_complete(g):
+            self.trial.maybe_refresh()  # that worker's index may have landed since
+            g, entries = self._entries(step, mode)
         if worker is None:
             worker = min(entries)
         elif worker not in entries:

@@ -317,3 +317,16 @@ def test_bad_end_delay_setting_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("TORNASOLE_TRAINING_END_DELAY_REFRESH", "soon")
     with pytest.raises(ConfigurationError, match="TORNASOLE_TRAINING_END_DELAY_REFRESH='soon'"):
         create_trial(make_trial_dir(str(tmp_path / "run"), [0]))
+
+
+def test_value_of_a_late_worker_is_found_by_a_refresh(tmp_path):
+    d = str(tmp_path / "run")
+    for w in ("worker_0", "worker_1"):
+        write_collections(d, num_workers=2, worker=w)
+    write_step(d, 0, worker="worker_0")
+    write_step(d, 1, worker="worker_1")
+    trial = create_trial(d)
+    with pytest.raises(StepNotYetAvailable):
+        trial.tensor("loss").value(1, worker="worker_0")
+    write_step(d, 1, worker="worker_0")
+    assert trial.tensor("loss").value(1, worker="worker_0").shape == (2, 3)
