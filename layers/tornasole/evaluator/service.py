@@ -128,6 +128,10 @@ class Evaluator:
             self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
             return ObjectResult(key, "job_config", "invalid", reason=reason)
         replayed = self.adopt_orphans(job, trial_path, evaluate=True)
+        if get_storage(trial_path).exists(
+            f"{trial_path}/{END_MARKER_FILE}"
+        ):  # training ended before registration
+            self.handle_end_marker(trial_path, key)
         return ObjectResult(
             key, "job_config", outcome, job=job, reason=f"{replayed} earlier index files replayed"
         )

@@ -113,6 +113,19 @@ def _decimals(value: Any) -> Any:
     return value
 
 
+def _numbers(value: Any) -> Any:
+    """Decimals back to int (integral) or float, so callers and JSON see plain numbers."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
 def _ser() -> Any:
     from boto3.dynamodb.types import TypeSerializer
 
@@ -158,7 +171,7 @@ class StateTable:
     @staticmethod
     def from_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
         de = _deser()
-        return {k: de.deserialize(v) for k, v in attrs.items()}
+        return {k: _numbers(de.deserialize(v)) for k, v in attrs.items()}
 
     def key(self, pk: str, sk: str) -> dict[str, Any]:
         return {self.spec.partition_key: {"S": pk}, self.spec.sort_key: {"S": sk}}
@@ -179,6 +192,10 @@ class StateTable:
             "ExpressionAttributeNames": {"#p": pk_name, "#s": sk_name},
             "ExpressionAttributeValues": {":p": {"S": pk}, ":b": {"S": begins}},
         }
+        if not begins:  # the whole partition (an empty prefix is not a valid key condition)
+            kwargs["KeyConditionExpression"] = "#p = :p"
+            kwargs["ExpressionAttributeNames"] = {"#p": pk_name}
+            kwargs["ExpressionAttributeValues"] = {":p": {"S": pk}}
         if index:
             kwargs["IndexName"] = self.spec.gsi.name
         else:

@@ -122,23 +122,23 @@ class TornasoleJobs:
         num_workers: int | None = None,
     ) -> dict[str, Any]:
         """Register a job (idempotent for identical settings); returns ``describe(name)``."""
-        self._register(self.build_spec(name, s3_output_path, rules, hook_config, num_workers))
+        spec = self.build_spec(name, s3_output_path, rules, hook_config, num_workers)
+        self._register(spec)
+        self._adopt_orphans(spec)
         return self.describe(name)
 
     def _register(self, spec: JobSpec) -> str:
         errors = {
             r.name: reason for r in spec.rules if (reason := validate_rule(r, self.allowed_rule_prefixes))
         }
-        outcome = Transitions(self.table).register(
-            spec, self.arn(spec.name), int(self.clock() * 1000), errors
-        )
+        return Transitions(self.table).register(spec, self.arn(spec.name), int(self.clock() * 1000), errors)
+
+    def _adopt_orphans(self, spec: JobSpec) -> None:
+        """Steps seen before an API registration become pending; the scheduled check evaluates them."""
         steps = StepStore(self.table)
-        for step, worker in steps.take_orphans(
-            spec.trial_path
-        ):  # steps seen before registration wait for the schedule
+        for step, worker in steps.take_orphans(spec.trial_path):
             steps.record_worker(spec.name, step, worker, self.clock())
             steps.mark_pending(spec.name, step, 0)
-        return outcome
 
     def register_from_config(self, config: Mapping[str, Any], trial_path: str) -> tuple[str, str]:
         """Register from a ``tornasole_job.json`` found at ``trial_path``; ``(outcome, job name)``."""

@@ -80,8 +80,14 @@ class Stack:
     def writer(self, worker: str = "worker_0", trial: str = TRIAL) -> TrialWriter:
         return TrialWriter(trial, worker=worker)
 
-    def write_step(self, step: int, grad: float = 1.0, worker: str = "worker_0", trial: str = TRIAL,
-                   loss: float | None = None) -> None:
+    def write_step(
+        self,
+        step: int,
+        grad: float = 1.0,
+        worker: str = "worker_0",
+        trial: str = TRIAL,
+        loss: float | None = None,
+    ) -> None:
         sw = StepWriter(step, worker, mode=ModeKeys.TRAIN, mode_step=step)
         sw.add_tensor("gradients/fc.weight", np.full((4, 4), grad, dtype=np.float32), wall_time=1.0)
         sw.add_tensor("loss", np.float32(loss if loss is not None else 1.0 / (step + 1)), wall_time=1.0)
