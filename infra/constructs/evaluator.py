@@ -18,6 +18,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from tornasole.stack_spec import FunctionSpec, StackSpec
 
+from infra.config import ConfigError
+
 __all__ = ["Evaluator", "LAYER_MARKER"]
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -28,13 +30,13 @@ LAYER_MARKER = "python/.tornasole-layer"
 def _layer_code(layer_dir: Path, architecture: str) -> lambda_.Code:
     marker = layer_dir / LAYER_MARKER
     if not marker.is_file():
-        raise FileNotFoundError(
+        raise ConfigError(
             f"layer asset {layer_dir} is missing or incomplete: run `make layer "
             f"ARCH={architecture}` (or set --context layer_dir=...)"
         )
     built_for = dict(line.split("=", 1) for line in marker.read_text().split())
     if built_for.get("arch") != architecture:
-        raise ValueError(
+        raise ConfigError(
             f"layer asset {layer_dir} was built for {built_for.get('arch')!r} but "
             f"--context lambda_architecture={architecture}: run `make layer ARCH={architecture}`"
         )

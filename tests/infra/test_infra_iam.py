@@ -1,0 +1,110 @@
+"""Least privilege: no wildcard actions; resources scoped to this stack's prefixes, table, bus, topic."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# The only actions AWS does not let you scope to a resource (so they carry Resource "*").
+UNSCOPABLE = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
+
+
+def _statements(synth) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for lid, res in synth.resources("AWS::IAM::Policy").items():
+        for st in res["Properties"]["PolicyDocument"]["Statement"]:
+            out.append((lid, st))
+    return out
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _role_policies(synth, function_description: str) -> list[dict[str, Any]]:
+    """The statements of the role of our function whose description contains ``function_description``."""
+    resources = synth.json["Resources"]
+    fn = next(
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and function_description in r["Properties"].get("Description", "")
+    )
+    role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    return [
+        st
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    return {a for st in statements for a in _as_list(st["Action"])}
+
+
+def test_no_statement_allows_every_action(synth, imported) -> None:
+    for s in (synth, imported):
+        for lid, st in _statements(s):
+            for action in _as_list(st["Action"]):
+                assert action != "*", lid
+                assert not action.endswith(":*"), f"{lid}: {action}"
+
+
+def test_resource_star_only_for_actions_aws_cannot_scope(synth, imported) -> None:
+    for s in (synth, imported):
+        for lid, st in _statements(s):
+            if "*" in _as_list(st["Resource"]):
+                assert set(_as_list(st["Action"])) <= UNSCOPABLE, f"{lid}: {st}"
+
+
+def test_our_roles_use_no_managed_policies(synth) -> None:
+    resources = synth.json["Resources"]
+    roles = {
+        fn["Properties"]["Role"]["Fn::GetAtt"][0]
+        for fn in resources.values()
+        if fn["Type"] == "AWS::Lambda::Function" and fn["Properties"].get("Runtime") == "python3.12"
+    }
+    assert len(roles) == 3  # one role per function
+    for role in roles:
+        assert not resources[role]["Properties"].get("ManagedPolicyArns"), role
+
+
+def test_events_put_only_on_our_bus_and_only_by_the_outbox_publishers(synth) -> None:
+    bus = next(iter(synth.resources("AWS::Events::EventBus")))
+    for lid, st in _statements(synth):
+        if "events:PutEvents" in _as_list(st["Action"]):
+            assert st["Resource"] == {"Fn::GetAtt": [bus, "Arn"]}, lid
+    assert "events:PutEvents" in _actions(_role_policies(synth, "DynamoDB stream"))
+    assert "events:PutEvents" in _actions(_role_policies(synth, "Schedule:"))
+    # on_object_created only writes state (transactional outbox); it never publishes.
+    on_created = _actions(_role_policies(synth, "S3 ObjectCreated"))
+    assert not {"events:PutEvents", "sns:Publish", "s3:PutObject"} & on_created
+
+
+def test_s3_reads_are_scoped_to_the_trial_and_custom_rule_prefixes(synth) -> None:
+    scoped = set()
+    for _, st in _statements(synth):
+        if "s3:GetObject*" not in _as_list(st["Action"]):
+            continue
+        for res in _as_list(st["Resource"]):
+            text = json.dumps(res)
+            if "Fn::Join" in text:
+                scoped.add(res["Fn::Join"][1][-1])
+    assert scoped == {"/trials/*", "/custom-rules/*"}
+
+
+def test_writes_to_the_bucket_are_limited_to_stop_signal_files(synth) -> None:
+    for lid, st in _statements(synth):
+        if "s3:PutObject" in _as_list(st["Action"]):
+            assert st["Resource"]["Fn::Join"][1][-1] == "/trials/*tornasole_stop_training.json", lid
+
+
+def test_imported_buckets_are_scoped_by_name(imported) -> None:
+    texts = [
+        json.dumps(st["Resource"])
+        for _, st in _statements(imported)
+        if "s3:GetObject*" in _as_list(st["Action"])
+    ]
+    assert any("s3:::my-training-output/debug/*" in t for t in texts)
+    assert any("s3:::my-rules-bucket/tornasole/rules/*" in t for t in texts)
