@@ -60,15 +60,23 @@ def entries_from_index(
     event_path = join(trial_path, idx.event_file_name or paths.event_file_name(step, worker))
     out: dict[str, TensorEntry] = {}
     for e in idx.tensors:
-        loc = RecordLocation(event_path, e.start_idx, e.length, e.tensorname, step, worker, index_path)
-        parsed = _parse_tag(e.tensorname)
+        tag = e.tensorname
+        loc = RecordLocation(event_path, e.start_idx, e.length, tag, step, worker, index_path)
+        parsed = _parse_tag(tag)
         if parsed is None:
-            out.setdefault(e.tensorname, TensorEntry()).location = loc
+            entry = out.get(tag)
+            if entry is None:
+                out[tag] = TensorEntry(loc)
+            else:
+                entry.location = loc
         else:
             name, red, is_abs = parsed
-            out.setdefault(name, TensorEntry()).reductions[(red, is_abs)] = loc
-    for s in idx.shapes:
-        out.setdefault(s.tensorname, TensorEntry()).shape = tuple(int(d) for d in s.shape)
+            entry = out.get(name)
+            if entry is None:
+                entry = out[name] = TensorEntry()
+            entry.reductions[(red, is_abs)] = loc
+    for sh in idx.shapes:
+        out.setdefault(sh.tensorname, TensorEntry()).shape = tuple(int(d) for d in sh.shape)
     return out
 
 
