@@ -23,7 +23,14 @@ from typing import Any
 from tornasole.evaluator.models import RuleConfig, StepOutcome
 from tornasole.format import paths
 
-__all__ = ["StepRunner", "StepFiles", "RuleFactory", "default_rule_factory", "PREFETCH_LIMIT"]
+__all__ = [
+    "PREFETCH_LIMIT",
+    "RuleFactory",
+    "StepFiles",
+    "StepRunner",
+    "default_rule_factory",
+    "reads_earlier_steps",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +87,39 @@ def default_rule_factory(config: RuleConfig, trial: Any, step: int = 0) -> Any:
     from tornasole.rules import create_rule
 
     return create_rule(config.rule_to_invoke, trial, other_trials=others, **config.parameters)
+
+
+# Built-in rules that read only the evaluated step (RULES.md): no earlier index files are loaded for them.
+# A rule class can say so itself with ``READS_EARLIER_STEPS = False``; custom rules get the history.
+STEP_LOCAL_RULES = frozenset(
+    {
+        "VanishingGradient",
+        "ExplodingTensor",
+        "DeadRelu",
+        "SaturatedActivation",
+        "TensorVariance",
+        "AllZero",
+        "SimilarAcrossRuns",
+        "NLPSequenceRatio",
+        "FeatureImportanceOverweight",
+        "TreeDepth",
+    }
+)
+
+
+def reads_earlier_steps(config: RuleConfig) -> bool:
+    """Whether the rule may look at steps before the evaluated one (then the history window is loaded)."""
+    if config.source_s3_uri:
+        return True
+    try:
+        from tornasole.rules.registry import get_rule
+
+        declared = getattr(get_rule(config.rule_to_invoke), "READS_EARLIER_STEPS", None)
+    except (ValueError, ImportError, AttributeError):
+        declared = None
+    if declared is not None:
+        return bool(declared)
+    return config.rule_to_invoke not in STEP_LOCAL_RULES
 
 
 class StepRunner:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from tornasole.evaluator import decisions
 from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.models import EVALUATING, TERMINAL_JOB, JobState, ObjectResult, StepOutcome
-from tornasole.evaluator.runner import StepFiles, StepRunner
+from tornasole.evaluator.runner import StepFiles, StepRunner, reads_earlier_steps
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepRecord, StepStore
 from tornasole.evaluator.transitions import Transitions
@@ -206,9 +206,10 @@ class Evaluator:
         ]
         outcomes: list[StepOutcome] = []
         if configs:
+            depth = self.runner.history_steps if any(map(reads_earlier_steps, configs)) else 0
             history = [
                 (p.step, tuple(sorted(p.workers)))
-                for p in self.steps.previous_steps(state.name, step, self.runner.history_steps)
+                for p in self.steps.previous_steps(state.name, step, depth)
                 if len(p.workers) >= num_workers
             ]
             files = StepFiles(step, tuple(sorted(rec.workers)), tuple(history))

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pytest
 from moto import mock_aws
-
 from tornasole.aws.clients import client
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.local.resources import LocalResources, create_resources
@@ -43,7 +42,8 @@ def load_handler(name: str) -> ModuleType:
     if name not in _HANDLERS:
         path = REPO / "functions" / name / "handler.py"
         spec = importlib.util.spec_from_file_location(f"tornasole_test_{name}", path)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _HANDLERS[name] = module
@@ -74,7 +74,7 @@ class Stack:
         self.on_object = load_handler("on_object_created")
         self.publish = load_handler("publish_events")
         self.scheduled = load_handler("scheduled_check")
-        self._iterators: dict[str, str | None] = {}
+        self._last_seq: dict[str, str] = {}
 
     # -- writing trials ------------------------------------------------------------------
     def writer(self, worker: str = "worker_0", trial: str = TRIAL) -> TrialWriter:
@@ -121,20 +121,22 @@ class Stack:
         return self.on_object.handler(event, self.context)
 
     def pump_stream(self) -> int:
-        """Hand new stream records to ``publish_events`` (as the event source mapping would)."""
+        """Hand new stream records to ``publish_events`` (as the event source mapping would).
+
+        Each pump starts after the last sequence number handed over (moto's iterators go stale).
+        """
         streams = client("dynamodbstreams")
-        if not self._iterators:
-            desc = streams.describe_stream(StreamArn=self.res.stream_arn)["StreamDescription"]
-            for shard in desc["Shards"]:
-                self._iterators[shard["ShardId"]] = streams.get_shard_iterator(
-                    StreamArn=self.res.stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
+        desc = streams.describe_stream(StreamArn=self.res.stream_arn)["StreamDescription"]
         n = 0
-        for shard, it in list(self._iterators.items()):
-            while it:
-                out = streams.get_records(ShardIterator=it)
-                it = out.get("NextShardIterator")
-                records = out.get("Records", [])
+        for shard in desc["Shards"]:
+            sid = shard["ShardId"]
+            last = self._last_seq.get(sid)
+            kwargs = {"ShardIteratorType": "TRIM_HORIZON"}
+            if last:
+                kwargs = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+            while True:
+                it = streams.get_shard_iterator(StreamArn=self.res.stream_arn, ShardId=sid, **kwargs)
+                records = streams.get_records(ShardIterator=it["ShardIterator"], Limit=100).get("Records", [])
                 if not records:
                     break
                 for r in records:
@@ -142,8 +144,9 @@ class Stack:
                     r["dynamodb"].pop("ApproximateCreationDateTime", None)
                 resp = self.publish.handler({"Records": records}, self.context)
                 assert resp == {"batchItemFailures": []}, resp
+                self._last_seq[sid] = last = records[-1]["dynamodb"]["SequenceNumber"]
+                kwargs = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
                 n += len(records)
-            self._iterators[shard] = it
         return n
 
     def _drain(self, url: str) -> list[dict[str, Any]]:

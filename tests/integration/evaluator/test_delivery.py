@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import random
 import threading
-from urllib.parse import unquote_plus
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from unittest import mock
+from urllib.parse import unquote_plus
 
 import jsonschema
 import pytest
-from moto.core.botocore_stubber import BotocoreStubber
 from conftest import Stack, event_ids
-
+from moto.core.botocore_stubber import BotocoreStubber
 from tornasole.evaluator.service import Evaluator
 from tornasole.evaluator.state import StateTable
 from tornasole.jobs import TornasoleJobs
@@ -39,14 +38,14 @@ JOB_CONFIG = {
         {"RuleConfigurationName": "ExplodingTensor", "RuleParameters": {"rule_to_invoke": "ExplodingTensor"}},
     ],
 }
-STEPS = [0, 5, 10, 15, 20, 25, 30, 35]
-GRADS = {15: 1e-6, 25: 1e-6, 30: float("nan")}
+STEPS = [0, 5, 10, 15, 20]
+GRADS = {5: 1e-6, 15: 1e-6, 10: float("nan")}
 EXPECTED_EVENTS = {
     "my-job:1:job:InProgress",
+    "my-job:1:issue/VanishingGradient/5",
     "my-job:1:issue/VanishingGradient/15",
-    "my-job:1:issue/VanishingGradient/25",
     "my-job:1:rule/VanishingGradient:IssuesFound",
-    "my-job:1:issue/ExplodingTensor/30",
+    "my-job:1:issue/ExplodingTensor/10",
     "my-job:1:rule/ExplodingTensor:IssuesFound",
     "my-job:1:rule/StrictVanishing:NoIssuesFound",
     "my-job:1:job:Completed",
@@ -54,7 +53,7 @@ EXPECTED_EVENTS = {
 
 
 def write_run(stack: Stack) -> list[dict[str, Any]]:
-    """Config, collections, every step, end marker: the notifications, in write order."""
+    """Config, collections, 5 steps, end marker: the notifications, in write order."""
     stack.put_job_config(JOB_CONFIG)
     stack.write_collections()
     for step in STEPS:
@@ -99,20 +98,20 @@ def check_state(stack: Stack) -> None:
     assert state["status"] == "Completed"
     assert state["rules"]["VanishingGradient"][0] == "IssuesFound"
     # the earliest firing step is reported, whatever the arrival order
-    assert "step 15" in state["rules"]["VanishingGradient"][1]
+    assert "step 5 " in state["rules"]["VanishingGradient"][1]
     assert state["rules"]["ExplodingTensor"][0] == "IssuesFound"
     assert state["rules"]["StrictVanishing"] == (
         "NoIssuesFound",
-        "StrictVanishing: no issues found in 8 evaluated steps",
+        "StrictVanishing: no issues found in 5 evaluated steps",
     )
-    assert state["records"]["VanishingGradient"] == [(s, s in (15, 25), None) for s in STEPS]
+    assert state["records"]["VanishingGradient"] == [(s, s in (5, 15), None) for s in STEPS]
     assert state["records"]["StrictVanishing"] == [(s, False, None) for s in STEPS]
-    assert [s for s, fired, _ in state["records"]["ExplodingTensor"] if fired] == [30]
+    assert [s for s, fired, _ in state["records"]["ExplodingTensor"] if fired] == [10]
 
 
 @pytest.mark.parametrize("mode", ["in_order", "shuffled", "duplicated_x3", "reversed"])
 def test_delivery_order_and_duplicates_do_not_change_state_or_events(stack: Stack, mode: str) -> None:
-    # GIVEN a whole run's notifications (job file, collections, 8 steps, end marker)
+    # GIVEN a whole run's notifications (job file, collections, 5 steps, end marker)
     notes = write_run(stack)
     rng = random.Random(7)
     if mode == "shuffled":
