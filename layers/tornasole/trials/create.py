@@ -35,6 +35,7 @@ def create_trial(
     storage: Storage | None = None,
     collections_timeout: float = DEFAULT_COLLECTIONS_TIMEOUT,
     poll_interval: float = 1.0,
+    readahead_bytes: int | None = None,
     **kwargs: Any,
 ) -> Trial:
     """Open the trial at ``path`` (a directory or ``s3://bucket/prefix``).
@@ -55,6 +56,8 @@ def create_trial(
         A backend to use instead of ``get_storage(path)``.
     collections_timeout, poll_interval : float
         See :class:`Trial`.
+    readahead_bytes : int, optional
+        See :class:`Trial` (default: 1 MiB on S3, none locally).
     **kwargs
         smdebug's ``parallel``, ``check``, ``index_mode``, ``cache`` are accepted and ignored.
 
@@ -94,4 +97,5 @@ def create_trial(
         storage=storage,
         collections_timeout=collections_timeout,
         poll_interval=poll_interval,
+        readahead_bytes=readahead_bytes,
     )

@@ -2,10 +2,11 @@
 
 smdebug reads whole event files (and on S3 lists the whole ``events/`` prefix)
 for every value. The index already says exactly which bytes hold a record, so
-we read exactly ``[start_idx, start_idx + length)`` and nothing else: reading a
-value never holds more than that record in memory (far less than its event
-file). Several values are fetched with one ``storage.read_many`` call (threads),
-split into batches of bounded total size.
+we read exactly ``[start_idx, start_idx + length)`` (remote trials: a window of
+neighbouring records of the same event file, see :mod:`tornasole.trials.readahead`):
+reading a value never holds more than its event file in memory. Several values
+are fetched with one ``storage.read_many`` call (threads), records of one event
+file merged into one span, batches of bounded total size.
 
 Every failure becomes a tornasole exception naming the event file, the index
 file that pointed at it, the step, the tensor and the byte offset.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from tornasole.exceptions import FormatError, IndexReaderException
 from tornasole.format import events, tfrecord
 from tornasole.storage import ReadRequest, Storage
+from tornasole.trials.readahead import DEFAULT_BLOCK_CACHE_BYTES, BlockCache, readahead_span
 from tornasole.trials.step_index import RecordLocation
 
 __all__ = ["ValueCache", "ValueReader", "decode_location", "bare_message"]
@@ -89,21 +91,45 @@ class ValueReader:
     Cached values are shared: callers must not modify returned arrays in place.
     """
 
-    def __init__(self, storage: Storage, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        readahead_bytes: int = 0,
+        block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+    ) -> None:
         self.storage = storage
         self.cache = ValueCache(cache_bytes)
+        self.readahead_bytes = readahead_bytes
+        self.blocks = BlockCache(block_cache_bytes)
 
-    def fetch(self, loc: RecordLocation) -> np.ndarray:
-        """The value of one record (cached per (tag, step, worker))."""
-        cached = self.cache.get(_key(loc))
+    def fetch(
+        self, loc: RecordLocation, neighbors: Callable[[], Sequence[RecordLocation]] | None = None
+    ) -> np.ndarray:
+        """The value of one record (cached per (tag, step, worker)).
+
+        ``neighbors`` gives the other records of the same index, used to read
+        ahead when ``readahead_bytes`` is set (see :mod:`tornasole.trials.readahead`).
+        """
+        key = _key(loc)
+        cached = self.cache.get(key)
         if cached is not None:
             return cached
-        try:
-            data = self.storage.read(loc.event_path, loc.start, loc.start + loc.length)
-        except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
-            raise _read_error(loc, exc) from exc
+        end = loc.start + loc.length
+        data = self.blocks.find(loc.event_path, loc.start, end) if self.readahead_bytes else None
+        if data is None:
+            start, stop = loc.start, end
+            if self.readahead_bytes and neighbors is not None:
+                start, stop = readahead_span(loc, neighbors(), self.readahead_bytes)
+            try:
+                raw = self.storage.read(loc.event_path, start, stop)
+            except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
+                raise _read_error(loc, exc) from exc
+            if (start, stop) != (loc.start, end):
+                self.blocks.put(loc.event_path, start, raw)
+            data = memoryview(raw)[loc.start - start : end - start]
         value = decode_location(loc, data)
-        self.cache.put(_key(loc), value)
+        self.cache.put(key, value)
         return value
 
     def fetch_many(self, locs: Sequence[RecordLocation]) -> list[np.ndarray | Exception]:

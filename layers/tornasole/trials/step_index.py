@@ -247,6 +247,18 @@ class StepTable:
                 return {}
             return {w: t[name] for w, t in rec.workers.items() if name in t}
 
+    def locations(self, step: int, worker: str) -> list[RecordLocation]:
+        """Every record (values and reductions) of ``worker``'s index for ``step``."""
+        with self.lock:
+            rec = self._steps.get(step)
+            tensors = rec.workers.get(worker, {}) if rec is not None else {}
+            out = []
+            for entry in tensors.values():
+                if entry.location is not None:
+                    out.append(entry.location)
+                out.extend(entry.reductions.values())
+            return out
+
     def bad_for_step(self, step: int) -> dict[str, Exception]:
         """Worker -> load error, for index files of ``step`` that could not be read."""
         with self.lock:

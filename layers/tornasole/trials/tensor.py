@@ -22,7 +22,7 @@ import numpy as np
 from tornasole.exceptions import InvalidWorker, StepNotYetAvailable, TensorUnavailableForStep
 from tornasole.format import reductions
 from tornasole.modes import GLOBAL, ModeKeys
-from tornasole.trials.step_index import StepState, TensorEntry
+from tornasole.trials.step_index import RecordLocation, StepState, TensorEntry
 
 if TYPE_CHECKING:
     from tornasole.trials.trial import Trial
@@ -82,7 +82,7 @@ class Tensor:
         entry = self._entry(step, mode, worker)
         if entry.location is None:
             raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
-        return self.trial._reader.fetch(entry.location)
+        return self._fetch(entry.location)
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         """``{step: value}`` for every complete step of ``mode``, fetched concurrently."""
@@ -120,13 +120,13 @@ class Tensor:
         g, w, entry = self._resolve(step, mode, worker)
         loc = entry.reductions.get((red, bool(abs)))
         if loc is not None:
-            return self.trial._reader.fetch(loc)
+            return self._fetch(loc)
         if entry.location is None:
             raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
         key = (g, w, red, bool(abs))
         cached = self._computed.get(key)
         if cached is None:
-            value = self.trial._reader.fetch(entry.location)
+            value = self._fetch(entry.location)
             cached = self._computed[key] = reductions.compute(value, red, abs)
         return cached
 
@@ -143,6 +143,10 @@ class Tensor:
         return dict(zip(keys, values))
 
     # -- lookup --------------------------------------------------------------------------------
+    def _fetch(self, loc: RecordLocation) -> np.ndarray:
+        table = self.trial._table
+        return self.trial._reader.fetch(loc, lambda: table.locations(loc.step, loc.worker))
+
     def _entry(self, step: int, mode: ModeKeys, worker: str | None) -> TensorEntry:
         return self._resolve(step, GLOBAL if mode is None else mode, worker)[2]
 

@@ -25,8 +25,9 @@ from tornasole.config import TRAINING_END_DELAY_REFRESH
 from tornasole.exceptions import ConfigurationError, MissingCollectionFiles
 from tornasole.format import paths
 from tornasole.modes import GLOBAL, ModeKeys
-from tornasole.storage import Storage, get_storage, join
+from tornasole.storage import Storage, get_storage, is_s3, join
 from tornasole.trials.loading import IndexLoader
+from tornasole.trials.readahead import DEFAULT_READAHEAD_BYTES
 from tornasole.trials.reading import DEFAULT_CACHE_BYTES, ValueReader
 from tornasole.trials.step_index import StepTable
 from tornasole.trials.stepping import StepQueries
@@ -64,6 +65,9 @@ class Trial(StepQueries, TensorQueries):
         Seconds between polls (collections, :meth:`wait_for_steps`).
     cache_bytes : int
         Budget of the value cache.
+    readahead_bytes : int, optional
+        Window read around a missed value, within its event file (see
+        :mod:`tornasole.trials.readahead`); default 1 MiB on S3, 0 locally.
 
     Examples
     --------
@@ -83,6 +87,7 @@ class Trial(StepQueries, TensorQueries):
         collections_timeout: float = DEFAULT_COLLECTIONS_TIMEOUT,
         poll_interval: float = 1.0,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        readahead_bytes: int | None = None,
     ) -> None:
         self.name = name
         self.path = self.trial_dir = path
@@ -93,7 +98,9 @@ class Trial(StepQueries, TensorQueries):
         self._storage = storage if storage is not None else get_storage(path)
         self._table = StepTable(assume_complete_when_unknown=not listing)
         self._loader = IndexLoader(self._storage, path, self._table, self.range_steps)
-        self._reader = ValueReader(self._storage, cache_bytes)
+        if readahead_bytes is None:
+            readahead_bytes = DEFAULT_READAHEAD_BYTES if is_s3(path) else 0
+        self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
         self._tensors = {}
         self._refresh_lock = threading.RLock()
         self._ended = False

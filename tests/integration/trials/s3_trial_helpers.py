@@ -55,16 +55,21 @@ def check_modes(trial, records: list[dict]) -> None:
 
 
 class RecordingS3Storage(S3Storage):
-    """An S3Storage that records its list calls and what they returned."""
+    """An S3Storage that records its list calls (and what they returned) and its single reads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lists: list[tuple[str, str | None, list[str]]] = []
+        self.reads: list[tuple[str, int | None, int | None]] = []
 
     def list(self, prefix, start_after=None):
         out = list(super().list(prefix, start_after))
         self.lists.append((prefix, start_after, out))
         return iter(out)
+
+    def read(self, path, start=None, end=None):
+        self.reads.append((path, start, end))
+        return super().read(path, start, end)
 
     def index_lists(self) -> list[tuple[str, str | None, list[str]]]:
         return [c for c in self.lists if c[0].endswith("/index/")]

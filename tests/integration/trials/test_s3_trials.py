@@ -98,3 +98,17 @@ def test_s3_range_steps_starts_the_listing_at_the_range(fixtures_dir, s3_bucket)
     first = storage.index_lists()[0]
     assert first[1] == f"{url}/index/000000000/000000000005"
     assert all("000000000000_" not in k for k in first[2])
+
+
+def test_s3_value_loop_reads_each_event_file_once(fixtures_dir, s3_bucket):
+    # GIVEN a user loop over tensors then steps on an S3 trial (read-ahead is on by default)
+    url = upload_tree(fixtures_dir / "pt_hook_single", s3_bucket, "loop")
+    values, _ = expected(fixtures_dir, "pt_hook_single")
+    storage = RecordingS3Storage()
+    trial = create_trial(url, storage=storage)
+    for key, want in values.items():
+        check_value(trial, key, want)
+    # THEN each event file was fetched with one ranged GET, not one GET per value
+    event_reads = [r for r in storage.reads if "/events/" in r[0]]
+    assert len({p for p, _, _ in event_reads}) == len(event_reads) == len(trial.steps())
+    assert len(values) > 10 * len(event_reads)

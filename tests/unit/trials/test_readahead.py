@@ -1,0 +1,88 @@
+"""Read-ahead: a missed value brings its event-file neighbours in one read (S3 default; opt-in locally)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from tornasole.exceptions import IndexReaderException
+from tornasole.trials import create_trial
+from tornasole.trials.readahead import BlockCache, readahead_span
+from tornasole.trials.step_index import RecordLocation
+from trial_builder import RecordingStorage, make_trial_dir, tensor_value
+
+NAMES = ("a", "b", "c", "d")
+
+
+def _loc(start: int, length: int, path: str = "f") -> RecordLocation:
+    return RecordLocation(path, start, length, f"t{start}", 0, "worker_0", "i")
+
+
+def test_span_grows_over_contiguous_records_within_budget():
+    recs = [_loc(0, 10), _loc(10, 10), _loc(20, 10), _loc(30, 10), _loc(0, 99, path="other")]
+    assert readahead_span(recs[1], recs, budget=30) == (10, 40)  # forward first
+    assert readahead_span(recs[3], recs, budget=30) == (10, 40)
+    assert readahead_span(recs[1], recs, budget=1000) == (0, 40)
+    assert readahead_span(recs[1], recs, budget=10) == (10, 20)
+    # a record not indexed any more (a repeated tag's earlier copy) leaves a gap that is read over
+    assert readahead_span(recs[0], [recs[0], recs[2]], budget=100) == (0, 30)
+
+
+def test_block_cache_is_bounded():
+    cache = BlockCache(max_bytes=10)
+    cache.put("f", 0, b"12345")
+    cache.put("g", 0, b"123456")
+    assert cache.find("f", 0, 2) is None
+    assert bytes(cache.find("g", 1, 3)) == b"23"
+    cache.put("h", 0, b"x" * 11)
+    assert cache.find("h", 0, 1) is None
+
+
+def test_local_trials_do_not_read_ahead(tmp_path):
+    d = make_trial_dir(str(tmp_path / "run"), [0, 1], names=NAMES)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage)
+    storage.reset()
+    for name in NAMES:
+        trial.tensor(name).value(0)
+    assert len(storage.reads) == len(NAMES)
+
+
+def test_readahead_serves_a_step_from_one_read(tmp_path):
+    d = make_trial_dir(str(tmp_path / "run"), [0, 1, 2], names=NAMES, reductions=True)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage, readahead_bytes=1 << 20)
+    storage.reset()
+    for name in NAMES:  # tensor-major, as users loop
+        t = trial.tensor(name)
+        for step in (0, 1, 2):
+            np.testing.assert_array_equal(t.value(step), tensor_value(step, "worker_0", name))
+            assert t.reduction_value(step, "mean").shape == (1,)
+    assert len(storage.reads) == 3  # one per event file
+    for path, start, end in storage.reads:
+        assert start == 0
+        assert end == os.path.getsize(path)  # never more than the event file
+
+
+def test_readahead_window_is_bounded_by_the_budget(tmp_path):
+    d = make_trial_dir(str(tmp_path / "run"), [0], names=NAMES)
+    storage = RecordingStorage()
+    budget = 300
+    trial = create_trial(d, storage=storage, readahead_bytes=budget)
+    storage.reset()
+    for name in NAMES:
+        trial.tensor(name).value(0)
+    assert 1 < len(storage.reads) < len(NAMES)
+    assert all(end - start <= budget for _, start, end in storage.reads)
+
+
+def test_readahead_over_a_truncated_file_keeps_the_intact_records(tmp_path):
+    d = make_trial_dir(str(tmp_path / "run"), [0], names=NAMES)
+    path = os.path.join(d, "events/000000000000/000000000000_worker_0.tfevents")
+    os.truncate(path, os.path.getsize(path) - 5)
+    trial = create_trial(d, readahead_bytes=1 << 20)
+    np.testing.assert_array_equal(trial.tensor("a").value(0), tensor_value(0, "worker_0", "a"))
+    with pytest.raises(IndexReaderException, match="past the end") as info:
+        trial.tensor("d").value(0)
+    assert info.value.tensor_name == "d"
