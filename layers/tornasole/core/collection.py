@@ -65,7 +65,9 @@ PYTORCH_DEFAULT_REGEXES = {
     CollectionKeys.SCALARS: "^scalar/",
 }
 # Saved raw, without reductions or histograms, whatever the hook's reduction config says.
-SCALAR_COLLECTIONS = frozenset({CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionKeys.SM_METRICS})
+SCALAR_COLLECTIONS = frozenset(
+    {CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionKeys.SM_METRICS, CollectionKeys.SCALARS}
+)
 NON_HISTOGRAM_COLLECTIONS = SCALAR_COLLECTIONS
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import time
 import weakref
 from typing import Any
 
@@ -204,15 +203,19 @@ class Hook(HookBase):
     def save_scalar(
         self, name: str, value: Any, sm_metric: bool = False, timestamp: float | None = None
     ) -> None:
-        """Save a scalar as ``scalar/<name>`` at the current step and mode, whatever the save interval."""
+        """Save a scalar as ``scalar/<name>`` with the current step and mode (collection ``scalars``).
+
+        Written when the ``scalars`` collection is saved at the current step (the
+        hook's save config unless given its own, e.g. ``SaveConfig(save_interval=1)``
+        for every step); never cached into a later step or another mode.
+        """
         if self._closed or not self._is_writer():
             return
         arr = self._capture_scalar(value)
-        tag = "scalar/" + name
-        coll = self.collection_manager.get(CollectionKeys.SCALARS)
-        if tag not in coll.tensor_names:
-            coll.add_tensor_name(tag)
-        self._add_record(("t", tag, arr, time.time() if timestamp is None else timestamp))
+        if CollectionKeys.SCALARS not in self._saves.include_collections:
+            self._saves.include(CollectionKeys.SCALARS)
+            self._step_colls = None
+        self._save_named("scalar/" + name, arr, wall_time=timestamp)
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch mode (TRAIN, EVAL, PREDICT, GLOBAL); ends the current step if it saved anything."""

@@ -54,7 +54,7 @@ class HookBase:
         self._open = self._OPEN_AT_START
         self._step_colls: tuple[Collection, ...] | None = None
         self._pending: list[tuple[Any, ...]] = []
-        self._deferred: list[tuple[str, Any]] = []
+        self._deferred: list[tuple[str, Any, float | None]] = []
         self._writer: AsyncTrialWriter | None = None
         self._worker: WorkerInfo | None = None
         self._collections_written = False
@@ -108,8 +108,8 @@ class HookBase:
         self._step_colls = None
         if self._deferred:
             deferred, self._deferred = self._deferred, []
-            for name, value in deferred:
-                self._save_named(name, value)
+            for name, value, wall_time in deferred:
+                self._save_named(name, value, wall_time)
         if self._current_step_colls():
             self._on_step_begin()
 
@@ -154,24 +154,21 @@ class HookBase:
         )
 
     # -- values -------------------------------------------------------------------------------
-    def _add_record(self, record: tuple[Any, ...]) -> None:
-        self._pending.append(record)
-
-    def _save_named(self, name: str, value: Any) -> None:
+    def _save_named(self, name: str, value: Any, wall_time: float | None = None) -> None:
         if not self._open:
-            self._deferred.append((name, self._capture(value)))
+            self._deferred.append((name, self._capture(value), wall_time or time.time()))
             return
         colls = self._current_step_colls()
         if not colls:
             return
         plan = self._saves.plan(name, colls, self.mode)
         if plan is not None:
-            self._write_planned(name, value, plan)
+            self._write_planned(name, value, plan, wall_time)
 
-    def _write_planned(self, name: str, value: Any, plan: WritePlan) -> None:
+    def _write_planned(self, name: str, value: Any, plan: WritePlan, wall_time: float | None = None) -> None:
         if self._numel(value) == 0:
             return  # smdebug's reader cannot read size-0 tensors; its hooks never write them
-        now = time.time()
+        now = wall_time or time.time()
         if plan.save_shape:
             self._pending.append(("s", name, self._shape_of(value)))
         for reduction, abs_ in plan.reductions:

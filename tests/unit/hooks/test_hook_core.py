@@ -100,6 +100,7 @@ def test_include_regex_save_all_and_unincluded_collections(tmp_path: Path):
 def test_scalars_are_written_at_their_own_step_and_mode(tmp_path: Path):
     # smdebug caches scalars into the next saved step's writer, with that step's mode (FORMAT.md 7.4)
     with Hook(str(tmp_path), save_config=SaveConfig(save_interval=100)) as hook:
+        hook.get_collection("scalars").save_config = SaveConfig(save_interval=1)
         hook.set_mode(modes.TRAIN)
         for i in range(3):
             hook.save_scalar("lr", 0.1 * (i + 1))
@@ -113,6 +114,18 @@ def test_scalars_are_written_at_their_own_step_and_mode(tmp_path: Path):
     assert trial.tensor("scalar/acc").steps(mode=modes.EVAL) == [0]
     assert trial.mode(3) == modes.EVAL
     assert lr.value(1).dtype == np.float64
+    # the collections file is written once, after the first saved step: names matched so far (FORMAT.md 4)
+    assert trial.collection("scalars").tensor_names == {"scalar/lr"}
+
+
+def test_scalars_follow_the_hook_save_config_by_default(tmp_path: Path):
+    with Hook(str(tmp_path), save_config=SaveConfig(save_interval=2)) as hook:
+        for i in range(5):
+            hook.save_scalar("lr", float(i))
+            hook.next_step()
+    lr = create_trial(str(tmp_path)).tensor("scalar/lr")
+    assert lr.steps() == [0, 2, 4]
+    assert float(lr.value(4)[0]) == 4.0
 
 
 def test_collections_written_once_after_first_saved_step_and_end_marker_last(tmp_path, recording_storage):

@@ -197,6 +197,7 @@ def test_sequential_names_inputs_regex_and_functional_losses(tmp_path: Path):
 
 def test_scalars_follow_the_step_that_is_running(tmp_path: Path):
     model, loss_fn, hook = _setup(tmp_path, save_config=ts.SaveConfig(save_interval=100))
+    hook.get_collection("scalars").save_config = ts.SaveConfig(save_interval=1)
     hook.set_mode(modes.TRAIN)
     for i in range(3):
         x, y = _batch(i)
