@@ -143,8 +143,18 @@ def collections_json() -> dict[str, Any]:
     return {c.name: c.to_json_dict() for c in (grads, relu, misc, losses)}
 
 
-def write_tree(root: str, schedule: list[tuple[int, ModeKeys, int]]) -> dict[str, Any]:
-    """Write the tree with our writer; return what a reader must see (JSON-able, arrays separately)."""
+def write_tree(
+    root: str,
+    schedule: list[tuple[int, ModeKeys, int]],
+    *,
+    missing: frozenset[tuple[int, str]] = frozenset(),
+    end_marker: bool = True,
+) -> dict[str, Any]:
+    """Write the tree with our writer; return what a reader must see (JSON-able, arrays separately).
+
+    ``missing``: (step, worker) pairs not written (a worker still behind, or one that died);
+    ``end_marker=False`` leaves the trial live.
+    """
     from tornasole.format.reductions import reduction_tag
     from tornasole.format.writer import StepWriter, TrialWriter
 
@@ -153,6 +163,8 @@ def write_tree(root: str, schedule: list[tuple[int, ModeKeys, int]]) -> dict[str
     for worker in WORKERS:
         tw = TrialWriter(root, worker=worker)
         for step, mode, mode_step in schedule:
+            if (step, worker) in missing:
+                continue
             sw = StepWriter(step, worker, mode=mode, mode_step=mode_step)
             # hook order: shape record, reductions, raw tensor
             relu = relu_value(step, worker)
@@ -171,7 +183,8 @@ def write_tree(root: str, schedule: list[tuple[int, ModeKeys, int]]) -> dict[str
                 values[(name, step, worker)] = arr
             tw.write_step(sw)
         tw.write_collections(collections_json(), len(WORKERS))
-    TrialWriter(root, worker=WORKERS[0]).write_end_marker()
+    if end_marker:
+        TrialWriter(root, worker=WORKERS[0]).write_end_marker()
     return {"values": values, "reductions": reductions, "schedule": schedule}
 
 
@@ -192,4 +205,10 @@ def read_inputs(path: str, expected: dict[str, Any]) -> dict[str, Any]:
         "workers": list(WORKERS),
         "reductions": reduction_requests(expected),
         "shapes": shapes,
+        "probe_steps": {
+            "GLOBAL": [0, 8, 500, 1001, 2001, 2002, 10**6],
+            "TRAIN": [0, 4, 5, 100],
+            "EVAL": [2, 3],
+            "PREDICT": [1, 2],
+        },
     }

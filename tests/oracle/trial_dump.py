@@ -9,7 +9,9 @@ instead of raised, so one disagreement never hides the others.
 
 Inputs (a JSON dict): ``path``; ``workers`` (used for per-mode reads);
 ``reductions``: ``[[tensor, step, worker, reduction, abs], ...]`` to request with
-``reduction_value``; ``shapes``: ``[[tensor, step, worker], ...]`` to request with ``shape``.
+``reduction_value``; ``shapes``: ``[[tensor, step, worker], ...]`` to request with ``shape``; optional
+``probe_steps``: ``{mode name: [step, ...]}`` for ``has_passed_step`` and what ``value``
+of the first tensor raises there (saved, skipped and future steps).
 Result: a JSON-able dict plus arrays keyed ``value|name|step|worker``,
 ``modevalue|name|MODE|mode_step|worker``, ``red|name|step|worker|reduction|abs``.
 """
@@ -74,6 +76,15 @@ for name, s, w, red, ab in INPUT["reductions"]:
 for name, s, w in INPUT["shapes"]:
     ok, v = attempt(lambda: [int(d) for d in t.tensor(name).shape(s, worker=w)])
     out["shapes" if ok else "errors"][f"shape|{name}|{s}|{w}"] = v
+out["passed"], out["probe_value"] = {}, {}
+probe_name = sorted(t.tensor_names())[0]
+for mode_name, steps in INPUT.get("probe_steps", {}).items():
+    m = ModeKeys[mode_name]
+    for s in steps:
+        ok, v = attempt(lambda: t.has_passed_step(s, mode=m).name)
+        out["passed"][f"{mode_name}|{s}"] = v if ok else "raised " + v.split(":", 1)[0]
+        ok, v = attempt(lambda: t.tensor(probe_name).value(s, mode=m))
+        out["probe_value"][f"{mode_name}|{s}"] = "value" if ok else "raised " + v.split(":", 1)[0]
 for cname, c in t.collections().items():
     out["collections"][cname] = c.to_json_dict()
     out["names_in_collection"][cname] = sorted(t.tensor_names(collection=cname))
