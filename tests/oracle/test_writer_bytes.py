@@ -193,6 +193,65 @@ def test_small_steps_are_byte_identical(tmp_path: Path, name: str, ops: list[dic
     _assert_same_tree(tmp_path / "smdebug", tmp_path / "ours")
 
 
+# Python / numpy-scalar values as a hook's save_scalar or save_tensor passes them (JSON-encoded for the child)
+PY_VALUES = [
+    {"tag": "scalar/lr", "py": 0.1},
+    {"tag": "scalar/epoch", "py": 3},
+    {"tag": "scalar/flag", "py": True},
+    {"tag": "scalar/name", "py": "héllo"},
+    {"tag": "np_f32", "np": "float32", "v": 2.5},
+    {"tag": "np_i64", "np": "int64", "v": -9},
+    {"tag": "list_f", "py": [1.0, 2.5, -3.0]},
+    {"tag": "list_i", "py": [[1, 2], [3, 4]]},
+    {"tag": "tuple_i", "tuple": [5, 6, 7]},
+]
+
+_SMDEBUG_PY_VALUES = r"""
+import time
+WALL = INPUT["wall_time"]
+time.time = lambda: WALL
+import numpy as np
+from smdebug.core.modes import ModeKeys
+from smdebug.core.writer import FileWriter
+
+def build(spec):
+    if "np" in spec:
+        return getattr(np, spec["np"])(spec["v"])
+    if "tuple" in spec:
+        return tuple(spec["tuple"])
+    return spec["py"]
+
+w = FileWriter(trial_dir=INPUT["out"], step=11, worker="worker_0")
+for spec in INPUT["values"]:
+    w.write_tensor(build(spec), spec["tag"], mode=ModeKeys.TRAIN, mode_step=4)
+w.close()
+emit({"ok": True})
+"""
+
+
+def _build_py_value(spec: dict):
+    if "np" in spec:
+        return getattr(np, spec["np"])(spec["v"])
+    if "tuple" in spec:
+        return tuple(spec["tuple"])
+    return spec["py"]
+
+
+def test_python_scalars_and_lists_are_byte_identical(tmp_path: Path) -> None:
+    """Scalars become shape [1] (smdebug's ``make_numpy_array``), lists and tuples become arrays."""
+    from tornasole.format.writer import StepWriter, TrialWriter
+
+    res = run_smdebug(
+        _SMDEBUG_PY_VALUES, inputs={"wall_time": WALL, "out": str(tmp_path / "smdebug"), "values": PY_VALUES}
+    )
+    assert res.data == {"ok": True}
+    sw = StepWriter(11, "worker_0", mode=ModeKeys.TRAIN, mode_step=4)
+    for spec in PY_VALUES:
+        sw.add_tensor(spec["tag"], _build_py_value(spec), wall_time=WALL)
+    TrialWriter(str(tmp_path / "ours"), worker="worker_0").write_step(sw)
+    _assert_same_tree(tmp_path / "smdebug", tmp_path / "ours")
+
+
 def test_shape_only_step_index_is_byte_identical(tmp_path: Path) -> None:
     """A step with shape records and no tensor (save_shape without raw tensors or reductions).
 
