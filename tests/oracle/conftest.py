@@ -30,10 +30,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session", autouse=True)
 def smdebug_version() -> str:
     """smdebug's version string from the peer venv; fails the session's oracle tests loudly if unusable."""
+    problem = None
     try:
         version = check_smdebug_venv()
     except SmdebugRunError as exc:
-        pytest.fail(f"smdebug oracle venv unusable: {SETUP_HINT}\n{exc}", pytrace=False)
+        problem = str(exc)
+    if problem is not None:
+        pytest.fail(f"smdebug oracle venv unusable: {SETUP_HINT}\n{problem}", pytrace=False)
     if version != "1.0.34":
         pytest.fail(f"the oracle must be smdebug 1.0.34, found {version}: {SETUP_HINT}", pytrace=False)
     return version

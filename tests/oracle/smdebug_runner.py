@@ -154,17 +154,21 @@ def child_env(s3_endpoint: str | None = None, extra_env: dict[str, str] | None =
     return env
 
 
-def check_smdebug_venv(timeout: float = 180) -> str:
-    """Return smdebug's version, or raise ``SmdebugRunError`` saying how to build the venv."""
-    if not SMDEBUG_PYTHON.exists():
-        raise SmdebugRunError(f"{SMDEBUG_PYTHON} does not exist: {SETUP_HINT}", -1, "", "")
+def check_smdebug_venv(timeout: float = 180, python: Path | None = None) -> str:
+    """Return smdebug's version, or raise ``SmdebugRunError`` saying how to build the venv.
+
+    ``python`` defaults to ``.venv-smdebug/bin/python`` (``$TORNASOLE_SMDEBUG_VENV`` overrides the venv).
+    """
+    python = SMDEBUG_PYTHON if python is None else Path(python)
+    if not python.exists():
+        raise SmdebugRunError(f"{python} does not exist: {SETUP_HINT}", -1, "", "")
     code = (
         "import smdebug, smdebug.trials, numpy, google.protobuf\n"
         "print('SMDEBUG_VERSION', smdebug.__version__)"
     )
     with tempfile.TemporaryDirectory(prefix="smd-check-") as cwd:
         proc = subprocess.run(
-            [str(SMDEBUG_PYTHON), "-c", code],
+            [str(python), "-c", code],
             cwd=cwd,
             env=child_env(),
             capture_output=True,
@@ -173,7 +177,7 @@ def check_smdebug_venv(timeout: float = 180) -> str:
         )
     if proc.returncode != 0:
         raise SmdebugRunError(
-            f"`import smdebug.trials` failed in {SMDEBUG_VENV}: {SETUP_HINT}",
+            f"`import smdebug.trials` failed with {python}: {SETUP_HINT}",
             proc.returncode,
             proc.stdout,
             proc.stderr,
