@@ -14,9 +14,7 @@ file that pointed at it, the step, the tensor and the byte offset.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,61 +22,16 @@ import numpy as np
 from tornasole.exceptions import FormatError, IndexReaderException
 from tornasole.format import events, tfrecord
 from tornasole.storage import ReadRequest, Storage
-from tornasole.trials.readahead import DEFAULT_BLOCK_CACHE_BYTES, BlockCache, readahead_span
+from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYTES, BlockCache, ValueCache
+from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import RecordLocation
 
-__all__ = ["ValueCache", "ValueReader", "decode_location", "bare_message"]
+__all__ = ["ValueReader", "decode_location", "bare_message", "DEFAULT_CACHE_BYTES"]
 
-#: Default budget of the value cache, in bytes of numpy data.
-DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 #: Largest total size of one ``read_many`` batch, so a bulk prefetch stays bounded in memory.
 BATCH_BYTES = 64 * 1024 * 1024
 #: Records of one event file at most this many bytes apart are fetched with one ranged read.
 SPAN_GAP = 256 * 1024
-
-
-class ValueCache:
-    """Thread-safe LRU of numpy arrays bounded by their total ``nbytes``.
-
-    Examples
-    --------
-    >>> c = ValueCache(max_bytes=16)
-    >>> c.put("a", np.zeros(2)); c.put("b", np.zeros(2)); c.get("a") is None
-    True
-    """
-
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self._data: OrderedDict[Hashable, np.ndarray] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> np.ndarray | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: np.ndarray) -> None:
-        size = int(getattr(value, "nbytes", 0))
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._size -= int(old.nbytes)
-            self._data[key] = value
-            self._size += size
-            while self._size > self.max_bytes and self._data:
-                _, evicted = self._data.popitem(last=False)
-                self._size -= int(evicted.nbytes)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._data
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def _key(loc: RecordLocation) -> tuple[str, int, str]:
@@ -120,7 +73,8 @@ class ValueReader:
         if data is None:
             start, stop = loc.start, end
             if self.readahead_bytes and neighbors is not None:
-                start, stop = readahead_span(loc, neighbors(), self.readahead_bytes)
+                budget = self.readahead_bytes
+                start, stop = readahead_span(loc.event_path, loc.start, end, neighbors(), budget)
             try:
                 raw = self.storage.read(loc.event_path, start, stop)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
@@ -132,38 +86,73 @@ class ValueReader:
         self.cache.put(key, value)
         return value
 
-    def fetch_many(self, locs: Sequence[RecordLocation]) -> list[np.ndarray | Exception]:
+    def fetch_many(
+        self,
+        locs: Sequence[RecordLocation],
+        neighbors: Callable[[RecordLocation], Sequence[RecordLocation]] | None = None,
+    ) -> list[np.ndarray | Exception]:
         """Values of several records, read concurrently; an error is returned in its slot.
 
         Records of one event file that lie close together are read as one span
         (never more than that event file), then split: a step's tensors cost one
-        request instead of one each.
+        request instead of one each. With read-ahead, spans are widened over
+        ``neighbors(loc)`` and kept in the block cache.
         """
         out: list[np.ndarray | Exception | None] = [self.cache.get(_key(loc)) for loc in locs]
-        todo = [i for i, v in enumerate(out) if v is None]
-        for batch in _batches(_spans(todo, locs)):
+        todo = []
+        for i, v in enumerate(out):
+            if v is not None:
+                continue
+            loc = locs[i]
+            view = None
+            if self.readahead_bytes:
+                view = self.blocks.find(loc.event_path, loc.start, loc.start + loc.length)
+            if view is None:
+                todo.append(i)
+            else:
+                out[i] = self._decode(loc, view)
+        spans = _spans(todo, locs)
+        if self.readahead_bytes and neighbors is not None:
+            for span in spans:
+                first = locs[span.members[0]]
+                budget = max(self.readahead_bytes, span.end - span.start)
+                span.start, span.end = readahead_span(
+                    first.event_path, span.start, span.end, neighbors(first), budget
+                )
+                span.widened = True
+        for batch in _batches(spans):
             results = self.storage.read_many([span.request for span in batch], on_error="return")
             for span, data in zip(batch, results):
-                view = None if isinstance(data, BaseException) else memoryview(data)
+                if isinstance(data, BaseException):
+                    for i in span.members:
+                        out[i] = _read_error(locs[i], data)
+                    continue
+                if span.widened:
+                    self.blocks.put(span.path, span.start, data)
+                view = memoryview(data)
                 for i in span.members:
                     loc = locs[i]
-                    if view is None:
-                        out[i] = _read_error(loc, data)
-                        continue
                     offset = loc.start - span.start
-                    try:
-                        value = decode_location(loc, view[offset : offset + loc.length])
-                    except (FormatError, IndexReaderException) as exc:
-                        out[i] = exc
-                        continue
-                    self.cache.put(_key(loc), value)
-                    out[i] = value
+                    out[i] = self._decode(loc, view[offset : offset + loc.length])
         return out  # type: ignore[return-value]
 
-    def prefetch(self, locs: Iterable[RecordLocation]) -> int:
+    def _decode(self, loc: RecordLocation, data: memoryview) -> np.ndarray | Exception:
+        """Decode and cache one record; a format error is returned, not raised."""
+        try:
+            value = decode_location(loc, data)
+        except (FormatError, IndexReaderException) as exc:
+            return exc
+        self.cache.put(_key(loc), value)
+        return value
+
+    def prefetch(
+        self,
+        locs: Iterable[RecordLocation],
+        neighbors: Callable[[RecordLocation], Sequence[RecordLocation]] | None = None,
+    ) -> int:
         """Fetch and cache what is not cached yet; errors are left for the later ``fetch`` to raise."""
         todo = [loc for loc in dict.fromkeys(locs) if _key(loc) not in self.cache]
-        return sum(1 for v in self.fetch_many(todo) if not isinstance(v, Exception))
+        return sum(1 for v in self.fetch_many(todo, neighbors) if not isinstance(v, Exception))
 
 
 @dataclass
@@ -174,6 +163,7 @@ class _Span:
     start: int
     end: int
     members: list[int]
+    widened: bool = False
 
     @property
     def request(self) -> ReadRequest:

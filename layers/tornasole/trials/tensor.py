@@ -136,7 +136,10 @@ class Tensor:
         """``{(reduction, abs): value}`` of every reduction saved at ``step``."""
         entry = self._entry(step, mode, worker)
         keys = list(entry.reductions)
-        values = self.trial._reader.fetch_many([entry.reductions[k] for k in keys])
+        table = self.trial._table
+        values = self.trial._reader.fetch_many(
+            [entry.reductions[k] for k in keys], lambda loc: table.locations(loc.step, loc.worker)
+        )
         for v in values:
             if isinstance(v, Exception):
                 raise v

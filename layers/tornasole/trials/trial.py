@@ -210,7 +210,8 @@ class Trial(StepQueries, TensorQueries):
                             locs.append(entry.location)
                         if include_reductions:
                             locs.extend(entry.reductions.values())
-        return self._reader.prefetch(locs)
+        table = self._table
+        return self._reader.prefetch(locs, lambda loc: table.locations(loc.step, loc.worker))
 
     # -- state -----------------------------------------------------------------------------------
     def training_ended(self) -> bool:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from tornasole.exceptions import IndexReaderException
 from tornasole.trials import create_trial
-from tornasole.trials.readahead import BlockCache, readahead_span
+from tornasole.trials.caches import BlockCache
+from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import RecordLocation
 from trial_builder import RecordingStorage, make_trial_dir, tensor_value
 
@@ -21,12 +22,15 @@ def _loc(start: int, length: int, path: str = "f") -> RecordLocation:
 
 def test_span_grows_over_contiguous_records_within_budget():
     recs = [_loc(0, 10), _loc(10, 10), _loc(20, 10), _loc(30, 10), _loc(0, 99, path="other")]
-    assert readahead_span(recs[1], recs, budget=30) == (10, 40)  # forward first
-    assert readahead_span(recs[3], recs, budget=30) == (10, 40)
-    assert readahead_span(recs[1], recs, budget=1000) == (0, 40)
-    assert readahead_span(recs[1], recs, budget=10) == (10, 20)
+    def span(loc, neighbors, budget):
+        return readahead_span(loc.event_path, loc.start, loc.start + loc.length, neighbors, budget)
+
+    assert span(recs[1], recs, budget=30) == (10, 40)  # forward first
+    assert span(recs[3], recs, budget=30) == (10, 40)
+    assert span(recs[1], recs, budget=1000) == (0, 40)
+    assert span(recs[1], recs, budget=10) == (10, 20)
     # a record not indexed any more (a repeated tag's earlier copy) leaves a gap that is read over
-    assert readahead_span(recs[0], [recs[0], recs[2]], budget=100) == (0, 30)
+    assert span(recs[0], [recs[0], recs[2]], budget=100) == (0, 30)
 
 
 def test_block_cache_is_bounded():
@@ -86,3 +90,18 @@ def test_readahead_over_a_truncated_file_keeps_the_intact_records(tmp_path):
     with pytest.raises(IndexReaderException, match="past the end") as info:
         trial.tensor("d").value(0)
     assert info.value.tensor_name == "d"
+
+
+def test_bulk_fetches_widen_over_the_event_file_and_fill_the_block_cache(tmp_path):
+    d = make_trial_dir(str(tmp_path / "run"), [0, 1, 2], names=NAMES)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage, readahead_bytes=1 << 20)
+    storage.reset()
+    first = trial.tensor("a").values()
+    assert storage.batches == [3]  # one widened span per event file
+    rest = {name: trial.tensor(name).values() for name in NAMES[1:]}
+    assert storage.batches == [3]  # the other tensors came from the block cache
+    assert storage.reads
+    assert all(start == 0 for _, start, _ in storage.reads)
+    np.testing.assert_array_equal(first[2], tensor_value(2, "worker_0", "a"))
+    np.testing.assert_array_equal(rest["d"][1], tensor_value(1, "worker_0", "d"))

@@ -11,7 +11,7 @@ from tornasole import modes
 from tornasole.exceptions import InvalidWorker, TensorUnavailable, TensorUnavailableForStep
 from tornasole.format.writer import TrialWriter
 from tornasole.trials import LocalTrial, create_trial
-from tornasole.trials.reading import ValueCache
+from tornasole.trials.caches import ValueCache
 from trial_builder import RecordingStorage, make_trial_dir, tensor_value, write_collections, write_step
 
 
