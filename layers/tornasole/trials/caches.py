@@ -77,16 +77,17 @@ class BlockCache:
 
     def __init__(self, max_bytes: int = DEFAULT_BLOCK_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._lru: OrderedDict[tuple[str, int], int] = OrderedDict()  # (path, start) -> size
+        self._by_path: dict[str, dict[int, bytes]] = {}
         self._size = 0
         self._lock = threading.Lock()
 
     def find(self, path: str, start: int, end: int) -> memoryview | None:
         """The bytes ``[start, end)`` of ``path`` if one cached block holds them all."""
         with self._lock:
-            for (p, block_start), data in reversed(self._blocks.items()):
-                if p == path and block_start <= start and end <= block_start + len(data):
-                    self._blocks.move_to_end((p, block_start))
+            for block_start, data in self._by_path.get(path, {}).items():
+                if block_start <= start and end <= block_start + len(data):
+                    self._lru.move_to_end((path, block_start))
                     return memoryview(data)[start - block_start : end - block_start]
         return None
 
@@ -94,14 +95,22 @@ class BlockCache:
         if len(data) > self.max_bytes:
             return
         with self._lock:
-            old = self._blocks.pop((path, start), None)
-            if old is not None:
-                self._size -= len(old)
-            self._blocks[(path, start)] = data
+            self._drop((path, start))
+            self._by_path.setdefault(path, {})[start] = data
+            self._lru[(path, start)] = len(data)
             self._size += len(data)
             while self._size > self.max_bytes:
-                _, evicted = self._blocks.popitem(last=False)
-                self._size -= len(evicted)
+                self._drop(next(iter(self._lru)))
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        size = self._lru.pop(key, None)
+        if size is None:
+            return
+        self._size -= size
+        blocks = self._by_path[key[0]]
+        del blocks[key[1]]
+        if not blocks:
+            del self._by_path[key[0]]
 
     def __len__(self) -> int:
-        return len(self._blocks)
+        return len(self._lru)
