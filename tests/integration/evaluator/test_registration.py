@@ -1,0 +1,152 @@
+"""Registering jobs: API, configuration file, idempotency, explicit rule updates, read-back."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import TRIAL, Stack, event_ids
+from tornasole.jobs import JobConflictError, JobNotFoundError, Rule, TornasoleJobs, describe, rule_job_summary
+
+VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}
+
+
+def test_register_via_api_and_read_back_sagemaker_shapes(stack: Stack) -> None:
+    rule = Rule.sagemaker(
+        {
+            "DebugRuleConfiguration": {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {}},
+            "CollectionConfigurations": [
+                {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}}
+            ],
+        },
+        rule_parameters={"threshold": "1e-7"},
+    )
+    d = TornasoleJobs().register_job("my-job", TRIAL + "/", [rule])
+    assert d["TrainingJobStatus"] == "InProgress"
+    assert d["SecondaryStatus"] == "Training"
+    assert d["TrainingJobArn"] == "arn:aws:tornasole:us-east-1:123456789012:training-job/my-job"
+    assert d["DebugHookConfig"] == {
+        "S3OutputPath": TRIAL,
+        "CollectionConfigurations": [
+            {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}}
+        ],
+    }
+    assert d["DebugRuleConfigurations"] == [
+        {
+            "RuleConfigurationName": "VanishingGradient",
+            "RuleEvaluatorImage": "tornasole",
+            "RuleParameters": {"rule_to_invoke": "VanishingGradient", "threshold": "1e-7"},
+        }
+    ]
+    assert describe("my-job") == d
+    assert rule_job_summary("my-job") == d["DebugRuleEvaluationStatuses"]
+    assert d["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "InProgress"
+    assert d["DebugRuleEvaluationStatuses"][0]["RuleEvaluationJobArn"].endswith(
+        "my-job/rule/VanishingGradient"
+    )
+
+
+def test_re_registering_is_idempotent_and_changing_rules_is_explicit(stack: Stack) -> None:
+    jobs = TornasoleJobs()
+    first = jobs.register_job("my-job", TRIAL, [VG])
+    assert jobs.register_job("my-job", TRIAL, [VG]) == first
+    with pytest.raises(JobConflictError, match="update_job_rules"):
+        jobs.register_job("my-job", TRIAL, [VG, {**VG, "RuleConfigurationName": "Other"}])
+    with pytest.raises(JobConflictError, match="belongs to job 'my-job'"):
+        jobs.register_job("other-job", TRIAL, [VG])
+    # an explicit update keeps unchanged rules' statuses and starts new ones
+    stack.write_collections()
+    stack.write_step(0, grad=1e-9)
+    for note in stack.notifications():
+        stack.deliver(note)
+    updated = jobs.update_job_rules("my-job", [VG, {**VG, "RuleConfigurationName": "Other"}])
+    assert [
+        (s["RuleConfigurationName"], s["RuleEvaluationStatus"])
+        for s in updated["DebugRuleEvaluationStatuses"]
+    ] == [
+        ("VanishingGradient", "IssuesFound"),
+        ("Other", "InProgress"),
+    ]
+    stack.pump_stream()
+    assert event_ids(stack.events()) == [
+        "my-job:1:job:InProgress",
+        "my-job:1:issue/VanishingGradient/0",
+        "my-job:1:rule/VanishingGradient:IssuesFound",
+        "my-job:2:job:RulesUpdated",
+    ]
+    with pytest.raises(JobNotFoundError):
+        jobs.describe("nope")
+
+
+def test_configuration_file_registers_the_2019_shape(stack: Stack) -> None:
+    stack.put_job_config(
+        {
+            "TrainingJobName": "my-job",
+            "rules_specification": [
+                {
+                    "RuleName": "VanishingGradient",
+                    "RuntimeConfigurations": {
+                        "start-step": "5",
+                        "end-step": "100",
+                        "threshold": "0.01",
+                        "logging-level": "DEBUG",
+                    },
+                }
+            ],
+        }
+    )
+    (note,) = stack.notifications()
+    assert stack.deliver(note)["results"][0]["action"] == "registered"
+    d = describe("my-job")
+    assert d["DebugRuleConfigurations"][0]["RuleParameters"] == {
+        "rule_to_invoke": "VanishingGradient",
+        "start_step": "5",
+        "end_step": "100",
+        "threshold": "0.01",
+        "logging_level": "DEBUG",
+    }
+    # the same file again (an S3 duplicate) changes nothing
+    assert stack.deliver(note)["results"][0]["action"] == "unchanged"
+
+
+def test_invalid_rules_become_rule_errors_at_registration(stack: Stack) -> None:
+    d = TornasoleJobs(allowed_rule_prefixes=("s3://tornasole-trials/rules/",)).register_job(
+        "my-job",
+        TRIAL,
+        [
+            {"RuleConfigurationName": "Typo", "RuleParameters": {"rule_to_invoke": "VanishingGradiant"}},
+            {
+                "RuleConfigurationName": "BadParam",
+                "RuleParameters": {"rule_to_invoke": "VanishingGradient", "threshold": "abc"},
+            },
+            Rule.custom("Outside", source="s3://someone-else/rule.py", rule_to_invoke="MyRule"),
+            Rule.custom("Inside", source="s3://tornasole-trials/rules/rule.py", rule_to_invoke="MyRule"),
+        ],
+    )
+    by_name = {s["RuleConfigurationName"]: s for s in d["DebugRuleEvaluationStatuses"]}
+    assert by_name["Typo"]["RuleEvaluationStatus"] == "Error"
+    assert "unknown built-in rule 'VanishingGradiant'" in by_name["Typo"]["StatusDetails"]
+    assert by_name["BadParam"]["RuleEvaluationStatus"] == "Error"
+    assert "threshold" in by_name["BadParam"]["StatusDetails"]
+    assert by_name["Outside"]["RuleEvaluationStatus"] == "Error"
+    assert "outside the allowed prefixes" in by_name["Outside"]["StatusDetails"]
+    assert by_name["Inside"]["RuleEvaluationStatus"] == "InProgress"
+    assert d["TrainingJobStatus"] == "InProgress"
+
+
+def test_malformed_configuration_file_is_recorded_not_raised(stack: Stack) -> None:
+    stack.put_job_config({"TrainingJobName": "my-job"})  # no rules
+    (note,) = stack.notifications()
+    result = stack.deliver(note)["results"][0]
+    assert result["action"] == "invalid"
+    error = TornasoleJobs().trial_error(TRIAL)
+    assert error["key"] == "jobs/my-job/tornasole_job.json"
+    assert "neither DebugRuleConfigurations nor rules_specification" in error["reason"]
+    from tornasole.aws.clients import client
+
+    client("s3").put_object(
+        Bucket="tornasole-trials", Key="jobs/my-job/tornasole_job.json", Body=b"{not json"
+    )
+    (note,) = stack.notifications()
+    assert stack.deliver(note)["results"][0]["action"] == "invalid"
+    assert "cannot register the job" in TornasoleJobs().trial_error(TRIAL)["reason"]
+    with pytest.raises(JobNotFoundError):
+        describe("my-job")
