@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
@@ -52,3 +55,13 @@ def test_the_packs_really_run(tmp_path) -> None:
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
     assert "AwsSolutions-S10" in _errors(tmp_path)
+
+
+def test_template_passes_cfn_lint(synth, tmp_path) -> None:
+    template = tmp_path / "Tornasole.template.json"
+    template.write_text(json.dumps(synth.json))
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+    # W3005: the redundant DependsOn CDK itself generates
+    command = [str(cfn_lint), str(template), "--ignore-checks", "W3005"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
