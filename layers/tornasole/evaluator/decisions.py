@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from tornasole.evaluator.details import alert_message, clip, step_files
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.transitions import JOB, Change, OutboxItem
-from tornasole.format import paths
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
 
 __all__ = [
@@ -78,7 +77,7 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
             {"detail_type": DETAIL_TYPE_RULE_ISSUE_FOUND, "resources": [state.arn], "detail": detail},
         )
     ]
-    files = step_files(state.trial_path, outcome.step, [paths.serialize_worker(w) for w in workers])
+    files = step_files(state.trial_path, outcome.step, list(workers))
     for i, action in enumerate(rule.config.actions if rule else ()):
         if action.name in ("email", "sms"):
             subject, message = alert_message(state, outcome.rule_name, outcome.step, outcome.details, files)

@@ -81,12 +81,13 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
 
 def step_files(trial_path: str, step: int, workers: list[str]) -> dict[str, Any]:
     """Where a step's files are, so an alarm can say exactly where to look (FORMAT.md 1)."""
+    from tornasole.format import paths
+
     root = trial_path.rstrip("/")
-    s12 = f"{step:012d}"
     return {
         "TrialPath": root,
-        "IndexFiles": [f"{root}/index/{step // 1000:09d}/{s12}_{w}.json" for w in sorted(workers)],
-        "EventFiles": [f"{root}/events/{s12}/{s12}_{w}.tfevents" for w in sorted(workers)],
+        "IndexFiles": [f"{root}/{paths.index_file_name(step, w)}" for w in sorted(workers)],
+        "EventFiles": [f"{root}/{paths.event_file_name(step, w)}" for w in sorted(workers)],
     }
 
 
