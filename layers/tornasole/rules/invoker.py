@@ -43,7 +43,8 @@ from tornasole.exceptions import (
     TornasoleError,
 )
 from tornasole.rules.report import RuleOutcome
-from tornasole.rules.rule import SKIPPABLE
+from tornasole.rules.req_tensors import is_remote
+from tornasole.rules.rule import SKIPPABLE, Rule
 
 __all__ = ["invoke_rule", "InvokeSummary", "RuleInvocationError"]
 
@@ -103,6 +104,61 @@ class InvokeSummary:
     def status(self) -> str:
         """``IssuesFound`` or ``NoIssuesFound`` (SageMaker's RuleEvaluationStatus words)."""
         return "IssuesFound" if self.fired else "NoIssuesFound"
+
+
+class _LookAhead:
+    """Evaluate steps the trial already holds without waiting, and bulk-prefetch a window ahead.
+
+    Only for :class:`~tornasole.rules.Rule` objects that keep the base ``invoke``; anything
+    else is called through its own ``invoke(step)``. A step listed by ``base_trial.steps()``
+    is complete, so waiting for it again would only cost a step-state lookup. On S3, after a
+    step, when the window prefetched so far is used up, the tensors the rule required there
+    are prefetched for the next ``WINDOW`` saved steps (:meth:`Rule.prefetch_like`); locally
+    reads are cheap and nothing is read ahead (see :mod:`tornasole.rules.req_tensors`).
+    """
+
+    WINDOW = 64
+
+    def __init__(self, rule_obj: Any, end_step: int | None) -> None:
+        self.rule = rule_obj
+        self.end_step = end_step
+        self.fast = isinstance(rule_obj, Rule) and type(rule_obj).invoke is Rule.invoke
+        self.remote = self.fast and is_remote(rule_obj.base_trial)
+        self.known: set[int] = set()
+        self.sorted: list[int] = []
+        self.prefetched_until = -1
+
+    def _refresh_known(self) -> None:
+        try:
+            self.sorted = list(self.rule.base_trial.steps())
+        except Exception:  # noqa: BLE001 - optimisation only
+            self.sorted = []
+        self.known = set(self.sorted)
+
+    def invoke(self, step: int) -> None:
+        if not self.fast:
+            self.rule.invoke(step)
+            return
+        if step not in self.known:
+            self._refresh_known()
+        if step not in self.known:
+            self.rule.invoke(step)  # waits (live trial) or raises StepUnavailable / NoMoreData
+            return
+        try:
+            self.rule._invoke(step, available=True)
+        finally:
+            if self.remote and step >= self.prefetched_until:
+                self._prefetch_after(step)
+
+    def _prefetch_after(self, step: int) -> None:
+        i = bisect.bisect_right(self.sorted, step)
+        window = [s for s in self.sorted[i : i + self.WINDOW] if self.end_step is None or s < self.end_step]
+        if window:
+            self.prefetched_until = window[-1]
+            try:
+                self.rule.prefetch_like(step, window)
+            except Exception as exc:  # noqa: BLE001 - a failed guess must not hide the step's own outcome
+                logger.debug("%s: prefetch after step %d failed: %s", self.rule.rule_name, step, exc)
 
 
 def _next_saved_step(rule_obj: Any, step: int) -> int | None:
@@ -165,9 +221,10 @@ def invoke_rule(
     step = 0 if start_step is None else int(start_step)
     summary = InvokeSummary(rule_name=name, start_step=step)
     logger.info("Started execution of rule %s at step %d", name, step)
+    ahead = _LookAhead(rule_obj, end_step)
     while end_step is None or step < end_step:
         try:
-            rule_obj.invoke(step)
+            ahead.invoke(step)
             summary.steps_evaluated += 1
         except RuleEvaluationConditionMet as exc:
             summary.steps_evaluated += 1

@@ -2,24 +2,37 @@
 
 Same surface as smdebug's ``RequiredTensors`` (``add``, ``fetch``,
 ``get_names``, ``get_tensor_steps``, ``get``, ``clear``) so custom rules port
-unchanged. The difference is :meth:`RequiredTensors.fetch`: instead of reading
-one value at a time it hands every (tensor, step) pair of a trial to
-``trial.prefetch`` in one call, which reads them concurrently (ranged reads on
-S3) and caches them; ``invoke_at_step`` then reads from the cache.
+unchanged. The difference is :meth:`RequiredTensors.fetch`, which smdebug
+implements as one blocking read per value:
 
-After prefetching, each requested value is checked so that a tensor that was
-not saved for a requested step raises
-:class:`~tornasole.exceptions.TensorUnavailableForStep` exactly as smdebug's
-``fetch`` does (``invoke_rule`` then skips the step).
+* on S3 (``s3://`` trials) every (tensor, step) pair of a trial goes to
+  ``trial.prefetch`` in one call, which reads them concurrently (ranged reads)
+  and caches them; ``invoke_at_step`` then reads from the cache, and each value
+  is checked so that a tensor not saved at a requested step raises
+  :class:`~tornasole.exceptions.TensorUnavailableForStep` exactly as smdebug's
+  ``fetch`` does (``invoke_rule`` then skips the step);
+* on a local trial a read costs no round trip (the file is in the page cache)
+  and decoding values the rule never looks at is the dominant cost (the
+  documentation's ``VanishingGradientRule`` requires every gradient but reads
+  one), so ``fetch`` only checks, from the index, that every required tensor
+  was saved at its steps (same ``TensorUnavailableForStep``) and values are
+  read on first use. A tensor saved only as reductions passes this check;
+  ``value()`` on it raises ``TensorUnavailableForStep`` inside ``invoke_at_step``,
+  which skips the step just the same.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tornasole.exceptions import TensorUnavailable
+from tornasole.exceptions import TensorUnavailable, TensorUnavailableForStep
 
-__all__ = ["RequiredTensors", "RequiredTensorsForTrial"]
+__all__ = ["RequiredTensors", "RequiredTensorsForTrial", "is_remote"]
+
+
+def is_remote(trial: Any) -> bool:
+    """Whether reads of ``trial`` cost a network round trip (``s3://``): then bulk prefetching pays."""
+    return str(getattr(trial, "path", "")).startswith("s3://")
 
 
 class RequiredTensorsForTrial:
@@ -29,18 +42,24 @@ class RequiredTensorsForTrial:
         self.trial = trial
         self._tensor_steps: dict[str, list[int]] = {}
         self._tensors: dict[str, Any] = {}
+        self._available: set[int] = set()
+        self._known: dict[str, Any] = {}  # Tensor handles seen so far (a saved tensor never disappears)
+        self.prefetched: set[tuple[str, int]] = set()  # pairs a look-ahead already asked the trial for
 
     def _add_steps(self, name: str, steps: list[int]) -> None:
         self._tensor_steps.setdefault(name, []).extend(int(s) for s in steps)
         if name not in self._tensors:
-            self._tensors[name] = self.trial.tensor(name)
+            t = self._known.get(name)
+            if t is None:
+                t = self._known[name] = self.trial.tensor(name)
+            self._tensors[name] = t
 
     def add(self, name: str, steps: list[int], should_match_regex: bool = False) -> None:
         if should_match_regex:
             for n in self.trial.tensor_names(regex=[name]):
                 self._add_steps(n, steps)
             return
-        if not self.trial.has_tensor(name):
+        if name not in self._known and not self.trial.has_tensor(name):
             raise TensorUnavailable(name)
         self._add_steps(name, steps)
 
@@ -56,23 +75,42 @@ class RequiredTensorsForTrial:
     def clear(self) -> None:
         self._tensor_steps.clear()
         self._tensors.clear()
+        self._available.clear()
+
+    def steps_by_name(self) -> dict[str, list[int]]:
+        return self._tensor_steps
 
     def fetch(self) -> None:
         if not self._tensor_steps:
             return
-        wanted = sorted({s for steps in self._tensor_steps.values() for s in steps})
-        self.trial.wait_for_steps(wanted)
+        wanted = sorted({s for steps in self._tensor_steps.values() for s in steps} - self._available)
+        if wanted:
+            self.trial.wait_for_steps(wanted)
+        prefetch = getattr(self.trial, "prefetch", None)
+        if prefetch is None or not is_remote(self.trial):
+            self._check_saved()
+            return
         by_steps: dict[tuple[int, ...], list[str]] = {}
         for name, steps in self._tensor_steps.items():
-            by_steps.setdefault(tuple(sorted(set(steps))), []).append(name)
-        prefetch = getattr(self.trial, "prefetch", None)
-        if prefetch is not None:
-            for steps, names in by_steps.items():
-                prefetch(names, list(steps))
+            todo = tuple(sorted({s for s in steps if (name, s) not in self.prefetched}))
+            if todo:
+                by_steps.setdefault(todo, []).append(name)
+        for steps, names in by_steps.items():
+            prefetch(names, list(steps))
         for name, steps in self._tensor_steps.items():
             t = self._tensors[name]
             for s in steps:
                 t.value(s)  # cached after prefetch; raises TensorUnavailableForStep if never saved
+
+    def _check_saved(self) -> None:
+        """Local trial: raise as smdebug's fetch would for a tensor not saved at a step, read nothing."""
+        saved: dict[int, set[str]] = {}
+        for name, steps in self._tensor_steps.items():
+            for s in steps:
+                if s not in saved:
+                    saved[s] = set(self.trial.tensor_names(step=s))
+                if name not in saved[s]:
+                    raise TensorUnavailableForStep(name, s)
 
 
 class RequiredTensors:
@@ -137,6 +175,18 @@ class RequiredTensors:
         """Forget everything (done before each step)."""
         for rt in self._per_trial.values():
             rt.clear()
+
+    def mark_available(self, trial: Any, steps: list[int]) -> None:
+        """Steps of ``trial`` already waited for in this evaluation: :meth:`fetch` does not wait again."""
+        self._for(trial)._available.update(steps)
+
+    def plan(self) -> list[tuple[Any, dict[str, list[int]]]]:
+        """``(trial, {name: steps})`` for each trial with something required (used for look-ahead)."""
+        return [(rt.trial, rt.steps_by_name()) for rt in self._per_trial.values() if rt.steps_by_name()]
+
+    def set_prefetched(self, trial: Any, pairs: set[tuple[str, int]]) -> None:
+        """Record the (name, step) pairs a look-ahead prefetched (:meth:`fetch` skips asking again)."""
+        self._for(trial).prefetched = pairs
 
     def fetch(self) -> None:
         """Wait for the required steps and bulk-read every required value, per trial."""

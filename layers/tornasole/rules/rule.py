@@ -128,6 +128,33 @@ class Rule(ABC):
                 continue  # the first finding of a step wins for scalar values
             self._values[k] = v
 
+    def prefetch_like(self, step: int, steps: list[int]) -> int:
+        """Speculatively bulk-read, for each of ``steps``, what this rule required at ``step``.
+
+        ``invoke_rule``'s look-ahead: after evaluating ``step`` it assumes the rule will want the
+        same tensors at the same relative steps (``step - 1`` becomes ``s - 1``) and hands all of
+        a window's (tensor, step) pairs to one ``trial.prefetch`` call per trial, so their reads
+        are concurrent and batched. A wrong guess costs only reads: each step still fetches what
+        it really requires. Returns the number of (tensor, step) pairs requested.
+        """
+        count = 0
+        for trial, names in self.req_tensors.plan():
+            prefetch = getattr(trial, "prefetch", None)
+            if prefetch is None:
+                continue
+            groups: dict[tuple[int, ...], list[str]] = {}
+            pairs: set[tuple[str, int]] = set()
+            for name, own_steps in names.items():
+                offsets = {s - step for s in own_steps}
+                wanted = tuple(sorted({w + o for w in steps for o in offsets if w + o >= 0}))
+                groups.setdefault(wanted, []).append(name)
+                pairs.update((name, w) for w in wanted)
+            for wanted, group in groups.items():
+                prefetch(group, list(wanted))
+            self.req_tensors.set_prefetched(trial, pairs)
+            count += len(pairs)
+        return count
+
     @staticmethod
     def fmt(x: Any) -> str:
         """Format a number the way details do (``3.1e-09``)."""
@@ -141,14 +168,16 @@ class Rule(ABC):
         elif cls.required_tensors is not Rule.required_tensors:
             self.required_tensors(step)
 
-    def _run(self, step: int) -> bool:
+    def _run(self, step: int, available: bool = False) -> bool:
         from tornasole.analysis.utils import no_refresh
 
         self._messages = []
         self._values = {}
-        self.base_trial.wait_for_steps([step])
+        if not available:
+            self.base_trial.wait_for_steps([step])
         with no_refresh(self.trials):
             self.req_tensors.clear()
+            self.req_tensors.mark_available(self.base_trial, [step])
             self._call_required(step)
             self.req_tensors.fetch()
             try:
@@ -158,8 +187,11 @@ class Rule(ABC):
 
     def _where(self, step: int) -> tuple[str | None, int | None]:
         try:
-            mode = self.base_trial.mode(step)
-            return getattr(mode, "name", str(mode)), int(self.base_trial.mode_step(step))
+            both = getattr(self.base_trial, "mode_modestep", None)
+            mode, mode_step = (
+                both(step) if both else (self.base_trial.mode(step), self.base_trial.mode_step(step))
+            )
+            return getattr(mode, "name", str(mode)), int(mode_step)
         except Exception:  # noqa: BLE001 - mode is decoration; never fail a rule for it
             return None, None
 
@@ -213,8 +245,11 @@ class Rule(ABC):
         Raises ``TensorUnavailableForStep``/``StepUnavailable``/``TensorUnavailable`` for a step that
         cannot be evaluated (``invoke_rule`` skips those).
         """
-        self._messages = []
-        fired = self._run(step)
+        self._invoke(step, available=False)
+
+    def _invoke(self, step: int, available: bool) -> None:
+        """``invoke``; ``available=True`` when the caller knows the step is complete (no wait)."""
+        fired = self._run(step, available)
         mode, mode_step = self._where(step)
         self.last_outcome = RuleOutcome.build(
             self.rule_name, step, fired, mode, mode_step, self._messages, self._values, actions=self.actions
