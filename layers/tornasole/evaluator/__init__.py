@@ -2,6 +2,7 @@
 
 Modules: ``state`` (the single table and its design), ``steps`` (per-step
 records), ``transitions`` (status changes + outbox, one transaction each),
+``registration`` (jobs and rule updates),
 ``decisions`` (pure: which change is next), ``runner`` (rules at one step),
 ``events`` (outbox publisher), ``details`` (the SageMaker-shaped dicts),
 ``service`` (``Evaluator``: the handlers' entry points).
@@ -9,4 +10,15 @@ records), ``transitions`` (status changes + outbox, one transaction each),
 
 from __future__ import annotations
 
-__all__ = ["decisions", "details", "events", "models", "runner", "service", "state", "steps", "transitions"]
+__all__ = [
+    "decisions",
+    "details",
+    "events",
+    "models",
+    "registration",
+    "runner",
+    "service",
+    "state",
+    "steps",
+    "transitions",
+]

@@ -162,8 +162,8 @@ class StepRunner:
 
     def _run_rule(self, job_name: str, trial: Any, config: RuleConfig, step: int) -> StepOutcome:
         rule_log = logging.getLogger(f"tornasole.rules.{config.rule_to_invoke}")
-        if config.logging_level:
-            rule_log.setLevel(config.logging_level.upper())
+        # the rule's ``logging-level`` (2019 RuntimeConfigurations); unset -> inherit (a warm Lambda may reuse it)
+        rule_log.setLevel(config.logging_level.upper() if config.logging_level else logging.NOTSET)
         keys = {"job": job_name, "rule": config.name, "step": step}
         start = time.perf_counter()
         try:

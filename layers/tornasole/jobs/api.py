@@ -19,9 +19,10 @@ from typing import Any
 
 from tornasole.evaluator.details import describe, rule_statuses
 from tornasole.evaluator.models import JobSpec, job_arn
+from tornasole.evaluator.registration import JobConflictError, Registrar
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepStore
-from tornasole.evaluator.transitions import JobConflictError, Transitions, to_error
+from tornasole.evaluator.transitions import Transitions, to_error
 from tornasole.exceptions import ConfigurationError, TornasoleValueError
 from tornasole.jobs.normalize import normalise_rules, validate_rule
 
@@ -131,7 +132,7 @@ class TornasoleJobs:
         errors = {
             r.name: reason for r in spec.rules if (reason := validate_rule(r, self.allowed_rule_prefixes))
         }
-        return Transitions(self.table).register(spec, self.arn(spec.name), int(self.clock() * 1000), errors)
+        return Registrar(self.table).register(spec, self.arn(spec.name), int(self.clock() * 1000), errors)
 
     def _adopt_orphans(self, spec: JobSpec) -> None:
         """Steps seen before an API registration become pending; the scheduled check evaluates them."""
@@ -167,7 +168,7 @@ class TornasoleJobs:
         """Replace a job's rules (the explicit change): unchanged rules keep their status, others restart."""
         new = normalise_rules(rules)
         now_ms = int(self.clock() * 1000)
-        Transitions(self.table).update_rules(name, new, now_ms)
+        Registrar(self.table).update_rules(name, new, now_ms)
         errors = {r.name: reason for r in new if (reason := validate_rule(r, self.allowed_rule_prefixes))}
         for rule_name, reason in errors.items():
             Transitions(self.table).apply(name, lambda s, n=rule_name, r=reason: to_error(s, n, r), now_ms)

@@ -1,0 +1,185 @@
+"""Registering a job and replacing its rules: one transaction each, with its outbox event.
+
+Why here and not in the API: the configuration file (``tornasole_job.json``) and
+the Python/CLI API must register identically, so both call ``Registrar``.
+Registration puts the job, its rules, the trial -> job mapping and the
+InProgress event in one transaction guarded by ``job_is_new`` and
+``trial_unclaimed_or_ours``; a repeat with identical settings is ``unchanged``,
+anything else is a ``JobConflictError`` (rule changes are ``update_rules``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tornasole.evaluator.models import JobSpec, JobState, JobStatus, RuleConfig, RuleState, RuleStatus
+from tornasole.evaluator.state import Conflict, StateTable, job_pk, trial_pk
+from tornasole.evaluator.transitions import (
+    JOB,
+    MAX_CONFLICTS,
+    Transitions,
+    event_id,
+    outbox_put,
+    state_event,
+    to_error,
+)
+from tornasole.exceptions import TornasoleValueError
+
+__all__ = ["JobConflictError", "Registrar"]
+
+
+class JobConflictError(TornasoleValueError):
+    """Registering would change an existing job (use ``update_job_rules``) or steal another job's trial."""
+
+
+def _rule_item(job: str, order: int, rule: RuleConfig, now_ms: int) -> dict[str, Any]:
+    return {
+        "pk": job_pk(job),
+        "sk": f"#RULE#{rule.name}",
+        "config": rule.to_json(),
+        "status": RuleStatus.IN_PROGRESS.value,
+        "details": "",
+        "order": order,
+        "last_modified": now_ms,
+    }
+
+
+class Registrar:
+    """Creates jobs and replaces their rules over one ``StateTable``."""
+
+    def __init__(self, table: StateTable) -> None:
+        self.table = table
+        self.transitions = Transitions(table)
+
+    def register(
+        self, spec: JobSpec, arn: str, now_ms: int, initial_errors: dict[str, str] | None = None
+    ) -> str:
+        """Create the job, its rules, the trial mapping and the InProgress event in one transaction.
+
+        Returns ``"registered"`` or ``"unchanged"`` (same job registered again); raises
+        ``JobConflictError`` when the rules differ (use ``update_job_rules``) or the trial is taken.
+        """
+        rules = tuple(RuleState(r, RuleStatus.IN_PROGRESS, "", now_ms) for r in spec.rules)
+        state = JobState(
+            name=spec.name,
+            arn=arn,
+            trial_path=spec.trial_path,
+            status=JobStatus.IN_PROGRESS,
+            seq=1,
+            rules_rev=1,
+            rules=rules,
+            hook_config=spec.hook_config,
+            num_workers=spec.num_workers,
+            creation_ms=now_ms,
+            start_ms=now_ms,
+            last_modified_ms=now_ms,
+            last_activity_s=now_ms / 1000,
+        )
+        eid = event_id(spec.name, 1, JOB, JobStatus.IN_PROGRESS.value)
+        meta = {
+            "pk": job_pk(spec.name),
+            "sk": "#META",
+            "arn": arn,
+            "trial_path": spec.trial_path,
+            "status": JobStatus.IN_PROGRESS.value,
+            "seq": 1,
+            "rules_rev": 1,
+            "hook_config": spec.hook_config,
+            "num_workers": spec.num_workers,
+            "creation_time": now_ms,
+            "start_time": now_ms,
+            "last_modified": now_ms,
+            "last_activity": now_ms / 1000,
+            "steps_evaluated": 0,
+            "gsi1pk": "ACTIVE",
+            "gsi1sk": spec.name,
+        }
+        items = [
+            {"Put": self.table.put_args(meta, "job_is_new")},
+            {
+                "Put": self.table.put_args(
+                    {"pk": trial_pk(spec.trial_path), "sk": "#META", "job": spec.name},
+                    "trial_unclaimed_or_ours",
+                    {":job": spec.name},
+                )
+            },
+            *(
+                {"Put": self.table.put_args(_rule_item(spec.name, i, r, now_ms))}
+                for i, r in enumerate(spec.rules)
+            ),
+            outbox_put(self.table, spec.name, state_event(state, eid), now_ms),
+        ]
+        try:
+            self.table.transact(items)
+        except Conflict as exc:
+            existing = self.table.load_job(spec.name)
+            if existing is None:
+                owner = self.table.job_for_trial(spec.trial_path)
+                raise JobConflictError(
+                    f"cannot register job {spec.name!r}: trial {spec.trial_path} belongs to job {owner!r}"
+                ) from exc
+            if existing.trial_path != spec.trial_path or [r.config for r in existing.rules] != list(
+                spec.rules
+            ):
+                raise JobConflictError(
+                    f"job {spec.name!r} is already registered with a different output path or rules; "
+                    "call update_job_rules() to change its rules"
+                ) from exc
+            return "unchanged"
+        for name, reason in (initial_errors or {}).items():
+            self.transitions.apply(spec.name, lambda s, n=name, r=reason: to_error(s, n, r), now_ms)
+        return "registered"
+
+    def update_rules(self, job: str, rules: tuple[RuleConfig, ...], now_ms: int) -> JobState:
+        """Replace a job's rules: unchanged rules keep their status, new or changed ones restart."""
+        for _ in range(MAX_CONFLICTS):
+            state = self.table.load_job(job)
+            if state is None:
+                raise JobConflictError(f"job {job!r} is not registered")
+            if state.status in (JobStatus.COMPLETED, JobStatus.STOPPED, JobStatus.FAILED):
+                raise JobConflictError(f"job {job!r} is {state.status.value}: its rules can no longer change")
+            old = {r.config.name: r for r in state.rules}
+            rev = state.rules_rev + 1
+            new_rules = tuple(
+                old[r.name]
+                if r.name in old and old[r.name].config == r
+                else RuleState(r, RuleStatus.IN_PROGRESS, "", now_ms)
+                for r in rules
+            )
+            new_state = dataclasses.replace(
+                state, rules=new_rules, rules_rev=rev, seq=state.seq + 1, last_modified_ms=now_ms
+            )
+            eid = event_id(job, rev, JOB, "RulesUpdated")
+            items: list[dict[str, Any]] = [self.transitions.meta_update(state, now_ms, {"rules_rev": rev})]
+            for i, r in enumerate(rules):
+                if r.name in old and old[r.name].config == r:
+                    items.append(
+                        {
+                            "Update": self.table.update_args(
+                                job_pk(job),
+                                f"#RULE#{r.name}",
+                                "SET #o = :o",
+                                {":o": i},
+                                names={"#o": "order"},
+                            )
+                        }
+                    )
+                else:
+                    items.append({"Put": self.table.put_args(_rule_item(job, i, r, now_ms))})
+            for name in set(old) - {r.name for r in rules}:
+                items.append(
+                    {
+                        "Delete": {
+                            "TableName": self.table.name,
+                            "Key": self.table.key(job_pk(job), f"#RULE#{name}"),
+                        }
+                    }
+                )
+            items.append(outbox_put(self.table, job, state_event(new_state, eid), now_ms))
+            try:
+                self.table.transact(items)
+            except Conflict:
+                continue
+            return new_state
+        raise Conflict(["update_rules: too many concurrent changes"])
