@@ -25,6 +25,8 @@ __all__ = ["Evaluator", "LAYER_MARKER"]
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 # Written by scripts/build_layer.sh: the architecture the layer's native wheels were built for.
 LAYER_MARKER = "python/.tornasole-layer"
+# Local byproducts that must neither ship nor change an asset's hash.
+_NOT_SHIPPED = ["**/__pycache__", "**/*.pyc"]
 
 
 def _layer_code(layer_dir: Path, architecture: str) -> lambda_.Code:
@@ -40,7 +42,7 @@ def _layer_code(layer_dir: Path, architecture: str) -> lambda_.Code:
             f"layer asset {layer_dir} was built for {built_for.get('arch')!r} but "
             f"--context lambda_architecture={architecture}: run `make layer ARCH={architecture}`"
         )
-    return lambda_.Code.from_asset(str(layer_dir))
+    return lambda_.Code.from_asset(str(layer_dir), exclude=_NOT_SHIPPED)
 
 
 class Evaluator(Construct):
@@ -134,7 +136,7 @@ class Evaluator(Construct):
             runtime=RUNTIME,
             architecture=self._arch,
             handler=fspec.handler,
-            code=lambda_.Code.from_asset(str(self._root / Path(fspec.asset_dir).name)),
+            code=lambda_.Code.from_asset(str(self._root / Path(fspec.asset_dir).name), exclude=_NOT_SHIPPED),
             layers=[self.layer],
             memory_size=memory_mb,
             timeout=Duration.seconds(fspec.timeout_s),

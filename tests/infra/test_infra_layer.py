@@ -38,19 +38,24 @@ def _python312() -> str:
 @pytest.fixture(scope="session")
 def layers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("layers")
-    built = {}
-    for arch in ("x86_64", "arm64"):
-        out = root / arch
-        proc = subprocess.run(
-            ["scripts/build_layer.sh", arch, str(out)],
+    env = {**os.environ, "PYTHON": str(REPO_ROOT / ".venv/bin/python")}
+    # both architectures at once: each build is mostly waiting on pip
+    procs = {
+        arch: subprocess.Popen(
+            ["scripts/build_layer.sh", arch, str(root / arch)],
             cwd=REPO_ROOT,
-            env={**os.environ, "PYTHON": str(REPO_ROOT / ".venv/bin/python")},
-            capture_output=True,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=300,
         )
-        assert proc.returncode == 0, proc.stderr
-        built[arch] = out
+        for arch in ("x86_64", "arm64")
+    }
+    built = {}
+    for arch, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        built[arch] = root / arch
     return built
 
 
