@@ -3,7 +3,8 @@
 A Tensor holds no data: it asks the trial's step table where records are and
 its value reader for the bytes. ``worker=None`` means the tensor's only worker,
 or with several workers the first one (sorted by name) that saved it at that
-step. A worker the trial has never seen raises :class:`InvalidWorker`.
+step. A worker the trial has never seen raises :class:`InvalidWorker`. The step
+argument may also be passed as smdebug's keyword ``step_num``.
 
 Missing data raises the documented exceptions: :class:`TensorUnavailableForStep`
 (the step exists, this tensor, or this reduction, was not saved there),
@@ -14,8 +15,10 @@ Missing data raises the documented exceptions: :class:`TensorUnavailableForStep`
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +31,20 @@ if TYPE_CHECKING:
     from tornasole.trials.trial import Trial
 
 __all__ = ["Tensor"]
+
+
+def _step_num_alias(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Accept smdebug's keyword ``step_num=`` for the ``step`` argument (``value(step_num=5)``)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if "step_num" in kwargs:
+            if args or "step" in kwargs:
+                raise TypeError(f"{method.__name__}() got both 'step' and 'step_num'")
+            kwargs["step"] = kwargs.pop("step_num")
+        return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class Tensor:
@@ -71,12 +88,14 @@ class Tensor:
         prev = steps[: bisect_right(steps, step)]
         return prev[-n:] if n else prev
 
+    @_step_num_alias
     def workers(self, step: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved this tensor at ``step``, sorted."""
         g, entries = self._entries(step, mode)
         return sorted(entries)
 
     # -- values --------------------------------------------------------------------------------
+    @_step_num_alias
     def value(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
         """The saved value at ``step`` as a numpy array (do not modify it in place: it is cached)."""
         entry = self._entry(step, mode, worker)
@@ -91,6 +110,7 @@ class Tensor:
         self.trial.prefetch([self.name], steps, mode=mode, workers=workers, include_reductions=False)
         return {s: self.value(s, mode, worker) for s in steps}
 
+    @_step_num_alias
     def shape(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The saved shape (``shape_payload``) if there is one, else the value's shape."""
         entry = self._entry(step, mode, worker)
@@ -98,10 +118,12 @@ class Tensor:
             return entry.shape
         return tuple(self.value(step, mode, worker).shape)
 
+    @_step_num_alias
     def has_reductions(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> bool:
         """Whether reduction records were saved for this tensor at ``step``."""
         return bool(self._entry(step, mode, worker).reductions)
 
+    @_step_num_alias
     def reduction_value(
         self,
         step: int,
@@ -130,6 +152,7 @@ class Tensor:
             cached = self._computed[key] = reductions.compute(value, red, abs)
         return cached
 
+    @_step_num_alias
     def reduction_values(
         self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None
     ) -> dict[tuple[str, bool], np.ndarray]:

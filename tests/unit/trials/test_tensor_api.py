@@ -211,3 +211,14 @@ def test_value_cache_is_bounded_by_bytes():
     assert cache.get(0) is None
     cache.put("huge", np.zeros(100, np.float64))
     assert "huge" not in cache
+
+
+def test_smdebug_step_num_keyword_is_accepted(moded_dir):
+    t = create_trial(moded_dir).tensor("dense.weight")
+    np.testing.assert_array_equal(t.value(step_num=2), t.value(2))
+    mean = t.reduction_value(2, "mean").tolist()
+    assert t.reduction_value(step_num=2, reduction_name="mean").tolist() == mean
+    assert t.shape(step_num=1) == (2, 3)
+    assert t.workers(step_num=1) == ["worker_0"]
+    with pytest.raises(TypeError, match="both"):
+        t.value(2, step_num=2)
