@@ -193,8 +193,10 @@ def _compare(ours: SmdebugResult, theirs: SmdebugResult, shape_bug: set[tuple[st
     return problems
 
 
-def _assert_agree(inputs: dict[str, Any], shape_bug: set[tuple[str, int, str]]) -> None:
-    theirs = dump_with_smdebug(inputs)
+def _assert_agree(
+    inputs: dict[str, Any], shape_bug: set[tuple[str, int, str]], s3_endpoint: str | None = None
+) -> None:
+    theirs = dump_with_smdebug(inputs, s3_endpoint=s3_endpoint)
     ours = dump_with_ours(inputs)
     assert len(theirs.arrays) > 0
     problems = _compare(ours, theirs, shape_bug)
@@ -205,6 +207,21 @@ def test_readers_agree_on_our_tree(tmp_path: Path) -> None:
     root = tmp_path / "trial"
     expected = write_tree(str(root), SCHEDULE)
     _assert_agree(read_inputs(str(root), expected), set())
+
+
+@pytest.mark.slow
+def test_readers_agree_on_an_s3_copy(tmp_path: Path, s3_bucket: str, moto_endpoint: str) -> None:
+    """Both readers on ``s3://`` (moto): same answers as on local paths."""
+    from tornasole.aws.clients import s3_client
+
+    root = tmp_path / "trial"
+    expected = write_tree(str(root), [(1, TRAIN, 0), (1234, EVAL, 0)])  # smdebug: ~70 ms per S3 value
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            key = f"run/{p.relative_to(root).as_posix()}"
+            s3_client().put_object(Bucket=s3_bucket, Key=key, Body=p.read_bytes())
+    inputs = read_inputs(f"s3://{s3_bucket}/run", expected)
+    _assert_agree(inputs, set(), s3_endpoint=moto_endpoint)
 
 
 @pytest.mark.parametrize("ended", [False, True], ids=["live", "ended"])
@@ -224,12 +241,14 @@ def test_readers_agree_on_incomplete_steps(tmp_path: Path, ended: bool) -> None:
     _assert_agree(inputs, set())
 
 
-@pytest.mark.parametrize("fixture", ["pt_hook_single", "pt_dist_2workers", "core_writer_2workers"])
+@pytest.mark.parametrize(
+    "fixture", ["pt_hook_single", "pt_dist_2workers", "core_writer_2workers", "pt_hook_tensorboard"]
+)
 def test_readers_agree_on_smdebug_fixtures(fixture: str) -> None:
     root = FIXTURES / fixture
     assert root.is_dir(), f"shared fixture {root} missing"
     inputs, shape_bug = _fixture_inputs(root)
-    assert inputs["workers"] == sorted(WORKERS) or fixture == "pt_hook_single"
+    assert inputs["workers"] == (sorted(WORKERS) if "2workers" in fixture else ["worker_0"])
     _assert_agree(inputs, shape_bug)
 
 
