@@ -108,6 +108,8 @@ class Registrar:
                 {"Put": self.table.put_args(_rule_item(spec.name, i, r, now_ms))}
                 for i, r in enumerate(spec.rules)
             ),
+            # the jobs registry (``tornasole jobs list``): one partition, one item per job
+            {"Put": self.table.put_args({"pk": "JOBS", "sk": spec.name, "trial_path": spec.trial_path})},
             outbox_put(self.table, spec.name, state_event(state, eid), now_ms),
         ]
         try:

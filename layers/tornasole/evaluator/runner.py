@@ -76,13 +76,10 @@ def default_rule_factory(config: RuleConfig, trial: Any, step: int = 0) -> Any:
     """Build the rule object: a built-in by name, or a custom rule loaded from ``source_s3_uri``."""
     others = _other_trials(config, step)
     if config.source_s3_uri:
-        from tornasole.rules import loader  # the custom-rule loader (tornasole.rules.loader)
+        from tornasole.rules.loader import create_custom_rule
 
-        cls = loader.load_rule_class(config.source_s3_uri, config.rule_to_invoke)
-        return (
-            cls(trial, other_trials=others, **config.parameters)
-            if others
-            else cls(trial, **config.parameters)
+        return create_custom_rule(
+            config.source_s3_uri, config.rule_to_invoke, trial, others, **config.parameters
         )
     from tornasole.rules import create_rule
 
@@ -162,7 +159,7 @@ class StepRunner:
 
     def _run_rule(self, job_name: str, trial: Any, config: RuleConfig, step: int) -> StepOutcome:
         rule_log = logging.getLogger(f"tornasole.rules.{config.rule_to_invoke}")
-        # the rule's ``logging-level`` (2019 RuntimeConfigurations); unset -> inherit (a warm Lambda may reuse it)
+        # the rule's logging-level (2019 RuntimeConfigurations); unset: inherit (warm Lambdas reuse loggers)
         rule_log.setLevel(config.logging_level.upper() if config.logging_level else logging.NOTSET)
         keys = {"job": job_name, "rule": config.name, "step": step}
         start = time.perf_counter()

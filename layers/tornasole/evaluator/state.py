@@ -21,6 +21,8 @@ Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by 
 ``JOB#<job>`` / ``OUTBOX#<event id>``
     Outbox: kind (event | alert | stop), payload (json), created, published.
     GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
+``JOBS`` / ``<job>``
+    The registry of every job (listing jobs without a scan).
 ``TRIAL#<trial path>`` / ``#META``
     Trial path -> job (one job per trial).
 ``TRIAL#<trial path>`` / ``ORPHAN#<step12>#<worker>``

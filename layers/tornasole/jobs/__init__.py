@@ -31,6 +31,7 @@ from typing import Any
 
 from tornasole.jobs.api import JobConflictError, JobNotFoundError, TornasoleJobs
 from tornasole.jobs.builders import CollectionConfig, Rule
+from tornasole.jobs.listing import list_jobs
 from tornasole.jobs.normalize import normalise_rules, validate_rule
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Rule",
     "TornasoleJobs",
     "describe",
+    "list_jobs",
     "normalise_rules",
     "register_job",
     "rule_job_summary",

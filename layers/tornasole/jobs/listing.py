@@ -1,49 +1,42 @@
-"""List the registered jobs: an operator's view for the CLI, not a hot path.
+"""List registered jobs (``tornasole jobs list``) from the ``JOBS`` registry partition.
 
-The evaluator never needs "all jobs" (every access it makes is keyed by job
-or by the sparse GSI), so the table has no index for it; the listing is a
-paginated Scan projected to the job ``#META`` items. Its cost grows with the
-table, which is fine for a person typing ``tornasole jobs list``.
+Why a registry partition: listing must not scan the table (its size grows
+with every step of every run); the registry holds one item per job, written
+in the registration transaction, so a listing costs one paginated Query plus
+one Query per job for its statuses.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tornasole.evaluator.models import RuleStatus
 from tornasole.evaluator.state import StateTable
 
 __all__ = ["list_jobs"]
 
 
-def list_jobs(table: StateTable) -> list[dict[str, Any]]:
-    """Every job's name, status, trial path and times, sorted by creation time."""
-    pk, sk = table.spec.partition_key, table.spec.sort_key
-    kwargs: dict[str, Any] = {
-        "TableName": table.name,
-        "FilterExpression": "#sk = :meta AND begins_with(#pk, :job)",
-        "ExpressionAttributeNames": {"#pk": pk, "#sk": sk},
-        "ExpressionAttributeValues": {":meta": {"S": "#META"}, ":job": {"S": "JOB#"}},
-    }
-    jobs: list[dict[str, Any]] = []
-    while True:
-        resp = table.client.scan(**kwargs)
-        jobs.extend(table.from_attrs(item) for item in resp.get("Items", []))
-        if "LastEvaluatedKey" not in resp:
-            break
-        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
-    names = sorted(jobs, key=lambda j: (j.get("creation_ms") or 0, j[pk]))
-    out = []
-    for j in names:
-        state = table.load_job(j[pk][len("JOB#") :])
-        if state is not None:
-            out.append(
-                {
-                    "name": state.name,
-                    "status": state.status.value,
-                    "trial_path": state.trial_path,
-                    "rules": len(state.rules),
-                    "issues": sum(1 for r in state.rules if r.status.value == "IssuesFound"),
-                    "creation_ms": state.creation_ms,
-                }
-            )
-    return out
+def list_jobs(table: StateTable | None = None) -> list[dict[str, Any]]:
+    """One row per job: ``name``, ``status``, ``rules`` (count), ``issues`` (IssuesFound), ``trial_path``.
+
+    Examples
+    --------
+    >>> list_jobs()  # doctest: +SKIP
+    [{'name': 'my-job', 'status': 'InProgress', 'rules': 2, 'issues': 1, 'trial_path': 's3://b/run'}]
+    """
+    table = table or StateTable()
+    rows = []
+    for item in table.query("JOBS", ""):
+        state = table.load_job(item["sk"])
+        if state is None:
+            continue
+        rows.append(
+            {
+                "name": state.name,
+                "status": state.status.value,
+                "rules": len(state.rules),
+                "issues": sum(r.status == RuleStatus.ISSUES_FOUND for r in state.rules),
+                "trial_path": state.trial_path,
+            }
+        )
+    return rows

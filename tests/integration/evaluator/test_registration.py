@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from conftest import TRIAL, Stack, event_ids
-from tornasole.jobs import JobConflictError, JobNotFoundError, Rule, TornasoleJobs, describe, rule_job_summary
+from conftest import BUCKET, TRIAL, Stack, event_ids
+from tornasole.aws.clients import client
+from tornasole.jobs import (
+    JobConflictError,
+    JobNotFoundError,
+    Rule,
+    TornasoleJobs,
+    describe,
+    list_jobs,
+    rule_job_summary,
+)
+from tornasole.rules import rule_configs
 
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}
 
@@ -140,8 +152,6 @@ def test_malformed_configuration_file_is_recorded_not_raised(stack: Stack) -> No
     error = TornasoleJobs().trial_error(TRIAL)
     assert error["key"] == "jobs/my-job/tornasole_job.json"
     assert "neither DebugRuleConfigurations nor rules_specification" in error["reason"]
-    from tornasole.aws.clients import client
-
     client("s3").put_object(
         Bucket="tornasole-trials", Key="jobs/my-job/tornasole_job.json", Body=b"{not json"
     )
@@ -150,3 +160,71 @@ def test_malformed_configuration_file_is_recorded_not_raised(stack: Stack) -> No
     assert "cannot register the job" in TornasoleJobs().trial_error(TRIAL)["reason"]
     with pytest.raises(JobNotFoundError):
         describe("my-job")
+
+
+CUSTOM_RULE = b"""
+from smdebug.rules.rule import Rule
+
+
+class LossAbove(Rule):
+    def __init__(self, base_trial, threshold="0.5"):
+        super().__init__(base_trial)
+        self.threshold = float(threshold)
+
+    def invoke_at_step(self, step):
+        return float(self.base_trial.tensor("loss").value(step).mean()) > self.threshold
+"""
+
+
+def test_custom_rule_files_on_s3_run_in_the_evaluator(stack: Stack) -> None:
+    s3 = client("s3")
+    s3.put_object(Bucket=BUCKET, Key="rules/loss_above.py", Body=CUSTOM_RULE)
+    s3.put_object(Bucket=BUCKET, Key="rules/broken.py", Body=b"def oops(:\n")
+    TornasoleJobs().register_job(
+        "my-job",
+        TRIAL,
+        [
+            Rule.custom(
+                "LossAbove",
+                source=f"s3://{BUCKET}/rules/loss_above.py",
+                rule_to_invoke="LossAbove",
+                rule_parameters={"threshold": "0.5"},
+            ),
+            Rule.custom("Broken", source=f"s3://{BUCKET}/rules/broken.py", rule_to_invoke="Broken"),
+        ],
+    )
+    stack.write_collections()
+    stack.write_step(0, loss=0.1)
+    stack.write_step(5, loss=0.9)
+    for note in stack.notifications():
+        stack.deliver(note)
+    by_name = {s["RuleConfigurationName"]: s for s in rule_job_summary("my-job")}
+    assert by_name["LossAbove"]["RuleEvaluationStatus"] == "IssuesFound"
+    assert "step 5" in by_name["LossAbove"]["StatusDetails"]
+    assert by_name["Broken"]["RuleEvaluationStatus"] == "Error"
+    assert "syntax error" in by_name["Broken"]["StatusDetails"]
+
+
+def test_rule_configs_builders_and_job_listing(stack: Stack) -> None:
+    rule = Rule.sagemaker(
+        rule_configs.vanishing_gradient(threshold=1e-5),
+        actions=rule_configs.ActionList(rule_configs.StopTraining(), rule_configs.Email("ml@example.com")),
+    )
+    d = TornasoleJobs().register_job("my-job", TRIAL, [rule])
+    params = d["DebugRuleConfigurations"][0]["RuleParameters"]
+    assert (params["rule_to_invoke"], params["threshold"]) == ("VanishingGradient", "1e-05")
+    assert json.loads(params["action_json"])[1] == {"name": "email", "endpoint": "ml@example.com"}
+    assert d["DebugHookConfig"]["CollectionConfigurations"] == [
+        {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}}
+    ]
+    TornasoleJobs().register_job("job-2", f"s3://{BUCKET}/jobs/job-2", [rule])
+    assert list_jobs() == [
+        {
+            "name": "job-2",
+            "status": "InProgress",
+            "rules": 1,
+            "issues": 0,
+            "trial_path": f"s3://{BUCKET}/jobs/job-2",
+        },
+        {"name": "my-job", "status": "InProgress", "rules": 1, "issues": 0, "trial_path": TRIAL},
+    ]
