@@ -33,7 +33,7 @@ from tornasole.exceptions import RuleLoadError, RuleParameterError
 from tornasole.rules.actions import parse_actions
 from tornasole.rules.rule import Rule
 
-__all__ = ["SMDEBUG_MODULES", "load_rule_class", "create_custom_rule", "map_module_name"]
+__all__ = ["SMDEBUG_MODULES", "load_rule_class", "create_custom_rule", "load_rule", "map_module_name"]
 
 #: smdebug modules whose Tornasole counterpart has another name; others map ``smdebug.x`` -> ``tornasole.x``.
 SMDEBUG_MODULES = {
@@ -188,3 +188,19 @@ def create_custom_rule(
     if action is not None:
         rule.actions = parse_actions(rule.rule_name, action)
     return rule
+
+
+def load_rule(
+    source: str,
+    class_name: str,
+    base_trial: Any,
+    other_trials: list | None = None,
+    params: dict[str, Any] | None = None,
+) -> Rule:
+    """:func:`create_custom_rule` with the parameters as one dict (the ``tornasole invoke`` CLI's call).
+
+    Examples
+    --------
+    >>> # rule = load_rule("rules/custom.py", "CustomGradientRule", trial, params={"threshold": "0.5"})
+    """
+    return create_custom_rule(source, class_name, base_trial, other_trials=other_trials, **(params or {}))

@@ -17,9 +17,11 @@ Choices:
   (any case) mean "not set".
 * ``regex`` values are compiled here, once; ``mode`` values become
   :class:`~tornasole.modes.ModeKeys`.
-* ``rule_to_invoke`` (SageMaker's own key) is ignored, ``action_json`` is
-  parsed by :mod:`tornasole.rules.actions` for every rule; any other unknown key
-  is an error that lists the valid ones.
+* ``rule_to_invoke`` (SageMaker's own key) and other-trial paths
+  (``other_trials``, ``other_trial_0``..., ``other-trials-paths``: opened by
+  ``create_rule``) are ignored, ``action_json`` is parsed by
+  :mod:`tornasole.rules.actions` for every rule; any other unknown key is an
+  error that lists the valid ones.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ KINDS = ("str", "float", "int", "bool", "regex", "mode", "str_list", "float_list
 
 #: Keys every rule accepts besides its declared parameters.
 META_KEYS = ("rule_to_invoke", "action_json")
+
+_OTHER_TRIAL_KEY = re.compile(r"^other[_-]trials?(_\d+|[_-]paths)?$")
 
 _TRUE = {"true", "1", "yes", "y", "on", "t"}
 _FALSE = {"false", "0", "no", "n", "off", "f"}
@@ -210,7 +214,10 @@ def parse_params(
     by_name = {p.name: p for p in declared}
     raw = dict(raw or {})
     out: dict[str, Any] = {}
-    for key in raw:
+    for key in list(raw):
+        if key not in by_name and _OTHER_TRIAL_KEY.match(key):
+            del raw[key]  # trial paths: opened by create_rule, not a parameter of the rule itself
+            continue
         if key not in by_name and key not in META_KEYS:
             valid = ", ".join(sorted(by_name)) or "(none)"
             raise RuleParameterError(name, key, f"is not a parameter of this rule; valid parameters: {valid}")

@@ -149,3 +149,12 @@ def test_parameter_that_does_not_parse_in_a_custom_rule(trial_factory, rule_file
         create_custom_rule(
             rule_file(SMDEBUG_RULE_FILE), "CustomGradientRule", _trial(trial_factory), threshold="abc"
         )
+
+
+def test_load_rule_takes_parameters_as_one_dict(trial_factory, rule_file):
+    from tornasole.rules.loader import load_rule
+
+    rule = load_rule(
+        rule_file(SMDEBUG_RULE_FILE), "CustomGradientRule", _trial(trial_factory), params={"threshold": "5"}
+    )
+    assert rule.threshold == 5.0

@@ -35,14 +35,16 @@ def test_similar_across_runs_requires_another_trial(trial_factory):
         SimilarAcrossRuns(a)
 
 
-def test_stalled_training_fires_at_the_step_before_a_long_gap(trial_factory):
+def test_stalled_training_fires_at_the_first_step_after_a_long_gap(trial_factory):
     # wall times written by the test writer are 1000 + step; make a 3000 s gap after step 2
     trial = trial_factory(
         {0: {"x": np.ones(1)}, 1: {"x": np.ones(1)}, 2: {"x": np.ones(1)}, 3002: {"x": np.ones(1)}}
     )
     summary = invoke_rule(StalledTrainingRule(trial, threshold="1800"))
-    assert summary.first_step == 2
+    assert summary.fired_steps == [3002]
     assert summary.fired[0].values["value"] == 3000
+    assert "step 3002 was written 3000 s after step 2" in summary.fired[0].details
+    assert invoke_rule(StalledTrainingRule(trial, threshold="3600")).fired == []
 
 
 def test_stalled_training_live_head_uses_the_injected_clock(trial_factory):

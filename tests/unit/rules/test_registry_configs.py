@@ -114,3 +114,22 @@ def test_actions_build_action_json_the_rules_accept(trial):
         rc.Email("nope")
     with pytest.raises(ConfigurationError, match="is not a phone number"):
         rc.SMS("555")
+
+
+def test_step_local_rules_say_so_for_the_evaluator():
+    local = {n for n in rule_names() if not get_rule(n).READS_EARLIER_STEPS}
+    assert "VanishingGradient" in local
+    assert "Confusion" in local
+    assert {"LossNotDecreasing", "UnchangedTensor", "WeightUpdateRatio", "StalledTrainingRule"}.isdisjoint(
+        local
+    )
+
+
+def test_other_trial_keys_are_not_rule_parameters(trial):
+    from tornasole.rules.params import parse_params
+
+    cls = get_rule("SimilarAcrossRuns")
+    assert parse_params(cls, {"other_trial_0": "s3://b/x", "other_trials": "a;b", "rule_to_invoke": "X"}) == {
+        "collection_names": None,
+        "tensor_regex": None,
+    }

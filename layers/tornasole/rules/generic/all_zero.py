@@ -24,6 +24,7 @@ class AllZero(BuiltinRule):
     >>> # invoke_rule(AllZero(trial, tensor_regex=".*relu_output", threshold="100"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,
         TENSOR_REGEX,

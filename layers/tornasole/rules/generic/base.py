@@ -39,6 +39,9 @@ class BuiltinRule(Rule):
     """Base of the rules in :mod:`tornasole.rules.generic` (parameters declared in ``PARAMETERS``)."""
 
     PARAMETERS: ClassVar[tuple[Param, ...]] = ()
+    #: Whether evaluating a step reads earlier steps (the serverless evaluator then loads their index
+    #: files too); rules that only look at the evaluated step set False.
+    READS_EARLIER_STEPS: ClassVar[bool] = True
     #: ``(collection name, {parameter: value})`` pairs written into ``rule_configs`` dicts.
     COLLECTIONS: ClassVar[tuple[tuple[str, dict[str, str]], ...]] = ()
 

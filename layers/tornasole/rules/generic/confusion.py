@@ -30,6 +30,7 @@ class Confusion(BuiltinRule):
     >>> # invoke_rule(Confusion(trial, labels="labels", predictions="predictions"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("category_no", "int", None, "number of classes (unset: inferred)"),
         Param("labels", "str", "labels", "labels tensor name"),

@@ -26,6 +26,7 @@ class CreateXgboostReport(BuiltinRule):
     >>> # rule = CreateXgboostReport(trial); invoke_rule(rule); rule.report_data[10]["metrics"]
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = ()
     COLLECTIONS = (
         ("metrics", {"save_interval": "5"}),

@@ -34,6 +34,7 @@ class DeadRelu(BuiltinRule):
     >>> # invoke_rule(DeadRelu(trial, tensor_regex=".*relu_output"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("tensor_regex", "regex", ".*relu_output", "ReLU output tensors (re.match)"),
         Param("threshold_inactivity", "float", "1.0", "% of samples below which a unit counts as dead"),

@@ -33,6 +33,7 @@ class ExplodingTensor(BuiltinRule):
     >>> # invoke_rule(ExplodingTensor(trial, collection_names="gradients"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,
         TENSOR_REGEX,

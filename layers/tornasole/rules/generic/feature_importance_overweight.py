@@ -23,6 +23,7 @@ class FeatureImportanceOverweight(BuiltinRule):
     >>> # invoke_rule(FeatureImportanceOverweight(trial, threshold="0.8", nfeatures="3"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("threshold", "float", "0.8", "share of the top features above which the rule fires"),
         Param("nfeatures", "int", "3", "number of top features"),

@@ -25,6 +25,7 @@ class NLPSequenceRatio(BuiltinRule):
     >>> # invoke_rule(NLPSequenceRatio(trial, token_values="0,1", token_thresholds_percent="50,10"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("tensor_regex", "regex", ".*embedding0_input_0", "input sequence tensors (re.match)"),
         Param("token_values", "float_list", "0", "token ids to count (comma-separated)"),

@@ -26,6 +26,7 @@ class SaturatedActivation(BuiltinRule):
     >>> # invoke_rule(SaturatedActivation(trial))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,
         Param("tensor_regex", "regex", ".*tanh_input|.*sigmoid_input", "activation inputs (re.match)"),

@@ -27,6 +27,7 @@ class SimilarAcrossRuns(BuiltinRule):
     >>> # invoke_rule(SimilarAcrossRuns(trial, other_trials=[create_trial("s3://b/other")]))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (COLLECTION_NAMES, TENSOR_REGEX)
 
     def check_params(self) -> None:

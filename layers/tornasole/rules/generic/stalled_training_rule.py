@@ -2,25 +2,27 @@
 
 How the time is measured: the wall time of a step is the ``wall_time`` of its
 first tensor record (the moment the hook saved it, read from the event file;
-per-step values are memoised). At step s:
+per-step values are memoised). Only the evaluated step and earlier ones are
+read (like every rule), so the serverless evaluator, which evaluates a step
+when it lands, and ``invoke_rule`` over a finished run agree. At step s:
 
-* if a later step exists, the gap is (wall time of the next saved step) -
-  (wall time of s): a stall that already ended is still reported at the step
-  where it began;
-* if s is the newest step and the training end marker is there, nothing fires
-  (finished training is not stalled);
-* otherwise the gap is ``clock() - wall time of s``. ``clock`` defaults to
+* the gap since the previous saved step p is ``wall(s) - wall(p)``: a stall
+  that has ended is reported at the first step written after it;
+* if s is the newest step and training has not ended (no end marker), the
+  time since s, ``clock() - wall(s)``, counts too: a stall still going on is
+  reported when the newest step is evaluated again later (the evaluator's
+  scheduled check does this; ``invoke_rule`` evaluates a step only once, when
+  it lands). Finished training is never "stalled". ``clock`` defaults to
   ``time.time`` and can be injected (tests, replays).
 
-The rule fires when the gap exceeds ``threshold``. ``invoke_rule`` evaluates
-a step once, when it lands, so to watch a live job evaluate the newest step
-periodically (``rule.evaluate(trial.steps()[-1])``; the evaluator's scheduled
-check does). ``stop_training_on_fire=True`` adds a ``stoptraining`` action
-(with ``training_job_name_prefix``) unless ``action_json`` already has one.
+The rule fires when a gap exceeds ``threshold``. ``stop_training_on_fire=True``
+adds a ``stoptraining`` action (with ``training_job_name_prefix``) unless
+``action_json`` already has one.
 """
 
 from __future__ import annotations
 
+import bisect
 import struct
 import time
 from collections.abc import Callable
@@ -111,23 +113,28 @@ class StalledTrainingRule(BuiltinRule):
         if t is None:
             return False
         steps = self.base_trial.steps()
-        later = [s for s in steps if s > step]
-        if later:
-            nxt = self.wall_time(later[0])
-            if nxt is None:
-                return False
-            gap, what = nxt - t, f"step {later[0]} was written {self.fmt(nxt - t)} s later"
-        elif self.base_trial.training_ended():
-            return False
-        else:
-            gap = self.clock() - t
-            what = f"no step written for {self.fmt(gap)} s"
-        if gap > self.threshold:
-            self.report_issue(
-                f"{what} (> threshold {self.fmt(self.threshold)} s)",
-                value=gap,
-                threshold=self.threshold,
-                last_write_time=t,
-            )
-            return True
+        i = bisect.bisect_left(steps, step)
+        if i > 0:
+            prev = steps[i - 1]
+            tp = self.wall_time(prev)
+            if tp is not None and t - tp > self.threshold:
+                self.report_issue(
+                    f"step {step} was written {self.fmt(t - tp)} s after step {prev} "
+                    f"(> threshold {self.fmt(self.threshold)} s)",
+                    value=t - tp,
+                    threshold=self.threshold,
+                    previous_step=prev,
+                )
+                return True
+        newest = i + 1 >= len(steps)
+        if newest and not self.base_trial.training_ended():
+            idle = self.clock() - t
+            if idle > self.threshold:
+                self.report_issue(
+                    f"no step written for {self.fmt(idle)} s (> threshold {self.fmt(self.threshold)} s)",
+                    value=idle,
+                    threshold=self.threshold,
+                    last_write_time=t,
+                )
+                return True
         return False

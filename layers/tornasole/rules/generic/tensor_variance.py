@@ -24,6 +24,7 @@ class TensorVariance(BuiltinRule):
     >>> # invoke_rule(TensorVariance(trial, collection_names="weights", max_threshold="10"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,
         TENSOR_REGEX,

@@ -30,6 +30,7 @@ class TreeDepth(BuiltinRule):
     >>> # invoke_rule(TreeDepth(trial, depth="4"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (Param("depth", "int", "4", "expected tree depth"),)
 
     def invoke_at_step(self, step: int) -> bool:

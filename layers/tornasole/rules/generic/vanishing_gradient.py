@@ -33,6 +33,7 @@ class VanishingGradient(BuiltinRule):
     >>> # invoke_rule(VanishingGradient(trial, threshold="0.0001"))
     """
 
+    READS_EARLIER_STEPS = False
     PARAMETERS = (Param("threshold", "float", "0.0000001", "mean |gradient| below this fires"),)
     COLLECTIONS = (("gradients", {"save_interval": "500"}),)
 
