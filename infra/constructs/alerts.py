@@ -13,6 +13,7 @@ attributes, and an attribute filter policy never matches a message without attri
 
 from __future__ import annotations
 
+from aws_cdk import Annotations
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
@@ -98,11 +99,16 @@ class Alerts(Construct):
             user_fn = lambda_.Function.from_function_attributes(
                 self, "UserAlertFunction", function_arn=alert_lambda_arn, same_environment=True
             )
-            events.Rule(
+            user_rule = events.Rule(
                 self,
                 "IssuesToUserFunction",
                 event_bus=bus,
                 event_pattern=self.pattern,
                 description="Tornasole: rule IssuesFound/Error transitions -> your function (the full event)",
                 targets=[targets.LambdaFunction(user_fn, dead_letter_queue=failures, retry_attempts=4)],
+            )
+            Annotations.of(user_rule).acknowledge_warning(
+                "@aws-cdk/aws-events:ruleUnresolvedEnvironment",
+                "The stack is environment-agnostic; the function is declared same-environment (same account "
+                "and region as the deployment), which is what the Lambda permission needs.",
             )
