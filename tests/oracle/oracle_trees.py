@@ -72,9 +72,8 @@ def _np_reduction(x: np.ndarray, red: str, absolute: bool) -> np.ndarray:
     return np.array([fn(x)]).astype(x.dtype)
 
 
-def raw_tensors(step: int, worker: str, mode: ModeKeys) -> dict[str, np.ndarray]:
-    """The raw tensors of one (step, worker): values differ per step and worker so mix-ups show."""
-    wi = WORKERS.index(worker)
+def raw_tensors(step: int, wi: int, mode: ModeKeys) -> dict[str, np.ndarray]:
+    """The raw tensors of one (step, worker number): values differ per step and worker so mix-ups show."""
     k = step * 10 + wi
     rng = np.random.default_rng(k)
     out = {
@@ -99,12 +98,8 @@ def raw_tensors(step: int, worker: str, mode: ModeKeys) -> dict[str, np.ndarray]
     return out
 
 
-def relu_value(step: int, worker: str) -> np.ndarray:
-    return (
-        np.random.default_rng(10_000 + step * 10 + WORKERS.index(worker))
-        .standard_normal(RELU_SHAPE)
-        .astype(np.float32)
-    )
+def relu_value(step: int, wi: int) -> np.ndarray:
+    return np.random.default_rng(10_000 + step * 10 + wi).standard_normal(RELU_SHAPE).astype(np.float32)
 
 
 def collections_json() -> dict[str, Any]:
@@ -149,31 +144,33 @@ def write_tree(
     *,
     missing: frozenset[tuple[int, str]] = frozenset(),
     end_marker: bool = True,
+    workers: tuple[str, ...] = WORKERS,
 ) -> dict[str, Any]:
     """Write the tree with our writer; return what a reader must see (JSON-able, arrays separately).
 
     ``missing``: (step, worker) pairs not written (a worker still behind, or one that died);
-    ``end_marker=False`` leaves the trial live.
+    ``end_marker=False`` leaves the trial live; ``workers``: the writers' names (TF device
+    names such as ``/job:worker/replica:0/task:1/device:GPU:0`` are escaped in file names).
     """
     from tornasole.format.reductions import reduction_tag
     from tornasole.format.writer import StepWriter, TrialWriter
 
     values: dict[tuple[str, int, str], np.ndarray] = {}
     reductions: dict[tuple[str, int, str, str, bool], np.ndarray] = {}
-    for worker in WORKERS:
+    for wi, worker in enumerate(workers):
         tw = TrialWriter(root, worker=worker)
         for step, mode, mode_step in schedule:
             if (step, worker) in missing:
                 continue
             sw = StepWriter(step, worker, mode=mode, mode_step=mode_step)
             # hook order: shape record, reductions, raw tensor
-            relu = relu_value(step, worker)
+            relu = relu_value(step, wi)
             sw.add_shape(RELU, RELU_SHAPE)
             for red, absolute in RELU_REDUCTIONS:
                 r = _np_reduction(relu, red, absolute)
                 sw.add_tensor(reduction_tag(RELU, red, absolute), r)
                 reductions[(RELU, step, worker, red, absolute)] = r
-            for name, arr in raw_tensors(step, worker, mode).items():
+            for name, arr in raw_tensors(step, wi, mode).items():
                 if name == GRAD:
                     for red, absolute in GRAD_REDUCTIONS:
                         r = _np_reduction(arr, red, absolute)
@@ -182,10 +179,10 @@ def write_tree(
                 sw.add_tensor(name, arr)
                 values[(name, step, worker)] = arr
             tw.write_step(sw)
-        tw.write_collections(collections_json(), len(WORKERS))
+        tw.write_collections(collections_json(), len(workers))
     if end_marker:
-        TrialWriter(root, worker=WORKERS[0]).write_end_marker()
-    return {"values": values, "reductions": reductions, "schedule": schedule}
+        TrialWriter(root, worker=workers[0]).write_end_marker()
+    return {"values": values, "reductions": reductions, "schedule": schedule, "workers": list(workers)}
 
 
 def reduction_requests(expected: dict[str, Any]) -> list[list[Any]]:
@@ -199,10 +196,10 @@ def reduction_requests(expected: dict[str, Any]) -> list[list[Any]]:
 
 def read_inputs(path: str, expected: dict[str, Any]) -> dict[str, Any]:
     """The trial_dump inputs for a tree made by :func:`write_tree`."""
-    shapes = [[RELU, s, w] for (s, _m, _ms) in expected["schedule"] for w in WORKERS]
+    shapes = [[RELU, s, w] for (s, _m, _ms) in expected["schedule"] for w in expected["workers"]]
     return {
         "path": path,
-        "workers": list(WORKERS),
+        "workers": list(expected["workers"]),
         "reductions": reduction_requests(expected),
         "shapes": shapes,
         "probe_steps": {

@@ -224,6 +224,19 @@ def test_readers_agree_on_an_s3_copy(tmp_path: Path, s3_bucket: str, moto_endpoi
     _assert_agree(inputs, set(), s3_endpoint=moto_endpoint)
 
 
+def test_readers_agree_on_tf_device_worker_names(tmp_path: Path) -> None:
+    """MirroredStrategy-style worker names, escaped in file names (``__job-worker_...``), read back."""
+    root = tmp_path / "trial"
+    workers = ("/job:worker/replica:0/task:0/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:0")
+    expected = write_tree(str(root), [(0, TRAIN, 0), (1, EVAL, 0)], workers=workers)
+    escaped = "000000000001__job-worker_replica-0_task-1_device-GPU-0"
+    assert (root / "index" / "000000000" / f"{escaped}.json").is_file()
+    inputs = read_inputs(str(root), expected)
+    theirs = dump_with_smdebug(inputs)
+    assert theirs.data["workers"] == sorted(workers)
+    _assert_agree(inputs, set())
+
+
 @pytest.mark.parametrize("ended", [False, True], ids=["live", "ended"])
 def test_readers_agree_on_incomplete_steps(tmp_path: Path, ended: bool) -> None:
     """worker_1 is behind (or died): step 2 has one of two index files; step 3 none.
