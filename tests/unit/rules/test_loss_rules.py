@@ -7,6 +7,7 @@ from rules_helpers import train_mlp
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import LossNotDecreasing, Overfit, Overtraining
+from tornasole.trials import create_trial
 
 
 def _losses(values, mode=None):
@@ -77,3 +78,22 @@ def test_overtraining_fires_when_train_loss_stops_improving(trial_factory):
 def test_overtraining_quiet_while_improving(trial_factory):
     trial = trial_factory(_losses([5, 4, 3, 2, 1, 0.5], mode=TRAIN))
     assert invoke_rule(Overtraining(trial, patience_train="3")).fired == []
+
+
+def test_loss_not_decreasing_agrees_between_whole_run_and_a_short_history_window(trial_factory):
+    # GIVEN losses saved every 3 steps; evaluation points are the first saved step of each 10-step bucket
+    losses = {s: {"loss": np.float32(10 - 0.5 * s if s < 30 else 5)} for s in range(0, 60, 3)}
+    trial = trial_factory(losses)
+    rule = LossNotDecreasing(trial, num_steps="10")
+    whole = invoke_rule(rule).fired_steps
+    assert whole == [30, 42, 51]
+    # WHEN each step is evaluated on a trial that holds only history_steps() earlier saved steps
+    windowed = []
+    steps = sorted(losses)
+    for i, s in enumerate(steps):
+        start = steps[max(0, i - rule.history_steps())]
+        window = create_trial(trial.path, range_steps=(start, s + 1), collections_timeout=0.1)
+        if LossNotDecreasing(window, num_steps="10").evaluate(s).fired:
+            windowed.append(s)
+    # THEN the same steps fire
+    assert windowed == whole

@@ -133,3 +133,12 @@ def test_other_trial_keys_are_not_rule_parameters(trial):
         "collection_names": None,
         "tensor_regex": None,
     }
+
+
+def test_history_steps_tell_the_evaluator_how_far_back_a_rule_reads(trial):
+    assert create_rule("VanishingGradient", trial).history_steps() == 0
+    assert create_rule("LossNotDecreasing", trial, num_steps="10").history_steps() == 11
+    assert (
+        create_rule("UnchangedTensor", trial, collection_names="weights", num_steps="4").history_steps() == 4
+    )
+    assert create_rule("ClassImbalance", trial).history_steps() is None

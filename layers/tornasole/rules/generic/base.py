@@ -57,6 +57,14 @@ class BuiltinRule(Rule):
     def check_params(self) -> None:
         """Validate combinations of parameters; raise :meth:`param_error`."""
 
+    def history_steps(self) -> int | None:
+        """How many saved steps before the evaluated one this rule reads at most (None: all).
+
+        For the serverless evaluator, which loads only that many earlier index files for a step.
+        Rules accumulating over the whole run (ClassImbalance, CheckInputImages) say None.
+        """
+        return 0 if not self.READS_EARLIER_STEPS else None
+
     def param_error(self, parameter: str | None, message: str) -> RuleParameterError:
         return RuleParameterError(self.rule_name, parameter, message)
 

@@ -1,7 +1,7 @@
 """CheckInputImages: input images are not normalised.
 
 Choices: images of the tensors matching ``regex`` are accumulated over saved
-steps <= the evaluated step (axis 0 = images) until ``threshold_samples``
+steps <= the evaluated step that the trial holds (axis 0 = images) until ``threshold_samples``
 images were seen; from then on the rule fires when |mean| of any channel
 (axis ``channel``: 1 for NCHW, 3 for NHWC) over all seen images exceeds
 ``threshold_mean``. Per-step channel sums are memoised.

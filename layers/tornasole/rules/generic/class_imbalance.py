@@ -3,9 +3,11 @@
 Choices:
 
 * Labels and predictions are accumulated over every saved step <= the evaluated
-  step (only the past is looked at). The result depends only on the trial, not
-  on which steps this rule object saw before, so the serverless evaluator (a
-  fresh object per step) and ``invoke_rule`` agree; per-step counts are memoised.
+  step that the trial holds (only the past is looked at; ``history_steps()`` is
+  None: the serverless evaluator should load the whole history for it). The
+  result depends only on the trial, not on which steps this rule object saw
+  before, so the serverless evaluator (a fresh object per step) and
+  ``invoke_rule`` agree; per-step counts are memoised.
 * The first tensor matching ``labels_regex`` (and ``predictions_regex``) is used.
   With ``argmax=True`` predictions (and labels given as one-hot / probabilities,
   i.e. with more than one dimension) are reduced with argmax over the last axis.

@@ -7,14 +7,17 @@ Choices:
 * Mode: ``mode`` if given, else the first of EVAL, TRAIN, GLOBAL in which the
   loss was saved; only global steps of that mode are evaluated, and steps are
   that mode's steps.
-* "Evaluated every num_steps": the evaluation points are the first saved step,
-  then each first saved step at least ``num_steps`` after the previous point;
-  they follow from the trial alone, so any evaluator agrees on them.
+* "Evaluated every num_steps": a step is an evaluation point when it is the
+  first saved step of its bucket ``[k * num_steps, (k + 1) * num_steps)``. This
+  needs only the step and the previous saved step, so ``invoke_rule`` over a
+  whole run and the serverless evaluator (which loads a few earlier steps)
+  agree on the points.
 * At a point s the loss is compared with the loss at the newest saved step
   <= s - num_steps: it fires when it is not lower by at least ``diff_percent`` %
   (of the previous loss's magnitude). It also fires when the loss is more than
-  ``increase_threshold_percent`` % above the lowest loss of the earlier points
-  (a rebound, even when the previous point was already bad).
+  ``increase_threshold_percent`` % above the lowest loss of the earlier
+  evaluation points the trial holds (a rebound, even when the previous point
+  was already bad).
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ __all__ = ["LossNotDecreasing"]
 
 
 def evaluation_points(steps: list[int], num_steps: int) -> list[int]:
+    """Saved steps that are the first of their ``num_steps`` bucket."""
     points: list[int] = []
+    prev = None
     for s in steps:
-        if not points or s >= points[-1] + num_steps:
+        if prev is None or s // num_steps != prev // num_steps:
             points.append(s)
+        prev = s
     return points
 
 
@@ -58,6 +64,9 @@ class LossNotDecreasing(BuiltinRule):
             raise self.param_error("num_steps", f"value {self.num_steps} must be >= 1")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
+
+    def history_steps(self) -> int | None:
+        return self.num_steps + 1
 
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.use_losses_collection):

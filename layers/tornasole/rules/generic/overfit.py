@@ -49,6 +49,9 @@ class Overfit(BuiltinRule):
             return None
         return (val - train) / abs(train), val, train
 
+    def history_steps(self) -> int | None:
+        return 2 * self.patience + 2  # EVAL steps interleaved with TRAIN steps
+
     def invoke_at_step(self, step: int) -> bool:
         if step < self.start_step or self.base_trial.mode(step) != EVAL:
             return False

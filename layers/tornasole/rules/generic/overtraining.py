@@ -37,6 +37,9 @@ class Overtraining(BuiltinRule):
             if getattr(self, p) < 1:
                 raise self.param_error(p, f"value {getattr(self, p)} must be >= 1")
 
+    def history_steps(self) -> int | None:
+        return 2 * (max(self.patience_train, self.patience_validation) + 1)  # two modes interleaved
+
     def invoke_at_step(self, step: int) -> bool:
         mode = self.base_trial.mode(step)
         if mode not in (TRAIN, EVAL):

@@ -1,7 +1,9 @@
 """PoorWeightInitialization: signs of a bad initialisation in the first steps.
 
 Choices: only the first ``steps`` saved steps of the trial are judged (later
-steps return False). At such a step the rule fires when any of:
+steps return False), counted among the steps the trial holds: the serverless
+evaluator, which loads ``history_steps()`` (= ``steps``) earlier steps, agrees.
+At such a step the rule fires when any of:
 
 1. activation inputs (``activation_inputs_regex``) of at least two layers have
    variances whose max/min ratio exceeds ``threshold`` (layers on very
@@ -41,6 +43,9 @@ class PoorWeightInitialization(BuiltinRule):
         Param("steps", "int", "10", "number of first saved steps that are judged"),
     )
     COLLECTIONS = (("relu_input", {"include_regex": ".*relu_input", "save_interval": "500"}),)
+
+    def history_steps(self) -> int | None:
+        return self.steps
 
     def invoke_at_step(self, step: int) -> bool:
         all_steps = self.base_trial.steps()

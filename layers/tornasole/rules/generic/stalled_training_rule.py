@@ -108,6 +108,9 @@ class StalledTrainingRule(BuiltinRule):
                     continue
         return None
 
+    def history_steps(self) -> int | None:
+        return 1
+
     def invoke_at_step(self, step: int) -> bool:
         t = self.wall_time(step)
         if t is None:

@@ -40,6 +40,9 @@ class UnchangedTensor(BuiltinRule):
         if self.num_steps < 2:
             raise self.param_error("num_steps", f"value {self.num_steps} must be >= 2")
 
+    def history_steps(self) -> int | None:
+        return self.num_steps
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.selected(step):
             steps = self.base_trial.tensor(name).prev_steps(step, self.num_steps)

@@ -47,6 +47,9 @@ class WeightUpdateRatio(BuiltinRule):
         i = bisect.bisect_right(steps, limit)
         return steps[i - 1] if i else None
 
+    def history_steps(self) -> int | None:
+        return 1 if self.num_steps is None else self.num_steps
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.names_at(step, ["weights"]):
             prev = self._previous(self.base_trial.tensor(name).steps(), step)
