@@ -91,4 +91,4 @@ setup-ministack: $(MINISTACK_VENV)/.installed
 
 test-deploy: setup setup-ministack node-deps
 	$(MAKE) layer ARCH=x86_64
-	TORNASOLE_DEPLOY_TESTS=1 PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(BIN)/python -m pytest tests/deploy -q
+	TORNASOLE_DEPLOY_TESTS=1 PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(BIN)/python -m pytest tests/deploy -q -s

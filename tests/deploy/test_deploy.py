@@ -152,3 +152,27 @@ def test_a_training_run_is_evaluated_by_the_deployed_stack(deployed, aws) -> Non
     alerts = _drain(aws, alerts_url)
     assert any(f"training job {job}" in a and "IssuesFound" in a for a in alerts), alerts
     print(f"\nrun evaluated and published in {time.monotonic() - started:.1f}s")
+
+
+def test_the_scheduled_check_runs_in_the_deployed_function(deployed, aws) -> None:
+    # GIVEN the event the deployed schedule rule sends every few minutes
+    scheduled = _function_by_description(aws, "Schedule:")
+    rule = next(r for r in aws("events").list_rules()["Rules"] if r.get("ScheduleExpression"))
+    assert rule["ScheduleExpression"] == DEFAULT_SPEC.schedule_expression
+    event = {
+        "version": "0",
+        "id": "00000000-0000-0000-0000-000000000000",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "000000000000",
+        "time": "2026-11-22T00:00:00Z",
+        "region": "us-east-1",
+        "resources": [rule["Arn"]],
+        "detail": {},
+    }
+    # WHEN the deployed function is invoked with it THEN it completes and reports what it checked
+    resp = aws("lambda").invoke(FunctionName=scheduled["FunctionName"], Payload=json.dumps(event).encode())
+    payload = json.loads(resp["Payload"].read())
+    assert "FunctionError" not in resp, payload
+    assert payload["errors"] == [], payload
+    assert {"jobs", "stalled", "completed", "redriven"} <= set(payload)
