@@ -29,31 +29,16 @@ if TYPE_CHECKING:
 
 __all__ = ["ConfigError", "StackConfig", "RETENTION_DAYS"]
 
-# Values CloudWatch Logs accepts for a log group's retention (days).
-RETENTION_DAYS = (
-    1,
-    3,
-    5,
-    7,
-    14,
-    30,
-    60,
-    90,
-    120,
-    150,
-    180,
-    365,
-    400,
-    545,
-    731,
-    1096,
-    1827,
-    2192,
-    2557,
-    2922,
-    3288,
-    3653,
-)
+# Retention values CloudWatch Logs accepts (days), with the name of aws_logs.RetentionDays for each.
+# fmt: off
+RETENTION_DAYS = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS",
+    1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}
+# fmt: on
 ARCHITECTURES = ("x86_64", "arm64")
 REMOVAL_POLICIES = ("retain", "destroy")
 _EMAIL = re.compile(

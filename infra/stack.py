@@ -12,7 +12,7 @@ from constructs import Construct
 from tornasole import config as env_names
 from tornasole.stack_spec import DEFAULT_SPEC, STOP_SIGNAL_FILE, StackSpec
 
-from infra.config import StackConfig
+from infra.config import RETENTION_DAYS, StackConfig
 from infra.constructs.alerts import Alerts
 from infra.constructs.evaluator import Evaluator
 from infra.constructs.events import EventBus
@@ -132,13 +132,8 @@ class TornasoleStack(cdk.Stack):
             )
 
         self.config, self.rules_bucket = config, rules_bucket
-        self.storage, self.state, self.bus, self.evaluator, self.alerts = (
-            storage,
-            state,
-            bus,
-            evaluator,
-            alerts,
-        )
+        self.storage, self.state, self.bus = storage, state, bus
+        self.evaluator, self.alerts = evaluator, alerts
         self._outputs(config)
 
     def _outputs(self, config: StackConfig) -> None:
@@ -166,28 +161,4 @@ class TornasoleStack(cdk.Stack):
 
 
 def _retention(days: int) -> logs.RetentionDays:
-    by_days = {
-        1: "ONE_DAY",
-        3: "THREE_DAYS",
-        5: "FIVE_DAYS",
-        7: "ONE_WEEK",
-        14: "TWO_WEEKS",
-        30: "ONE_MONTH",
-        60: "TWO_MONTHS",
-        90: "THREE_MONTHS",
-        120: "FOUR_MONTHS",
-        150: "FIVE_MONTHS",
-        180: "SIX_MONTHS",
-        365: "ONE_YEAR",
-        400: "THIRTEEN_MONTHS",
-        545: "EIGHTEEN_MONTHS",
-        731: "TWO_YEARS",
-        1096: "THREE_YEARS",
-        1827: "FIVE_YEARS",
-        2192: "SIX_YEARS",
-        2557: "SEVEN_YEARS",
-        2922: "EIGHT_YEARS",
-        3288: "NINE_YEARS",
-        3653: "TEN_YEARS",
-    }
-    return logs.RetentionDays[by_days[days]]
+    return logs.RetentionDays[RETENTION_DAYS[days]]
