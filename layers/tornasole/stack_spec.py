@@ -167,9 +167,14 @@ class StackSpec:
             description="Schedule: stalled-training checks, completion, outbox re-drive",
         )
     )
-    # DynamoDB stream -> publish_events: batch settings.
+    # DynamoDB stream -> publish_events: batch settings. Report batch item failures (the handler returns
+    # ``batchItemFailures``) and filter the stream to outbox inserts (``stream_filter_pattern``).
     stream_batch_size: int = 100
     stream_retry_attempts: int = 10
+    stream_report_batch_item_failures: bool = True
+    stream_filter_pattern: str = (
+        '{"eventName": ["INSERT"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "OUTBOX#"}]}}}}'
+    )
     # Env var names (tornasole.config) each function receives, mapped to what they hold.
     env_table: str = config.STATE_TABLE
     env_bus: str = config.EVENT_BUS

@@ -28,6 +28,7 @@ __all__ = [
     "ObjectResult",
     "job_arn",
     "rule_job_arn",
+    "rule_source_problem",
 ]
 
 
@@ -141,6 +142,20 @@ class RuleConfig:
         d["actions"] = tuple(Action(**a) for a in d.get("actions", ()))
         d["other_trials"] = tuple(d.get("other_trials", ()))
         return cls(**d)
+
+
+def rule_source_problem(rule: RuleConfig, allowed_prefixes: tuple[str, ...] | None) -> str | None:
+    """Why a custom rule's source may not be loaded (not s3://, outside the allowed prefixes), or None."""
+    uri = rule.source_s3_uri
+    if not uri:
+        return None
+    if not uri.startswith("s3://"):
+        return f"{rule.name}: custom rule source {uri!r} is not an s3:// URI"
+    if allowed_prefixes is not None and not any(uri.startswith(p) for p in allowed_prefixes):
+        return (
+            f"{rule.name}: custom rule source {uri} is outside the allowed prefixes {list(allowed_prefixes)}"
+        )
+    return None
 
 
 @dataclass(frozen=True)

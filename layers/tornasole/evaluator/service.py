@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator import decisions
 from tornasole.evaluator.events import OutboxPublisher
-from tornasole.evaluator.models import EVALUATING, TERMINAL_JOB, JobState, ObjectResult, StepOutcome
+from tornasole.evaluator.models import (
+    EVALUATING,
+    TERMINAL_JOB,
+    JobState,
+    ObjectResult,
+    StepOutcome,
+    rule_source_problem,
+)
 from tornasole.evaluator.runner import StepFiles, StepRunner, reads_earlier_steps
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepRecord, StepStore
@@ -204,7 +211,11 @@ class Evaluator:
             and r.config.active_at(step)
             and r.config.rule_to_invoke != decisions.STALLED_RULE
         ]
-        outcomes: list[StepOutcome] = []
+        # a custom rule whose source is outside the allowed prefixes is never loaded (also checked here, not
+        # only at registration: a job registered through the API must not bypass it)
+        refused = {c.name: rule_source_problem(c, self.allowed_rule_prefixes) for c in configs}
+        outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
+        configs = [c for c in configs if not refused[c.name]]
         if configs:
             depth = self.runner.history_steps if any(map(reads_earlier_steps, configs)) else 0
             history = [
@@ -213,7 +224,7 @@ class Evaluator:
                 if len(p.workers) >= num_workers
             ]
             files = StepFiles(step, tuple(sorted(rec.workers)), tuple(history))
-            outcomes = self.runner.run(state.name, state.trial_path, files, configs)
+            outcomes += self.runner.run(state.name, state.trial_path, files, configs)
         now = self.now_ms()
         for o in outcomes:
             extras = decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else []

@@ -19,12 +19,11 @@ so registration can record it as that rule's ``Error`` without failing the job.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tornasole.evaluator.models import Action, RuleConfig
+from tornasole.evaluator.models import Action, RuleConfig, rule_source_problem
 from tornasole.exceptions import ConfigurationError
 
 __all__ = [
@@ -150,16 +149,7 @@ def normalise_rules(rules: Any) -> tuple[RuleConfig, ...]:
 def validate_rule(rule: RuleConfig, allowed_prefixes: tuple[str, ...] | None = None) -> str | None:
     """Why this rule cannot run (becomes its ``Error`` StatusDetails), or None when it can."""
     if rule.source_s3_uri:
-        if not rule.source_s3_uri.startswith("s3://"):
-            return f"{rule.name}: custom rule source {rule.source_s3_uri!r} is not an s3:// URI"
-        if allowed_prefixes is not None and not any(
-            rule.source_s3_uri.startswith(p) for p in allowed_prefixes
-        ):
-            return (
-                f"{rule.name}: custom rule source {rule.source_s3_uri} is outside the allowed prefixes "
-                f"{list(allowed_prefixes)}"
-            )
-        return None
+        return rule_source_problem(rule, allowed_prefixes)
     try:
         from tornasole.rules.registry import get_rule
 
@@ -171,7 +161,3 @@ def validate_rule(rule: RuleConfig, allowed_prefixes: tuple[str, ...] | None = N
     except (ValueError, KeyError) as exc:
         return f"{rule.name}: {exc}"
     return None
-
-
-def dumps(rules: tuple[RuleConfig, ...]) -> str:
-    return json.dumps([r.to_sagemaker() for r in rules])

@@ -191,8 +191,10 @@ def test_custom_rule_files_on_s3_run_in_the_evaluator(stack: Stack) -> None:
                 rule_parameters={"threshold": "0.5"},
             ),
             Rule.custom("Broken", source=f"s3://{BUCKET}/rules/broken.py", rule_to_invoke="Broken"),
+            Rule.custom("Elsewhere", source="s3://someone-else/rule.py", rule_to_invoke="LossAbove"),
         ],
     )
+    assert rule_job_summary("my-job")[2]["RuleEvaluationStatus"] == "InProgress"  # the API did not restrict
     stack.write_collections()
     stack.write_step(0, loss=0.1)
     stack.write_step(5, loss=0.9)
@@ -203,6 +205,9 @@ def test_custom_rule_files_on_s3_run_in_the_evaluator(stack: Stack) -> None:
     assert "step 5" in by_name["LossAbove"]["StatusDetails"]
     assert by_name["Broken"]["RuleEvaluationStatus"] == "Error"
     assert "syntax error" in by_name["Broken"]["StatusDetails"]
+    # the evaluator (TORNASOLE_TRIAL_BUCKET set) never loads a source outside its allowed prefixes
+    assert by_name["Elsewhere"]["RuleEvaluationStatus"] == "Error"
+    assert "outside the allowed prefixes ['s3://tornasole-trials/']" in by_name["Elsewhere"]["StatusDetails"]
 
 
 def test_rule_configs_builders_and_job_listing(stack: Stack) -> None:

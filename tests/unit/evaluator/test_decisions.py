@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from tornasole.evaluator import decisions
 from tornasole.evaluator.details import MAX_STATUS_DETAILS, describe, issue_detail, step_files
@@ -161,6 +162,8 @@ def test_stack_spec_names_agree_with_the_format() -> None:
     )
     assert DEFAULT_SPEC.notifications.suffixes == (".json", paths.END_MARKER)
     assert DEFAULT_SPEC.table.stream_view_type == "NEW_IMAGE"
+    stream_filter = json.loads(DEFAULT_SPEC.stream_filter_pattern)
+    assert stream_filter["dynamodb"]["Keys"][DEFAULT_SPEC.table.sort_key] == {"S": [{"prefix": "OUTBOX#"}]}
     assert [f.asset_dir for f in DEFAULT_SPEC.functions] == [
         "functions/on_object_created",
         "functions/publish_events",
