@@ -19,11 +19,11 @@ __all__ = ["main", "build_parser"]
 # Sub-command modules; each defines add_parser(subparsers).
 _COMMANDS = (
     "tornasole.cli.local_cmd",
-    # "tornasole.cli.jobs_cmd",
+    "tornasole.cli.jobs_cmd",
     "tornasole.cli.rules_cmd",
     "tornasole.cli.trial_cmd",
     "tornasole.cli.plot_cmd",
-    # "tornasole.cli.demo_cmd",
+    "tornasole.cli.demo_cmd",
 )
 
 

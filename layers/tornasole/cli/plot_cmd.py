@@ -9,6 +9,7 @@ so a person sees at a glance where the run went wrong.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -63,6 +64,17 @@ def series(trial: Any, name: str, reduction: str = "mean", abs_: bool = False, m
     return xs, ys
 
 
+def _scale(ax: Any, ys: list[float], log_y: bool) -> None:
+    """Log scale when asked or when the values span more than four decades (a diverging run)."""
+    nonzero = [abs(y) for y in ys if y != 0]
+    if not nonzero or not (log_y or max(nonzero) / min(nonzero) > 1e4):
+        return
+    if all(y > 0 for y in ys):
+        ax.set_yscale("log")
+    else:
+        ax.set_yscale("symlog", linthresh=min(nonzero))
+
+
 def plot_trial(
     trial: Any,
     names: Iterable[str],
@@ -88,13 +100,25 @@ def plot_trial(
     fig, axes = plt.subplots(len(data), 1, figsize=(10, 2.6 * len(data) + 0.8), sharex=True, squeeze=False)
     colors = ["red", "darkorange", "purple", "brown", "magenta"]
     for ax, (name, xs, ys) in zip(axes[:, 0], data):
-        ax.plot(xs, ys, marker=".", label=name)
+        finite = [(x, y) for x, y in zip(xs, ys) if math.isfinite(y)]
+        bad = [x for x, y in zip(xs, ys) if not math.isfinite(y)]
+        if finite:
+            ax.plot(*zip(*finite), marker=".", label=name)
+        if bad:  # NaN / Inf cannot be drawn as values: mark them along the top edge
+            ax.scatter(
+                bad,
+                [0.95] * len(bad),
+                marker="x",
+                color="red",
+                transform=ax.get_xaxis_transform(),
+                label=f"{name}: NaN/Inf",
+                zorder=3,
+            )
         for i, (rule, steps) in enumerate(sorted((fired or {}).items())):
             for j, step in enumerate(sorted(steps)):
                 label = f"{rule} fired" if j == 0 else None
                 ax.axvline(step, color=colors[i % len(colors)], alpha=0.4, linestyle="--", label=label)
-        if log_y:
-            ax.set_yscale("symlog")
+        _scale(ax, [y for _, y in finite], log_y)
         ax.set_ylabel(f"value or {'|x| ' if abs_ else ''}{reduction}", fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", loc="best")
@@ -122,7 +146,7 @@ def _plot(args: argparse.Namespace) -> int:
         trial.tensor(name)  # fails with TensorUnavailable naming it
     fired = None
     if args.job:
-        from tornasole.cli.jobs_cmd import fired_steps  # noqa: F401 (module arrives with the jobs commands)
+        from tornasole.cli.jobs_cmd import fired_steps
 
         fired = fired_steps(args.job)
     mode = ModeKeys[args.mode] if args.mode else None

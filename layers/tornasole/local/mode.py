@@ -77,6 +77,7 @@ class LocalMode:
         from moto.server import ThreadedMotoServer
 
         s = self.settings
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
         self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()

@@ -1,0 +1,136 @@
+"""``tornasole demo``: local mode in-process, two jobs, two real trainings, the verdicts and a plot.
+
+Nothing runs outside this process and nothing reaches the network: the moto
+server listens on 127.0.0.1, the hook writes to its S3, the dispatcher hands
+each step to the same handlers Lambda runs, and the events the evaluator
+puts on the bus arrive through an SQS target, where they are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornasole.demo.training import TrainingSettings, train
+
+__all__ = ["DEFAULT_RULES", "DemoResult", "run_demo"]
+
+# The default rule set of the demo: what a user would register for a first PyTorch job.
+DEFAULT_RULES = ("VanishingGradient", "ExplodingTensor", "LossNotDecreasing", "DeadRelu")
+JOBS = {"tornasole-demo-healthy": False, "tornasole-demo-broken": True}
+
+
+@dataclass
+class DemoResult:
+    statuses: dict[str, dict[str, str]] = field(default_factory=dict)  # job -> rule -> status
+    job_statuses: dict[str, str] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    plot: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        healthy = self.statuses.get("tornasole-demo-healthy", {})
+        broken = self.statuses.get("tornasole-demo-broken", {})
+        return (
+            bool(healthy)
+            and all(s == "NoIssuesFound" for s in healthy.values())
+            and broken.get("ExplodingTensor") == "IssuesFound"
+            and all(s in ("Completed",) for s in self.job_statuses.values())
+        )
+
+
+def _print_status(name: str) -> tuple[str, dict[str, str]]:
+    from tornasole.cli.jobs_cmd import _print_status as print_status
+    from tornasole.jobs import TornasoleJobs
+
+    jobs = TornasoleJobs()
+    status = print_status(jobs, name)
+    return status, {
+        s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in jobs.rule_job_summary(name)
+    }
+
+
+def run_demo(
+    output_dir: str = "demo-output",
+    settings: TrainingSettings | None = None,
+    out: Callable[[str], None] = print,
+    timeout: float = 100.0,
+) -> DemoResult:
+    """Run the whole demo; returns the statuses, the events seen and the plot's path."""
+    from tornasole.cli.jobs_cmd import fired_steps
+    from tornasole.cli.local_cmd import format_event
+    from tornasole.cli.plot_cmd import plot_trial
+    from tornasole.jobs import register_job
+    from tornasole.local import LocalMode, LocalSettings
+    from tornasole.trials import create_trial
+
+    settings = settings or TrainingSettings()
+    started = time.monotonic()
+    result = DemoResult()
+    os.makedirs(output_dir, exist_ok=True)
+    with LocalMode(LocalSettings(port=0, schedule_seconds=10)) as local:
+        assert local.dispatcher is not None
+        out(f"local mode up at {local.endpoint} (moto; nothing leaves this machine)")
+
+        def on_event(event: dict[str, Any]) -> None:
+            result.events.append(event)
+            out("  event  " + format_event(event))
+
+        local.dispatcher.event_subscribers.append(on_event)
+        for job in JOBS:
+            rules = [
+                {"RuleConfigurationName": r, "RuleParameters": {"rule_to_invoke": r}} for r in DEFAULT_RULES
+            ]
+            register_job(job, f"{local.trial_root}{job}", rules)
+            out(f"registered {job} with rules {', '.join(DEFAULT_RULES)}")
+        for job, broken in JOBS.items():
+            lr = settings.broken_lr if broken else settings.healthy_lr
+            out(f"\ntraining {job}: {settings.steps} steps, lr={lr} ({'far too high' if broken else 'sane'})")
+            losses = train(f"{local.trial_root}{job}", broken=broken, settings=settings)
+            out(f"  loss: first {losses[0]:.3f}, last {losses[-1]:.3f}")
+        out("\nwaiting for the evaluator to finish every step ...")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            local.drain(timeout=5)
+            from tornasole.jobs import describe
+
+            if all(describe(j)["TrainingJobStatus"] != "InProgress" for j in JOBS):
+                break
+            local.dispatcher.run_scheduled_check()
+        local.drain(timeout=10)  # the last events still travel bus -> SQS target
+        out("")
+        for job in JOBS:
+            result.job_statuses[job], result.statuses[job] = _print_status(job)
+            out("")
+        broken_job = next(j for j, b in JOBS.items() if b)
+        trial = create_trial(f"{local.trial_root}{broken_job}")
+        names = [
+            *trial.tensor_names(collection="losses"),
+            *sorted(trial.tensor_names(regex=r"^gradient/.*weight")),
+        ]
+        result.plot = os.path.join(output_dir, "broken_run.png")
+        plot_trial(
+            trial,
+            names,
+            result.plot,
+            abs_=True,
+            fired=fired_steps(broken_job),
+            title=f"{broken_job}: where rules fired",
+        )
+        if local.dispatcher.errors:
+            out("dispatcher errors: " + "; ".join(local.dispatcher.errors))
+    kinds: dict[str, int] = {}
+    for e in result.events:
+        kinds[e.get("detail-type", "?")] = kinds.get(e.get("detail-type", "?"), 0) + 1
+    out(
+        f"{len(result.events)} events went to the local EventBridge bus 'tornasole' and reached its "
+        "SQS target (tornasole-local-events): " + ", ".join(f"{n} x {k}" for k, n in sorted(kinds.items()))
+    )
+    out(f"plot of the broken run with the firing steps marked: {result.plot}")
+    result.seconds = time.monotonic() - started
+    out(f"demo {'passed' if result.ok else 'FAILED'} in {result.seconds:.0f} s")
+    return result
