@@ -236,3 +236,28 @@ def test_raise_on_stop_ends_the_training_loop_cleanly(tmp_path: Path):
     assert steps_run == 2
     assert (tmp_path / "training_job_end.ts").exists()
     assert create_trial(str(tmp_path)).steps() == [0, 1]
+
+
+def test_capture_is_a_snapshot_and_reductions_follow_torch_semantics():
+    from tornasole.pytorch.capture import TorchCapture
+
+    tc = TorchCapture()
+    t = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    snap = tc.capture(t)
+    t.mul_(10)  # an in-place update after saving (optimizer.step, p.grad /= n) must not leak in
+    std = tc.reduce(t / 10, "std", False)
+    bf = tc.capture(torch.tensor([1.5, -2.25], dtype=torch.bfloat16))
+    records = tc.materializer()(
+        [("t", "a", snap, 0.0), ("t", "s", std, 0.0), ("t", "b", bf, 0.0), ("s", "a", (4,))]
+    )
+    np.testing.assert_array_equal(records[0][2], [1.0, 2.0, 3.0, 6.0])
+    assert records[1][2].shape == ()
+    assert float(records[1][2]) == pytest.approx(
+        np.std([1.0, 2.0, 3.0, 6.0], ddof=1)
+    )  # unbiased, as smdebug's hook
+    assert records[2][2].dtype == np.float32
+    np.testing.assert_array_equal(records[2][2], [1.5, -2.25])
+    assert records[3] == ("s", "a", (4,))
+    half = tc.materializer()([("t", "h", tc.reduce(torch.ones(3, dtype=torch.float16), "l1", True), 0.0)])
+    assert half[0][2].dtype == np.float16
+    assert float(half[0][2]) == 3.0
