@@ -34,6 +34,8 @@ __all__ = [
     "STOP_SIGNAL_FILE",
     "END_MARKER_FILE",
     "EVENT_ID_FIELD",
+    "ENV_TRIAL_PREFIX",
+    "ENV_CUSTOM_RULES_PREFIX",
     "ALERT_ATTR_ACTION",
     "ALERT_ATTR_ENDPOINT",
     "ALERT_ATTR_JOB",
@@ -52,6 +54,12 @@ DETAIL_TYPE_JOB_STATE_CHANGE = "SageMaker Training Job State Change"
 DETAIL_TYPE_RULE_ISSUE_FOUND = "Tornasole Rule Issue Found"
 # Field of every event's detail holding the deterministic id a consumer dedupes on.
 EVENT_ID_FIELD = "TornasoleEventId"
+
+# --- extra handler settings (names shared with infra/stack.py) ---
+# Key prefix of trials inside the trial bucket; keys outside it are not ours and are ignored.
+ENV_TRIAL_PREFIX = "TORNASOLE_TRIAL_PREFIX"
+# s3:// prefix custom rule files may be loaded from (besides the trial prefix itself).
+ENV_CUSTOM_RULES_PREFIX = "TORNASOLE_CUSTOM_RULES_PREFIX"
 
 # --- SNS message attributes (subscription filter policies match on these) ---
 ALERT_ATTR_ACTION = "tornasole_action"  # "email" | "sms"

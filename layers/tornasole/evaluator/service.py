@@ -80,6 +80,7 @@ class Evaluator:
         runner: StepRunner | None = None,
         clock: Callable[[], float] = time.time,
         allowed_rule_prefixes: tuple[str, ...] | None = None,
+        trial_prefix: str = "",
     ) -> None:
         self.table = table
         self.steps = StepStore(table)
@@ -88,12 +89,17 @@ class Evaluator:
         self.runner = runner or StepRunner()
         self.clock = clock
         self.allowed_rule_prefixes = allowed_rule_prefixes
+        self.trial_prefix = trial_prefix
 
     @classmethod
     def from_env(cls, env: HandlerEnv) -> Evaluator:
         table = StateTable(env.state_table)
-        prefixes = (f"s3://{env.trial_bucket}/",) if env.trial_bucket else None
-        return cls(table, OutboxPublisher.from_env(env), allowed_rule_prefixes=prefixes)
+        return cls(
+            table,
+            OutboxPublisher.from_env(env),
+            allowed_rule_prefixes=env.allowed_rule_prefixes,
+            trial_prefix=env.trial_prefix,
+        )
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -101,6 +107,13 @@ class Evaluator:
     # -- dispatch ---------------------------------------------------------------------------
     def handle_object_created(self, bucket: str, key: str) -> ObjectResult:
         name = key.rsplit("/", 1)[-1]
+        if not key.startswith(self.trial_prefix):
+            log.info(
+                "ignoring object outside the trial prefix", extra={"key": key, "prefix": self.trial_prefix}
+            )
+            return ObjectResult(
+                key, "ignored", "ignored", reason=f"outside the trial prefix {self.trial_prefix!r}"
+            )
         if name == JOB_CONFIG_FILE:
             return self.register_from_file(trial_path_of(bucket, key, 1), key)
         if name == END_MARKER_FILE:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tornasole import config
 from tornasole.exceptions import ConfigurationError
-from tornasole.stack_spec import DEFAULT_SPEC
+from tornasole.stack_spec import DEFAULT_SPEC, ENV_CUSTOM_RULES_PREFIX, ENV_TRIAL_PREFIX
 
 __all__ = ["HandlerEnv"]
 
@@ -34,6 +34,16 @@ class HandlerEnv:
     event_source: str = DEFAULT_SPEC.bus.source
     alert_topic_arn: str | None = None
     trial_bucket: str | None = None
+    trial_prefix: str = ""
+    custom_rules_prefix: str | None = None
+
+    @property
+    def allowed_rule_prefixes(self) -> tuple[str, ...] | None:
+        """Where custom rule files may come from: the custom-rules prefix and the trials (None: anywhere)."""
+        prefixes = [self.custom_rules_prefix] if self.custom_rules_prefix else []
+        if self.trial_bucket:
+            prefixes.append(f"s3://{self.trial_bucket}/{self.trial_prefix}")
+        return tuple(prefixes) or None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> HandlerEnv:
@@ -51,4 +61,6 @@ class HandlerEnv:
             event_source=env.get(config.EVENT_SOURCE, "").strip() or DEFAULT_SPEC.bus.source,
             alert_topic_arn=env.get(config.ALERT_TOPIC_ARN, "").strip() or None,
             trial_bucket=env.get(config.TRIAL_BUCKET, "").strip() or None,
+            trial_prefix=env.get(ENV_TRIAL_PREFIX, "").strip(),
+            custom_rules_prefix=env.get(ENV_CUSTOM_RULES_PREFIX, "").strip() or None,
         )

@@ -122,3 +122,21 @@ def test_handlers_name_the_missing_setting(stack: Stack, monkeypatch: pytest.Mon
     monkeypatch.delenv("TORNASOLE_EVENT_BUS")
     with pytest.raises(ConfigurationError, match="TORNASOLE_EVENT_BUS is not set"):
         HandlerEnv.from_environ()
+
+
+def test_keys_outside_the_trial_prefix_are_ignored(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORNASOLE_TRIAL_PREFIX", "jobs/")
+    monkeypatch.setenv("TORNASOLE_CUSTOM_RULES_PREFIX", "s3://rules-bucket/custom-rules/")
+    module = load_handler("on_object_created")
+    result = module.handler(
+        s3_event(BUCKET, "elsewhere/index/000000000/000000000010_worker_0.json"), stack.context
+    )
+    assert result["results"][0]["reason"] == "outside the trial prefix 'jobs/'"
+    assert module.evaluator().allowed_rule_prefixes == (
+        "s3://rules-bucket/custom-rules/",
+        f"s3://{BUCKET}/jobs/",
+    )
+    inside = module.handler(
+        s3_event(BUCKET, "jobs/my-job/index/000000000/000000000010_worker_0.json"), stack.context
+    )
+    assert inside["results"][0]["action"] == "orphan"
