@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"# smdebug {check_smdebug_venv()} vs tornasole, python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} cpus",
+        f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     t0 = time.perf_counter()
