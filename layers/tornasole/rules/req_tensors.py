@@ -47,12 +47,15 @@ class RequiredTensorsForTrial:
         self.prefetched: set[tuple[str, int]] = set()  # pairs a look-ahead already asked the trial for
 
     def _add_steps(self, name: str, steps: list[int]) -> None:
-        self._tensor_steps.setdefault(name, []).extend(int(s) for s in steps)
-        if name not in self._tensors:
-            t = self._known.get(name)
-            if t is None:
-                t = self._known[name] = self.trial.tensor(name)
-            self._tensors[name] = t
+        have = self._tensor_steps.get(name)
+        if have is not None:
+            have.extend(steps)
+            return
+        self._tensor_steps[name] = list(steps)
+        t = self._known.get(name)
+        if t is None:
+            t = self._known[name] = self.trial.tensor(name)
+        self._tensors[name] = t
 
     def add(self, name: str, steps: list[int], should_match_regex: bool = False) -> None:
         if should_match_regex:
@@ -136,9 +139,8 @@ class RequiredTensors:
 
     def __init__(self, base_trial: Any, other_trials: list | None = None) -> None:
         self.base_trial = base_trial
-        self._per_trial: dict[int, RequiredTensorsForTrial] = {
-            id(base_trial): RequiredTensorsForTrial(base_trial)
-        }
+        self._base = RequiredTensorsForTrial(base_trial)
+        self._per_trial: dict[int, RequiredTensorsForTrial] = {id(base_trial): self._base}
         for t in other_trials or ():
             self._per_trial.setdefault(id(t), RequiredTensorsForTrial(t))
 
@@ -157,7 +159,8 @@ class RequiredTensors:
 
         Raises :class:`~tornasole.exceptions.TensorUnavailable` if the trial has no such tensor.
         """
-        self._for(trial).add(name, list(steps), should_match_regex=should_match_regex)
+        rt = self._base if trial is None else self._for(trial)
+        rt.add(name, steps, should_match_regex=should_match_regex)
 
     def get_tensor_steps(self, name: str, trial: Any = None) -> list[int]:
         """The steps required for ``name``."""

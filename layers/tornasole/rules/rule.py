@@ -97,6 +97,7 @@ class Rule(ABC):
             "Datapoints": 0,
             "RuleParameters": "",
         }
+        #: Outcome of the last :meth:`evaluate`, or of the last :meth:`invoke` that fired.
         self.last_outcome: RuleOutcome | None = None
         self._messages: list[str] = []
         self._values: dict[str, Any] = {}
@@ -249,10 +250,11 @@ class Rule(ABC):
 
     def _invoke(self, step: int, available: bool) -> None:
         """``invoke``; ``available=True`` when the caller knows the step is complete (no wait)."""
-        fired = self._run(step, available)
+        if not self._run(step, available):
+            self.last_outcome = None  # built only when needed: invoke_rule reads it for fired steps
+            return
         mode, mode_step = self._where(step)
         self.last_outcome = RuleOutcome.build(
-            self.rule_name, step, fired, mode, mode_step, self._messages, self._values, actions=self.actions
+            self.rule_name, step, True, mode, mode_step, self._messages, self._values, actions=self.actions
         )
-        if fired:
-            raise RuleEvaluationConditionMet(self.rule_name, step)
+        raise RuleEvaluationConditionMet(self.rule_name, step)
