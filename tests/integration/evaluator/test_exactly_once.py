@@ -42,6 +42,10 @@ def later_evaluator(seconds: float) -> Evaluator:
     )
 
 
+VG_STRICT = {
+    "RuleConfigurationName": "Strict",
+    "RuleParameters": {"rule_to_invoke": "VanishingGradient", "threshold": "1e-30"},
+}
 EXPECTED = {
     "my-job:1:job:InProgress",
     "my-job:1:issue/VanishingGradient/5",
@@ -158,3 +162,45 @@ def test_failed_entry_count_is_a_failure(stack: Stack) -> None:
     assert len(rejecting.unpublished()) == 1
     assert OutboxPublisher.from_env(env).publish(item) is True
     assert event_ids(stack.events()) == ["my-job:1:job:InProgress"]
+
+
+class InjectedCrash(Exception):
+    """The Lambda dies in the middle of a step (raised from a botocore hook, before the request is sent)."""
+
+
+def test_crash_in_the_middle_of_a_step_then_retry_converges(stack: Stack) -> None:
+    TornasoleJobs().register_job("my-job", TRIAL, [VG, VG_STRICT])
+    stack.write_collections()
+    stack.write_step(5, grad=1e-6)
+    collections, step5 = stack.notifications()
+    stack.deliver(collections)
+    # GIVEN the invocation dies after the first rule's evaluation record, before any transition
+    seen: list[str] = []
+
+    def crash_on_second_transaction(**_: object) -> None:
+        seen.append("tx")
+        if len(seen) == 2:
+            raise InjectedCrash("Lambda timed out")
+
+    ddb = client("dynamodb")
+    ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", crash_on_second_transaction)
+    with pytest.raises(InjectedCrash):
+        stack.deliver(step5)
+    ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems", crash_on_second_transaction)
+    assert [s["RuleEvaluationStatus"] for s in TornasoleJobs().rule_job_summary("my-job")] == [
+        "InProgress",
+        "InProgress",
+    ]
+    # WHEN Lambda retries the same event
+    assert stack.deliver(step5)["results"][0]["action"] == "evaluated"
+    # THEN the state and the events are as if it had run once
+    stack.pump_stream()
+    assert sorted(event_ids(stack.events())) == sorted(
+        [
+            "my-job:1:job:InProgress",
+            "my-job:1:issue/VanishingGradient/5",
+            "my-job:1:rule/VanishingGradient:IssuesFound",
+        ]
+    )
+    assert [r["step"] for r in TornasoleJobs().rule_evaluations("my-job", "VanishingGradient")] == [5]
+    assert StateTable().query("PENDING", "", index=True) == []
