@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tornasole.rules.actions import Action, parse_actions
 from tornasole.rules.invoker import InvokeSummary, RuleInvocationError, invoke_rule
+from tornasole.rules.loader import create_custom_rule, load_rule_class
 from tornasole.rules.params import Param, parse_params
 from tornasole.rules.registry import create_rule, get_rule, rule_names
 from tornasole.rules.report import RuleOutcome
@@ -26,9 +27,11 @@ __all__ = [
     "Rule",
     "RuleInvocationError",
     "RuleOutcome",
+    "create_custom_rule",
     "create_rule",
     "get_rule",
     "invoke_rule",
+    "load_rule_class",
     "parse_actions",
     "parse_params",
     "rule_names",
