@@ -39,8 +39,16 @@ __all__ = ["main", "invoke_rule", "parse_args", "summary_line"]
 EXIT_OK, EXIT_ISSUES, EXIT_ERROR = 0, 1, 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one ``ERROR ...`` line (the CLI's contract), exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"ERROR {message} (see --help)", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="python -m tornasole.rules.rule_invoker",
         description="Run a built-in or custom rule over a trial; unknown --options are rule parameters.",
     )

@@ -131,3 +131,9 @@ def test_runs_as_a_module(trial_dir):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("ERROR RuleParameterError: AllZero: parameter 'collection_names'")
+
+
+def test_missing_required_option_is_one_error_line(capsys):
+    assert main(["--rule-name", "VanishingGradient"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "ERROR the following arguments are required: --trial-dir (see --help)"
