@@ -136,4 +136,4 @@ def test_runs_as_a_module(trial_dir):
 def test_missing_required_option_is_one_error_line(capsys):
     assert main(["--rule-name", "VanishingGradient"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "ERROR the following arguments are required: --trial-dir (see --help)"
+    assert err == "ERROR the following arguments are required: --trial-dir/--trial_dir (see --help)"
