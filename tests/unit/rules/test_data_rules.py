@@ -92,3 +92,9 @@ def test_nlp_sequence_ratio_lists_must_match(trial_factory):
     assert invoke_rule(rule).first_step == 0
     with pytest.raises(RuleParameterError, match="token_thresholds_percent"):
         NLPSequenceRatio(trial, token_values="0,1,2", token_thresholds_percent="1,2")
+
+
+def test_nlp_sequence_ratio_quiet_on_short_padding(trial_factory):
+    seqs = np.array([[5, 6, 7, 0], [3, 4, 8, 9]])  # 12.5% padding
+    trial = trial_factory({s: {"embedding0_input_0": seqs} for s in range(2)})
+    assert invoke_rule(NLPSequenceRatio(trial)).fired == []
