@@ -202,6 +202,7 @@ def read_inputs(path: str, expected: dict[str, Any]) -> dict[str, Any]:
         "workers": list(expected["workers"]),
         "reductions": reduction_requests(expected),
         "shapes": shapes,
+        "reduction_values": sorted({(n, st, w) for (n, st, w, _r, _a) in expected["reductions"]}),
         "probe_steps": {
             "GLOBAL": [0, 8, 500, 1001, 2001, 2002, 10**6],
             "TRAIN": [0, 4, 5, 100],

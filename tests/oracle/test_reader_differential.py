@@ -51,6 +51,7 @@ def _fixture_inputs(root: Path) -> tuple[dict[str, Any], set[tuple[str, int, str
     reductions: list[list[Any]] = []
     shapes: list[list[Any]] = []
     both: set[tuple[str, int, str]] = set()
+    saved: set[tuple[str, int, str]] = set()
     workers: set[str] = set()
     for f in sorted((root / "index").rglob("*.json")):
         step_s, worker = f.stem.split("_", 1)
@@ -67,6 +68,7 @@ def _fixture_inputs(root: Path) -> tuple[dict[str, Any], set[tuple[str, int, str
             else:
                 tensor, red, ab = parsed
                 reductions.append([tensor, step, worker, red, ab])
+                saved.add((tensor, step, worker))
         for e in idx["shape_payload"]:
             shapes.append([e["tensorname"], step, worker])
             if e["tensorname"] in names:
@@ -81,6 +83,7 @@ def _fixture_inputs(root: Path) -> tuple[dict[str, Any], set[tuple[str, int, str
         "workers": sorted(workers),
         "reductions": uniq,
         "shapes": shapes,
+        "reduction_values": sorted({(r[0], r[1], r[2]) for r in uniq if (r[0], r[1], r[2]) in saved}),
         "probe_steps": probes,
     }
     return inputs, both

@@ -10,6 +10,7 @@ instead of raised, so one disagreement never hides the others.
 Inputs (a JSON dict): ``path``; ``workers`` (used for per-mode reads);
 ``reductions``: ``[[tensor, step, worker, reduction, abs], ...]`` to request with
 ``reduction_value``; ``shapes``: ``[[tensor, step, worker], ...]`` to request with ``shape``; optional
+``reduction_values``: ``[[tensor, step, worker], ...]`` for ``reduction_values`` (all saved ones);
 ``probe_steps``: ``{mode name: [step, ...]}`` for ``has_passed_step`` and what ``value``
 of the first tensor raises there (saved, skipped and future steps).
 Result: a JSON-able dict plus arrays keyed ``value|name|step|worker``,
@@ -73,6 +74,13 @@ for name, s, w, red, ab in INPUT["reductions"]:
         save_array(f"red|{name}|{s}|{w}|{red}|{ab}", v)
     else:
         out["errors"][f"red|{name}|{s}|{w}|{red}|{ab}"] = v
+for name, s, w in INPUT.get("reduction_values", []):
+    ok, v = attempt(lambda: t.tensor(name).reduction_values(s, worker=w))
+    if ok:
+        for (red, ab), arr in v.items():
+            save_array(f"redvals|{name}|{s}|{w}|{red}|{ab}", arr)
+    else:
+        out["errors"][f"redvals|{name}|{s}|{w}"] = v
 for name, s, w in INPUT["shapes"]:
     ok, v = attempt(lambda: [int(d) for d in t.tensor(name).shape(s, worker=w)])
     out["shapes" if ok else "errors"][f"shape|{name}|{s}|{w}"] = v
