@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +104,9 @@ class LocalMode:
         if self.dispatcher is not None:
             self.dispatcher.stop()
         if self._server is not None:
+            # moto's backends are process-wide: forget this session's resources so a later
+            # local mode in the same process (tests, notebooks) starts as empty as a new one.
+            urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
             self._server.stop()
             self._server = None
         for k, v in self._saved_env.items():
