@@ -50,14 +50,20 @@ class RetryingStorage:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.retries = 0  # total retried attempts, for tests and the close summary
+        self.degraded = False
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        for attempt in range(1, self.attempts + 1):
+        # After a write has failed every attempt, later writes get one attempt each until one
+        # succeeds again: a store that is down must not stall training through back-pressure.
+        attempts = 1 if self.degraded else self.attempts
+        for attempt in range(1, attempts + 1):
             try:
                 self.inner.write_atomic(path, data)
+                self.degraded = False
                 return
             except Exception as exc:  # noqa: BLE001 - any backend error is retried, then re-raised
-                if attempt == self.attempts:
+                if attempt == attempts:
+                    self.degraded = True
                     raise
                 self.retries += 1
                 delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))

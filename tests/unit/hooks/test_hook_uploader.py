@@ -54,6 +54,23 @@ def test_retrying_storage_backs_off_then_succeeds(tmp_path: Path, recording_stor
         ).write_atomic(str(tmp_path / "b.bin"), b"x")
 
 
+def test_a_store_that_stays_down_gets_one_attempt_per_write_until_it_recovers(
+    tmp_path: Path, recording_storage
+):
+    flaky = recording_storage(str(tmp_path), fail_first=5)
+    storage = RetryingStorage(flaky, attempts=3, base_delay=0.0)
+    for name in ("a", "b"):
+        with pytest.raises(OSError):
+            storage.write_atomic(str(tmp_path / name), b"x")
+    assert [p.rsplit("/", 1)[1] for p in flaky.attempts] == ["a", "a", "a", "b"]
+    assert storage.degraded
+    with pytest.raises(OSError):
+        storage.write_atomic(str(tmp_path / "c"), b"x")  # 5th failure
+    storage.write_atomic(str(tmp_path / "d"), b"x")  # the store is back
+    assert not storage.degraded
+    assert (tmp_path / "d").read_bytes() == b"x"
+
+
 def test_bounded_queue_applies_back_pressure(tmp_path: Path):
     gate = threading.Event()
 
