@@ -10,7 +10,13 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 from tornasole import config as env_names
-from tornasole.stack_spec import DEFAULT_SPEC, STOP_SIGNAL_FILE, StackSpec
+from tornasole.stack_spec import (
+    DEFAULT_SPEC,
+    ENV_CUSTOM_RULES_PREFIX,
+    ENV_TRIAL_PREFIX,
+    STOP_SIGNAL_FILE,
+    StackSpec,
+)
 
 from infra.config import RETENTION_DAYS, StackConfig
 from infra.constructs.alerts import Alerts
@@ -20,12 +26,9 @@ from infra.constructs.monitoring import Monitoring
 from infra.constructs.state import StateTable
 from infra.constructs.storage import TrialStorage
 
-__all__ = ["TornasoleStack", "REPO_ROOT", "CUSTOM_RULES_ENV", "TRIAL_PREFIX_ENV"]
+__all__ = ["TornasoleStack", "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Extra handler settings (beyond tornasole.config): where trials and custom rule sources may live.
-TRIAL_PREFIX_ENV = "TORNASOLE_TRIAL_PREFIX"
-CUSTOM_RULES_ENV = "TORNASOLE_CUSTOM_RULES_PREFIX"
 
 
 class TornasoleStack(cdk.Stack):
@@ -78,8 +81,8 @@ class TornasoleStack(cdk.Stack):
                 env_names.EVENT_BUS: bus.event_bus.event_bus_name,
                 env_names.EVENT_SOURCE: config.event_source,
                 env_names.TRIAL_BUCKET: storage.bucket.bucket_name,
-                TRIAL_PREFIX_ENV: config.trial_prefix,
-                CUSTOM_RULES_ENV: f"s3://{rules_bucket.bucket_name}/{rules_prefix}",
+                ENV_TRIAL_PREFIX: config.trial_prefix,
+                ENV_CUSTOM_RULES_PREFIX: f"s3://{rules_bucket.bucket_name}/{rules_prefix}",
                 "POWERTOOLS_SERVICE_NAME": spec.service_name,
                 "POWERTOOLS_METRICS_NAMESPACE": spec.metrics_namespace,
             },

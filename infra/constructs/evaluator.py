@@ -151,7 +151,8 @@ class Evaluator(Construct):
         )
 
     def consume_stream(self, table: ddb.ITable) -> None:
-        """Drain ``table``'s stream into ``publish_events``; poison batches are bisected, then parked."""
+        """Drain ``table``'s stream (outbox inserts) into ``publish_events``; poison batches are bisected,
+        retried, then parked in :attr:`failures` (``scheduled_check`` re-drives unpublished items)."""
         self.publish_events.add_event_source(
             sources.DynamoEventSource(
                 table,
@@ -159,7 +160,8 @@ class Evaluator(Construct):
                 batch_size=self._spec.stream_batch_size,
                 bisect_batch_on_error=True,
                 retry_attempts=self._spec.stream_retry_attempts,
-                report_batch_item_failures=True,
+                report_batch_item_failures=self._spec.stream_report_batch_item_failures,
+                filters=[{"pattern": self._spec.stream_filter_pattern}],  # outbox inserts only
                 max_record_age=Duration.days(1),
                 on_failure=sources.SqsDlq(self.failures),
             )

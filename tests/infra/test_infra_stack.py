@@ -188,6 +188,7 @@ def test_outbox_stream_is_bisected_retried_and_parked_on_failure(synth) -> None:
             "MaximumRetryAttempts": DEFAULT_SPEC.stream_retry_attempts,
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
             "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
+            "FilterCriteria": {"Filters": [{"Pattern": DEFAULT_SPEC.stream_filter_pattern}]},
         },
     )
 
