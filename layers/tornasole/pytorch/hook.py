@@ -4,7 +4,11 @@ Names follow FORMAT.md 2.4 so smdebug-era regexes and rules keep matching:
 ``Net_fc1.weight`` (model class + parameter path), ``gradient/Net_fc1.weight``,
 ``relu_output_0`` (module path + ``_output_<i>``), ``CrossEntropyLoss_output_0``.
 The global step advances on every forward pass of a registered model
-(FORMAT.md 5), whatever the mode.
+(FORMAT.md 5), whatever the mode. ``save_scalar`` / ``save_tensor`` values
+belong to the step whose forward pass ran last, so call them after the forward
+pass they describe (``loss = ...; hook.save_scalar("loss", loss)``); called
+before the first forward pass, or right after ``set_mode``, they join the next
+step.
 
 Only one forward pre-hook per registered model is permanent. On a step that
 saves something the hook registers, for that step only, forward hooks on the
