@@ -5,7 +5,7 @@ records), ``transitions`` (status changes + outbox, one transaction each),
 ``registration`` (jobs and rule updates),
 ``decisions`` (pure: which change is next), ``runner`` (rules at one step),
 ``events`` (outbox publisher), ``details`` (the SageMaker-shaped dicts),
-``service`` (``Evaluator``: the handlers' entry points).
+``service`` (``Evaluator``: the handlers' entry points), ``schedule`` (the periodic check).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __all__ = [
     "models",
     "registration",
     "runner",
+    "schedule",
     "service",
     "state",
     "steps",

@@ -18,8 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tornasole.evaluator import decisions
 from tornasole.evaluator.events import OutboxPublisher
@@ -32,6 +31,7 @@ from tornasole.evaluator.models import (
     rule_source_problem,
 )
 from tornasole.evaluator.runner import StepFiles, StepRunner, reads_earlier_steps
+from tornasole.evaluator.schedule import CheckReport, run_scheduled_check
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepRecord, StepStore
 from tornasole.evaluator.transitions import Transitions
@@ -45,29 +45,12 @@ __all__ = ["Evaluator", "CheckReport", "trial_path_of"]
 
 log = logging.getLogger(__name__)
 
-PENDING_GRACE_MS = 60_000
-
 
 def trial_path_of(bucket: str, key: str, depth: int) -> str:
     """The trial root of ``key`` when the file sits ``depth`` levels below it."""
     parts = key.split("/")
     prefix = "/".join(parts[: len(parts) - depth])
     return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-
-
-@dataclass
-class CheckReport:
-    """What one scheduled check did."""
-
-    jobs: int = 0
-    stalled: int = 0
-    completed: int = 0
-    redriven: int = 0
-    steps_redriven: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 class Evaluator:
@@ -317,20 +300,4 @@ class Evaluator:
     # -- schedule ---------------------------------------------------------------------------------
     def scheduled_check(self) -> CheckReport:
         """Stalled rules, completion, pending steps left by crashed invocations, unpublished outbox items."""
-        report = CheckReport()
-        now_s, now_ms = self.clock(), self.now_ms()
-        for item in self.table.query("ACTIVE", "", index=True):
-            job = item["gsi1sk"]
-            report.jobs += 1
-            try:
-                report.stalled += len(self.transitions.apply(job, decisions.stalled(now_s), now_ms))
-                report.completed += bool(self.transitions.apply(job, decisions.completion, now_ms))
-            except Exception as exc:  # one broken job must not stop the check of the others
-                log.exception("scheduled check failed for a job", extra={"job": job})
-                report.errors.append(f"{job}: {exc!r}")
-        for job, step, since in self.steps.pending():
-            if since <= now_ms - PENDING_GRACE_MS:
-                report.steps_redriven += 1
-                self.process_step(job, step)
-        report.redriven = self.publisher.redrive(now_ms)
-        return report
+        return run_scheduled_check(self)
