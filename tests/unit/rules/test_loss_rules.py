@@ -46,6 +46,14 @@ def test_loss_not_decreasing_rebound_above_lowest(trial_factory):
     assert "above the lowest loss 1" in summary.fired[1].details
 
 
+def test_loss_not_decreasing_fires_when_the_loss_became_nan(trial_factory):
+    # a diverged run: the loss is NaN at the second evaluation point, which is not a decrease
+    trial = trial_factory(_losses([10, 9, float("nan"), float("nan")]))
+    summary = invoke_rule(LossNotDecreasing(trial, num_steps="2"))
+    assert summary.first_step == 2
+    assert "loss (GLOBAL step 2)=nan is not 0.1% below 10" in summary.fired[0].details
+
+
 def _train_eval(train, evals):
     """Alternate TRAIN and EVAL steps: global 2k is TRAIN k, 2k+1 is EVAL k."""
     out = {}

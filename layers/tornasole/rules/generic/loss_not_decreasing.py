@@ -22,6 +22,8 @@ Choices:
 
 from __future__ import annotations
 
+import math
+
 from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.generic.losses import at_mode_step, loss_names, pick_mode
 from tornasole.rules.params import Param
@@ -87,7 +89,8 @@ class LossNotDecreasing(BuiltinRule):
             if loss is None or before is None:
                 continue
             where = f"{name} ({mode.name} step {cur})"
-            if loss > before - abs(before) * self.diff_percent / 100.0:
+            # A NaN loss has not decreased (the comparison alone would say nothing about it).
+            if math.isnan(loss) or loss > before - abs(before) * self.diff_percent / 100.0:
                 self.report_issue(
                     f"{where}={self.fmt(loss)} is not {self.fmt(self.diff_percent)}% below "
                     f"{self.fmt(before)} at step {prev}",
