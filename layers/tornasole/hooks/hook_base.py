@@ -59,6 +59,7 @@ class HookBase:
         self._worker: WorkerInfo | None = None
         self._collections_written = False
         self._stop_raised = False
+        self._saving = False  # the open step registered per-step framework hooks
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -83,6 +84,14 @@ class HookBase:
     def _is_writer(self) -> bool:
         return self.include_workers == "all" or self._worker_info().is_chief
 
+    @property
+    def _writes(self) -> bool:
+        """:meth:`_is_writer`, cached once the worker is known (read on every step)."""
+        writes = self.__dict__.get("_writes_cached")
+        if writes is None:
+            writes = self._writes_cached = self._is_writer()
+        return writes
+
     # -- steps --------------------------------------------------------------------------------
     def _current_step_colls(self) -> tuple[Collection, ...]:
         if self._step_colls is None:
@@ -95,22 +104,25 @@ class HookBase:
         """End the open step (if any) and open the next one."""
         if self._closed:
             return
-        if self._open:
+        if self._open and (self._pending or self._saving):
             self._end_step()
         if self.raise_on_stop and not self._stop_raised and self.stop_requested:
             self._stop_raised = True
             raise TrainingStopRequested(self._stop_poller.path, self.step)
-        self.step += 1
-        self.mode_steps[self.mode] = self.mode_step + 1
-        if self.mode != ModeKeys.GLOBAL:
-            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        # the hot path: on most steps this is all that runs
+        step = self.step = self.step + 1
+        mode = self.mode
+        mode_step = self.mode_steps[mode] = self.mode_steps.get(mode, self._INIT_STEP) + 1
+        if mode is not ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = step
         self._open = True
-        self._step_colls = None
+        self._step_colls = colls = self._saves.collections_for_step(mode, mode_step) if self._writes else ()
         if self._deferred:
             deferred, self._deferred = self._deferred, []
             for name, value, wall_time in deferred:
                 self._save_named(name, value, wall_time)
-        if self._current_step_colls():
+        if colls:
+            self._saving = True
             self._on_step_begin()
 
     def _switch_mode(self, mode: ModeKeys) -> None:
@@ -129,6 +141,7 @@ class HookBase:
 
     def _end_step(self) -> None:
         """Hand the step's records to the writer thread (nothing is written for an empty step)."""
+        self._saving = False
         self._on_step_end()
         if not self._pending or not self._is_writer():
             self._pending = []

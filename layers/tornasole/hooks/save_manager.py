@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tornasole.core.collection import SCALAR_COLLECTIONS, Collection, CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.reduction_config import ReductionConfig
-from tornasole.core.save_config import SaveConfig
+from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.modes import ModeKeys
 
 __all__ = ["SaveManager", "WritePlan"]
@@ -57,9 +57,11 @@ class SaveManager:
         self.include_collections: list[str] = list(dict.fromkeys(include_collections))
         self._prepared_count = -1
         self._to_save: tuple[Collection, ...] = ()
-        self._step_cache: dict[tuple[ModeKeys, int], tuple[Collection, ...]] = {}
+        # per mode: [(SaveConfigMode, indices into _to_save)], collections grouped by identical settings
+        self._groups: dict[ModeKeys, list[tuple[SaveConfigMode, tuple[int, ...]]]] = {}
+        self._combos: dict[tuple[ModeKeys, tuple[bool, ...]], tuple[Collection, ...]] = {}
         self._tensor_cache: dict[str, tuple[Collection, ...]] = {}
-        self._plan_cache: dict[tuple[str, tuple[str, ...]], WritePlan | None] = {}
+        self._plan_cache: dict[tuple[str, tuple[Collection, ...]], WritePlan | None] = {}
 
     def include(self, name: str) -> None:
         """Save collection ``name`` too (``save_tensor`` includes the collections it writes to)."""
@@ -86,26 +88,35 @@ class SaveManager:
                 coll.reduction_config = self.reduction_config
         self._to_save = tuple(c for c in self.collections if save_all or c.name in self.include_collections)
         self._prepared_count = len(self.collections)
-        self._step_cache.clear()
+        self._groups = {mode: self._group(mode) for mode in ModeKeys}
+        self._combos.clear()
         self._tensor_cache.clear()
         self._plan_cache.clear()
 
+    def _group(self, mode: ModeKeys) -> list[tuple[SaveConfigMode, tuple[int, ...]]]:
+        groups: dict[SaveConfigMode, list[int]] = {}
+        for i, coll in enumerate(self._to_save):
+            if mode in _NO_GRADIENT_MODES and coll.name == CollectionKeys.GRADIENTS:
+                continue
+            groups.setdefault(coll.save_config.get_save_config(mode), []).append(i)
+        return [(cfg, tuple(idx)) for cfg, idx in groups.items()]
+
     def collections_for_step(self, mode: ModeKeys, mode_step: int) -> tuple[Collection, ...]:
-        """Collections saved at ``mode_step`` of ``mode`` (gradients never in EVAL/PREDICT)."""
+        """Collections saved at ``mode_step`` of ``mode`` (gradients never in EVAL/PREDICT).
+
+        Called on every step: one ``should_save_step`` per distinct save setting
+        (usually one or two), then a cached tuple.
+        """
         self.prepare()
-        key = (mode, mode_step)
-        cached = self._step_cache.get(key)
-        if cached is None:
-            cached = tuple(
-                c
-                for c in self._to_save
-                if not (mode in _NO_GRADIENT_MODES and c.name == CollectionKeys.GRADIENTS)
-                and c.save_config.should_save_step(mode, mode_step)
-            )
-            if len(self._step_cache) > 4096:
-                self._step_cache.clear()
-            self._step_cache[key] = cached
-        return cached
+        hits = tuple(cfg.should_save_step(mode_step) for cfg, _ in self._groups[mode])
+        if not any(hits):
+            return ()
+        key = (mode, hits)
+        colls = self._combos.get(key)
+        if colls is None:
+            wanted = sorted(i for hit, (_, idx) in zip(hits, self._groups[mode]) if hit for i in idx)
+            colls = self._combos[key] = tuple(self._to_save[i] for i in wanted)
+        return colls
 
     def collections_of(self, name: str) -> tuple[Collection, ...]:
         """Saved collections ``name`` belongs to; a regex match records the name in the collection."""
@@ -126,12 +137,12 @@ class SaveManager:
         """What to write for tensor ``name`` given the step's collections, or ``None`` to skip it."""
         if not step_collections:
             return None
-        key = (name, tuple(c.name for c in step_collections))
+        key = (name, step_collections)
         try:
             return self._plan_cache[key]
         except KeyError:
             pass
-        colls = [c for c in self.collections_of(name) if c.name in key[1]]
+        colls = [c for c in self.collections_of(name) if any(c is s for s in step_collections)]
         plan = None
         if colls and not (mode in _NO_GRADIENT_MODES and name.startswith("gradient/")):
             plan = _make_plan(colls)
