@@ -194,9 +194,21 @@ def reduction_requests(expected: dict[str, Any]) -> list[list[Any]]:
     return req
 
 
-def read_inputs(path: str, expected: dict[str, Any]) -> dict[str, Any]:
-    """The trial_dump inputs for a tree made by :func:`write_tree`."""
+def read_inputs(path: str, expected: dict[str, Any], light: bool = False) -> dict[str, Any]:
+    """The trial_dump inputs for a tree made by :func:`write_tree`.
+
+    ``light``: every value once, the saved reductions and shapes, nothing else (for S3,
+    where smdebug spends ~70 ms per read listing the whole ``events/`` prefix).
+    """
     shapes = [[RELU, s, w] for (s, _m, _ms) in expected["schedule"] for w in expected["workers"]]
+    if light:
+        return {
+            "path": path,
+            "workers": list(expected["workers"]),
+            "reductions": [[n, s, w, r, a] for (n, s, w, r, a) in expected["reductions"]],
+            "shapes": shapes,
+            "mode_values": False,
+        }
     return {
         "path": path,
         "workers": list(expected["workers"]),

@@ -11,6 +11,7 @@ Inputs (a JSON dict): ``path``; ``workers`` (used for per-mode reads);
 ``reductions``: ``[[tensor, step, worker, reduction, abs], ...]`` to request with
 ``reduction_value``; ``shapes``: ``[[tensor, step, worker], ...]`` to request with ``shape``; optional
 ``reduction_values``: ``[[tensor, step, worker], ...]`` for ``reduction_values`` (all saved ones);
+``mode_values`` (default true): also read every value by (mode, mode step) for each worker;
 ``probe_steps``: ``{mode name: [step, ...]}`` for ``has_passed_step`` and what ``value``
 of the first tensor raises there (saved, skipped and future steps).
 Result: a JSON-able dict plus arrays keyed ``value|name|step|worker``,
@@ -60,7 +61,7 @@ for name in sorted(t.tensor_names()):
                 save_array(f"value|{name}|{s}|{w}", v)
             else:
                 out["errors"][f"value|{name}|{s}|{w}"] = v
-    for m in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT):
+    for m in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) if INPUT.get("mode_values", True) else ():
         for ms in tensor.steps(mode=m):
             for w in INPUT["workers"]:
                 ok, v = attempt(lambda: tensor.value(ms, mode=m, worker=w))
