@@ -85,7 +85,7 @@ class Hook(_CoreHook):
         params = [(f"{cls_name}_{pname}", p) for pname, p in module.named_parameters()]
         model = _Model(module, cls_name, subs, params)
         self._models.append(model)
-        self._permanent.append(module.register_forward_pre_hook(self._pre_hook_for(model)))
+        self._permanent.append(module.register_forward_pre_hook(_Callback(self._pre_hook_for(model))))
 
     register_hook = register_module  # smdebug's older name
 
@@ -122,7 +122,7 @@ class Hook(_CoreHook):
                 for pname, param in model.params:
                     gname = "gradient/" + pname
                     if param.requires_grad and self._wanted(gname):
-                        self._step_handles.append(param.register_hook(self._grad_hook(gname)))
+                        self._step_handles.append(param.register_hook(_Callback(self._grad_hook(gname))))
             for mname, module in model.submodules:
                 self._watch_io(mname, module)
         for lname, loss in self._losses:
@@ -140,7 +140,7 @@ class Hook(_CoreHook):
             if want_out:
                 self._write_io(mname, "_output_", outputs)
 
-        self._step_handles.append(module.register_forward_hook(io_hook))
+        self._step_handles.append(module.register_forward_hook(_Callback(io_hook)))
 
     def _grad_hook(self, gname: str) -> Callable[[torch.Tensor], None]:
         def grad_hook(grad: torch.Tensor) -> None:
@@ -196,6 +196,34 @@ class Hook(_CoreHook):
 
     def _materializer(self) -> Any:
         return self._tc.materializer()
+
+
+class _Callback:
+    """A hook callback that pickles (and deep-copies) as a no-op.
+
+    ``torch.save(model)`` pickles the model's hook dictionaries: it must work
+    while our hook is attached, and a copy of the model (``copy.deepcopy``, an
+    EMA model) must not drive this hook's steps.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_inert, ())
+
+
+def _noop(*_args: Any) -> None:
+    return None
+
+
+def _inert() -> Callable[..., None]:
+    return _noop
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:

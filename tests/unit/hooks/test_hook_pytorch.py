@@ -261,3 +261,25 @@ def test_capture_is_a_snapshot_and_reductions_follow_torch_semantics():
     half = tc.materializer()([("t", "h", tc.reduce(torch.ones(3, dtype=torch.float16), "l1", True), 0.0)])
     assert half[0][2].dtype == np.float16
     assert float(half[0][2]) == 3.0
+
+
+def test_model_can_be_pickled_and_copied_while_the_hook_is_attached(tmp_path: Path):
+    import copy
+    import io
+
+    model, loss_fn, hook = _setup(
+        tmp_path, save_config=ts.SaveConfig(save_interval=1), include_collections=["outputs", "gradients"]
+    )
+    x, y = _batch(0)
+    out = model(x)  # a saved step: per-step hooks are attached right now
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    loss_fn(out, y).backward()
+    clone = copy.deepcopy(model)
+    clone(x)  # a copy of the model does not drive this hook's steps
+    assert hook.step == 0
+    buf.seek(0)
+    restored = torch.load(buf, weights_only=False)
+    np.testing.assert_array_equal(restored(x).detach().numpy(), out.detach().numpy())
+    hook.close()
+    assert create_trial(str(tmp_path)).steps() == [0]
