@@ -222,9 +222,11 @@ class Evaluator:
             files = StepFiles(step, tuple(sorted(rec.workers)), tuple(history))
             outcomes += self.runner.run(state.name, state.trial_path, files, configs)
         now = self.now_ms()
-        for o in outcomes:
-            extras = decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else []
-            self.steps.record_evaluation(state.name, o, extras, now)
+        batch = [
+            (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
+            for o in outcomes
+        ]
+        self.steps.record_evaluations(state.name, batch, now)
         self.transitions.apply(state.name, decisions.after_outcomes(outcomes), now)
         for o in outcomes:
             if o.fired and not o.error:

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 ORPHAN_TTL_S = 7 * 24 * 3600
 EVAL_TTL_S = 180 * 24 * 3600
+MAX_TRANSACTION_ITEMS = 100  # DynamoDB's TransactWriteItems limit
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,19 @@ class StepStore:
     # -- evaluation records ------------------------------------------------------------------
     def record_evaluation(self, job: str, outcome: StepOutcome, extra: list[OutboxItem], now_ms: int) -> bool:
         """Write the (rule, step) record and its outbox items at once; False if already recorded."""
-        record = {
+        items = [{"Put": self.table.put_args(self._record(job, outcome, now_ms), "evaluation_is_new")}]
+        items.extend(outbox_put(self.table, job, x, now_ms) for x in extra)
+        try:
+            self.table.transact(items)
+        except Conflict as exc:
+            if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    @staticmethod
+    def _record(job: str, outcome: StepOutcome, now_ms: int) -> dict[str, Any]:
+        return {
             "pk": job_pk(job),
             "sk": f"EVAL#{outcome.rule_name}#{outcome.step:012d}",
             "rule": outcome.rule_name,
@@ -141,15 +154,27 @@ class StepStore:
             "evaluated_at": now_ms,
             "expires_at": now_ms // 1000 + EVAL_TTL_S,
         }
-        items = [{"Put": self.table.put_args(record, "evaluation_is_new")}]
-        items.extend(outbox_put(self.table, job, x, now_ms) for x in extra)
-        try:
-            self.table.transact(items)
-        except Conflict as exc:
-            if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
-                return False
-            raise
-        return True
+
+    def record_evaluations(
+        self, job: str, batch: list[tuple[StepOutcome, list[OutboxItem]]], now_ms: int
+    ) -> None:
+        """All rules' records of one step in one transaction when they fit (the usual case); if some were
+        already recorded (a retried step) or they do not fit, rule by rule."""
+        items = []
+        for outcome, extra in batch:
+            items.append(
+                {"Put": self.table.put_args(self._record(job, outcome, now_ms), "evaluation_is_new")}
+            )
+            items.extend(outbox_put(self.table, job, x, now_ms) for x in extra)
+        if 0 < len(items) <= MAX_TRANSACTION_ITEMS:
+            try:
+                self.table.transact(items)
+                return
+            except Conflict as exc:
+                if "ConditionalCheckFailed" not in exc.reasons:
+                    raise
+        for outcome, extra in batch:
+            self.record_evaluation(job, outcome, extra, now_ms)
 
     def evaluations(self, job: str, rule: str) -> list[dict[str, Any]]:
         """A rule's evaluation records (its report), oldest step first."""

@@ -174,7 +174,7 @@ def test_crash_in_the_middle_of_a_step_then_retry_converges(stack: Stack) -> Non
     stack.write_step(5, grad=1e-6)
     collections, step5 = stack.notifications()
     stack.deliver(collections)
-    # GIVEN the invocation dies after the first rule's evaluation record, before any transition
+    # GIVEN the invocation dies after the step's evaluation records, at its first transition
     seen: list[str] = []
 
     def crash_on_second_transaction(**_: object) -> None:
