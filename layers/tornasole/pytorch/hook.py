@@ -20,6 +20,7 @@ hooks are never registered in EVAL or PREDICT.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +31,13 @@ from torch import nn
 
 from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.modes import ModeKeys
 from tornasole.pytorch.capture import TorchCapture
 
 __all__ = ["Hook"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Hook(_CoreHook):
         self._step_handles: list[Any] = []
         self._io_counts: dict[str, int] = {}
         self._firing: _Model | None = None
+        self._broken = False
 
     # -- registration -------------------------------------------------------------------------
     def register_module(self, module: nn.Module) -> None:
@@ -80,12 +85,14 @@ class Hook(_CoreHook):
             raise ConfigurationError(f"register_module: {type(module).__name__} is not a torch.nn.Module")
         if not self.enabled:
             return
+        if any(m.module is module for m in self._models):
+            return  # registered already: a second pre-hook would count every step twice
         cls_name = module._get_name()
         subs = [(name or cls_name, m) for name, m in module.named_modules()]
         params = [(f"{cls_name}_{pname}", p) for pname, p in module.named_parameters()]
         model = _Model(module, cls_name, subs, params)
         self._models.append(model)
-        self._permanent.append(module.register_forward_pre_hook(_Callback(self._pre_hook_for(model))))
+        self._permanent.append(module.register_forward_pre_hook(_Callback(self._pre_hook_for(model), self)))
 
     register_hook = register_module  # smdebug's older name
 
@@ -122,7 +129,9 @@ class Hook(_CoreHook):
                 for pname, param in model.params:
                     gname = "gradient/" + pname
                     if param.requires_grad and self._wanted(gname):
-                        self._step_handles.append(param.register_hook(_Callback(self._grad_hook(gname))))
+                        self._step_handles.append(
+                            param.register_hook(_Callback(self._grad_hook(gname), self))
+                        )
             for mname, module in model.submodules:
                 self._watch_io(mname, module)
         for lname, loss in self._losses:
@@ -140,7 +149,7 @@ class Hook(_CoreHook):
             if want_out:
                 self._write_io(mname, "_output_", outputs)
 
-        self._step_handles.append(module.register_forward_hook(_Callback(io_hook)))
+        self._step_handles.append(module.register_forward_hook(_Callback(io_hook, self)))
 
     def _grad_hook(self, gname: str) -> Callable[[torch.Tensor], None]:
         def grad_hook(grad: torch.Tensor) -> None:
@@ -199,20 +208,33 @@ class Hook(_CoreHook):
 
 
 class _Callback:
-    """A hook callback that pickles (and deep-copies) as a no-op.
+    """A hook callback that never breaks training and pickles (and deep-copies) as a no-op.
 
+    An unexpected error inside the hook is logged once, with its traceback, and
+    turns the hook's callbacks off; training goes on (``TrainingStopRequested``,
+    which the user asked for, is the one exception that propagates).
     ``torch.save(model)`` pickles the model's hook dictionaries: it must work
     while our hook is attached, and a copy of the model (``copy.deepcopy``, an
     EMA model) must not drive this hook's steps.
     """
 
-    __slots__ = ("fn",)
+    __slots__ = ("fn", "owner")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], owner: Hook) -> None:
         self.fn = fn
+        self.owner = owner
 
     def __call__(self, *args: Any) -> Any:
-        return self.fn(*args)
+        if self.owner._broken:
+            return None
+        try:
+            return self.fn(*args)
+        except TrainingStopRequested:
+            raise
+        except Exception:  # noqa: BLE001 - a hook bug must not end a training run
+            self.owner._broken = True
+            logger.exception("Tornasole: the PyTorch hook failed and stops saving; training continues")
+            return None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_inert, ())

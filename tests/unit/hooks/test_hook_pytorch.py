@@ -283,3 +283,23 @@ def test_model_can_be_pickled_and_copied_while_the_hook_is_attached(tmp_path: Pa
     np.testing.assert_array_equal(restored(x).detach().numpy(), out.detach().numpy())
     hook.close()
     assert create_trial(str(tmp_path)).steps() == [0]
+
+
+def test_a_failing_hook_is_reported_once_and_training_continues(tmp_path: Path, caplog):
+    model, loss_fn, hook = _setup(
+        tmp_path, save_config=ts.SaveConfig(save_interval=1), include_collections=["weights"]
+    )
+    hook.register_module(model)  # a second registration is ignored (steps are not counted twice)
+
+    def broken_capture(value):
+        raise RuntimeError("capture bug")
+
+    hook._capture = broken_capture
+    for i in range(3):
+        x, y = _batch(i)
+        loss_fn(model(x), y).backward()  # no exception reaches the training loop
+    hook.close()
+    failures = [r for r in caplog.records if "PyTorch hook failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert "capture bug" in failures[0].exc_text
+    assert hook.step == 0
