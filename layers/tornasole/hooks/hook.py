@@ -33,19 +33,12 @@ from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig
 from tornasole.exceptions import ConfigurationError
-from tornasole.hooks.hook_base import HookBase
+from tornasole.hooks.hook_base import DISABLE_ENV, HookBase, _close_at_exit, _env_disabled
 from tornasole.modes import ModeKeys
 
 __all__ = ["Hook", "DISABLE_ENV"]
 
 logger = logging.getLogger(__name__)
-
-# Set to 1/true/yes to turn every hook into a no-op without touching the training script.
-DISABLE_ENV = "TORNASOLE_HOOK_DISABLED"
-
-
-def _env_disabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class Hook(HookBase):
@@ -142,15 +135,27 @@ class Hook(HookBase):
             atexit.register(_close_at_exit, weakref.ref(self))
 
     @classmethod
-    def create_from_json_file(cls, json_file_path: str | None = None, **overrides: Any) -> Hook:
+    def create_from_json_file(
+        cls, path: str | None = None, *, json_file_path: str | None = None, **overrides: Any
+    ) -> Hook:
         """A hook configured by a SageMaker DebugHookConfig JSON file (:mod:`tornasole.hooks.json_config`).
 
-        The path defaults to ``$TORNASOLE_CONFIG_FILE_PATH``, then SageMaker's
-        ``/opt/ml/input/config/debughookconfig.json``; ``overrides`` are passed to the constructor.
+        ``path`` (smdebug's keyword ``json_file_path`` works too) defaults to
+        ``$TORNASOLE_CONFIG_FILE_PATH``, then SageMaker's
+        ``/opt/ml/input/config/debughookconfig.json``; ``overrides`` go to the constructor.
+
+        Examples
+        --------
+        >>> import json, tempfile
+        >>> f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        >>> json.dump({"LocalPath": tempfile.mkdtemp(), "HookParameters": {"save_interval": "10"}}, f)
+        >>> f.close()
+        >>> Hook.create_from_json_file(f.name, enabled=False).save_config.get_save_config(ModeKeys.TRAIN)
+        SaveConfigMode(save_interval=10, start_step=0, end_step=None, save_steps=[])
         """
         from tornasole.hooks.json_config import apply_collection_configs, load_hook_config
 
-        cfg = load_hook_config(json_file_path)
+        cfg = load_hook_config(path or json_file_path)
         hook = cls(cfg.out_dir, **{**cfg.hook_kwargs, **overrides})
         apply_collection_configs(hook, cfg)
         return hook
@@ -282,12 +287,3 @@ class Hook(HookBase):
     @staticmethod
     def _shape_of(value: Any) -> tuple[int, ...]:
         return tuple(int(d) for d in value.shape)
-
-
-def _close_at_exit(ref: weakref.ref) -> None:
-    hook = ref()
-    if hook is not None:
-        try:
-            hook.close()
-        except Exception:  # noqa: BLE001 - never fail interpreter shutdown
-            logger.exception("Tornasole: closing the hook at exit failed")

@@ -13,7 +13,10 @@ saved while no step is open (before the first forward pass, or after
 
 from __future__ import annotations
 
+import logging
+import os
 import time
+import weakref
 from typing import Any
 
 from tornasole.core.collection import Collection
@@ -28,7 +31,16 @@ from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
 from tornasole.storage.paths import join
 
-__all__ = ["HookBase"]
+__all__ = ["HookBase", "DISABLE_ENV"]
+
+logger = logging.getLogger(__name__)
+
+# Set to 1/true/yes to turn every hook into a no-op without touching the training script.
+DISABLE_ENV = "TORNASOLE_HOOK_DISABLED"
+
+
+def _env_disabled() -> bool:
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class HookBase:
@@ -226,3 +238,12 @@ class HookBase:
         if interval:
             self._stop_poller = StopSignalPoller(self._storage(), join(self.out_dir, STOP_SIGNAL), interval)
             self._stop_poller.start()
+
+
+def _close_at_exit(ref: weakref.ref) -> None:
+    hook = ref()
+    if hook is not None:
+        try:
+            hook.close()
+        except Exception:  # noqa: BLE001 - never fail interpreter shutdown
+            logger.exception("Tornasole: closing the hook at exit failed")
