@@ -227,7 +227,7 @@ class Evaluator:
             for o in outcomes
         ]
         self.steps.record_evaluations(state.name, batch, now)
-        self.transitions.apply(state.name, decisions.after_outcomes(outcomes), now)
+        self.transitions.apply(state.name, decisions.after_outcomes(outcomes), now, state=state)
         for o in outcomes:
             if o.fired and not o.error:
                 self.steps.refine_issue(state.name, o.rule_name, step, o.details)

@@ -109,12 +109,24 @@ class Transitions:
         self.table = table
 
     # -- transitions -----------------------------------------------------------------------
-    def apply(self, job: str, decide: Callable[[JobState], Change | None], now_ms: int) -> list[Change]:
-        """Commit what ``decide`` asks for, one transaction (and one event) each, until it asks nothing."""
+    def apply(
+        self,
+        job: str,
+        decide: Callable[[JobState], Change | None],
+        now_ms: int,
+        state: JobState | None = None,
+    ) -> list[Change]:
+        """Commit what ``decide`` asks for, one transaction (and one event) each, until it asks nothing.
+
+        ``state`` (optional) is a recent read to decide from first, saving a Query. Only for decisions that
+        depend on statuses alone: statuses move forward, so an older read can only ask for a change that
+        then conflicts (and is re-read), never miss one. Counter-based decisions (completion) must re-read.
+        """
         applied: list[Change] = []
         conflicts = 0
         while True:
-            state = self.table.load_job(job)
+            if state is None:
+                state = self.table.load_job(job)
             if state is None:
                 return applied
             change = decide(state)
@@ -123,11 +135,13 @@ class Transitions:
             try:
                 self._commit(state, change, now_ms)
             except Conflict as exc:
+                state = None
                 conflicts += 1
                 log.info("transition lost a race; re-reading", extra={"job": job, "reasons": exc.reasons})
                 if conflicts >= MAX_CONFLICTS:
                     raise
                 continue
+            state = None
             applied.append(change)
 
     def meta_update(
