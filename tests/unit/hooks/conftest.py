@@ -1,4 +1,4 @@
-"""Helpers for hook tests: a storage wrapper that records or fails writes, and trial reading."""
+"""Hook test helpers: a storage wrapper that records (or fails) writes, and a clean worker environment."""
 
 from __future__ import annotations
 
