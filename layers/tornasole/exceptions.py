@@ -136,7 +136,9 @@ class RuleEvaluationConditionMet(TornasoleError):
         self.rule_name = rule_name
         self.step = step
         self.last_step = last_step
-        super().__init__(f"Evaluation of the rule {rule_name} at step {step} resulted in the condition being met")
+        super().__init__(
+            f"Evaluation of the rule {rule_name} at step {step} resulted in the condition being met"
+        )
 
     def __reduce__(self):  # keep picklable with positional args
         return (RuleEvaluationConditionMet, (self.rule_name, self.step, self.last_step))

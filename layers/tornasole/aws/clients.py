@@ -17,6 +17,10 @@ __all__ = ["client", "s3_client", "dynamodb_client", "events_client", "sns_clien
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, str | None, str | None, str | None], Any] = {}
+# One boto3 session per identity: a session loads botocore's service models once and every client
+# made from it reuses them (a new session per client costs up to a second). Sessions cache resolved
+# credentials, hence the key; clearing the client cache keeps them.
+_sessions: dict[tuple[str | None, str | None], Any] = {}
 
 # Readers fetch many small ranges concurrently: size the pool for it.
 MAX_POOL_CONNECTIONS = 64
@@ -44,8 +48,14 @@ def client(service: str) -> Any:
             import boto3
             from botocore.config import Config
 
-            config = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=MAX_POOL_CONNECTIONS)
-            cached = boto3.session.Session().client(service, config=config)
+            config = Config(
+                retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=MAX_POOL_CONNECTIONS
+            )
+            identity = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_PROFILE"))
+            session = _sessions.get(identity)
+            if session is None:
+                session = _sessions[identity] = boto3.session.Session()
+            cached = session.client(service, config=config)
             _cache[key] = cached
         return cached
 

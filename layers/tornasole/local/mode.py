@@ -65,6 +65,8 @@ class LocalMode:
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_DEFAULT_REGION": self.settings.region,
             **_FAKE_CREDENTIALS,
+            # botocore >= 1.38 sends DynamoDB calls to account-specific endpoints moto does not answer.
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
             config.STATE_TABLE: self.spec.table.name,
             config.EVENT_BUS: self.spec.bus.name,
             config.EVENT_SOURCE: self.spec.bus.source,
