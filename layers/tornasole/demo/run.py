@@ -16,11 +16,21 @@ from typing import Any
 
 from tornasole.demo.training import TrainingSettings, train
 
-__all__ = ["DEFAULT_RULES", "DemoResult", "run_demo"]
+__all__ = ["DEFAULT_RULES", "EXPECTED", "DemoResult", "run_demo"]
 
 # The default rule set of the demo: what a user would register for a first PyTorch job.
 DEFAULT_RULES = ("VanishingGradient", "ExplodingTensor", "LossNotDecreasing", "DeadRelu")
 JOBS = {"tornasole-demo-healthy": False, "tornasole-demo-broken": True}
+# What the demo must end with: the healthy run clean, the diverged run caught by the rules that watch for it.
+EXPECTED = {
+    "tornasole-demo-healthy": dict.fromkeys(DEFAULT_RULES, "NoIssuesFound"),
+    "tornasole-demo-broken": {
+        "VanishingGradient": "NoIssuesFound",
+        "ExplodingTensor": "IssuesFound",
+        "LossNotDecreasing": "IssuesFound",
+        "DeadRelu": "IssuesFound",
+    },
+}
 
 
 @dataclass
@@ -33,14 +43,7 @@ class DemoResult:
 
     @property
     def ok(self) -> bool:
-        healthy = self.statuses.get("tornasole-demo-healthy", {})
-        broken = self.statuses.get("tornasole-demo-broken", {})
-        return (
-            bool(healthy)
-            and all(s == "NoIssuesFound" for s in healthy.values())
-            and broken.get("ExplodingTensor") == "IssuesFound"
-            and all(s in ("Completed",) for s in self.job_statuses.values())
-        )
+        return self.statuses == EXPECTED and all(s == "Completed" for s in self.job_statuses.values())
 
 
 def _print_status(name: str) -> tuple[str, dict[str, str]]:
