@@ -57,6 +57,10 @@ def add_parser(sub: Any) -> None:
     lg.add_argument("name")
     lg.add_argument("--rule", help="only this rule")
     lg.add_argument("--issues-only", action="store_true", help="only the steps where a rule fired or failed")
+    lg.add_argument(
+        "--log-group",
+        help="read the evaluator's CloudWatch log lines for the job (and --rule) from this log group instead",
+    )
     lg.set_defaults(func=_logs)
 
 
@@ -176,7 +180,20 @@ def _status(args: argparse.Namespace) -> int:
         print()
 
 
+def _cloudwatch_logs(args: argparse.Namespace) -> int:
+    from tornasole.jobs.logs import rule_log
+
+    for line in rule_log(args.name, args.rule, args.log_group):
+        where = " ".join(f"{k}={line[k]}" for k in ("rule", "step") if line.get(k) is not None)
+        print(
+            f"{line.get('timestamp', '')} {line.get('level', '')} {where} {line.get('message', '')}".strip()
+        )
+    return 0
+
+
 def _logs(args: argparse.Namespace) -> int:
+    if args.log_group:
+        return _cloudwatch_logs(args)
     jobs = _jobs(args)
     state = _state(jobs, args.name)
     names = [args.rule] if args.rule else [r.config.name for r in state.rules]
