@@ -11,7 +11,7 @@ includes ``hook.close()``, so our background writer's draining is counted. smdeb
 
 Usage::
 
-    .venv/bin/python bench/hook_overhead.py [--steps 500] [--repeats 4] [--collections weights,gradients]
+    .venv/bin/python bench/hook_overhead.py [--steps 400] [--repeats 6] [--collections weights,gradients]
 
 Prints, per save interval, each hook's slowdown against no hook and the ratio
 of our overhead to smdebug's (targets: < 3 % at interval 100; ratio <= 0.5),
@@ -85,13 +85,16 @@ def worker(impl: str, steps: int, repeats: int, collections: list[str]) -> dict[
     for interval in INTERVALS:
         base, hooked = [], []
         for r in range(repeats):
-            base.append(_train(steps, None))
+            if r % 2:  # alternate which goes first, so drifts in machine load do not favour either
+                base.append(_train(steps, None))
             out = tempfile.mkdtemp(prefix=f"bench-{impl}-{interval}-{r}-")
             shutil.rmtree(out)  # smdebug wants a fresh directory
             try:
                 hooked.append(_train(steps, _factory(impl, out, interval, collections)))
             finally:
                 shutil.rmtree(out, ignore_errors=True)
+            if not r % 2:
+                base.append(_train(steps, None))
         results[str(interval)] = {
             "base": min(w for w, _ in base),
             "hook": min(w for w, _ in hooked),
@@ -103,8 +106,8 @@ def worker(impl: str, steps: int, repeats: int, collections: list[str]) -> dict[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--steps", type=int, default=500)
-    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--collections", default="", help="extra collections to save, comma separated")
     ap.add_argument("--worker", choices=("tornasole", "smdebug"), help=argparse.SUPPRESS)
     args = ap.parse_args()
