@@ -7,6 +7,8 @@ TRAINING_END_DELAY_REFRESH = "TORNASOLE_TRAINING_END_DELAY_REFRESH"
 # Hook configuration file (SageMaker DebugHookConfig shape); SageMaker's own path is honoured as well.
 HOOK_CONFIG_PATH = "TORNASOLE_CONFIG_FILE_PATH"
 SAGEMAKER_HOOK_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
+# Any of 1/true/yes/on turns every hook into a no-op without touching the training script.
+HOOK_DISABLED = "TORNASOLE_HOOK_DISABLED"
 # Set on SageMaker: the hook does not write the end marker (FORMAT.md 7.1).
 TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
 # Threads used for concurrent reads.

@@ -19,6 +19,7 @@ import time
 import weakref
 from typing import Any
 
+from tornasole import config
 from tornasole.core.collection import Collection
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig
@@ -36,7 +37,7 @@ __all__ = ["HookBase", "DISABLE_ENV"]
 logger = logging.getLogger(__name__)
 
 # Set to 1/true/yes to turn every hook into a no-op without touching the training script.
-DISABLE_ENV = "TORNASOLE_HOOK_DISABLED"
+DISABLE_ENV = config.HOOK_DISABLED
 
 
 def _env_disabled() -> bool:
