@@ -17,7 +17,7 @@ from typing import Any
 from tornasole.cli.rules_cmd import parse_rule_spec
 from tornasole.cli.table import format_table
 
-__all__ = ["add_parser", "fired_steps", "rule_configurations", "status_rows"]
+__all__ = ["add_parser", "fired_steps", "print_status", "rule_configurations", "status_rows"]
 
 
 def add_parser(sub: Any) -> None:
@@ -129,7 +129,7 @@ def _register(args: argparse.Namespace) -> int:
     else:
         desc = jobs.register_job(args.name, args.s3_output, rules, num_workers=args.num_workers)
     print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {args.s3_output}")
-    _print_status(jobs, args.name)
+    print_status(jobs, args.name)
     return 0
 
 
@@ -160,7 +160,7 @@ def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
     return state.status.value, rows
 
 
-def _print_status(jobs: Any, name: str) -> str:
+def print_status(jobs: Any, name: str) -> str:
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
     print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=90))
@@ -173,7 +173,7 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps(jobs.describe(args.name), indent=2))
         return 0
     while True:
-        status = _print_status(jobs, args.name)
+        status = print_status(jobs, args.name)
         if not args.watch or status not in ("InProgress", "Stopping"):
             return 0
         time.sleep(args.interval)

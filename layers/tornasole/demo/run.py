@@ -46,8 +46,8 @@ class DemoResult:
         return self.statuses == EXPECTED and all(s == "Completed" for s in self.job_statuses.values())
 
 
-def _print_status(name: str) -> tuple[str, dict[str, str]]:
-    from tornasole.cli.jobs_cmd import _print_status as print_status
+def _final_status(name: str) -> tuple[str, dict[str, str]]:
+    from tornasole.cli.jobs_cmd import print_status
     from tornasole.jobs import TornasoleJobs
 
     jobs = TornasoleJobs()
@@ -107,7 +107,7 @@ def run_demo(
         local.drain(timeout=10)  # the last events still travel bus -> SQS target
         out("")
         for job in JOBS:
-            result.job_statuses[job], result.statuses[job] = _print_status(job)
+            result.job_statuses[job], result.statuses[job] = _final_status(job)
             out("")
         broken_job = next(j for j, b in JOBS.items() if b)
         trial = create_trial(f"{local.trial_root}{broken_job}")
