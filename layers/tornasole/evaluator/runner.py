@@ -3,8 +3,17 @@
 Why not ``create_trial(path)``: a listing trial reads every index file of the
 run, so the cost of a step would grow with the run's length. Here the trial is
 built with ``listing=False`` and given the step's index files (one per worker)
-plus those of a bounded window of earlier steps (``history``), found with one
-bounded DynamoDB query, so rules that compare with earlier steps can read them.
+plus those of a bounded window of earlier steps, found with one bounded
+DynamoDB query, so rules that compare with earlier steps can read them.
+
+The window is sized from the rule instances (``history_steps()``: how many
+saved steps before the evaluated one a rule reads; 0 for step-local rules,
+None for rules accumulating over the whole run), the largest over the step's
+rules, and never more than ``MAX_HISTORY_STEPS`` saved steps, so the cost of a
+step stays bounded: a rule asking for more (or for everything) sees only the
+last ``MAX_HISTORY_STEPS``. A custom rule that does not say gets
+``DEFAULT_HISTORY_STEPS``. Earlier index files a warm process already read are
+served from its ``IndexFileCache`` (index files never change once written).
 
 All rules of the step share that one trial: its values are prefetched in one
 concurrent batch of ranged reads, and every rule reads from the shared cache.
@@ -20,24 +29,35 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
 from tornasole.evaluator.models import RuleConfig, StepOutcome
 from tornasole.format import paths
 
 __all__ = [
+    "DEFAULT_HISTORY_STEPS",
+    "MAX_HISTORY_STEPS",
     "PREFETCH_LIMIT",
+    "History",
     "RuleFactory",
     "StepFiles",
     "StepRunner",
     "default_rule_factory",
-    "reads_earlier_steps",
+    "history_window",
 ]
 
 log = logging.getLogger(__name__)
 
 # Prefetch every tensor of the step when there are at most this many; beyond, rules read lazily.
 PREFETCH_LIMIT = 2000
+# Earlier saved steps a step's trial holds at most: Overtraining's defaults need 22, and with the index
+# cache a warm evaluator reads about one new earlier index file per step whatever the window.
+MAX_HISTORY_STEPS = 64
+# The window of a rule that does not declare ``history_steps()`` (custom rules).
+DEFAULT_HISTORY_STEPS = 10
 
 RuleFactory = Callable[[RuleConfig, Any, int], Any]
+# ``depth -> [(step, workers)]``: up to ``depth`` complete steps before the evaluated one, newest first.
+History = Callable[[int], Sequence[tuple[int, tuple[str, ...]]]]
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,9 @@ class StepFiles:
         for step, workers in self.history:
             keys.extend(paths.index_file_name(step, w) for w in workers)
         return keys
+
+    def history_keys(self) -> list[str]:
+        return self.index_keys()[len(self.workers) :]
 
 
 def _other_trials(config: RuleConfig, step: int) -> list[Any] | None:
@@ -86,60 +109,67 @@ def default_rule_factory(config: RuleConfig, trial: Any, step: int = 0) -> Any:
     return create_rule(config.rule_to_invoke, trial, other_trials=others, **config.parameters)
 
 
-# Built-in rules that read only the evaluated step (RULES.md): no earlier index files are loaded for them.
-# A rule class can say so itself with ``READS_EARLIER_STEPS = False``; custom rules get the history.
-STEP_LOCAL_RULES = frozenset(
-    {
-        "VanishingGradient",
-        "ExplodingTensor",
-        "DeadRelu",
-        "SaturatedActivation",
-        "TensorVariance",
-        "AllZero",
-        "SimilarAcrossRuns",
-        "NLPSequenceRatio",
-        "FeatureImportanceOverweight",
-        "TreeDepth",
-    }
-)
+def history_window(rule: Any, cap: int = MAX_HISTORY_STEPS, default: int = DEFAULT_HISTORY_STEPS) -> int:
+    """Earlier saved steps ``rule`` needs in its trial: its ``history_steps()``, at most ``cap``.
 
-
-def reads_earlier_steps(config: RuleConfig) -> bool:
-    """Whether the rule may look at steps before the evaluated one (then the history window is loaded)."""
-    if config.source_s3_uri:
-        return True
+    ``None`` (the rule accumulates over the whole run) gets ``cap``; a rule without the method
+    (a custom rule written for smdebug) gets ``default``.
+    """
+    declared = getattr(rule, "history_steps", None)
     try:
-        from tornasole.rules.registry import get_rule
-
-        declared = getattr(get_rule(config.rule_to_invoke), "READS_EARLIER_STEPS", None)
-    except (ValueError, ImportError, AttributeError):
-        declared = None
-    if declared is not None:
-        return bool(declared)
-    return config.rule_to_invoke not in STEP_LOCAL_RULES
+        wanted = declared() if callable(declared) else default
+    except Exception:  # noqa: BLE001 - a broken custom declaration only sizes the window; the rule still runs
+        log.warning("%s.history_steps() raised; using %d", type(rule).__name__, default, exc_info=True)
+        wanted = default
+    return cap if wanted is None else max(0, min(int(wanted), cap))
 
 
 class StepRunner:
     """Evaluates rules at one step; knows nothing about DynamoDB or events."""
 
-    def __init__(self, rule_factory: RuleFactory | None = None, history_steps: int = 10) -> None:
+    def __init__(
+        self,
+        rule_factory: RuleFactory | None = None,
+        max_history_steps: int = MAX_HISTORY_STEPS,
+        index_cache: IndexFileCache | None = None,
+    ) -> None:
         self.rule_factory = rule_factory or default_rule_factory
-        self.history_steps = history_steps
+        self.max_history_steps = max_history_steps
+        self.index_cache = index_cache if index_cache is not None else IndexFileCache()
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
+        """The step's trial holding ``files``' index files (earlier ones from the index cache if seen)."""
+        from tornasole.storage import get_storage
         from tornasole.trials import create_trial
 
-        trial = create_trial(trial_path, name=job_name, listing=False)
+        storage = CachingStorage(get_storage(trial_path), self.index_cache)
+        trial = create_trial(trial_path, name=job_name, listing=False, storage=storage)
         trial.load_index_files(files.index_keys())
         return trial
 
     def run(
-        self, job_name: str, trial_path: str, files: StepFiles, rules: Sequence[RuleConfig]
+        self,
+        job_name: str,
+        trial_path: str,
+        files: StepFiles,
+        rules: Sequence[RuleConfig],
+        history: History | None = None,
     ) -> list[StepOutcome]:
-        """One outcome per rule (fired / not / error) at ``files.step``."""
+        """One outcome per rule (fired / not / error) at ``files.step``.
+
+        The rules are built on the trial of the step's own index files; then ``history(depth)``
+        gives the earlier steps the most demanding of them needs, whose index files are added.
+        """
         step = files.step
         try:
             trial = self.build_trial(job_name, trial_path, files)
+            built = [self._build_rule(trial, r, step) for r in rules]
+            depth = max(
+                (history_window(b, self.max_history_steps) for b, _ in built if b is not None), default=0
+            )
+            if history is not None and depth:
+                earlier = StepFiles(step, files.workers, tuple(history(depth)))
+                trial.load_index_files(earlier.history_keys())
             bad = {k: v for k, v in trial.bad_steps.items() if k[0] == step}
             if bad:
                 (s, worker), exc = next(iter(bad.items()))
@@ -149,7 +179,9 @@ class StepRunner:
             reason = f"cannot read step {step} of {trial_path}: {exc}"
             log.warning(reason, extra={"job": job_name, "step": step})
             return [StepOutcome(r.name, step, error=reason[:1024]) for r in rules]
-        return [self._run_rule(job_name, trial, r, step) for r in rules]
+        return [
+            self._run_rule(job_name, r, step, rule, ms) for r, (rule, ms) in zip(rules, built, strict=True)
+        ]
 
     @staticmethod
     def _prefetch(trial: Any, step: int) -> None:
@@ -157,21 +189,33 @@ class StepRunner:
         if 0 < len(names) <= PREFETCH_LIMIT:
             trial.prefetch(names, [step])
 
-    def _run_rule(self, job_name: str, trial: Any, config: RuleConfig, step: int) -> StepOutcome:
+    def _build_rule(self, trial: Any, config: RuleConfig, step: int) -> tuple[Any, float | Exception]:
+        """``(rule, build ms)``, or ``(None, the exception)`` when it cannot be built."""
+        start = time.perf_counter()
+        try:
+            return self.rule_factory(config, trial, step), (time.perf_counter() - start) * 1000
+        except Exception as exc:
+            return None, exc
+
+    def _run_rule(
+        self, job_name: str, config: RuleConfig, step: int, rule: Any, built: float | Exception
+    ) -> StepOutcome:
         rule_log = logging.getLogger(f"tornasole.rules.{config.rule_to_invoke}")
         # the rule's logging-level (2019 RuntimeConfigurations); unset: inherit (warm Lambdas reuse loggers)
         rule_log.setLevel(config.logging_level.upper() if config.logging_level else logging.NOTSET)
         keys = {"job": job_name, "rule": config.name, "step": step}
+        build_ms = built if isinstance(built, float) else 0.0
         start = time.perf_counter()
         try:
-            rule = self.rule_factory(config, trial, step)
+            if isinstance(built, Exception):
+                raise built
             outcome = rule.evaluate(step)
         except Exception as exc:
-            ms = (time.perf_counter() - start) * 1000
+            ms = build_ms + (time.perf_counter() - start) * 1000
             reason = f"{config.name}: {type(exc).__name__}: {exc}"
             rule_log.warning("rule raised at step %d: %s", step, reason, extra=keys)
             return StepOutcome(config.name, step, error=reason[:1024], latency_ms=ms)
-        ms = (time.perf_counter() - start) * 1000
+        ms = build_ms + (time.perf_counter() - start) * 1000
         skipped = getattr(outcome, "skipped", False)
         rule_log.info(
             "evaluated: %s",

@@ -30,7 +30,7 @@ from tornasole.evaluator.models import (
     StepOutcome,
     rule_source_problem,
 )
-from tornasole.evaluator.runner import StepFiles, StepRunner, reads_earlier_steps
+from tornasole.evaluator.runner import StepFiles, StepRunner
 from tornasole.evaluator.schedule import CheckReport, run_scheduled_check
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepRecord, StepStore
@@ -213,14 +213,16 @@ class Evaluator:
         outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
         configs = [c for c in configs if not refused[c.name]]
         if configs:
-            depth = self.runner.history_steps if any(map(reads_earlier_steps, configs)) else 0
-            history = [
-                (p.step, tuple(sorted(p.workers)))
-                for p in self.steps.previous_steps(state.name, step, depth)
-                if len(p.workers) >= num_workers
-            ]
-            files = StepFiles(step, tuple(sorted(rec.workers)), tuple(history))
-            outcomes += self.runner.run(state.name, state.trial_path, files, configs)
+
+            def history(depth: int) -> list[tuple[int, tuple[str, ...]]]:
+                return [
+                    (p.step, tuple(sorted(p.workers)))
+                    for p in self.steps.previous_steps(state.name, step, depth)
+                    if len(p.workers) >= num_workers
+                ]
+
+            files = StepFiles(step, tuple(sorted(rec.workers)))
+            outcomes += self.runner.run(state.name, state.trial_path, files, configs, history)
         now = self.now_ms()
         batch = [
             (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])

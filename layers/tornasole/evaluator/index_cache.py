@@ -1,0 +1,116 @@
+"""Index files read for earlier steps, kept across the steps a warm evaluator handles.
+
+Why: a rule that reads earlier steps needs their index files in the step's
+trial, so without a cache every step re-reads its whole history window (e.g.
+11 GetObjects for LossNotDecreasing, 22 for Overtraining) although step N's
+window is step N-1's shifted by one. Index files never change once written
+(the writer's ordering contract publishes each one once, atomically, after its
+event file), so a warm process may keep their bytes: each step then reads its
+own index file and only the earlier ones it has not seen.
+
+``CachingStorage`` wraps the trial's backend for one step; reads of whole index
+files go through the process-wide ``IndexFileCache`` (an LRU bounded in bytes),
+everything else (ranged event-file reads, listings, writes) passes through.
+A missing or failed read is never cached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from tornasole.format import paths
+from tornasole.storage.base import ReadRequest
+
+if TYPE_CHECKING:
+    from tornasole.storage.base import Storage
+
+__all__ = ["CachingStorage", "IndexFileCache", "DEFAULT_CACHE_BYTES"]
+
+# An index file is about 80 bytes per tensor: 32 MiB keeps ~8,000 files of 50 tensors, far more than
+# the history windows of the jobs one warm Lambda serves, and a small part of its memory.
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
+
+
+class IndexFileCache:
+    """Thread-safe LRU of whole index files by full path, bounded by total bytes."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, path: str) -> bytes | None:
+        with self._lock:
+            data = self._items.get(path)
+            if data is not None:
+                self._items.move_to_end(path)
+            return data
+
+    def put(self, path: str, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(path, None)
+            self.size += len(data) - (len(old) if old is not None else 0)
+            self._items[path] = data
+            while self.size > self.max_bytes:
+                _, evicted = self._items.popitem(last=False)
+                self.size -= len(evicted)
+
+    @staticmethod
+    def cacheable(request: ReadRequest) -> bool:
+        """Whole reads of index files only (event files are read by ranges, once per step)."""
+        return (
+            request.start is None
+            and request.end is None
+            and paths.parse_index_file_name(request.path) is not None
+        )
+
+
+class CachingStorage:
+    """A ``Storage`` serving whole index-file reads from an ``IndexFileCache``; the rest passes through."""
+
+    def __init__(self, inner: Storage, cache: IndexFileCache) -> None:
+        self.inner = inner
+        self.cache = cache
+
+    def read(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        return self.read_many([ReadRequest(path, start, end)])[0]  # type: ignore[return-value]
+
+    def read_many(
+        self, requests: Sequence[ReadRequest], on_error: Literal["raise", "return"] = "raise"
+    ) -> list[bytes | BaseException]:
+        out: list[bytes | BaseException | None] = [None] * len(requests)
+        missing: list[int] = []
+        for i, req in enumerate(requests):
+            hit = self.cache.get(req.path) if self.cache.cacheable(req) else None
+            if hit is None:
+                missing.append(i)
+            else:
+                out[i] = hit
+        if missing:
+            fetched = self.inner.read_many([requests[i] for i in missing], on_error=on_error)
+            for i, data in zip(missing, fetched, strict=True):
+                out[i] = data
+                if isinstance(data, bytes) and self.cache.cacheable(requests[i]):
+                    self.cache.put(requests[i].path, data)
+        return out  # type: ignore[return-value]
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self.inner.write_atomic(path, data)
+
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
+        return self.inner.list(prefix, start_after)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)

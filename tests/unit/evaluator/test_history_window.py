@@ -1,0 +1,96 @@
+"""How many earlier steps a step's trial holds for its rules, and the cache of earlier index files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
+from tornasole.evaluator.runner import DEFAULT_HISTORY_STEPS, MAX_HISTORY_STEPS, history_window
+from tornasole.format.writer import StepWriter, TrialWriter
+from tornasole.rules import Rule, create_rule
+from tornasole.storage import get_storage
+from tornasole.storage.base import ReadRequest
+from tornasole.trials import create_trial
+
+
+class SmdebugStyleRule(Rule):
+    """A custom rule written for smdebug: it does not say how far back it reads."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        return False
+
+
+class LongMemoryRule(SmdebugStyleRule):
+    def history_steps(self) -> int | None:
+        return 1000
+
+
+@pytest.fixture
+def trial(tmp_path: Any) -> Any:
+    writer = TrialWriter(str(tmp_path))
+    for step in range(3):
+        sw = StepWriter(step, "worker_0")
+        sw.add_tensor("loss", np.float32(1.0), wall_time=1.0)
+        writer.write_step(sw)
+    writer.write_collections({"losses": {"name": "losses", "include_regex": ["loss"]}}, num_workers=1)
+    return create_trial(str(tmp_path), listing=False)
+
+
+def test_the_window_is_what_the_rule_declares(trial: Any) -> None:
+    assert history_window(create_rule("VanishingGradient", trial)) == 0
+    assert history_window(create_rule("LossNotDecreasing", trial, num_steps="10")) == 11
+    assert history_window(create_rule("Overtraining", trial)) == 22
+
+
+def test_rules_reading_the_whole_run_or_too_far_get_the_cap(trial: Any) -> None:
+    assert history_window(create_rule("ClassImbalance", trial)) == MAX_HISTORY_STEPS
+    assert history_window(LongMemoryRule(trial)) == MAX_HISTORY_STEPS
+    assert history_window(create_rule("Overtraining", trial), cap=8) == 8
+
+
+def test_custom_rules_without_a_declaration_get_the_default_window(trial: Any) -> None:
+    assert history_window(SmdebugStyleRule(trial)) == DEFAULT_HISTORY_STEPS
+
+
+def test_index_files_are_read_once_and_event_ranges_every_time(tmp_path: Any, trial: Any) -> None:
+    # GIVEN a storage that counts the reads reaching the backend
+    reads: list[ReadRequest] = []
+    inner = get_storage(str(tmp_path))
+
+    class CountingInner:
+        def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
+            reads.extend(requests)
+            return inner.read_many(requests, on_error=on_error)
+
+    cache = IndexFileCache()
+    index = f"{tmp_path}/index/000000000/000000000001_worker_0.json"
+    event = f"{tmp_path}/events/000000000001/000000000001_worker_0.tfevents"
+    storage = CachingStorage(CountingInner(), cache)  # type: ignore[arg-type]
+    # WHEN the same index file and event range are read twice
+    first = storage.read_many([ReadRequest(index), ReadRequest(event, 0, 8)])
+    second = storage.read_many([ReadRequest(index), ReadRequest(event, 0, 8)])
+    # THEN the index file reached the backend once, the ranged read twice, and the bytes are the same
+    assert first == second
+    assert [r.path for r in reads] == [index, event, event]
+    assert len(cache) == 1
+
+
+def test_missing_index_files_are_not_cached(tmp_path: Any) -> None:
+    cache = IndexFileCache()
+    storage = CachingStorage(get_storage(str(tmp_path)), cache)
+    missing = f"{tmp_path}/index/000000000/000000000009_worker_0.json"
+    (result,) = storage.read_many([ReadRequest(missing)], on_error="return")
+    assert isinstance(result, FileNotFoundError)
+    assert len(cache) == 0
+
+
+def test_the_cache_keeps_at_most_its_byte_budget() -> None:
+    cache = IndexFileCache(max_bytes=10)
+    for i in range(5):
+        cache.put(f"s3://b/run/index/000000000/00000000000{i}_worker_0.json", b"1234")
+    assert cache.size <= 10
+    assert len(cache) == 2
+    assert cache.get("s3://b/run/index/000000000/000000000004_worker_0.json") == b"1234"
+    assert cache.get("s3://b/run/index/000000000/000000000000_worker_0.json") is None
