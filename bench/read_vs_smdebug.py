@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Time our reader against smdebug 1.0.34's (see bench/README.md).")
     p.add_argument("--steps", type=int, default=1000, help="local run: saved steps (default 1000)")
     p.add_argument("--tensors", type=int, default=50, help="local run: tensors per step (default 50)")
-    p.add_argument("--s3-steps", type=int, default=20, help="S3 run: saved steps (default 20)")
+    p.add_argument("--s3-steps", type=int, default=50, help="S3 run: saved steps (default 50)")
     p.add_argument("--s3-tensors", type=int, default=20, help="S3 run: tensors per step (default 20)")
     p.add_argument(
         "--s3-phases",
