@@ -45,6 +45,8 @@ __all__ = ["Evaluator", "CheckReport", "trial_path_of"]
 
 log = logging.getLogger(__name__)
 
+MAX_REMEMBERED_TRIALS = 10_000
+
 
 def trial_path_of(bucket: str, key: str, depth: int) -> str:
     """The trial root of ``key`` when the file sits ``depth`` levels below it."""
@@ -73,6 +75,7 @@ class Evaluator:
         self.clock = clock
         self.allowed_rule_prefixes = allowed_rule_prefixes
         self.trial_prefix = trial_prefix
+        self._trial_jobs: dict[str, str] = {}  # trial path -> job, once known (see job_for_trial)
 
     @classmethod
     def from_env(cls, env: HandlerEnv) -> Evaluator:
@@ -86,6 +89,16 @@ class Evaluator:
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def job_for_trial(self, trial_path: str) -> str | None:
+        """The job owning ``trial_path``, remembered once found: a trial is claimed by one job for good
+        (``trial_unclaimed_or_ours``), so a warm process saves one GetItem per step. "None" is not kept."""
+        job = self._trial_jobs.get(trial_path)
+        if job is None:
+            job = self.table.job_for_trial(trial_path)
+            if job is not None and len(self._trial_jobs) < MAX_REMEMBERED_TRIALS:
+                self._trial_jobs[trial_path] = job
+        return job
 
     # -- dispatch ---------------------------------------------------------------------------
     def handle_object_created(self, bucket: str, key: str) -> ObjectResult:
@@ -152,7 +165,7 @@ class Evaluator:
 
     # -- steps ------------------------------------------------------------------------------
     def handle_index(self, trial_path: str, step: int, worker: str, key: str) -> ObjectResult:
-        job = self.table.job_for_trial(trial_path)
+        job = self.job_for_trial(trial_path)
         if job is None:
             self.steps.record_orphan(trial_path, step, worker, self.clock())
             log.warning(
@@ -253,7 +266,7 @@ class Evaluator:
         return None
 
     def handle_collections(self, trial_path: str, key: str) -> ObjectResult:
-        job = self.table.job_for_trial(trial_path)
+        job = self.job_for_trial(trial_path)
         state = self.table.load_job(job) if job else None
         if state is None:
             return ObjectResult(key, "collections", "ignored", reason=f"no job registered for {trial_path}")
@@ -270,7 +283,7 @@ class Evaluator:
 
     # -- end of training --------------------------------------------------------------------------
     def handle_end_marker(self, trial_path: str, key: str) -> ObjectResult:
-        job = self.table.job_for_trial(trial_path)
+        job = self.job_for_trial(trial_path)
         state = self.table.load_job(job) if job else None
         if state is None:
             return ObjectResult(key, "end_marker", "ignored", reason=f"no job registered for {trial_path}")

@@ -43,3 +43,4 @@ def test_requests_per_step_are_independent_of_run_length(stack: Stack) -> None:
     assert not any("List" in op for counts in per_step.values() for op in counts)  # never lists the run
     assert per_step[2] == per_step[12]
     assert per_step[12]["s3.GetObject"] <= 4  # index + collections + event data (ranged reads)
+    assert "dynamodb.GetItem" not in per_step[12]  # the trial's job is remembered by the warm evaluator
