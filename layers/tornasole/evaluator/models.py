@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tornasole.rules.actions import Action
+
 __all__ = [
     "JobStatus",
     "RuleStatus",
     "SECONDARY_STATUS",
     "EVALUATING",
     "TERMINAL_JOB",
-    "Action",
     "RuleConfig",
     "JobSpec",
     "RuleState",
@@ -79,23 +80,6 @@ def rule_job_arn(job_arn_: str, rule_name: str) -> str:
 
 
 @dataclass(frozen=True)
-class Action:
-    """One entry of ``action_json``: ``stoptraining``, ``email`` or ``sms``."""
-
-    name: str
-    endpoint: str | None = None
-    training_job_prefix: str | None = None
-
-    def to_json_dict(self) -> dict[str, str]:
-        d = {"name": self.name}
-        if self.endpoint is not None:
-            d["endpoint"] = self.endpoint
-        if self.training_job_prefix is not None:
-            d["training_job_prefix"] = self.training_job_prefix
-        return d
-
-
-@dataclass(frozen=True)
 class RuleConfig:
     """One rule of a job, normalised from either configuration shape.
 
@@ -132,7 +116,7 @@ class RuleConfig:
 
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["actions"] = [a.to_json_dict() for a in self.actions]
+        d["actions"] = [a.to_dict() for a in self.actions]
         d["other_trials"] = list(self.other_trials)
         return json.dumps(d, sort_keys=True)
 

@@ -216,13 +216,8 @@ class StateTable:
         self, item: dict[str, Any], condition: str | None = None, values: dict[str, Any] | None = None
     ) -> bool:
         """PutItem under a named condition; False when the condition failed (already recorded)."""
-        kwargs: dict[str, Any] = {"TableName": self.name, "Item": self.to_attrs(item)}
-        if condition:
-            kwargs["ConditionExpression"] = CONDITIONS[condition]
-            if values:
-                kwargs["ExpressionAttributeValues"] = self.to_attrs(values)
         try:
-            self.client.put_item(**kwargs)
+            self.client.put_item(**self.put_args(item, condition, values))
         except self.client.exceptions.ConditionalCheckFailedException:
             return False
         return True

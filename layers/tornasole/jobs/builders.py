@@ -68,6 +68,15 @@ def _action_json(actions: Any) -> str | None:
     return json.dumps(items) if items else None
 
 
+def _add_trials_and_actions(params: dict[str, str], other_trials: list[str] | None, actions: Any) -> None:
+    """The reserved ``RuleParameters`` both builders add: ``other_trial_<i>`` and ``action_json``."""
+    for i, path in enumerate(other_trials or ()):
+        params[f"other_trial_{i}"] = path
+    action = _action_json(actions)
+    if action is not None:
+        params["action_json"] = action
+
+
 @dataclass
 class Rule:
     """A debugger rule configuration, built like the SageMaker SDK's ``sagemaker.debugger.Rule``.
@@ -105,11 +114,7 @@ class Rule:
             raise ValueError(f"base_config has no rule name: {base_config!r}")
         params.setdefault("rule_to_invoke", rule_name)
         params.update({k: str(v) for k, v in (rule_parameters or {}).items()})
-        for i, path in enumerate(other_trials_s3_input_paths or ()):
-            params[f"other_trial_{i}"] = path
-        action = _action_json(actions)
-        if action is not None:
-            params["action_json"] = action
+        _add_trials_and_actions(params, other_trials_s3_input_paths, actions)
         if collections_to_save is not None:
             colls = [_collection_dict(c) for c in collections_to_save]
         else:
@@ -137,11 +142,7 @@ class Rule:
         params["rule_to_invoke"] = rule_to_invoke or name
         if source:
             params["source_s3_uri"] = source
-        for i, path in enumerate(other_trials_s3_input_paths or ()):
-            params[f"other_trial_{i}"] = path
-        action = _action_json(actions)
-        if action is not None:
-            params["action_json"] = action
+        _add_trials_and_actions(params, other_trials_s3_input_paths, actions)
         return cls(
             name=name,
             image_uri=image_uri or "tornasole",

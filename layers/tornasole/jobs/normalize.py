@@ -23,8 +23,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tornasole.evaluator.models import Action, RuleConfig, rule_source_problem
+from tornasole.evaluator.models import RuleConfig, rule_source_problem
 from tornasole.exceptions import ConfigurationError
+from tornasole.rules.actions import Action, parse_actions
 
 __all__ = [
     "RESERVED",
@@ -53,9 +54,7 @@ def _int(value: Any, what: str) -> int | None:
 def _actions(rule: str, raw: Any) -> tuple[Action, ...]:
     if raw in (None, "", [], {}):
         return ()
-    from tornasole.rules.actions import parse_actions
-
-    return tuple(Action(a.name, a.endpoint, a.training_job_prefix) for a in parse_actions(rule, raw))
+    return parse_actions(rule, raw)
 
 
 def _split_trials(value: Any) -> list[str]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tornasole.evaluator.models import Action, RuleConfig
+from tornasole.evaluator.models import RuleConfig
 from tornasole.exceptions import ConfigurationError
 from tornasole.jobs import CollectionConfig, Rule, normalise_rules, validate_rule
 from tornasole.jobs.normalize import from_debug_rule_configuration, from_rules_specification
+from tornasole.rules.actions import Action
 
 SAGEMAKER = {
     "RuleConfigurationName": "LossCheck",
