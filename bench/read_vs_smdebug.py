@@ -75,6 +75,9 @@ def generate(trial_dir: str, steps: int, tensors: int, seed: int = 0) -> dict:
     tw.write_collections(_collections(), num_workers=1)
     tw.write_end_marker()
     write_s = time.perf_counter() - t0
+    # Flush the dirty pages now: otherwise the kernel writes the run back (30 s after writing it)
+    # while the first reader is being timed, which then competes with writeback and the second not.
+    os.sync()
     event_sizes = [p.stat().st_size for p in Path(trial_dir, "events").rglob("*.tfevents")]
     return {
         "write_s": write_s,

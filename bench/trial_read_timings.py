@@ -37,11 +37,16 @@ import time
 import tracemalloc
 
 
-def _load(impl: str):
+def _load(impl: str, path: str):
     if impl == "smdebug":
         from smdebug.trials import create_trial
     elif impl == "tornasole":
         from tornasole.trials import create_trial
+
+        if path.startswith("s3://"):
+            # smdebug imports boto3 when it is imported (in import_s); ours imports it on first
+            # use, which would put boto3's import inside the timed create_trial of the open phase.
+            import boto3  # noqa: F401
     else:
         raise SystemExit(f"unknown --impl {impl!r}")
     return create_trial
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oracle-in", help="ignored (passed by smdebug_runner)")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
-    create_trial = _load(a.impl)
+    create_trial = _load(a.impl, a.path)
     res: dict = {
         "impl": a.impl,
         "path": a.path,

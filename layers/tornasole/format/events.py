@@ -10,7 +10,8 @@ conversion as smdebug's ``make_numpy_array``: an ndarray is kept as is (0-d stay
 
 Decoding is one ``ParseFromString`` plus one ``np.frombuffer``: values are
 read-only views of the parsed content (no extra copy); callers that mutate must
-copy.
+copy. :func:`decode_tensor` is the trial reader's hot path: only the tag and the
+value (the index file already gives step and mode), a few microseconds a record.
 
 dtype handling (every dtype read back as itself; strings; bfloat16; size-0
 arrays) lives in :mod:`tornasole.format.tensors`.
@@ -36,6 +37,7 @@ __all__ = [
     "encode_event",
     "encode_record",
     "decode_event",
+    "decode_tensor",
     "to_array",
 ]
 
@@ -151,19 +153,9 @@ def decode_event(payload: bytes | memoryview, *, path: str | None = None) -> Ten
     >>> (r.tag, r.value.dtype.name, r.value.tolist(), r.step, r.mode.name, r.mode_step)
     ('b', 'int8', [-1], 2, 'EVAL', 0)
     """
-    ev = messages().Event()
-    try:
-        ev.ParseFromString(payload)
-    except DecodeError as e:
-        raise FormatError(f"malformed Event protobuf ({e})", path=path) from None
+    ev, val = _single_value(payload, path)
     step = ev.step
-    values = ev.summary.value
-    if len(values) != 1:
-        raise FormatError(f"expected one summary value per event, found {len(values)}", path=path, step=step)
-    val = values[0]
     tag = val.tag
-    if not val.HasField("tensor"):
-        raise FormatError("summary value holds no tensor", path=path, step=step, tensor_name=tag)
     array = tensor_to_array(val.tensor, path, step, tag)
     mode = mode_step = None
     for plugin in val.metadata.plugin_data:
@@ -181,6 +173,59 @@ def decode_event(payload: bytes | memoryview, *, path: str | None = None) -> Ten
             if mode is None:
                 raise FormatError(f"bad mode plugin data {content!r}", path=path, step=step, tensor_name=tag)
     return _new_record(tag, array, step, mode, mode_step, ev.wall_time)
+
+
+def decode_tensor(payload: bytes | memoryview, *, path: str | None = None) -> tuple[str, np.ndarray]:
+    """``(tag, value)`` of one ``Event`` payload, skipping wall time and mode plugin data.
+
+    What a trial needs per value: the index file already says the step and
+    mode, so this leaves out the rest of :func:`decode_event`'s work (and its
+    checks of the plugin data, which the index makes redundant here).
+
+    Raises
+    ------
+    FormatError
+        As :func:`decode_event`, apart from bad mode plugin data.
+
+    Examples
+    --------
+    >>> decode_tensor(encode_event("w", np.float32([1, 2]), step=3, mode=None, mode_step=None))[0]
+    'w'
+    """
+    ev = _parse(payload, path)
+    values = ev.summary.value
+    if len(values) != 1 or not values[0].HasField("tensor"):
+        raise _not_one_tensor(ev, path)
+    val = values[0]
+    tag = val.tag
+    return tag, tensor_to_array(val.tensor, path, ev.step, tag)
+
+
+def _single_value(payload: bytes | memoryview, path: str | None) -> tuple[Any, Any]:
+    """Parse an ``Event`` holding exactly one ``Summary.Value`` with a tensor: ``(event, value)``."""
+    ev = _parse(payload, path)
+    values = ev.summary.value
+    if len(values) != 1 or not values[0].HasField("tensor"):
+        raise _not_one_tensor(ev, path)
+    return ev, values[0]
+
+
+def _parse(payload: bytes | memoryview, path: str | None) -> Any:
+    ev = messages().Event()
+    try:
+        ev.ParseFromString(payload)
+    except DecodeError as e:
+        raise FormatError(f"malformed Event protobuf ({e})", path=path) from None
+    return ev
+
+
+def _not_one_tensor(ev: Any, path: str | None) -> FormatError:
+    """The error for an event that does not hold exactly one summary value with a tensor."""
+    values = ev.summary.value
+    if len(values) != 1:
+        msg = f"expected one summary value per event, found {len(values)}"
+        return FormatError(msg, path=path, step=ev.step)
+    return FormatError("summary value holds no tensor", path=path, step=ev.step, tensor_name=values[0].tag)
 
 
 def _new_record(tag, value, step, mode, mode_step, wall_time) -> TensorRecord:

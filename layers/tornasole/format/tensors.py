@@ -144,16 +144,25 @@ def tensor_to_array(tensor: Any, path: str | None, step: int, tag: str) -> np.nd
         Unknown dtype enum, content length not matching the shape, a negative
         dimension, or string / value-list counts not matching the shape.
     """
-    shape = tuple([d.size for d in tensor.tensor_shape.dim])
+    dims = tensor.tensor_shape.dim
     np_dtype = _DT_TO_NP.get(tensor.dtype)
     if np_dtype is not None:  # fast path: the common, well-formed numeric record
         content = tensor.tensor_content
-        if (
-            content
-            and len(content) == math.prod(shape) * np_dtype.itemsize
-            and (not shape or min(shape) >= 0)
-        ):
-            return np.frombuffer(content, dtype=np_dtype).reshape(shape)
+        if len(dims) == 1:  # most saved tensors are flat or flattened: no shape tuple, no reshape
+            size = dims[0].size
+            if content and size > 0 and len(content) == size * np_dtype.itemsize:
+                return np.frombuffer(content, dtype=np_dtype)
+            shape: tuple[int, ...] = (size,)
+        else:
+            shape = tuple([d.size for d in dims])
+            if (
+                content
+                and len(content) == math.prod(shape) * np_dtype.itemsize
+                and (not shape or min(shape) >= 0)
+            ):
+                return np.frombuffer(content, dtype=np_dtype).reshape(shape)
+    else:
+        shape = tuple([d.size for d in dims])
     return _other_tensor(tensor, shape, np_dtype, path, step, tag)
 
 

@@ -23,6 +23,9 @@ DEFAULT_BLOCK_CACHE_BYTES = 32 * 1024 * 1024
 class ValueCache:
     """Thread-safe LRU of numpy arrays bounded by their total ``nbytes``.
 
+    Cached arrays are shared by every reader of the trial, so :meth:`put` makes
+    them read-only: an in-place change raises instead of corrupting later reads.
+
     Examples
     --------
     >>> c = ValueCache(max_bytes=16)
@@ -44,9 +47,10 @@ class ValueCache:
             return value
 
     def put(self, key: Hashable, value: np.ndarray) -> None:
-        size = int(getattr(value, "nbytes", 0))
+        size = value.nbytes
         if size > self.max_bytes:
             return
+        value.setflags(write=False)
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:

@@ -247,6 +247,23 @@ class StepTable:
                 return {}
             return {w: t[name] for w, t in rec.workers.items() if name in t}
 
+    def first_entry(self, name: str, step: int) -> tuple[str, TensorEntry] | None:
+        """``(worker, entry)`` of the first worker (by name) that saved ``name`` at global ``step``.
+
+        What ``entries`` followed by ``min`` gives, without building the dict
+        (this runs once per value read).
+        """
+        with self.lock:
+            rec = self._steps.get(step)
+            if rec is None:
+                return None
+            found = None
+            for w, tensors in rec.workers.items():
+                entry = tensors.get(name)
+                if entry is not None and (found is None or w < found[0]):
+                    found = (w, entry)
+            return found
+
     def locations(self, step: int, worker: str) -> list[RecordLocation]:
         """Every record (values and reductions) of ``worker``'s index for ``step``."""
         with self.lock:

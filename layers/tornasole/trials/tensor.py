@@ -6,6 +6,10 @@ or with several workers the first one (sorted by name) that saved it at that
 step. A worker the trial has never seen raises :class:`InvalidWorker`. The step
 argument may also be passed as smdebug's keyword ``step_num``.
 
+Values are handed out as writable arrays of their own (copies of what the
+trial's cache holds, as smdebug's reader returns fresh arrays): code that
+modifies a value in place changes neither the cache nor later reads.
+
 Missing data raises the documented exceptions: :class:`TensorUnavailableForStep`
 (the step exists, this tensor, or this reduction, was not saved there),
 :class:`StepUnavailable` (the step was never saved and training is past it),
@@ -97,18 +101,32 @@ class Tensor:
     # -- values --------------------------------------------------------------------------------
     @_step_num_alias
     def value(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
-        """The saved value at ``step`` as a numpy array (do not modify it in place: it is cached)."""
-        entry = self._entry(step, mode, worker)
-        if entry.location is None:
-            raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
-        return self._fetch(entry.location)
+        """The saved value at ``step`` as a numpy array of its own (writable; the cache keeps its copy)."""
+        loc = self._resolve(step, GLOBAL if mode is None else mode, worker)[2].location
+        if loc is None:
+            raise self._no_value(step, mode, worker)
+        return self._fetch(loc).copy()
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
-        """``{step: value}`` for every complete step of ``mode``, fetched concurrently."""
+        """``{step: value}`` for every complete step of ``mode``, fetched concurrently (in one batch).
+
+        Raises what :meth:`value` would raise for the first step that fails.
+        """
         steps = self.steps(mode)
-        workers = None if worker is None else [worker]
-        self.trial.prefetch([self.name], steps, mode=mode, workers=workers, include_reductions=False)
-        return {s: self.value(s, mode, worker) for s in steps}
+        locs = []
+        for s in steps:
+            loc = self._entry(s, mode, worker).location
+            if loc is None:
+                raise self._no_value(s, mode, worker)
+            locs.append(loc)
+        table = self.trial._table
+        fetched = self.trial._reader.fetch_many(locs, lambda loc: table.locations(loc.step, loc.worker))
+        out = {}
+        for s, v in zip(steps, fetched):
+            if isinstance(v, Exception):
+                raise v
+            out[s] = v.copy()
+        return out
 
     @_step_num_alias
     def shape(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
@@ -116,7 +134,9 @@ class Tensor:
         entry = self._entry(step, mode, worker)
         if entry.shape is not None:
             return entry.shape
-        return tuple(self.value(step, mode, worker).shape)
+        if entry.location is None:
+            raise self._no_value(step, mode, worker)
+        return tuple(self._fetch(entry.location).shape)
 
     @_step_num_alias
     def has_reductions(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> bool:
@@ -142,7 +162,7 @@ class Tensor:
         g, w, entry = self._resolve(step, mode, worker)
         loc = entry.reductions.get((red, bool(abs)))
         if loc is not None:
-            return self._fetch(loc)
+            return self._fetch(loc).copy()
         if entry.location is None:
             raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
         key = (g, w, red, bool(abs))
@@ -150,7 +170,7 @@ class Tensor:
         if cached is None:
             value = self._fetch(entry.location)
             cached = self._computed[key] = reductions.compute(value, red, abs)
-        return cached
+        return cached.copy()
 
     @_step_num_alias
     def reduction_values(
@@ -166,12 +186,21 @@ class Tensor:
         for v in values:
             if isinstance(v, Exception):
                 raise v
-        return dict(zip(keys, values))
+        return {k: v.copy() for k, v in zip(keys, values)}
 
     # -- lookup --------------------------------------------------------------------------------
+    def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> TensorUnavailableForStep:
+        """The error for a step where only reductions or a shape of this tensor were saved."""
+        entry = self._entry(step, mode, worker)
+        return TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+
     def _fetch(self, loc: RecordLocation) -> np.ndarray:
+        """The cached (read-only, shared) value at ``loc``: copy it before handing it to users."""
+        reader = self.trial._reader
+        if not reader.readahead_bytes:  # local: no neighbours to read ahead over
+            return reader.fetch(loc)
         table = self.trial._table
-        return self.trial._reader.fetch(loc, lambda: table.locations(loc.step, loc.worker))
+        return reader.fetch(loc, lambda: table.locations(loc.step, loc.worker))
 
     def _entry(self, step: int, mode: ModeKeys, worker: str | None) -> TensorEntry:
         return self._resolve(step, GLOBAL if mode is None else mode, worker)[2]
@@ -192,6 +221,11 @@ class Tensor:
 
     def _resolve(self, step: int, mode: ModeKeys, worker: str | None) -> tuple[int, str, TensorEntry]:
         table = self.trial._table
+        if worker is None:  # the common call: the step is loaded and some worker saved the tensor
+            g = table.global_step(mode, step)
+            found = table.first_entry(self.name, g) if g is not None else None
+            if found is not None:
+                return g, found[0], found[1]
         if worker is not None and worker not in table.workers():
             self.trial.maybe_refresh()
             if worker not in table.workers():

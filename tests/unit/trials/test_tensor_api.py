@@ -137,8 +137,43 @@ def test_value_is_one_ranged_read_of_exactly_its_record_and_is_cached(moded_dir)
             entry["start_idx"] + entry["length"],
         )
     ]
-    assert trial.tensor("loss").value(3) is v
+    again = trial.tensor("loss").value(3)
     assert len(storage.reads) == 1
+    np.testing.assert_array_equal(again, v)
+    assert again is not v  # each call hands out its own copy of the cached value (writable)
+
+
+def test_values_are_writable_and_changing_them_leaves_the_cache_intact(moded_dir):
+    # GIVEN a trial that has read (and cached) a value, its saved and computed reductions
+    trial = create_trial(moded_dir)
+    w = trial.tensor("dense.weight")
+    expected = tensor_value(2, "worker_0", "dense.weight")
+    saved_mean = w.reduction_value(2, "mean").copy()
+    computed_l2 = w.reduction_value(2, "l2").copy()
+    # WHEN user code modifies every returned array in place
+    for got in (
+        w.value(2),
+        w.values()[2],
+        w.values(mode=modes.TRAIN)[2],
+        w.reduction_value(2, "mean"),
+        w.reduction_value(2, "l2"),
+        *w.reduction_values(2).values(),
+    ):
+        assert got.flags.writeable
+        got[...] = -1
+    # THEN later reads still return the saved data
+    np.testing.assert_array_equal(w.value(2), expected)
+    np.testing.assert_array_equal(trial.tensor("dense.weight").values()[2], expected)
+    np.testing.assert_array_equal(w.reduction_value(2, "mean"), saved_mean)
+    np.testing.assert_array_equal(w.reduction_value(2, "l2"), computed_l2)
+    assert w.reduction_values(2)[("mean", False)].tolist() == saved_mean.tolist()
+
+
+def test_cached_values_are_read_only():
+    cache = ValueCache(max_bytes=1000)
+    cache.put("a", np.zeros(4))
+    with pytest.raises(ValueError, match="read-only"):
+        cache.get("a")[0] = 1
 
 
 def test_values_and_prefetch_read_concurrently_in_one_batch(moded_dir):
