@@ -163,25 +163,33 @@ class StepRunner:
         step = files.step
         try:
             trial = self.build_trial(job_name, trial_path, files)
-            built = [self._build_rule(trial, r, step) for r in rules]
-            depth = max(
-                (history_window(b, self.max_history_steps) for b, _ in built if b is not None), default=0
-            )
-            if history is not None and depth:
-                earlier = StepFiles(step, files.workers, tuple(history(depth)))
+        except Exception as exc:  # a corrupt or missing step file: every rule of the step records why
+            return self._unreadable(job_name, trial_path, step, rules, exc)
+        built = [self._build_rule(trial, r, step) for r in rules]
+        depth = max((history_window(b, self.max_history_steps) for b, _ in built if b is not None), default=0)
+        # outside the try: a failed state query is the invocation's failure (retried), not the rules'
+        earlier = StepFiles(step, files.workers, tuple(history(depth))) if history and depth else None
+        try:
+            if earlier is not None:
                 trial.load_index_files(earlier.history_keys())
             bad = {k: v for k, v in trial.bad_steps.items() if k[0] == step}
             if bad:
                 (s, worker), exc = next(iter(bad.items()))
                 raise RuntimeError(f"step {s} of worker {worker} is unreadable: {exc}")
             self._prefetch(trial, step)
-        except Exception as exc:  # a corrupt or missing step file: every rule of the step records why
-            reason = f"cannot read step {step} of {trial_path}: {exc}"
-            log.warning(reason, extra={"job": job_name, "step": step})
-            return [StepOutcome(r.name, step, error=reason[:1024]) for r in rules]
+        except Exception as exc:
+            return self._unreadable(job_name, trial_path, step, rules, exc)
         return [
             self._run_rule(job_name, r, step, rule, ms) for r, (rule, ms) in zip(rules, built, strict=True)
         ]
+
+    @staticmethod
+    def _unreadable(
+        job_name: str, trial_path: str, step: int, rules: Sequence[RuleConfig], exc: Exception
+    ) -> list[StepOutcome]:
+        reason = f"cannot read step {step} of {trial_path}: {exc}"
+        log.warning(reason, extra={"job": job_name, "step": step})
+        return [StepOutcome(r.name, step, error=reason[:1024]) for r in rules]
 
     @staticmethod
     def _prefetch(trial: Any, step: int) -> None:

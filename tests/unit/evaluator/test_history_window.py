@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 import pytest
 from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
-from tornasole.evaluator.runner import DEFAULT_HISTORY_STEPS, MAX_HISTORY_STEPS, history_window
+from tornasole.evaluator.models import RuleConfig
+from tornasole.evaluator.runner import (
+    DEFAULT_HISTORY_STEPS,
+    MAX_HISTORY_STEPS,
+    StepFiles,
+    StepRunner,
+    history_window,
+)
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.rules import Rule, create_rule
 from tornasole.storage import get_storage
@@ -94,3 +101,33 @@ def test_the_cache_keeps_at_most_its_byte_budget() -> None:
     assert len(cache) == 2
     assert cache.get("s3://b/run/index/000000000/000000000004_worker_0.json") == b"1234"
     assert cache.get("s3://b/run/index/000000000/000000000000_worker_0.json") is None
+
+
+def test_the_runner_asks_for_the_window_of_its_most_demanding_rule(tmp_path: Any, trial: Any) -> None:
+    asked: list[int] = []
+
+    def history(depth: int) -> list[tuple[int, tuple[str, ...]]]:
+        asked.append(depth)
+        return [(s, ("worker_0",)) for s in range(1, -1, -1)][:depth]
+
+    rules = [
+        RuleConfig(name="VG", rule_to_invoke="VanishingGradient"),
+        RuleConfig(name="LND", rule_to_invoke="LossNotDecreasing"),
+    ]
+    outcomes = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
+    assert asked == [11]
+    assert [(o.rule_name, o.error) for o in outcomes] == [("VG", None), ("LND", None)]
+    step_local = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules[:1], history)
+    assert asked == [11]  # no earlier steps looked up for step-local rules
+    assert step_local[0].error is None
+
+
+def test_a_failed_history_lookup_fails_the_invocation_not_the_rules(tmp_path: Any, trial: Any) -> None:
+    # GIVEN the state query for earlier steps fails (e.g. throttled)
+    def history(depth: int) -> list[tuple[int, tuple[str, ...]]]:
+        raise OSError("throttled")
+
+    rules = [RuleConfig(name="LND", rule_to_invoke="LossNotDecreasing")]
+    # THEN the error propagates (Lambda retries) instead of becoming the rule's sticky Error status
+    with pytest.raises(OSError, match="throttled"):
+        StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
