@@ -42,6 +42,7 @@ __all__ = ["LocalStorage"]
 
 # ``<name>.tmp.<uuid hex>`` (ours) and ``<name>.tmp`` (smdebug's in-progress files).
 _TEMP_NAME = re.compile(r"\.tmp(\.[0-9a-f]{32})?$")
+_HAS_PREAD = hasattr(os, "pread")
 #: A read of a batch slower than this that slept waited for a device: the rest go to threads.
 INLINE_READ_S = 0.0005
 
@@ -83,6 +84,10 @@ class LocalStorage(ThreadedReads):
         if start < 0 or (end is not None and end < 0):
             raise ValueError(f"negative byte range [{start}, {end}) for {path!r}")
         local = path if isinstance(path, str) and path[:1] == "/" else to_local(path)
+        if not _HAS_PREAD:  # Windows: no pread, a plain buffered read
+            with open(local, "rb") as f:
+                f.seek(start)
+                return f.read() if end is None else f.read(max(0, end - start))
         if end is not None:  # a record of an event file: through the descriptor cache
             return self._files.pread(local, max(0, end - start), start)
         fd = os.open(local, os.O_RDONLY)  # whole files (index, collections) are read once

@@ -10,12 +10,12 @@ file merged into one span, batches of bounded total size.
 
 Decoded values are cached per trial, shared and read-only (``Tensor`` hands
 out copies). Remote trials keep up to ``cache_bytes`` of them: a missed value
-costs a request. A reader that does not read ahead (a local trial) keeps at most
-``LOCAL_CACHE_BYTES``: the page cache already holds the event files, a record is
-re-read and decoded in microseconds, and a large cache only makes a streaming
-read slower (every decoded value lands in fresh, cold memory instead of reusing
-buffers still in the CPU cache: a loop over every value of a run was about 1.7x
-slower with 256 MiB of cache than with none). The small cache still serves what
+costs a request. A local trial keeps at most ``LOCAL_CACHE_BYTES``: the page
+cache already holds the event files, a record is re-read and decoded in
+microseconds, and a large cache only makes a streaming read slower (every
+decoded value lands in fresh, cold memory instead of reusing buffers still in
+the CPU cache: a loop over every value of a run was about 1.7x slower with
+256 MiB of cache than with none). The small cache still serves what
 is reused at once (a rule reading one value several times, reductions computed
 from it).
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from tornasole.exceptions import FormatError, IndexReaderException
 from tornasole.format import events, tfrecord
-from tornasole.storage import ReadRequest, Storage
+from tornasole.storage import LocalStorage, ReadRequest, Storage
 from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYTES, BlockCache, ValueCache
 from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import RecordLocation
@@ -50,15 +50,11 @@ SPAN_GAP = 256 * 1024
 LOCAL_CACHE_BYTES = 2 * 1024 * 1024
 
 
-def _key(loc: RecordLocation) -> tuple[str, int, str]:
-    return (loc.tag, loc.step, loc.worker)
-
-
 class ValueReader:
     """Decode records at :class:`RecordLocation`s through a storage backend, with caching.
 
     Returned values are shared with the cache and read-only: callers copy before
-    handing them out. Without read-ahead the cache is capped at ``LOCAL_CACHE_BYTES``.
+    handing them out. On local storage the cache is capped at ``LOCAL_CACHE_BYTES``.
     """
 
     def __init__(
@@ -69,7 +65,7 @@ class ValueReader:
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
     ) -> None:
         self.storage = storage
-        if not readahead_bytes:
+        if isinstance(storage, LocalStorage):
             cache_bytes = min(cache_bytes, LOCAL_CACHE_BYTES)
         self.cache = ValueCache(cache_bytes)
         self.readahead_bytes = readahead_bytes
@@ -78,24 +74,23 @@ class ValueReader:
     def fetch(
         self, loc: RecordLocation, neighbors: Callable[[], Sequence[RecordLocation]] | None = None
     ) -> np.ndarray:
-        """The value of one record (cached per (tag, step, worker)).
+        """The value of one record (cached per location).
 
         ``neighbors`` gives the other records of the same index, used to read
         ahead when ``readahead_bytes`` is set (see :mod:`tornasole.trials.readahead`).
         """
-        key = (loc.tag, loc.step, loc.worker)
-        cached = self.cache.get(key)
+        cached = self.cache.get(loc)  # keyed by the location itself: no key object per read
         if cached is not None:
             return cached
         end = loc.start + loc.length
-        if not self.readahead_bytes:  # local: exactly the record
+        if not self.readahead_bytes:  # no read-ahead (local trials): exactly the record
             try:
                 raw = self.storage.read(loc.event_path, loc.start, end)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
                 raise _read_error(loc, exc) from exc
             value = decode_location(loc, memoryview(raw))
             del raw  # the record's bytes go before the value is cached
-            self.cache.put(key, value)
+            self.cache.put(loc, value)
             return value
         data = self.blocks.find(loc.event_path, loc.start, end)
         if data is None:
@@ -111,7 +106,7 @@ class ValueReader:
                 self.blocks.put(loc.event_path, start, raw)
             data = memoryview(raw)[loc.start - start : end - start]
         value = decode_location(loc, data)
-        self.cache.put(key, value)
+        self.cache.put(loc, value)
         return value
 
     def fetch_many(
@@ -126,7 +121,7 @@ class ValueReader:
         request instead of one each. With read-ahead, spans are widened over
         ``neighbors(loc)`` and kept in the block cache.
         """
-        out: list[np.ndarray | Exception | None] = [self.cache.get(_key(loc)) for loc in locs]
+        out: list[np.ndarray | Exception | None] = [self.cache.get(loc) for loc in locs]
         todo = []
         for i, v in enumerate(out):
             if v is not None:
@@ -158,6 +153,10 @@ class ValueReader:
                 if span.widened:
                     self.blocks.put(span.path, span.start, data)
                 view = memoryview(data)
+                if len(span.members) == 1 and not span.widened:  # exactly one record: no slicing
+                    i = span.members[0]
+                    out[i] = self._decode(locs[i], view)
+                    continue
                 for i in span.members:
                     loc = locs[i]
                     offset = loc.start - span.start
@@ -170,7 +169,7 @@ class ValueReader:
             value = decode_location(loc, data)
         except (FormatError, IndexReaderException) as exc:
             return exc
-        self.cache.put(_key(loc), value)
+        self.cache.put(loc, value)
         return value
 
     def prefetch(
@@ -179,7 +178,7 @@ class ValueReader:
         neighbors: Callable[[RecordLocation], Sequence[RecordLocation]] | None = None,
     ) -> int:
         """Fetch and cache what is not cached yet; errors are left for the later ``fetch`` to raise."""
-        todo = [loc for loc in dict.fromkeys(locs) if _key(loc) not in self.cache]
+        todo = [loc for loc in dict.fromkeys(locs) if loc not in self.cache]
         return sum(1 for v in self.fetch_many(todo, neighbors) if not isinstance(v, Exception))
 
 

@@ -197,7 +197,7 @@ class Tensor:
     def _fetch(self, loc: RecordLocation) -> np.ndarray:
         """The cached (read-only, shared) value at ``loc``: copy it before handing it to users."""
         reader = self.trial._reader
-        if not reader.readahead_bytes:  # local: no neighbours to read ahead over
+        if not reader.readahead_bytes:  # no read-ahead (local trials): no neighbours needed
             return reader.fetch(loc)
         table = self.trial._table
         return reader.fetch(loc, lambda: table.locations(loc.step, loc.worker))
