@@ -152,6 +152,22 @@ def _typed(obj: dict, key: str, typ: type, path: str | None, where: str, default
 
 
 def _tensor_entry(raw: Any, i: int, path: str | None) -> IndexEntry:
+    """One ``tensor_payload`` entry; the well-formed case first (a trial decodes one per record)."""
+    if type(raw) is dict:
+        name, start, length = raw.get("tensorname"), raw.get("start_idx"), raw.get("length")
+        # ``type(...) is int`` rejects bools, as _typed does
+        typed = type(name) is str and type(start) is int and type(length) is int
+        if typed and start >= 0 and length >= OVERHEAD:
+            entry = _new_index_entry(IndexEntry)
+            _set_tensorname(entry, name)
+            _set_start_idx(entry, start)
+            _set_length(entry, length)
+            return entry
+    return _checked_tensor_entry(raw, i, path)
+
+
+def _checked_tensor_entry(raw: Any, i: int, path: str | None) -> IndexEntry:
+    """:func:`_tensor_entry` with every check spelled out, raising the precise error."""
     where = f"tensor_payload[{i}]"
     if not isinstance(raw, dict):
         raise IndexReaderException(f"{where} must be an object", path=path)
@@ -179,3 +195,11 @@ def _shape_entry(raw: Any, i: int, path: str | None) -> ShapeEntry:
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise IndexReaderException(f"{where} ({name!r}): bad shape {shape!r}", path=path)
     return ShapeEntry(name, original, tuple(shape))
+
+
+# Building IndexEntry without the frozen dataclass ``__init__`` (a trial decodes one per record):
+# the slot descriptors write the fields directly, as in ``format.events``.
+_new_index_entry = object.__new__
+_set_tensorname = IndexEntry.tensorname.__set__
+_set_start_idx = IndexEntry.start_idx.__set__
+_set_length = IndexEntry.length.__set__
