@@ -194,11 +194,12 @@ def decode_tensor(payload: bytes | memoryview, *, path: str | None = None) -> tu
     """
     ev = _parse(payload, path)
     values = ev.summary.value
-    if len(values) != 1 or not values[0].HasField("tensor"):
-        raise _not_one_tensor(ev, path)
-    val = values[0]
-    tag = val.tag
-    return tag, tensor_to_array(val.tensor, path, ev.step, tag)
+    if len(values) == 1:
+        val = values[0]
+        if val.HasField("tensor"):
+            tag = val.tag
+            return tag, tensor_to_array(val.tensor, path, ev.step, tag)
+    raise _not_one_tensor(ev, path)
 
 
 def _single_value(payload: bytes | memoryview, path: str | None) -> tuple[Any, Any]:
