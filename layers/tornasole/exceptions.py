@@ -154,12 +154,12 @@ class MissingCollectionFiles(TornasoleError):
 
 
 class InvalidWorker(TornasoleError):
-    """The worker name is not one of the trial's workers."""
+    """The worker is not one of the trial's workers, or did not save the tensor at that step (as smdebug)."""
 
-    def __init__(self, worker: str, known: Any = None) -> None:
+    def __init__(self, worker: str, known: Any = None, message: str | None = None) -> None:
         self.worker = worker
         k = f"; known workers: {sorted(known)}" if known is not None else ""
-        super().__init__(f"Invalid worker {worker!r}{k}")
+        super().__init__(message or f"Invalid worker {worker!r}{k}")
 
 
 class InsufficientInformationForRuleInvocation(TornasoleError):

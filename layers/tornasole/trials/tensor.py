@@ -243,7 +243,10 @@ class Tensor:
             rec = table.record(g)
             if rec is not None and worker not in rec.workers and not table.is_complete(g):
                 raise StepNotYetAvailable(step, mode)
-            raise TensorUnavailableForStep(self.name, step, mode)
+            # smdebug's answer for a known worker without this tensor at this step (user code catches it).
+            raise InvalidWorker(
+                worker, message=f"worker {worker!r} saved no value of tensor {self.name!r} at step {step}"
+            )
         return g, worker, entries[worker]
 
     def _missing(self, step: int, mode: ModeKeys, g: int | None) -> Exception:

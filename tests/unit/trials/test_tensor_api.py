@@ -233,7 +233,8 @@ def test_multi_worker_default_worker_is_the_first_that_saved_it(tmp_path):
     only = trial.tensor("only_on_1")
     np.testing.assert_array_equal(only.value(0), tensor_value(0, "worker_1", "only_on_1"))
     assert trial.tensor("only_on_1").workers(0) == ["worker_1"]
-    with pytest.raises(TensorUnavailableForStep):
+    # as smdebug: a worker without this tensor at this step is an InvalidWorker for it
+    with pytest.raises(InvalidWorker, match="worker_0.*only_on_1.*step 0"):
         trial.tensor("only_on_1").value(0, worker="worker_0")
 
 
