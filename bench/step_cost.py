@@ -61,6 +61,7 @@ COLLECTIONS = {
 def start_moto() -> Any:
     """A moto server on loopback, the environment local mode sets, and the stack's resources."""
     from moto.server import ThreadedMotoServer
+
     from tornasole import config
     from tornasole.aws.clients import clear_client_cache, client
     from tornasole.local.resources import create_resources

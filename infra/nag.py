@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+
 from tornasole.stack_spec import STOP_SIGNAL_FILE
 
 if TYPE_CHECKING:

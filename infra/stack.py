@@ -9,14 +9,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
-from tornasole import config as env_names
-from tornasole.stack_spec import (
-    DEFAULT_SPEC,
-    ENV_CUSTOM_RULES_PREFIX,
-    ENV_TRIAL_PREFIX,
-    STOP_SIGNAL_FILE,
-    StackSpec,
-)
 
 from infra.config import RETENTION_DAYS, StackConfig
 from infra.constructs.alerts import Alerts
@@ -25,6 +17,14 @@ from infra.constructs.events import EventBus
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.state import StateTable
 from infra.constructs.storage import TrialStorage
+from tornasole import config as env_names
+from tornasole.stack_spec import (
+    DEFAULT_SPEC,
+    ENV_CUSTOM_RULES_PREFIX,
+    ENV_TRIAL_PREFIX,
+    STOP_SIGNAL_FILE,
+    StackSpec,
+)
 
 __all__ = ["TornasoleStack", "REPO_ROOT"]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tornasole.aws.clients import clear_client_cache
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -15,6 +15,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import S3Event, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from tornasole.evaluator.service import Evaluator
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.observability import logger, metrics, tracer

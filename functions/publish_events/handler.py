@@ -17,6 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from tornasole.evaluator.events import OutboxPublisher
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.observability import logger, metrics, tracer

@@ -14,6 +14,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from tornasole.evaluator.service import Evaluator
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.observability import logger, metrics, tracer

@@ -21,6 +21,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
 from tornasole.stack_spec import DETAIL_TYPE_JOB_STATE_CHANGE, AlertSpec
 
 __all__ = ["Alerts", "ALERT_STATUSES"]

@@ -16,9 +16,9 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-from tornasole.stack_spec import FunctionSpec, StackSpec
 
 from infra.config import ConfigError
+from tornasole.stack_spec import FunctionSpec, StackSpec
 
 __all__ = ["Evaluator", "LAYER_MARKER"]
 

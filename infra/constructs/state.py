@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
 from constructs import Construct
+
 from tornasole.stack_spec import TableSpec
 
 __all__ = ["StateTable"]

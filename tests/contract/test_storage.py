@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from botocore.exceptions import ClientError
+
 from tornasole.aws import clients
 from tornasole.aws.clients import s3_client
 from tornasole.storage import LocalStorage, ReadRequest, Storage, join

@@ -206,6 +206,7 @@ def deployed(ministack: MiniStack, tmp_path_factory: pytest.TempPathFactory) -> 
 def aws(deployed: Deployed, monkeypatch: pytest.MonkeyPatch):
     """boto3 (and tornasole's cached clients) pointed at the deployed MiniStack, per test."""
     import boto3
+
     from tornasole.aws.clients import clear_client_cache
 
     for key, value in deployed.ministack.env.items():

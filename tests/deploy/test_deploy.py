@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.jobs import TornasoleJobs
 from tornasole.modes import ModeKeys

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
-from tornasole.stack_spec import DEFAULT_SPEC
 
 from infra.config import ConfigError, StackConfig
+from tornasole.stack_spec import DEFAULT_SPEC
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

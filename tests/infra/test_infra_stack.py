@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk.assertions import Capture, Match
+
 from tornasole.stack_spec import DEFAULT_SPEC, DETAIL_TYPE_JOB_STATE_CHANGE, END_MARKER_FILE
 
 

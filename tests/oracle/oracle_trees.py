@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from tornasole.modes import EVAL, GLOBAL, PREDICT, TRAIN, ModeKeys
 
 __all__ = [

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from smdebug_runner import run_smdebug
+
 from tornasole import modes
 from tornasole.trials import create_trial
 

@@ -38,9 +38,10 @@ import numpy as np
 import pytest
 from oracle_trees import SCHEDULE, WORKERS, read_inputs, write_tree
 from smdebug_runner import SmdebugResult, run_smdebug
+from trial_dump import dump_with_ours, dump_with_smdebug
+
 from tornasole.format.reductions import parse_reduction_tag
 from tornasole.modes import EVAL, TRAIN
-from trial_dump import dump_with_ours, dump_with_smdebug
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 

@@ -30,8 +30,9 @@ from oracle_trees import (
     read_inputs,
     write_tree,
 )
-from tornasole.modes import EVAL, GLOBAL, TRAIN, ModeKeys
 from trial_dump import dump_with_smdebug
+
+from tornasole.modes import EVAL, GLOBAL, TRAIN, ModeKeys
 
 
 def _read_and_check(path: str, expected: dict[str, Any], s3_endpoint: str | None = None) -> None:

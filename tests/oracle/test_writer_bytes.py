@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from smdebug_runner import run_smdebug
+
 from tornasole.modes import ModeKeys
 
 WALL = 1_700_000_000.123456

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from moto import mock_aws
+
 from tornasole.cli.main import main
 from tornasole.local.resources import create_resources
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from moto import mock_aws
+
 from tornasole.aws.clients import client
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.local.resources import LocalResources, create_resources

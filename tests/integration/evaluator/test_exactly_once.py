@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from conftest import TRIAL, Stack, event_ids
 from tornasole.aws.clients import client
 from tornasole.evaluator.events import OutboxPublisher, PublishError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from conftest import BUCKET, TRIAL, Stack, event_ids, load_event, load_handler, s3_event
 from tornasole.aws.clients import client
 from tornasole.evaluator.events import OutboxPublisher

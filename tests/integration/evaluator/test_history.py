@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from conftest import TRIAL, Stack
 from tornasole.format.writer import StepWriter
 from tornasole.jobs import TornasoleJobs

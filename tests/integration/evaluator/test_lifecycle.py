@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from conftest import BUCKET, TRIAL, Stack, event_ids
 from tornasole.aws.clients import client
 from tornasole.evaluator.events import OutboxPublisher

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
 from conftest import TRIAL, Stack
 from tornasole.aws.clients import client
 from tornasole.jobs import TornasoleJobs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import BUCKET, TRIAL, Stack, event_ids
 from tornasole.aws.clients import client
 from tornasole.jobs import (

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from tornasole.trials import create_trial
 
 WORKER = Path(__file__).with_name("dist_worker.py")

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import tornasole.pytorch as ts
 from torch import nn
+
+import tornasole.pytorch as ts
 from tornasole import modes
 from tornasole.aws.clients import s3_client
 from tornasole.storage.registry import get_storage

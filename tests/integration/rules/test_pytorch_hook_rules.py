@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-import tornasole.pytorch as ts
 from torch import nn
+
+import tornasole.pytorch as ts
 from tornasole import modes
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import DeadRelu, ExplodingTensor, LossNotDecreasing, Overfit, UnchangedTensor

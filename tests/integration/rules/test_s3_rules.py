@@ -6,6 +6,7 @@ import textwrap
 
 import numpy as np
 import pytest
+
 from tornasole.exceptions import RuleLoadError
 from tornasole.format.writer import TrialWriter
 from tornasole.rules import invoke_rule

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+
 from tornasole.aws.clients import s3_client
 from tornasole.format.reductions import parse_reduction_tag
 from tornasole.modes import ModeKeys

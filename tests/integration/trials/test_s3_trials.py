@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from s3_trial_helpers import RecordingS3Storage, check_modes, check_value, expected, upload_tree
+
 from tornasole.format.writer import TrialWriter
 from tornasole.modes import GLOBAL
 from tornasole.trials import S3Trial, create_trial

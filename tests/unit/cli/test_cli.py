@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tornasole.cli.main import main
 from tornasole.cli.rules_cmd import parse_rule_spec
 from tornasole.cli.table import format_table

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tornasole import modes
 from tornasole.core import (
     Collection,

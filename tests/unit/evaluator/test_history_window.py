@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
 from tornasole.evaluator.models import RuleConfig
 from tornasole.evaluator.runner import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tornasole.evaluator.models import RuleConfig
 from tornasole.exceptions import ConfigurationError
 from tornasole.jobs import CollectionConfig, Rule, normalise_rules, validate_rule

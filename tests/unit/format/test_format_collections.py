@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tornasole.exceptions import FormatError
 from tornasole.format.collections import decode_collections, encode_collections
 

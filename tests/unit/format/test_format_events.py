@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from tornasole.exceptions import FormatError, TornasoleValueError
 from tornasole.format.events import TensorRecord, decode_event, encode_event, encode_record, to_array
 from tornasole.format.proto import messages

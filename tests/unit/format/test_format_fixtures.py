@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole.exceptions import FormatError
 from tornasole.format.collections import decode_collections, encode_collections
 from tornasole.format.events import decode_event, encode_record

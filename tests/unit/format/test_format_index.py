@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tornasole.exceptions import IndexReaderException
 from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, decode_index, encode_index
 from tornasole.modes import ModeKeys

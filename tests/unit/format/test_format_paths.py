@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tornasole.format.paths import (
     END_MARKER,
     JOB_CONFIG,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tornasole.format.reductions import (
     ALL_REDUCTIONS,
     NORMS,

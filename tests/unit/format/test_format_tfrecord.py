@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from tornasole.exceptions import FormatError
 from tornasole.format.crc import CONSTANT_FOOTER_INPUT, CONSTANT_PAYLOAD_CRC, masked_crc32c
 from tornasole.format.tfrecord import frame, iter_records, read_record

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole.format.collections import decode_collections
 from tornasole.format.events import decode_event
 from tornasole.format.index import decode_index

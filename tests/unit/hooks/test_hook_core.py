@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole import Hook, ReductionConfig, SaveConfig, SaveConfigMode, modes
 from tornasole.exceptions import ConfigurationError
 from tornasole.trials import create_trial

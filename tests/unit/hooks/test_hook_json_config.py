@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole import Hook, modes
 from tornasole.exceptions import ConfigurationError
 from tornasole.trials import create_trial

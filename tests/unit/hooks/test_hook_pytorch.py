@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-import tornasole.pytorch as ts
 from torch import nn
+
+import tornasole.pytorch as ts
 from tornasole import modes
 from tornasole.trials import create_trial
 

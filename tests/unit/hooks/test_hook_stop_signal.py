@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole import Hook, SaveConfig
 from tornasole.hooks import TrainingStopRequested
 from tornasole.hooks.stop_signal import StopSignalPoller

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole.hooks.uploader import AsyncTrialWriter, RetryingStorage, StepJob
 from tornasole.modes import ModeKeys
 from tornasole.storage.registry import get_storage

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tornasole import Hook, SaveConfig
 from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.workers import detect_worker

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from rules_helpers import write_trial
+
 from tornasole.trials import create_trial
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from tornasole.core.collection import Collection
 from tornasole.format.writer import TrialWriter
 from tornasole.modes import GLOBAL

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from rules_helpers import train_mlp
+
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import AllZero, DeadRelu, SaturatedActivation, TensorVariance, UnchangedTensor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import ExplodingTensor, VanishingGradient
 

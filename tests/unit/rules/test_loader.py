@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 import pytest
+
 from tornasole.exceptions import RuleLoadError, RuleParameterError
 from tornasole.rules import Rule, invoke_rule
 from tornasole.rules.loader import create_custom_rule, load_rule_class, map_module_name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from rules_helpers import train_mlp
+
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import LossNotDecreasing, Overfit, Overtraining

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from tornasole.exceptions import RuleParameterError
 from tornasole.modes import TRAIN
 from tornasole.rules.actions import parse_actions

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+
 from tornasole.exceptions import ConfigurationError, RuleParameterError
 from tornasole.rules import create_rule, get_rule, rule_names
 from tornasole.rules import rule_configs as rc

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 from rules_helpers import write_trial
+
 from tornasole.exceptions import RuleEvaluationConditionMet, TensorUnavailable
 from tornasole.rules import Rule, RuleInvocationError, invoke_rule
 from tornasole.trials import create_trial

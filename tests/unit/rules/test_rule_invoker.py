@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 from rules_helpers import write_trial
+
 from tornasole.rules.rule_invoker import main
 
 

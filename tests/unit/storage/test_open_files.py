@@ -12,6 +12,7 @@ import sys
 import threading
 
 import pytest
+
 from tornasole.storage import LocalStorage, ReadRequest
 from tornasole.storage import local as local_module
 from tornasole.storage.open_files import OpenFiles, default_capacity

@@ -7,13 +7,14 @@ import os
 
 import numpy as np
 import pytest
+from trial_builder import make_trial_dir, tensor_value, write_collections, write_step
+
 from tornasole.exceptions import FormatError, IndexReaderException
 from tornasole.format.index import IndexEntry, StepIndex, encode_index
 from tornasole.format.proto import messages
 from tornasole.format.tfrecord import frame
 from tornasole.modes import GLOBAL
 from tornasole.trials import StepState, create_trial
-from trial_builder import make_trial_dir, tensor_value, write_collections, write_step
 
 EVENT_1 = "events/000000000001/000000000001_worker_0.tfevents"
 INDEX_1 = "index/000000000/000000000001_worker_0.json"

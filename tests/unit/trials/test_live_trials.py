@@ -6,6 +6,14 @@ import threading
 import time
 
 import pytest
+from trial_builder import (
+    RecordingStorage,
+    make_trial_dir,
+    write_collections,
+    write_end,
+    write_step,
+)
+
 from tornasole import modes
 from tornasole.analysis.utils import no_refresh, refresh
 from tornasole.exceptions import (
@@ -16,13 +24,6 @@ from tornasole.exceptions import (
     StepUnavailable,
 )
 from tornasole.trials import StepState, create_trial
-from trial_builder import (
-    RecordingStorage,
-    make_trial_dir,
-    write_collections,
-    write_end,
-    write_step,
-)
 
 
 def test_live_trial_picks_up_new_steps_and_then_the_end(tmp_path):

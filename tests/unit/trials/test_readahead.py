@@ -6,12 +6,13 @@ import os
 
 import numpy as np
 import pytest
+from trial_builder import RecordingStorage, make_trial_dir, tensor_value
+
 from tornasole.exceptions import IndexReaderException
 from tornasole.trials import create_trial
 from tornasole.trials.caches import BlockCache
 from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import RecordLocation
-from trial_builder import RecordingStorage, make_trial_dir, tensor_value
 
 NAMES = ("a", "b", "c", "d")
 

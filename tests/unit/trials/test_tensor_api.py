@@ -7,12 +7,13 @@ import os
 
 import numpy as np
 import pytest
+from trial_builder import RecordingStorage, make_trial_dir, tensor_value, write_collections, write_step
+
 from tornasole import modes
 from tornasole.exceptions import InvalidWorker, TensorUnavailable, TensorUnavailableForStep
 from tornasole.format.writer import TrialWriter
 from tornasole.trials import LocalTrial, create_trial
 from tornasole.trials.caches import ValueCache
-from trial_builder import RecordingStorage, make_trial_dir, tensor_value, write_collections, write_step
 
 
 @pytest.fixture

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from trial_expectations import check_all_values, check_modes, expected
+
 from tornasole import modes
 from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.trials import LocalTrial, create_trial
-from trial_expectations import check_all_values, check_modes, expected
 
 TREES = ["pt_hook_single", "pt_dist_2workers", "core_writer_2workers"]
 

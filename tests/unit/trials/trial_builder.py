@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterable
 
 import numpy as np
+
 from tornasole.format.writer import TrialWriter
 from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.storage import LocalStorage

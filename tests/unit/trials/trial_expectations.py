@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 from tornasole.format.reductions import parse_reduction_tag
 from tornasole.modes import ModeKeys
 
