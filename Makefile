@@ -45,6 +45,9 @@ demo: setup
 
 bench: setup setup-smdebug
 	$(BIN)/python bench/read_vs_smdebug.py
+	$(BIN)/python bench/hook_overhead.py
+	$(BIN)/python bench/rules_vs_smdebug.py
+	$(BIN)/python bench/step_cost.py
 
 clean:
 	rm -rf build cdk.out .pytest_cache
