@@ -17,12 +17,9 @@ writing, the older half is treated as complete (smdebug's
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import logging
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from tornasole.core.collection import Collection
 from tornasole.exceptions import FormatError, IndexReaderException, TornasoleError
@@ -39,39 +36,6 @@ logger = logging.getLogger(__name__)
 
 #: Incomplete steps (some worker's index missing) waited on before the older half is settled.
 INCOMPLETE_STEP_WINDOW = 1000
-
-_gc_lock = threading.Lock()
-_gc_depth = 0  # loads under way in this process that paused the collector
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while index files are turned into table entries.
-
-    Loading allocates a few long-lived container objects per record (locations,
-    entries) and creates no cycles; with the collector on, every generation-0
-    threshold reached during the load traverses the survivors again and promotes
-    them, and the full collections it triggers walk the whole growing index (about
-    40% of ``create_trial`` on a 1000-step run). The pause lasts only as long as
-    the load: the collector's previous state is restored on the way out, by the
-    last of overlapping loads, and a collector the user had disabled stays disabled.
-    """
-    global _gc_depth, _gc_was_enabled
-    with _gc_lock:
-        if _gc_depth == 0:
-            _gc_was_enabled = gc.isenabled()
-            if _gc_was_enabled:
-                gc.disable()
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            if _gc_depth == 0 and _gc_was_enabled:
-                gc.enable()
-
 
 @functools.lru_cache(maxsize=1 << 16)
 def _parse_tag(tag: str) -> tuple[str, str, bool] | None:
@@ -180,10 +144,6 @@ class IndexLoader:
         if not keys:
             return []
         results = self.storage.read_many([ReadRequest(k) for k, _, _ in keys], on_error="return")
-        with _collector_paused():
-            return self._register(keys, results)
-
-    def _register(self, keys: list[tuple[str, int, str]], results: list) -> list[int]:
         loaded = []
         for (key, step, worker), data in zip(keys, results):
             if isinstance(data, FileNotFoundError):
