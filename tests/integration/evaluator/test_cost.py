@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from conftest import TRIAL, Stack
+from evaluator_stack import TRIAL, Stack
+
 from tornasole.aws.clients import client
 from tornasole.jobs import TornasoleJobs
 

@@ -19,9 +19,9 @@ from urllib.parse import unquote_plus
 
 import jsonschema
 import pytest
+from evaluator_stack import Stack, event_ids
 from moto.core.botocore_stubber import BotocoreStubber
 
-from conftest import Stack, event_ids
 from tornasole.evaluator.service import Evaluator
 from tornasole.evaluator.state import StateTable
 from tornasole.jobs import TornasoleJobs

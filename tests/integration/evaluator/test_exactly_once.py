@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from evaluator_stack import TRIAL, Stack, event_ids
 
-from conftest import TRIAL, Stack, event_ids
 from tornasole.aws.clients import client
 from tornasole.evaluator.events import OutboxPublisher, PublishError
 from tornasole.evaluator.service import Evaluator

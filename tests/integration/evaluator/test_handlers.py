@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from evaluator_stack import BUCKET, TRIAL, Stack, event_ids, load_event, load_handler, s3_event
 
-from conftest import BUCKET, TRIAL, Stack, event_ids, load_event, load_handler, s3_event
 from tornasole.aws.clients import client
 from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.service import Evaluator

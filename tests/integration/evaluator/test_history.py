@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from evaluator_stack import TRIAL, Stack
 
-from conftest import TRIAL, Stack
 from tornasole.format.writer import StepWriter
 from tornasole.jobs import TornasoleJobs
 from tornasole.modes import ModeKeys

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import numpy as np
+from evaluator_stack import BUCKET, TRIAL, Stack, event_ids
 
-from conftest import BUCKET, TRIAL, Stack, event_ids
 from tornasole.aws.clients import client
 from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.runner import StepRunner, default_rule_factory

@@ -8,8 +8,8 @@ import time
 
 import pytest
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from evaluator_stack import TRIAL, Stack
 
-from conftest import TRIAL, Stack
 from tornasole.aws.clients import client
 from tornasole.jobs import TornasoleJobs
 from tornasole.jobs.logs import filter_pattern, rule_log

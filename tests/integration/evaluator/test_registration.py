@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from evaluator_stack import BUCKET, TRIAL, Stack, event_ids
 
-from conftest import BUCKET, TRIAL, Stack, event_ids
 from tornasole.aws.clients import client
 from tornasole.jobs import (
     JobConflictError,
