@@ -88,3 +88,22 @@ def test_plot_without_a_selection_names_the_options(
 ) -> None:
     assert main(["plot", str(fixtures_dir / "pt_hook_single")]) == 2
     assert "--tensor" in capsys.readouterr().err
+
+
+def test_rules_list_prints_every_builtin_with_its_defaults(capsys: pytest.CaptureFixture) -> None:
+    from tornasole.rules import rule_names
+
+    assert main(["rules", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in rule_names():
+        assert f"\n{name} " in out
+    assert "threshold=0.0000001" in out
+
+
+def test_invoke_exit_code_and_summary_line(fixtures_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    trial = str(fixtures_dir / "pt_hook_single")
+    assert main(["invoke", trial, "--rule", "ExplodingTensor"]) == 0
+    assert "RESULT rule=ExplodingTensor status=NoIssuesFound" in capsys.readouterr().out
+    # every saved gradient has a mean |x| below 1.0: the rule fires at the first step
+    assert main(["invoke", trial, "--rule", "VanishingGradient", "--param", "threshold=1.0"]) == 1
+    assert "status=IssuesFound first_step=0" in capsys.readouterr().out
