@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export MPLBACKEND := Agg
 
-.PHONY: setup setup-smdebug test test-fast lint demo layer synth bench clean
+.PHONY: setup setup-smdebug fixtures test test-fast lint demo layer synth bench clean
 
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(BIN)/.installed: pyproject.toml requirements/dev.txt
 setup: $(BIN)/.installed
 
 # smdebug 1.0.34 is the oracle: it needs numpy<2.3 and protobuf 3.20, so it gets its own venv
-# (recipe: shared/fixtures/generators/SMDEBUG_INSTALL.md).
+# (requirements/smdebug.txt says why each pin is there).
 $(SMD_VENV)/.installed: requirements/smdebug.txt
 	test -x $(SMD_VENV)/bin/python || $(PY) -m venv $(SMD_VENV)
 	$(SMD_VENV)/bin/python -m pip install -q -U pip
@@ -29,6 +29,10 @@ $(SMD_VENV)/.installed: requirements/smdebug.txt
 	touch $@
 
 setup-smdebug: $(SMD_VENV)/.installed
+
+# The trees smdebug itself writes, and their ground truth, committed under tests/fixtures/smdebug.
+fixtures: setup-smdebug
+	scripts/fixtures/generate.sh $(SMD_VENV)/bin/python tests/fixtures/smdebug
 
 lint: setup
 	$(BIN)/ruff check .

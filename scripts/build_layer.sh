@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the `tornasole` Lambda layer asset without Docker (shared/TOOLING.md section 3).
+# Build the `tornasole` Lambda layer asset without Docker: pip downloads the
+# manylinux wheels for the Lambda runtime's platform and Python (cp312) instead of building in a container.
 #
 #   scripts/build_layer.sh [x86_64|arm64] [OUT_DIR]
 #

@@ -18,8 +18,8 @@ import pytest
 from tornasole.aws.clients import clear_client_cache
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+# Trees written by the real smdebug 1.0.34 and their ground truth (regenerate: `make fixtures`).
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "smdebug"
 
 _FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -104,7 +104,7 @@ def lambda_context() -> FakeLambdaContext:
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    assert FIXTURES.is_dir(), f"shared fixtures not found at {FIXTURES} (expected ../shared next to the repo)"
+    assert FIXTURES.is_dir(), f"smdebug fixtures not found at {FIXTURES} (`make fixtures` writes them)"
     return FIXTURES
 
 

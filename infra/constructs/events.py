@@ -1,4 +1,4 @@
-"""The custom event bus Tornasole publishes its SageMaker-shaped events on (``shared/EVENTS.md``)."""
+"""The custom event bus Tornasole publishes its SageMaker-shaped events on (``docs/EVENTS.md``)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMDEBUG_VENV = Path(os.environ.get("TORNASOLE_SMDEBUG_VENV", REPO_ROOT / ".venv-smdebug"))
 SMDEBUG_PYTHON = SMDEBUG_VENV / "bin" / "python"
-SETUP_HINT = "run `make setup-smdebug` (recipe: ../shared/fixtures/generators/SMDEBUG_INSTALL.md)"
+SETUP_HINT = "run `make setup-smdebug` (requirements/smdebug.txt lists what that venv needs and why)"
 
 __all__ = [
     "SETUP_HINT",

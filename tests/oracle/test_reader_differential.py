@@ -7,8 +7,8 @@ values against ground truth; this checks the *behaviour* against smdebug
 itself, call for call, with the identical code (``trial_dump.DUMP_BODY``) run
 by both readers.
 
-Trees: the one our writer makes for the oracle tests, and the shared fixtures
-smdebug's own code wrote. Deliberate deviations (FORMAT.md, issue 2) are the
+Trees: the one our writer makes for the oracle tests, and the fixtures
+smdebug's own code wrote (tests/fixtures/smdebug). Deliberate deviations (docs/FORMAT.md) are the
 only accepted differences, each checked to be exactly that deviation:
 
 * smdebug's shape_payload bug: when an index has a shape entry and a tensor
@@ -43,7 +43,7 @@ from trial_dump import dump_with_ours, dump_with_smdebug
 from tornasole.format.reductions import parse_reduction_tag
 from tornasole.modes import EVAL, TRAIN
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "smdebug"
 
 
 def _fixture_inputs(root: Path) -> tuple[dict[str, Any], set[tuple[str, int, str]]]:
@@ -263,7 +263,7 @@ def test_readers_agree_on_incomplete_steps(tmp_path: Path, ended: bool) -> None:
 )
 def test_readers_agree_on_smdebug_fixtures(fixture: str) -> None:
     root = FIXTURES / fixture
-    assert root.is_dir(), f"shared fixture {root} missing"
+    assert root.is_dir(), f"smdebug fixture {root} missing (make fixtures)"
     inputs, shape_bug = _fixture_inputs(root)
     assert inputs["workers"] == (sorted(WORKERS) if "2workers" in fixture else ["worker_0"])
     _assert_agree(inputs, shape_bug)

@@ -2,7 +2,7 @@
 
 Usage: python dist_worker.py OUT_DIR RANK WORLD_SIZE PORT
 
-Mirrors the shared fixture generator ``make_fixture_dist.py`` (which ran
+Mirrors the fixture generator ``scripts/fixtures/distributed_tree.py`` (which runs
 smdebug's hook): manual gradient all-reduce, ``include_workers="all"``, 12 TRAIN
 steps, save_interval 4. Also used by the oracle test.
 """

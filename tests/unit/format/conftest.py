@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def fixture_trees(fixtures_dir: Path) -> list[Path]:
-    """Every trial tree under the shared fixtures (with or without ground truth)."""
+    """Every trial tree under tests/fixtures/smdebug (with or without ground truth)."""
     trees = sorted(p for p in fixtures_dir.iterdir() if p.is_dir() and (p / "events").is_dir())
     assert {t.name for t in trees} >= {"pt_hook_single", "pt_dist_2workers", "core_writer_2workers"}
     return trees
