@@ -91,8 +91,14 @@ class Alerts(Construct):
             event_pattern=self.pattern,
             description="Tornasole: rule IssuesFound/Error transitions -> status topic (readable message)",
             targets=[
+                # A role of this rule publishes, instead of a topic policy letting the whole
+                # events.amazonaws.com service principal publish (with no aws:SourceArn condition).
                 targets.SnsTopic(
-                    self.status_topic, message=message, dead_letter_queue=failures, retry_attempts=4
+                    self.status_topic,
+                    message=message,
+                    dead_letter_queue=failures,
+                    retry_attempts=4,
+                    authorize_using_role=True,
                 )
             ],
         )

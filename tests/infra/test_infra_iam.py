@@ -108,3 +108,39 @@ def test_imported_buckets_are_scoped_by_name(imported) -> None:
     ]
     assert any("s3:::my-training-output/debug/*" in t for t in texts)
     assert any("s3:::my-rules-bucket/tornasole/rules/*" in t for t in texts)
+
+
+def test_no_topic_lets_a_service_principal_publish_without_a_source_condition(synth) -> None:
+    """A topic policy granting ``events.amazonaws.com`` publish with no ``aws:SourceArn`` lets any
+    account's EventBridge rule publish to our alert topics (the confused-deputy case)."""
+    allowed = []
+    for lid, res in synth.resources("AWS::SNS::TopicPolicy").items():
+        for st in res["Properties"]["PolicyDocument"]["Statement"]:
+            principal = st.get("Principal", {})
+            services = _as_list(principal.get("Service", [])) if isinstance(principal, dict) else []
+            if (
+                st["Effect"] == "Allow"
+                and services
+                and "aws:SourceArn" not in json.dumps(st.get("Condition", {}))
+            ):
+                allowed.append((lid, st))
+    assert not allowed, allowed
+
+
+def test_the_status_rule_publishes_through_its_own_role_scoped_to_the_status_topic(synth) -> None:
+    resources = synth.json["Resources"]
+    rule = next(
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::Events::Rule" and "status topic" in r["Properties"].get("Description", "")
+    )
+    (target,) = rule["Properties"]["Targets"]
+    role = target["RoleArn"]["Fn::GetAtt"][0]
+    statements = [
+        st
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert _actions(statements) == {"sns:Publish"}
+    assert all(st["Resource"] == target["Arn"] for st in statements)
