@@ -97,26 +97,31 @@ def decode_action_json(rule: str, raw: Any) -> tuple[Action, ...]:
     """
     if raw in (None, "", [], {}):
         return ()
-    if isinstance(raw, str):
-        text = raw.strip()
-        for _ in range(3):  # at most a few layers of quoting; never a loop
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                if '\\"' not in text:
-                    break
-                try:
-                    value = json.loads(f'"{text}"')  # the text is the body of a JSON string literal
-                except json.JSONDecodeError:
-                    break
-            if not isinstance(value, str):
-                return parse_actions(rule, value)
-            text = value.strip()
-        raw = text
     try:
-        return parse_actions(rule, raw)
+        return parse_actions(rule, _unquote(raw))
     except RuleParameterError as exc:
         raise InvalidJobConfiguration(str(exc)) from exc
+
+
+def _unquote(raw: Any) -> Any:
+    """Peel escaped quotes / JSON-string layers off an ``action_json`` text (a few layers at most)."""
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    for _ in range(3):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            if '\\"' not in text:
+                return text
+            try:
+                value = json.loads(f'"{text}"')  # the text is the body of a JSON string literal
+            except json.JSONDecodeError:
+                return text
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+    return text
 
 
 def _split_trials(value: Any) -> list[str]:

@@ -162,6 +162,12 @@ def _parameter_problems(rule: RuleConfig) -> list[str]:
     return problems
 
 
+def _default_text(p: Any) -> str:
+    if p.required:
+        return "required"
+    return f"default {p.default}" if p.default is not None else "unset"
+
+
 def builtin_rule_problems(rule: RuleConfig) -> list[str]:
     """Why a built-in rule cannot run: unknown name or parameter, or a value of the wrong type."""
     if rule.source_s3_uri:
@@ -178,10 +184,7 @@ def builtin_rule_problems(rule: RuleConfig) -> list[str]:
         ]
     cls = get_rule(target)
     declared = {p.name: p for p in getattr(cls, "PARAMETERS", ())}
-    listing = "; ".join(
-        f"{p.name} ({p.kind}{', required' if p.required else f', default {p.default}'})"
-        for p in declared.values()
-    ) or "(none)"
+    listing = "; ".join(f"{p.name} ({p.kind}, {_default_text(p)})" for p in declared.values()) or "(none)"
     problems = []
     for key, value in rule.parameters.items():
         p = declared.get(key)
@@ -237,9 +240,7 @@ def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
     return problems
 
 
-def check_job(
-    rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | None, job: str | None
-) -> None:
+def check_job(rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | None, job: str | None) -> None:
     """Raise ``InvalidJobConfiguration`` listing every problem of these rules and hook configuration."""
     problems: list[str] = []
     if not rules:
