@@ -28,6 +28,7 @@ __all__ = [
     "InsufficientInformationForRuleInvocation",
     "RuleParameterError",
     "RuleLoadError",
+    "InvalidJobConfiguration",
 ]
 
 
@@ -182,3 +183,19 @@ class RuleParameterError(TornasoleValueError):
 
 class RuleLoadError(TornasoleValueError):
     """A custom rule file cannot be loaded (syntax error, missing class, bad import)."""
+
+
+class InvalidJobConfiguration(ConfigurationError):
+    """A job registration that cannot be accepted; nothing was written.
+
+    ``problems`` lists every problem found (each names the rule, parameter or
+    field and says what is valid), so one round trip fixes them all; the
+    message is those problems, one per line.
+    """
+
+    def __init__(self, problems: list[str] | str, *, job: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.job = job
+        head = f"cannot register job {job!r}: " if job else "invalid job configuration: "
+        body = self.problems[0] if len(self.problems) == 1 else "\n  - " + "\n  - ".join(self.problems)
+        super().__init__(head + body)

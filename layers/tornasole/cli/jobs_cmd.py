@@ -170,7 +170,7 @@ def print_status(jobs: Any, name: str) -> str:
 def _status(args: argparse.Namespace) -> int:
     jobs = _jobs(args)
     if args.json:
-        print(json.dumps(jobs.describe(args.name), indent=2))
+        print(json.dumps(jobs.describe(args.name), indent=2, default=str))  # datetimes as text
         return 0
     while True:
         status = print_status(jobs, args.name)

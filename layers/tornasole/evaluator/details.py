@@ -68,6 +68,8 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
         "TrainingStartTime": _ms(state.start_ms),
         "LastModifiedTime": _ms(state.last_modified_ms),
     }
+    for key, value in (state.describe_fields or {}).items():
+        detail.setdefault(key, value)
     if state.end_ms is not None:
         detail["TrainingEndTime"] = _ms(state.end_ms)
     if state.failure_reason:

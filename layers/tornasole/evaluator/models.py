@@ -99,6 +99,8 @@ class RuleConfig:
     logging_level: str | None = None
     evaluator_image: str = "tornasole"
     rule_parameters: dict[str, str] = field(default_factory=dict)
+    instance_type: str | None = None  # kept for describe (SageMaker's per-rule resources)
+    volume_size_in_gb: int | None = None
 
     def active_at(self, step: int) -> bool:
         """Whether ``step`` lies in ``[start_step, end_step)`` (smdebug's invoke_rule range)."""
@@ -108,11 +110,16 @@ class RuleConfig:
 
     def to_sagemaker(self) -> dict[str, Any]:
         """The ``DebugRuleConfigurations`` entry."""
-        return {
+        out: dict[str, Any] = {
             "RuleConfigurationName": self.name,
             "RuleEvaluatorImage": self.evaluator_image,
             "RuleParameters": dict(self.rule_parameters),
         }
+        if self.instance_type is not None:
+            out["InstanceType"] = self.instance_type
+        if self.volume_size_in_gb is not None:
+            out["VolumeSizeInGB"] = self.volume_size_in_gb
+        return out
 
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -151,6 +158,8 @@ class JobSpec:
     rules: tuple[RuleConfig, ...] = ()
     hook_config: dict[str, Any] | None = None
     num_workers: int | None = None
+    # request fields kept only to be shown by describe (e.g. ResourceConfig)
+    describe_fields: dict[str, Any] | None = None
 
     @property
     def trial_path(self) -> str:
@@ -191,6 +200,7 @@ class JobState:
     expected_steps: int | None = None
     steps_evaluated: int = 0
     last_activity_s: float = 0.0
+    describe_fields: dict[str, Any] | None = None
 
     def rule(self, name: str) -> RuleState | None:
         return next((r for r in self.rules if r.config.name == name), None)

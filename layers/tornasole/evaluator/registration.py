@@ -1,11 +1,17 @@
 """Registering a job and replacing its rules: one transaction each, with its outbox event.
 
 Why here and not in the API: the configuration file (``tornasole_job.json``) and
-the Python/CLI API must register identically, so both call ``Registrar``.
-Registration puts the job, its rules, the trial -> job mapping and the
-InProgress event in one transaction guarded by ``job_is_new`` and
+the Python/CLI API must register identically, so both go through
+``tornasole.evaluator.registry.JobRegistry``, which validates and then calls
+``Registrar``. Registration puts the job, its rules, the trial -> job mapping,
+the registry entry and the InProgress event in one transaction (so a job holds
+at most ``job_limits.MAX_RULES_PER_JOB`` rules) guarded by ``job_is_new`` and
 ``trial_unclaimed_or_ours``; a repeat with identical settings is ``unchanged``,
 anything else is a ``JobConflictError`` (rule changes are ``update_rules``).
+
+A configuration file that cannot be registered leaves a failed-registration
+record in the registry partition (``record_failure``), so ``jobs list`` and
+``describe`` show the reason; a later good registration of that name replaces it.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tornasole.evaluator.job_limits import TRANSACTION_MAX_ITEMS
 from tornasole.evaluator.models import JobSpec, JobState, JobStatus, RuleConfig, RuleState, RuleStatus
 from tornasole.evaluator.state import Conflict, StateTable, job_pk, trial_pk
 from tornasole.evaluator.transitions import (
@@ -26,7 +33,15 @@ from tornasole.evaluator.transitions import (
 )
 from tornasole.exceptions import TornasoleValueError
 
-__all__ = ["JobConflictError", "Registrar"]
+__all__ = ["JobConflictError", "Registrar", "REGISTRY_PK", "unnamed_failure_key"]
+
+#: The registry partition: one item per job (``jobs list`` without a scan), or per failed registration.
+REGISTRY_PK = "JOBS"
+
+
+def unnamed_failure_key(trial_path: str) -> str:
+    """Registry sort key of a failed registration with no usable job name (never a valid job name)."""
+    return f"?{trial_path.rstrip('/')}"
 
 
 class JobConflictError(TornasoleValueError):
@@ -71,6 +86,7 @@ class Registrar:
             rules=rules,
             hook_config=spec.hook_config,
             num_workers=spec.num_workers,
+            describe_fields=spec.describe_fields,
             creation_ms=now_ms,
             start_ms=now_ms,
             last_modified_ms=now_ms,
@@ -95,6 +111,8 @@ class Registrar:
             "gsi1pk": "ACTIVE",
             "gsi1sk": spec.name,
         }
+        if spec.describe_fields:
+            meta["describe_fields"] = spec.describe_fields
         items = [
             {"Put": self.table.put_args(meta, "job_is_new")},
             {
@@ -109,7 +127,7 @@ class Registrar:
                 for i, r in enumerate(spec.rules)
             ),
             # the jobs registry (``tornasole jobs list``): one partition, one item per job
-            {"Put": self.table.put_args({"pk": "JOBS", "sk": spec.name, "trial_path": spec.trial_path})},
+            {"Put": self.table.put_args(self._registry_item(spec.name, spec.trial_path))},
             outbox_put(self.table, spec.name, state_event(state, eid), now_ms),
         ]
         try:
@@ -133,8 +151,60 @@ class Registrar:
             self.transitions.apply(spec.name, lambda s, n=name, r=reason: to_error(s, n, r), now_ms)
         return "registered"
 
-    def update_rules(self, job: str, rules: tuple[RuleConfig, ...], now_ms: int) -> JobState:
-        """Replace a job's rules: unchanged rules keep their status, new or changed ones restart."""
+    @staticmethod
+    def _registry_item(job: str, trial_path: str) -> dict[str, Any]:
+        return {"pk": REGISTRY_PK, "sk": job, "trial_path": trial_path}
+
+    def record_failure(self, name: str | None, trial_path: str, key: str, reason: str, now_ms: int) -> bool:
+        """A failed registration, shown by ``jobs list`` and ``describe``; False if ``name`` is a live job.
+
+        A registered job's entry is never overwritten (the bad file is then only the trial's error).
+        """
+        item = {
+            "pk": REGISTRY_PK,
+            "sk": name or unnamed_failure_key(trial_path),
+            "trial_path": trial_path.rstrip("/"),
+            "failure_reason": reason,
+            "failure_key": key,
+            "failure_time": now_ms,
+        }
+        return self.table.put(item, "registry_free_or_failed")
+
+    def registry(self) -> list[dict[str, Any]]:
+        """Every registry entry (jobs, and failed registrations carrying ``failure_reason``)."""
+        return self.table.query(REGISTRY_PK, "")
+
+    def registry_entry(self, name: str) -> dict[str, Any] | None:
+        return self.table.get(REGISTRY_PK, name)
+
+    def _move_items(self, state: JobState, trial_path: str) -> list[dict]:
+        """The items that move a job to another trial path (mapping, registry entry)."""
+        return [
+            {
+                "Put": self.table.put_args(
+                    {"pk": trial_pk(trial_path), "sk": "#META", "job": state.name},
+                    "trial_unclaimed_or_ours",
+                    {":job": state.name},
+                )
+            },
+            {
+                "Delete": {
+                    "TableName": self.table.name,
+                    "Key": self.table.key(trial_pk(state.trial_path), "#META"),
+                }
+            },
+            {"Put": self.table.put_args(self._registry_item(state.name, trial_path))},
+        ]
+
+    def update_rules(
+        self, job: str, rules: tuple[RuleConfig, ...], now_ms: int, trial_path: str | None = None
+    ) -> JobState:
+        """Replace a job's rules: unchanged rules keep their status, new or changed ones restart.
+
+        With ``trial_path`` (different from the registered one) the job also moves to that trial:
+        its mapping, registry entry and hook configuration's S3OutputPath change in the same
+        transaction, and a trial owned by another job is a ``JobConflictError``.
+        """
         for _ in range(MAX_CONFLICTS):
             state = self.table.load_job(job)
             if state is None:
@@ -143,17 +213,40 @@ class Registrar:
                 raise JobConflictError(f"job {job!r} is {state.status.value}: its rules can no longer change")
             old = {r.config.name: r for r in state.rules}
             rev = state.rules_rev + 1
+            moving = trial_path is not None and trial_path.rstrip("/") != state.trial_path
+            removed = set(old) - {r.name for r in rules}
+            count = 2 + len(rules) + len(removed) + (3 if moving else 0)
+            if count > TRANSACTION_MAX_ITEMS:
+                raise JobConflictError(
+                    f"replacing {len(old)} rules by {len(rules)} ({len(removed)} removed) takes {count} "
+                    f"items, over DynamoDB's {TRANSACTION_MAX_ITEMS} per transaction: update in two steps"
+                )
             new_rules = tuple(
                 old[r.name]
                 if r.name in old and old[r.name].config == r
                 else RuleState(r, RuleStatus.IN_PROGRESS, "", now_ms)
                 for r in rules
             )
+            sets: dict[str, Any] = {"rules_rev": rev}
+            hook = state.hook_config
+            if moving:
+                assert trial_path is not None
+                hook = {**(state.hook_config or {}), "S3OutputPath": trial_path.rstrip("/")}
+                sets.update(trial_path=trial_path.rstrip("/"), hook_config=hook)
             new_state = dataclasses.replace(
-                state, rules=new_rules, rules_rev=rev, seq=state.seq + 1, last_modified_ms=now_ms
+                state,
+                rules=new_rules,
+                rules_rev=rev,
+                seq=state.seq + 1,
+                last_modified_ms=now_ms,
+                trial_path=sets.get("trial_path", state.trial_path),
+                hook_config=hook,
             )
             eid = event_id(job, rev, JOB, "RulesUpdated")
-            items: list[dict[str, Any]] = [self.transitions.meta_update(state, now_ms, {"rules_rev": rev})]
+            items: list[dict[str, Any]] = [self.transitions.meta_update(state, now_ms, sets)]
+            if moving:
+                assert trial_path is not None
+                items += self._move_items(state, trial_path.rstrip("/"))
             for i, r in enumerate(rules):
                 if r.name in old and old[r.name].config == r:
                     items.append(
@@ -169,7 +262,7 @@ class Registrar:
                     )
                 else:
                     items.append({"Put": self.table.put_args(_rule_item(job, i, r, now_ms))})
-            for name in set(old) - {r.name for r in rules}:
+            for name in removed:
                 items.append(
                     {
                         "Delete": {
@@ -181,7 +274,12 @@ class Registrar:
             items.append(outbox_put(self.table, job, state_event(new_state, eid), now_ms))
             try:
                 self.table.transact(items)
-            except Conflict:
+            except Conflict as exc:
+                if moving and len(exc.reasons) > 1 and exc.reasons[1] == "ConditionalCheckFailed":
+                    owner = self.table.job_for_trial(str(trial_path))
+                    raise JobConflictError(
+                        f"cannot move job {job!r} to {trial_path}: that trial belongs to job {owner!r}"
+                    ) from exc
                 continue
             return new_state
         raise Conflict(["update_rules: too many concurrent changes"])

@@ -14,7 +14,6 @@ many steps training wrote (notifications may still be in flight).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -128,21 +127,26 @@ class Evaluator:
 
     # -- registration by file -------------------------------------------------------------------
     def register_from_file(self, trial_path: str, key: str) -> ObjectResult:
-        from tornasole.jobs.api import TornasoleJobs
+        from tornasole.evaluator.job_limits import MAX_JOB_FILE_BYTES
+        from tornasole.evaluator.registry import JobRegistry
         from tornasole.storage import get_storage
 
         path = f"{trial_path}/{JOB_CONFIG_FILE}"
-        try:
-            config = json.loads(get_storage(path).read(path))
-            jobs = TornasoleJobs(
-                table=self.table, allowed_rule_prefixes=self.allowed_rule_prefixes, clock=self.clock
-            )
-            outcome, job = jobs.register_from_config(config, trial_path)
-        except (ValueError, TypeError, KeyError, OSError) as exc:
-            reason = f"{path}: cannot register the job: {exc}"
-            log.warning(reason, extra={"key": key})
+        registry = JobRegistry(
+            self.table,
+            allowed_rule_prefixes=self.allowed_rule_prefixes,
+            clock=self.clock,
+            check_buckets=False,
+        )
+        try:  # read at most one byte past the limit: the registry refuses what is larger
+            data = get_storage(path).read(path, 0, MAX_JOB_FILE_BYTES + 1)
+        except (FileNotFoundError, PermissionError) as exc:
+            outcome, job, reason = "invalid", None, f"{path}: cannot register the job: {exc}"
+        else:
+            outcome, job, reason = registry.register_file(trial_path, key, data)
+        if outcome == "invalid" or job is None:
             self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
-            return ObjectResult(key, "job_config", "invalid", reason=reason)
+            return ObjectResult(key, "job_config", "invalid", job=job, reason=reason)
         replayed = self.adopt_orphans(job, trial_path, evaluate=True)
         if get_storage(trial_path).exists(
             f"{trial_path}/{END_MARKER_FILE}"

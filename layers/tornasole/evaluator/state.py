@@ -63,6 +63,8 @@ CONDITIONS = {
     "job_is_new": "attribute_not_exists(pk)",
     # A job must exist before anything is recorded against it.
     "job_exists": "attribute_exists(pk)",
+    # A failed-registration record never replaces a registered job's registry entry.
+    "registry_free_or_failed": "attribute_not_exists(pk) OR attribute_exists(failure_reason)",
     # A trial path belongs to exactly one job.
     "trial_unclaimed_or_ours": "attribute_not_exists(pk) OR job = :job",
     # Optimistic concurrency: a transition applies only to the job state it was computed from.
@@ -327,6 +329,7 @@ class StateTable:
             expected_steps=int(meta["expected_steps"]) if "expected_steps" in meta else None,
             steps_evaluated=int(meta.get("steps_evaluated", 0)),
             last_activity_s=float(meta.get("last_activity", 0)),
+            describe_fields=meta.get("describe_fields"),
         )
 
     def job_for_trial(self, trial_path: str) -> str | None:

@@ -6,11 +6,21 @@ changing the import root: ``Rule.sagemaker(rule_configs.vanishing_gradient())``,
 DescribeTrainingJob-shaped dict of EVENTS.md and ``rule_job_summary()`` its
 ``DebugRuleEvaluationStatuses``.
 
+Registration is validated before anything is written and raises
+``tornasole.exceptions.InvalidJobConfiguration`` listing every problem (an
+unknown rule or parameter comes with a "did you mean" and the valid ones).
+``register_from_request`` takes a saved SageMaker ``CreateTrainingJob``
+request as the ``sagemaker`` SDK sends it; its trial is SageMaker's
+``<S3OutputPath>/<TrainingJobName>/debug-output``.
+
 The event-driven alternative is a ``tornasole_job.json`` file uploaded at the
-trial root (``tornasole.stack_spec.JOB_CONFIG_FILE``)::
+trial root (``tornasole.stack_spec.JOB_CONFIG_FILE``); one that cannot be
+registered is recorded as a ``Failed`` job whose ``FailureReason`` says why
+(``describe``, ``list_jobs``)::
 
     {"TrainingJobName": "my-job",
-     "S3OutputPath": "s3://bucket/run",            # optional: defaults to the file's location
+     "S3OutputPath": "s3://bucket/run",            # optional: the file's location, or its
+                                                    #   <S3OutputPath>/<TrainingJobName>/debug-output
      "DebugHookConfig": {...},                      # optional
      "NumWorkers": 2,                               # optional: else read from the collections file
      "DebugRuleConfigurations": [...]}              # or the 2019 "rules_specification": [...]
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tornasole.exceptions import InvalidJobConfiguration
 from tornasole.jobs.api import JobConflictError, JobNotFoundError, TornasoleJobs
 from tornasole.jobs.builders import CollectionConfig, Rule
 from tornasole.jobs.listing import list_jobs
@@ -36,6 +47,7 @@ from tornasole.jobs.normalize import normalise_rules, validate_rule
 
 __all__ = [
     "CollectionConfig",
+    "InvalidJobConfiguration",
     "JobConflictError",
     "JobNotFoundError",
     "Rule",
@@ -43,6 +55,7 @@ __all__ = [
     "describe",
     "list_jobs",
     "normalise_rules",
+    "register_from_request",
     "register_job",
     "rule_job_summary",
     "update_job_rules",
@@ -62,13 +75,20 @@ def register_job(
     return TornasoleJobs(table_name).register_job(name, s3_output_path, rules, hook_config, num_workers)
 
 
-def update_job_rules(name: str, rules: Any, table_name: str | None = None) -> dict[str, Any]:
-    """Replace a registered job's rules (the explicit change)."""
-    return TornasoleJobs(table_name).update_job_rules(name, rules)
+def register_from_request(request: dict[str, Any], table_name: str | None = None) -> dict[str, Any]:
+    """Register a saved SageMaker ``CreateTrainingJob`` request; returns ``describe(TrainingJobName)``."""
+    return TornasoleJobs(table_name).register_from_request(request)
+
+
+def update_job_rules(
+    name: str, rules: Any, table_name: str | None = None, s3_output_path: str | None = None
+) -> dict[str, Any]:
+    """Replace a registered job's rules (the explicit change); move it when ``s3_output_path`` differs."""
+    return TornasoleJobs(table_name).update_job_rules(name, rules, s3_output_path)
 
 
 def describe(job_name: str, table_name: str | None = None) -> dict[str, Any]:
-    """The DescribeTrainingJob-shaped dict of EVENTS.md."""
+    """The DescribeTrainingJob-shaped dict of EVENTS.md, times as ``datetime`` (as boto3 returns them)."""
     return TornasoleJobs(table_name).describe(job_name)
 
 

@@ -1,38 +1,41 @@
 """Register jobs on the serverless evaluator and read them back, SageMaker-style.
 
-Registration writes DynamoDB directly (one transaction: job, rules, trial
-mapping, InProgress event), whether it comes from this API, the CLI or the
-``tornasole_job.json`` file a training job uploads. Re-registering the same job
-with the same rules is a no-op; different rules raise ``JobConflictError``:
-changing rules is the explicit ``update_job_rules``. Reading back returns the
-same DescribeTrainingJob-shaped dict the events carry (``details.describe``).
+A thin, user-facing front: everything is done by
+``tornasole.evaluator.registry.JobRegistry`` (the one place registration
+lives, shared with the ``tornasole_job.json`` handler). This module adds what a
+Python user expects: the table from ``TORNASOLE_STATE_TABLE``, the caller's
+account in ARNs, and ``describe()`` times as ``datetime`` objects, as boto3
+returns them.
+
+Registration is validated before anything is written (rule names with a "did
+you mean", parameters against each rule's declared ones, every limit, the
+bucket's existence) and raises ``InvalidJobConfiguration`` listing every
+problem. Re-registering the same job with the same rules is a no-op; different
+rules raise ``JobConflictError``: changing rules is the explicit
+``update_job_rules``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from tornasole.evaluator.details import describe, rule_statuses
-from tornasole.evaluator.models import JobSpec, job_arn
-from tornasole.evaluator.registration import JobConflictError, Registrar
+from tornasole.evaluator.job_limits import JOB_NAME_PATTERN
+from tornasole.evaluator.job_request import spec_from_arguments
+from tornasole.evaluator.models import JobSpec
+from tornasole.evaluator.registration import JobConflictError
+from tornasole.evaluator.registry import JobNotFoundError, JobRegistry
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepStore
-from tornasole.evaluator.transitions import Transitions, to_error
-from tornasole.exceptions import ConfigurationError, TornasoleValueError
-from tornasole.jobs.normalize import normalise_rules, validate_rule
 
-__all__ = ["TornasoleJobs", "JobNotFoundError", "JobConflictError", "JOB_NAME"]
+__all__ = ["TornasoleJobs", "JobNotFoundError", "JobConflictError", "JOB_NAME", "with_datetimes"]
 
-JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # SageMaker's training job name pattern
-
-
-class JobNotFoundError(TornasoleValueError, KeyError):
-    """No job of that name is registered."""
+JOB_NAME = JOB_NAME_PATTERN  # SageMaker's training job name pattern
+_TIME_KEYS = ("CreationTime", "TrainingStartTime", "TrainingEndTime", "LastModifiedTime")
 
 
 @functools.cache
@@ -46,17 +49,23 @@ def _account() -> str:
         return "000000000000"
 
 
-def _merge_hook_config(
-    hook_config: Mapping[str, Any] | None, rules: Any, s3_output_path: str
-) -> dict[str, Any]:
-    hook = dict(hook_config or {})
-    hook["S3OutputPath"] = s3_output_path
-    colls = {c["CollectionName"]: c for c in hook.get("CollectionConfigurations", [])}
-    for r in rules if isinstance(rules, (list, tuple)) else ():
-        for c in getattr(r, "collections_to_save", ()) or ():
-            colls.setdefault(c["CollectionName"], c)
-    hook["CollectionConfigurations"] = list(colls.values())
-    return hook
+def _datetime(value: Any) -> Any:
+    if isinstance(value, str) and value.isdigit():
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    return value
+
+
+def with_datetimes(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """A describe dict with its epoch-millisecond times as timezone-aware ``datetime`` (as boto3)."""
+    out = dict(detail)
+    for key in _TIME_KEYS:
+        if key in out:
+            out[key] = _datetime(out[key])
+    out["DebugRuleEvaluationStatuses"] = [
+        {**s, "LastModifiedTime": _datetime(s.get("LastModifiedTime"))}
+        for s in out.get("DebugRuleEvaluationStatuses", [])
+    ]
+    return out
 
 
 class TornasoleJobs:
@@ -81,16 +90,22 @@ class TornasoleJobs:
         table: StateTable | None = None,
         allowed_rule_prefixes: tuple[str, ...] | None = None,
         clock: Callable[[], float] = time.time,
+        check_buckets: bool = True,
     ) -> None:
         self.table = table or StateTable(
             table_name or os.environ.get("TORNASOLE_STATE_TABLE") or None, client
         )
-        self.allowed_rule_prefixes = allowed_rule_prefixes
-        self.clock = clock
+        self.registry = JobRegistry(
+            self.table,
+            account=_account,
+            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            allowed_rule_prefixes=allowed_rule_prefixes,
+            clock=clock,
+            check_buckets=check_buckets,
+        )
 
     def arn(self, name: str) -> str:
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return job_arn(name, region, _account())
+        return self.registry.arn(name)
 
     # -- registration ------------------------------------------------------------------------
     def build_spec(
@@ -101,18 +116,8 @@ class TornasoleJobs:
         hook_config: Mapping[str, Any] | None = None,
         num_workers: int | None = None,
     ) -> JobSpec:
-        if not JOB_NAME.match(name or ""):
-            raise ConfigurationError(f"training job name {name!r} must match {JOB_NAME.pattern}")
-        if not str(s3_output_path).startswith("s3://"):
-            raise ConfigurationError(f"S3 output path {s3_output_path!r} must be an s3:// URI")
-        path = str(s3_output_path).rstrip("/")
-        return JobSpec(
-            name=name,
-            s3_output_path=path,
-            rules=normalise_rules(rules),
-            hook_config=_merge_hook_config(hook_config, rules, path),
-            num_workers=int(num_workers) if num_workers else None,
-        )
+        """The validated ``JobSpec`` a registration would write (raises ``InvalidJobConfiguration``)."""
+        return spec_from_arguments(name, s3_output_path, rules, hook_config, num_workers)
 
     def register_job(
         self,
@@ -123,75 +128,52 @@ class TornasoleJobs:
         num_workers: int | None = None,
     ) -> dict[str, Any]:
         """Register a job (idempotent for identical settings); returns ``describe(name)``."""
-        spec = self.build_spec(name, s3_output_path, rules, hook_config, num_workers)
-        self._register(spec)
-        self._adopt_orphans(spec)
+        self.registry.register_arguments(name, s3_output_path, rules, hook_config, num_workers)
         return self.describe(name)
 
-    def _register(self, spec: JobSpec) -> str:
-        errors = {
-            r.name: reason for r in spec.rules if (reason := validate_rule(r, self.allowed_rule_prefixes))
-        }
-        return Registrar(self.table).register(spec, self.arn(spec.name), int(self.clock() * 1000), errors)
+    def register_from_request(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Register a saved SageMaker ``CreateTrainingJob`` request (as the ``sagemaker`` SDK sends it).
 
-    def _adopt_orphans(self, spec: JobSpec) -> None:
-        """Steps seen before an API registration become pending; the scheduled check evaluates them."""
-        steps = StepStore(self.table)
-        for step, worker in steps.take_orphans(spec.trial_path):
-            steps.record_worker(spec.name, step, worker, self.clock())
-            steps.mark_pending(spec.name, step, 0)
+        The trial is ``<DebugHookConfig.S3OutputPath>/<TrainingJobName>/debug-output``, SageMaker's
+        convention; returns ``describe(TrainingJobName)``.
+        """
+        spec = self.registry.register_request(request)
+        return self.describe(spec.name)
 
-    def register_from_config(self, config: Mapping[str, Any], trial_path: str) -> tuple[str, str]:
-        """Register from a ``tornasole_job.json`` found at ``trial_path``; ``(outcome, job name)``."""
-        if not isinstance(config, Mapping):
-            raise ConfigurationError("the job configuration must be a JSON object")
-        name = config.get("TrainingJobName") or config.get("training_job_name") or config.get("name")
-        if not name:
-            raise ConfigurationError("the job configuration has no TrainingJobName")
-        path = str(config.get("S3OutputPath") or config.get("s3_output_path") or trial_path).rstrip("/")
-        if path != trial_path.rstrip("/"):
-            raise ConfigurationError(f"S3OutputPath {path} does not match the file's location {trial_path}")
-        if "DebugRuleConfigurations" not in config and "rules_specification" not in config:
-            raise ConfigurationError(
-                "the job configuration has neither DebugRuleConfigurations nor rules_specification"
-            )
-        spec = self.build_spec(
-            str(name),
-            path,
-            config,
-            config.get("DebugHookConfig"),
-            config.get("NumWorkers") or config.get("num_workers"),
-        )
-        return self._register(spec), spec.name
+    def register_from_config(self, config: Any, trial_path: str) -> tuple[str, str]:
+        """Register a parsed ``tornasole_job.json`` found at ``trial_path``; ``(outcome, job name)``."""
+        from tornasole.evaluator.job_request import spec_from_config
 
-    def update_job_rules(self, name: str, rules: Any) -> dict[str, Any]:
-        """Replace a job's rules (the explicit change): unchanged rules keep their status, others restart."""
-        new = normalise_rules(rules)
-        now_ms = int(self.clock() * 1000)
-        Registrar(self.table).update_rules(name, new, now_ms)
-        errors = {r.name: reason for r in new if (reason := validate_rule(r, self.allowed_rule_prefixes))}
-        for rule_name, reason in errors.items():
-            Transitions(self.table).apply(name, lambda s, n=rule_name, r=reason: to_error(s, n, r), now_ms)
+        spec = spec_from_config(config, trial_path)
+        return self.registry.register(spec, adopt_orphans=False), spec.name
+
+    def update_job_rules(self, name: str, rules: Any, s3_output_path: str | None = None) -> dict[str, Any]:
+        """Replace a job's rules (the explicit change): unchanged rules keep their status, others restart.
+
+        With ``s3_output_path`` different from the registered one, the job moves to that trial path.
+        """
+        self.registry.update(name, rules, s3_output_path)
         return self.describe(name)
 
     # -- reading back -----------------------------------------------------------------------------
-    def _state(self, name: str):
-        state = self.table.load_job(name)
-        if state is None:
-            raise JobNotFoundError(f"no training job named {name!r} is registered in table {self.table.name}")
-        return state
-
-    def describe(self, name: str) -> dict[str, Any]:
-        """The DescribeTrainingJob-shaped dict of EVENTS.md."""
-        return describe(self._state(name))
+    def describe(self, name: str, *, datetimes: bool = True) -> dict[str, Any]:
+        """The DescribeTrainingJob-shaped dict; times are ``datetime`` (``datetimes=False``: the
+        epoch-millisecond strings the events carry). A failed registration is ``Failed`` with its
+        ``FailureReason``."""
+        detail = self.registry.describe(name)
+        return with_datetimes(detail) if datetimes else detail
 
     def rule_job_summary(self, name: str) -> list[dict[str, Any]]:
         """``DebugRuleEvaluationStatuses`` of the job (as the SageMaker SDK's ``rule_job_summary()``)."""
-        return rule_statuses(self._state(name))
+        return self.describe(name)["DebugRuleEvaluationStatuses"]
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        """One row per job, failed registrations included (with ``failure_reason``)."""
+        return self.registry.list_jobs()
 
     def rule_evaluations(self, name: str, rule: str) -> list[dict[str, Any]]:
         """One rule's per-step evaluation records (its report): step, fired, details, values, error."""
-        self._state(name)
+        self.registry.describe(name)
         return StepStore(self.table).evaluations(name, rule)
 
     def trial_error(self, trial_path: str) -> dict[str, Any] | None:

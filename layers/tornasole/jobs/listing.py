@@ -1,42 +1,29 @@
-"""List registered jobs (``tornasole jobs list``) from the ``JOBS`` registry partition.
+"""List registered jobs (``tornasole jobs list``) from the registry partition.
 
 Why a registry partition: listing must not scan the table (its size grows
 with every step of every run); the registry holds one item per job, written
-in the registration transaction, so a listing costs one paginated Query plus
-one Query per job for its statuses.
+in the registration transaction, and one per failed registration, so a
+listing costs one paginated Query plus one Query per job for its statuses.
+The work is ``tornasole.evaluator.registry.JobRegistry.list_jobs``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tornasole.evaluator.models import RuleStatus
+from tornasole.evaluator.registry import JobRegistry
 from tornasole.evaluator.state import StateTable
 
 __all__ = ["list_jobs"]
 
 
 def list_jobs(table: StateTable | None = None) -> list[dict[str, Any]]:
-    """One row per job: ``name``, ``status``, ``rules`` (count), ``issues`` (IssuesFound), ``trial_path``.
+    """One row per job: ``name``, ``status``, ``rules`` (count), ``issues`` (IssuesFound), ``trial_path``;
+    a failed registration is ``Failed`` with its ``failure_reason`` (``name`` None when the file had none).
 
     Examples
     --------
     >>> list_jobs()  # doctest: +SKIP
     [{'name': 'my-job', 'status': 'InProgress', 'rules': 2, 'issues': 1, 'trial_path': 's3://b/run'}]
     """
-    table = table or StateTable()
-    rows = []
-    for item in table.query("JOBS", ""):
-        state = table.load_job(item["sk"])
-        if state is None:
-            continue
-        rows.append(
-            {
-                "name": state.name,
-                "status": state.status.value,
-                "rules": len(state.rules),
-                "issues": sum(r.status == RuleStatus.ISSUES_FOUND for r in state.rules),
-                "trial_path": state.trial_path,
-            }
-        )
-    return rows
+    return JobRegistry(table or StateTable(), check_buckets=False).list_jobs()

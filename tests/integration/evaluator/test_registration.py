@@ -8,6 +8,7 @@ import pytest
 from evaluator_stack import BUCKET, TRIAL, Stack, event_ids
 
 from tornasole.aws.clients import client
+from tornasole.exceptions import InvalidJobConfiguration
 from tornasole.jobs import (
     JobConflictError,
     JobNotFoundError,
@@ -18,6 +19,7 @@ from tornasole.jobs import (
     rule_job_summary,
 )
 from tornasole.rules import rule_configs
+from tornasole.rules.registry import BUILTIN_RULES
 
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}
 
@@ -120,32 +122,47 @@ def test_configuration_file_registers_the_2019_shape(stack: Stack) -> None:
     assert stack.deliver(note)["results"][0]["action"] == "unchanged"
 
 
-def test_invalid_rules_become_rule_errors_at_registration(stack: Stack) -> None:
+def test_invalid_rules_are_refused_before_anything_is_written(stack: Stack) -> None:
+    jobs = TornasoleJobs(allowed_rule_prefixes=("s3://tornasole-trials/rules/",))
+    with pytest.raises(InvalidJobConfiguration) as err:
+        jobs.register_job(
+            "my-job",
+            TRIAL,
+            [
+                {"RuleConfigurationName": "Typo", "RuleParameters": {"rule_to_invoke": "VanishingGradiant"}},
+                {
+                    "RuleConfigurationName": "BadParam",
+                    "RuleParameters": {"rule_to_invoke": "VanishingGradient", "threshold": "abc"},
+                },
+            ],
+        )
+    assert err.value.problems == [
+        "rule 'Typo': 'VanishingGradiant' is not a built-in rule; did you mean 'VanishingGradient'? "
+        f"built-in rules: {', '.join(sorted(BUILTIN_RULES))} (a custom rule needs source_s3_uri)",
+        "rule 'BadParam' (VanishingGradient): parameter 'threshold'='abc' is not a number",
+    ]
+    with pytest.raises(JobNotFoundError):
+        describe("my-job")
+    assert list_jobs() == []
+
+
+def test_custom_rule_sources_outside_the_allowed_prefixes_start_in_error(stack: Stack) -> None:
     d = TornasoleJobs(allowed_rule_prefixes=("s3://tornasole-trials/rules/",)).register_job(
         "my-job",
         TRIAL,
         [
-            {"RuleConfigurationName": "Typo", "RuleParameters": {"rule_to_invoke": "VanishingGradiant"}},
-            {
-                "RuleConfigurationName": "BadParam",
-                "RuleParameters": {"rule_to_invoke": "VanishingGradient", "threshold": "abc"},
-            },
             Rule.custom("Outside", source="s3://someone-else/rule.py", rule_to_invoke="MyRule"),
             Rule.custom("Inside", source="s3://tornasole-trials/rules/rule.py", rule_to_invoke="MyRule"),
         ],
     )
     by_name = {s["RuleConfigurationName"]: s for s in d["DebugRuleEvaluationStatuses"]}
-    assert by_name["Typo"]["RuleEvaluationStatus"] == "Error"
-    assert "unknown built-in rule 'VanishingGradiant'" in by_name["Typo"]["StatusDetails"]
-    assert by_name["BadParam"]["RuleEvaluationStatus"] == "Error"
-    assert "threshold" in by_name["BadParam"]["StatusDetails"]
     assert by_name["Outside"]["RuleEvaluationStatus"] == "Error"
     assert "outside the allowed prefixes" in by_name["Outside"]["StatusDetails"]
     assert by_name["Inside"]["RuleEvaluationStatus"] == "InProgress"
     assert d["TrainingJobStatus"] == "InProgress"
 
 
-def test_malformed_configuration_file_is_recorded_not_raised(stack: Stack) -> None:
+def test_malformed_configuration_file_is_recorded_as_a_failed_registration(stack: Stack) -> None:
     stack.put_job_config({"TrainingJobName": "my-job"})  # no rules
     (note,) = stack.notifications()
     result = stack.deliver(note)["results"][0]
@@ -153,14 +170,33 @@ def test_malformed_configuration_file_is_recorded_not_raised(stack: Stack) -> No
     error = TornasoleJobs().trial_error(TRIAL)
     assert error["key"] == "jobs/my-job/tornasole_job.json"
     assert "neither DebugRuleConfigurations nor rules_specification" in error["reason"]
+    d = describe("my-job")
+    assert (d["TrainingJobStatus"], d["SecondaryStatus"]) == ("Failed", "Failed")
+    assert d["FailureReason"] == (
+        f"{TRIAL}/tornasole_job.json: cannot register the job: "
+        "the job configuration has neither DebugRuleConfigurations nor rules_specification"
+    )
+    assert d["DebugRuleEvaluationStatuses"] == []
     client("s3").put_object(
         Bucket="tornasole-trials", Key="jobs/my-job/tornasole_job.json", Body=b"{not json"
     )
     (note,) = stack.notifications()
     assert stack.deliver(note)["results"][0]["action"] == "invalid"
-    assert "cannot register the job" in TornasoleJobs().trial_error(TRIAL)["reason"]
-    with pytest.raises(JobNotFoundError):
-        describe("my-job")
+    reason = TornasoleJobs().trial_error(TRIAL)["reason"]
+    assert "cannot register the job: the file is not valid JSON" in reason
+    rows = list_jobs()
+    assert [(r["name"], r["status"], r["trial_path"]) for r in rows] == [
+        (None, "Failed", TRIAL),  # the file without a usable name is listed by its trial
+        ("my-job", "Failed", TRIAL),
+    ]
+    assert "not valid JSON" in rows[0]["failure_reason"]
+    # a corrected file registers the job and replaces the failure record
+    stack.put_job_config({"TrainingJobName": "my-job", "DebugRuleConfigurations": [VG]})
+    (note,) = stack.notifications()
+    assert stack.deliver(note)["results"][0]["action"] == "registered"
+    assert describe("my-job")["TrainingJobStatus"] == "InProgress"
+    assert "FailureReason" not in describe("my-job")
+    assert [(r["name"], r["status"]) for r in list_jobs()] == [(None, "Failed"), ("my-job", "InProgress")]
 
 
 CUSTOM_RULE = b"""

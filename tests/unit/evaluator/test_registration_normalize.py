@@ -78,11 +78,13 @@ def test_whole_configurations_and_mixed_lists_are_accepted() -> None:
     ("rules", "message"),
     [
         ([SAGEMAKER, SAGEMAKER], "unique"),
-        ([{"RuleConfigurationName": "", "RuleParameters": {}}], "without RuleConfigurationName"),
+        ([{"RuleConfigurationName": "", "RuleParameters": {}}], "without a RuleConfigurationName"),
         ([{"RuleConfigurationName": "X", "RuleParameters": {"start_step": "ten"}}], "not an integer"),
         ([{"Foo": 1}], "not a rule configuration"),
         ("VanishingGradient", "must be a list"),
-        ([{"RuleConfigurationName": "@job", "RuleParameters": {}}], "may not start with '@'"),
+        ([{"RuleConfigurationName": "X", "RuleParameters": "threshold=1"}], "must be an object"),
+        ([{"RuleConfigurationName": "X", "RuleParameters": {"k": {"a": 1}}}], "must be a string or a number"),
+        ([{"RuleConfigurationName": "X", "RuleParameters": {"end_step": 10**13}}], "between 0 and"),
     ],
 )
 def test_structural_problems_raise_configuration_error(rules: object, message: str) -> None:
@@ -96,7 +98,7 @@ def test_validate_rule_reasons() -> None:
     typo = from_debug_rule_configuration(
         {"RuleConfigurationName": "VG", "RuleParameters": {"rule_to_invoke": "Nope"}}
     )
-    assert "unknown built-in rule 'Nope'" in validate_rule(typo)
+    assert "'Nope' is not a built-in rule" in validate_rule(typo)
     custom = from_debug_rule_configuration(
         {"RuleConfigurationName": "C", "RuleParameters": {"source_s3_uri": "https://x/r.py"}}
     )

@@ -1,0 +1,262 @@
+"""Every limit a job registration must respect, checked before anything is written (pure).
+
+Why up front: a registration that cannot work must fail where the user is
+(a non-zero CLI exit, an exception from ``register_job``, a recorded failure
+for a ``tornasole_job.json``), never as a rule that silently sits in ``Error``
+or a handler crashing into the dead-letter queue. Each problem names the
+rule, parameter or field, and says what is valid ("did you mean").
+
+The limits come from where the job is stored: registration is ONE DynamoDB
+transaction (at most 100 items) of the job, its trial mapping, its registry
+entry, its InProgress event and one item per rule; an item holds at most
+400 KB; step keys have 12 digits.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+from tornasole.evaluator.models import RuleConfig
+from tornasole.exceptions import InvalidJobConfiguration, RuleParameterError
+
+__all__ = [
+    "JOB_NAME_PATTERN",
+    "MAX_COLLECTIONS",
+    "MAX_HOOK_CONFIG_BYTES",
+    "MAX_JOB_FILE_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_PARAMETERS_PER_RULE",
+    "MAX_PARAMETER_KEY_LENGTH",
+    "MAX_PARAMETER_VALUE_LENGTH",
+    "MAX_RULES_PER_JOB",
+    "MAX_RULE_NAME_LENGTH",
+    "MAX_WORKERS",
+    "REGISTRATION_FIXED_ITEMS",
+    "TRANSACTION_MAX_ITEMS",
+    "builtin_rule_problems",
+    "check_job",
+    "json_depth",
+    "num_workers",
+]
+
+#: DynamoDB TransactWriteItems holds at most this many items.
+TRANSACTION_MAX_ITEMS = 100
+#: Items of the registration transaction besides the rules: job, trial mapping, registry entry, event.
+REGISTRATION_FIXED_ITEMS = 4
+#: The most rules one job can have: one transaction item per rule.
+MAX_RULES_PER_JOB = TRANSACTION_MAX_ITEMS - REGISTRATION_FIXED_ITEMS
+#: SageMaker's limit on RuleConfigurationName; also keeps the rule's key far below DynamoDB's.
+MAX_RULE_NAME_LENGTH = 256
+#: SageMaker's limit on the entries of a RuleParameters map.
+MAX_PARAMETERS_PER_RULE = 100
+MAX_PARAMETER_KEY_LENGTH = 256
+#: Room for an ``action_json`` with several endpoints; 100 such values still fit one item.
+MAX_PARAMETER_VALUE_LENGTH = 2048
+#: The hook configuration is stored in the job's item and echoed in every state-change event.
+MAX_HOOK_CONFIG_BYTES = 32 * 1024
+MAX_COLLECTIONS = 100
+#: A ``tornasole_job.json`` larger than this is refused unread.
+MAX_JOB_FILE_BYTES = 1024 * 1024
+#: Deeper JSON than any configuration needs is refused (the shapes above are 4 levels deep).
+MAX_JSON_DEPTH = 16
+MAX_WORKERS = 4096
+#: SageMaker's training job name pattern.
+JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+
+_MAX_LISTED = 20
+_KIND_WORDS = {
+    "str": "a string",
+    "float": "a number",
+    "int": "an integer",
+    "bool": "true or false",
+    "regex": "a regular expression",
+    "mode": "a mode (TRAIN, EVAL, PREDICT, GLOBAL)",
+    "str_list": "a comma-separated list of strings",
+    "float_list": "a comma-separated list of numbers",
+    "int_list": "a comma-separated list of integers",
+}
+
+
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """Nesting depth of a parsed JSON value, counted without recursion (stops past ``limit``)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (Mapping, list, tuple)):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        children = item.values() if isinstance(item, Mapping) else item
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
+def _bad_characters(text: str) -> list[str]:
+    """Control, format (bidi overrides, zero-width) and line/paragraph separator characters."""
+    return sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    lower = {c.lower(): c for c in choices}
+    close = [lower[word.lower()]] if word.lower() in lower else []
+    close += [c for c in difflib.get_close_matches(word, choices, n=3, cutoff=0.6) if c not in close]
+    return f"did you mean {' or '.join(repr(c) for c in close[:3])}? " if close else ""
+
+
+def num_workers(value: Any) -> int | None:
+    """``NumWorkers`` as given (int, integral number or digit string) -> int in 1..MAX_WORKERS, or None."""
+    if value is None or value == "":
+        return None
+    number: Any = value
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    if isinstance(number, float) and math.isfinite(number) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_WORKERS:
+        raise InvalidJobConfiguration(
+            f"NumWorkers={value!r} must be a whole number of workers between 1 and {MAX_WORKERS}"
+        )
+    return number
+
+
+def _name_problems(name: str) -> list[str]:
+    problems = []
+    if len(name) > MAX_RULE_NAME_LENGTH:
+        problems.append(
+            f"rule name {name[:40]!r}... is {len(name)} characters long; the limit is {MAX_RULE_NAME_LENGTH}"
+        )
+    bad = _bad_characters(name)
+    if bad:
+        problems.append(f"rule name {name[:80]!r} contains control or bidi characters ({', '.join(bad)})")
+    if name.startswith("@") or "#" in name:
+        problems.append(f"rule name {name[:80]!r} may not start with '@' or contain '#'")
+    return problems
+
+
+def _parameter_problems(rule: RuleConfig) -> list[str]:
+    raw = rule.rule_parameters or rule.parameters
+    problems = []
+    if len(raw) > MAX_PARAMETERS_PER_RULE:
+        problems.append(
+            f"rule {rule.name!r} has {len(raw)} parameters; the limit is {MAX_PARAMETERS_PER_RULE}"
+        )
+    for key, value in raw.items():
+        if len(key) > MAX_PARAMETER_KEY_LENGTH or _bad_characters(key):
+            problems.append(
+                f"rule {rule.name!r}: parameter name {key[:60]!r} is too long or has control characters"
+            )
+        elif len(value) > MAX_PARAMETER_VALUE_LENGTH:
+            problems.append(
+                f"rule {rule.name!r}: parameter {key!r} is {len(value)} characters long; "
+                f"the limit is {MAX_PARAMETER_VALUE_LENGTH}"
+            )
+    for path in rule.other_trials:
+        if not path.startswith("s3://"):
+            problems.append(f"rule {rule.name!r}: other trial {path[:200]!r} is not an s3:// path")
+    return problems
+
+
+def _default_text(p: Any) -> str:
+    if p.required:
+        return "required"
+    return f"default {p.default}" if p.default is not None else "unset"
+
+
+def builtin_rule_problems(rule: RuleConfig) -> list[str]:
+    """Why a built-in rule cannot run: unknown name or parameter, or a value of the wrong type."""
+    if rule.source_s3_uri:
+        return []  # a custom rule: its class and parameters are known only when its file is loaded
+    from tornasole.rules.params import parse_value
+    from tornasole.rules.registry import BUILTIN_RULES, get_rule
+
+    target = rule.rule_to_invoke
+    if target not in BUILTIN_RULES:
+        names = sorted(BUILTIN_RULES)
+        return [
+            f"rule {rule.name!r}: {target!r} is not a built-in rule; {_suggest(target, names)}"
+            f"built-in rules: {', '.join(names)} (a custom rule needs source_s3_uri)"
+        ]
+    cls = get_rule(target)
+    declared = {p.name: p for p in getattr(cls, "PARAMETERS", ())}
+    listing = "; ".join(f"{p.name} ({p.kind}, {_default_text(p)})" for p in declared.values()) or "(none)"
+    problems = []
+    for key, value in rule.parameters.items():
+        p = declared.get(key)
+        if p is None:
+            problems.append(
+                f"rule {rule.name!r} ({target}): {key!r} is not a parameter of {target}; "
+                f"{_suggest(key, list(declared))}valid parameters: {listing}"
+            )
+            continue
+        try:
+            parsed = parse_value(target, p, value)
+        except RuleParameterError:
+            problems.append(
+                f"rule {rule.name!r} ({target}): parameter {key!r}={value!r} is not "
+                f"{_KIND_WORDS.get(p.kind, p.kind)}"
+            )
+            continue
+        if parsed is None and p.required:
+            problems.append(
+                f"rule {rule.name!r} ({target}): parameter {key!r} is required and cannot be empty"
+            )
+    for p in declared.values():
+        if p.required and p.name not in rule.parameters:
+            problems.append(f"rule {rule.name!r} ({target}): parameter {p.name!r} is required ({p.help})")
+    return problems
+
+
+def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
+    if hook is None:
+        return []
+    if not isinstance(hook, Mapping):
+        return [f"DebugHookConfig must be an object, got {type(hook).__name__}"]
+    size = len(json.dumps(hook, default=str))
+    if size > MAX_HOOK_CONFIG_BYTES:
+        return [f"DebugHookConfig is {size} bytes of JSON; the limit is {MAX_HOOK_CONFIG_BYTES}"]
+    problems = []
+    colls = hook.get("CollectionConfigurations") or []
+    if not isinstance(colls, list):
+        return ["DebugHookConfig.CollectionConfigurations must be a list"]
+    if len(colls) > MAX_COLLECTIONS:
+        problems.append(
+            f"DebugHookConfig has {len(colls)} collection configurations; the limit is {MAX_COLLECTIONS}"
+        )
+    for i, c in enumerate(colls):
+        name = c.get("CollectionName") if isinstance(c, Mapping) else None
+        if not isinstance(name, str) or not name:
+            problems.append(f"DebugHookConfig.CollectionConfigurations[{i}] needs a CollectionName string")
+        elif not isinstance(c.get("CollectionParameters") or {}, Mapping):
+            problems.append(f"collection {c['CollectionName']!r}: CollectionParameters must be an object")
+    for key in ("HookParameters",):
+        if not isinstance(hook.get(key) or {}, Mapping):
+            problems.append(f"DebugHookConfig.{key} must be an object")
+    return problems
+
+
+def check_job(rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | None, job: str | None) -> None:
+    """Raise ``InvalidJobConfiguration`` listing every problem of these rules and hook configuration."""
+    problems: list[str] = []
+    if not rules:
+        problems.append("a job needs at least one rule")
+    if len(rules) > MAX_RULES_PER_JOB:
+        problems.append(
+            f"{len(rules)} rules; a job holds at most {MAX_RULES_PER_JOB} (registration is one "
+            f"DynamoDB transaction of {TRANSACTION_MAX_ITEMS} items, {REGISTRATION_FIXED_ITEMS} of them "
+            "for the job itself)"
+        )
+    else:
+        for rule in rules:
+            shape = _name_problems(rule.name) + _parameter_problems(rule)
+            problems += shape or builtin_rule_problems(rule)
+    problems += _hook_problems(hook_config)
+    if len(problems) > _MAX_LISTED:
+        problems = [*problems[:_MAX_LISTED], f"... and {len(problems) - _MAX_LISTED} more problems"]
+    if problems:
+        raise InvalidJobConfiguration(problems, job=job)

@@ -1,0 +1,206 @@
+"""A validated ``JobSpec`` from each way a job is asked for (pure; no I/O).
+
+Three doors, one result: the Python/CLI arguments (``spec_from_arguments``),
+a ``tornasole_job.json`` uploaded at a trial root (``spec_from_config``) and a
+saved SageMaker ``CreateTrainingJob`` request (``spec_from_request``). Each
+normalises the rules (``job_config``), merges the rules' collections into the
+hook configuration as the union of their save steps (``collection_merge``),
+and checks every limit (``job_limits``) before anything is written; a problem
+raises ``InvalidJobConfiguration`` with the full list.
+
+Trial paths: the arguments give the trial path itself. A ``CreateTrainingJob``
+request follows SageMaker's convention: the hook of training job ``NAME``
+writes to ``<DebugHookConfig.S3OutputPath>/NAME/debug-output``. A
+configuration file is at its trial's root, which may be either of the two.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tornasole.core.collection_merge import merge_collection_configurations
+from tornasole.evaluator import job_limits
+from tornasole.evaluator.job_config import normalise_rules
+from tornasole.evaluator.models import JobSpec
+from tornasole.exceptions import ConfigurationError, InvalidJobConfiguration
+
+__all__ = [
+    "DEBUG_OUTPUT",
+    "check_job_name",
+    "check_job_name_ok",
+    "sagemaker_trial_path",
+    "spec_from_arguments",
+    "spec_from_config",
+    "spec_from_request",
+]
+
+#: The folder SageMaker's hook writes to under ``<S3OutputPath>/<TrainingJobName>``.
+DEBUG_OUTPUT = "debug-output"
+_JOB_NAME = re.compile(job_limits.JOB_NAME_PATTERN)
+_RESOURCE_KEYS = ("InstanceType", "InstanceCount", "VolumeSizeInGB")
+
+
+def sagemaker_trial_path(s3_output_path: str, job_name: str) -> str:
+    """``<S3OutputPath>/<TrainingJobName>/debug-output``: where SageMaker's hook writes the trial.
+
+    Examples
+    --------
+    >>> sagemaker_trial_path("s3://bucket/", "my-job")
+    's3://bucket/my-job/debug-output'
+    """
+    return f"{s3_output_path.rstrip('/')}/{job_name}/{DEBUG_OUTPUT}"
+
+
+def check_job_name_ok(name: Any) -> bool:
+    return isinstance(name, str) and bool(_JOB_NAME.match(name))
+
+
+def check_job_name(name: Any) -> str:
+    if not isinstance(name, str) or not _JOB_NAME.match(name):
+        shown = name[:80] if isinstance(name, str) else name
+        raise InvalidJobConfiguration(
+            f"training job name {shown!r} must be 1-63 letters, digits or hyphens "
+            f"({job_limits.JOB_NAME_PATTERN})"
+        )
+    return name
+
+
+def _s3_path(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.startswith("s3://") or len(value.split("/")[2]) < 3:
+        raise InvalidJobConfiguration(f"{what} {value!r} must be an s3://bucket/prefix URI")
+    return value.rstrip("/")
+
+
+def _merged_hook_config(
+    hook_config: Mapping[str, Any] | None, rules: Any, output_path: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The user's hook config plus each builder rule's collections, duplicates merged as a union."""
+    hook = dict(hook_config or {})
+    hook["S3OutputPath"] = output_path
+    colls = list(hook.get("CollectionConfigurations") or [])
+    for r in rules if isinstance(rules, (list, tuple)) else ():
+        colls.extend(getattr(r, "collections_to_save", ()) or ())
+    try:
+        merged, inexact = merge_collection_configurations(colls, hook.get("HookParameters"))
+    except ConfigurationError as exc:
+        raise InvalidJobConfiguration(f"DebugHookConfig: {exc}") from exc
+    hook["CollectionConfigurations"] = merged
+    return hook, inexact
+
+
+def _build(
+    name: str,
+    trial_path: str,
+    rules: Any,
+    hook_config: Any,
+    workers: Any,
+    describe_fields: dict[str, Any] | None = None,
+    hook_output: str | None = None,
+) -> JobSpec:
+    """``hook_output``: the hook config's S3OutputPath when it is SageMaker's base, not the trial."""
+    check_job_name(name)
+    if hook_config is not None and not isinstance(hook_config, Mapping):
+        raise InvalidJobConfiguration(f"DebugHookConfig must be an object, got {type(hook_config).__name__}")
+    depth = job_limits.json_depth(hook_config)
+    if depth > job_limits.MAX_JSON_DEPTH:
+        raise InvalidJobConfiguration(
+            f"DebugHookConfig is nested deeper than {job_limits.MAX_JSON_DEPTH} levels"
+        )
+    normalised = normalise_rules(rules)
+    job_limits.check_job(normalised, hook_config, name)
+    hook, _ = _merged_hook_config(hook_config, rules, hook_output or trial_path)
+    return JobSpec(
+        name=name,
+        s3_output_path=trial_path,
+        rules=normalised,
+        hook_config=hook,
+        num_workers=job_limits.num_workers(workers),
+        describe_fields=describe_fields or None,
+    )
+
+
+def spec_from_arguments(
+    name: str, s3_output_path: str, rules: Any, hook_config: Any = None, num_workers: Any = None
+) -> JobSpec:
+    """``register_job(name, s3_output_path, rules, ...)``: the trial is ``s3_output_path`` itself."""
+    path = _s3_path(s3_output_path, "S3 output path")
+    return _build(check_job_name(name), path, rules, hook_config, num_workers)
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidJobConfiguration(f"{what} must be a JSON object, got {type(value).__name__}")
+    depth = job_limits.json_depth(value)
+    if depth > job_limits.MAX_JSON_DEPTH:
+        raise InvalidJobConfiguration(f"{what} is nested deeper than {job_limits.MAX_JSON_DEPTH} levels")
+    return value
+
+
+def spec_from_config(config: Any, trial_path: str) -> JobSpec:
+    """A ``tornasole_job.json`` found at ``trial_path`` (its keys: see ``tornasole.jobs``)."""
+    config = _object(config, "the job configuration")
+    name = config.get("TrainingJobName") or config.get("training_job_name") or config.get("name")
+    if not name:
+        raise InvalidJobConfiguration("the job configuration has no TrainingJobName")
+    check_job_name(name)
+    hook = config.get("DebugHookConfig")
+    given = config.get("S3OutputPath") or config.get("s3_output_path")
+    if not given and isinstance(hook, Mapping):
+        given = hook.get("S3OutputPath")
+    trial = trial_path.rstrip("/")
+    base = None
+    if given:
+        base = _s3_path(given, "S3OutputPath")
+        if trial not in (base, sagemaker_trial_path(base, name)):
+            raise InvalidJobConfiguration(
+                f"S3OutputPath {base} does not match the file's location {trial} "
+                f"(expected {base} or {sagemaker_trial_path(base, name)})"
+            )
+    if "DebugRuleConfigurations" not in config and "rules_specification" not in config:
+        raise InvalidJobConfiguration(
+            "the job configuration has neither DebugRuleConfigurations nor rules_specification"
+        )
+    workers = config.get("NumWorkers", config.get("num_workers"))
+    return _build(name, trial, config, hook, workers, _resources(config), base)
+
+
+def _resources(request: Mapping[str, Any]) -> dict[str, Any]:
+    res = request.get("ResourceConfig")
+    if not isinstance(res, Mapping):
+        return {}
+    kept = {k: res[k] for k in _RESOURCE_KEYS if k in res}
+    for key in ("InstanceCount", "VolumeSizeInGB"):
+        value = kept.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidJobConfiguration(f"ResourceConfig.{key}={value!r} must be a whole number")
+    itype = kept.get("InstanceType")
+    if itype is not None and (not isinstance(itype, str) or len(itype) > 64):
+        raise InvalidJobConfiguration(f"ResourceConfig.InstanceType={itype!r} is not an instance type")
+    return {"ResourceConfig": kept} if kept else {}
+
+
+def spec_from_request(request: Any) -> JobSpec:
+    """A SageMaker ``CreateTrainingJob`` request, as the ``sagemaker`` SDK 2.x sends it.
+
+    Keeps the rules (escaped ``action_json`` and numeric parameters included),
+    the hook configuration with duplicate collections merged as a union, and
+    ``ResourceConfig`` for ``describe``; the trial is SageMaker's
+    ``<DebugHookConfig.S3OutputPath>/<TrainingJobName>/debug-output``, and
+    ``describe`` echoes ``DebugHookConfig.S3OutputPath`` as sent (as SageMaker
+    does, so the SDK's ``latest_job_debugger_artifacts_path()`` finds the trial).
+    """
+    request = _object(request, "the CreateTrainingJob request")
+    name = check_job_name(request.get("TrainingJobName"))
+    hook = request.get("DebugHookConfig")
+    if not isinstance(hook, Mapping) or not hook.get("S3OutputPath"):
+        raise InvalidJobConfiguration(
+            "the CreateTrainingJob request has no DebugHookConfig.S3OutputPath: the SageMaker SDK adds one "
+            "when rules or a DebuggerHookConfig are given"
+        )
+    if not request.get("DebugRuleConfigurations"):
+        raise InvalidJobConfiguration("the CreateTrainingJob request has no DebugRuleConfigurations")
+    base = _s3_path(hook["S3OutputPath"], "DebugHookConfig.S3OutputPath")
+    rules = request["DebugRuleConfigurations"]
+    return _build(name, sagemaker_trial_path(base, name), rules, hook, None, _resources(request), base)
