@@ -13,7 +13,7 @@ from typing import Any
 from tornasole.evaluator.models import RuleStatus
 from tornasole.evaluator.state import StateTable
 
-__all__ = ["list_jobs"]
+__all__ = ["fired_steps", "list_jobs"]
 
 
 def list_jobs(table: StateTable | None = None) -> list[dict[str, Any]]:
@@ -40,3 +40,25 @@ def list_jobs(table: StateTable | None = None) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def fired_steps(job: str, table_name: str | None = None) -> dict[str, list[int]]:
+    """Rule name -> sorted global steps where that rule of ``job`` fired (rules that never fired left out).
+
+    Used to mark firing steps on a plot (``tornasole plot --job``, the demo).
+
+    Raises
+    ------
+    JobNotFoundError
+        No job of that name is registered.
+    """
+    from tornasole.jobs.api import TornasoleJobs
+
+    jobs = TornasoleJobs(table_name)
+    out: dict[str, list[int]] = {}
+    for summary in jobs.rule_job_summary(job):
+        rule = summary["RuleConfigurationName"]
+        steps = [int(rec["step"]) for rec in jobs.rule_evaluations(job, rule) if rec.get("fired")]
+        if steps:
+            out[rule] = sorted(steps)
+    return out
