@@ -42,6 +42,6 @@ def format_job(description: dict[str, Any]) -> str:
     lines = [f"job {description.get('TrainingJobName')}: {description.get('TrainingJobStatus')}"]
     for s in description.get("DebugRuleEvaluationStatuses", []):
         details = s.get("StatusDetails") or ""
-        line = f"  {s.get('RuleConfigurationName', ''):<18}  {s.get('RuleEvaluationStatus', '')}"
-        lines.append(f"{line}  {details}".rstrip() if details else line)
+        line = f"  {s.get('RuleConfigurationName', ''):<18}  {s.get('RuleEvaluationStatus', ''):<13}"
+        lines.append(f"{line}  {details}".rstrip())
     return "\n".join(lines)

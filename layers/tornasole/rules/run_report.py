@@ -127,8 +127,7 @@ class Progress:
             self.tty = self.stream.isatty()
         except (AttributeError, ValueError):
             self.tty = False
-        self._last = 0.0
-        self._drawn = False
+        self._last = 0.0 if self.tty else time.monotonic()  # a log gets a line every ``every`` s
 
     def text(self, done: int, fired: int) -> str:
         total = max(self.total, done)
@@ -142,11 +141,11 @@ class Progress:
             if final or now - self._last >= 0.1:
                 self.stream.write("\r" + self.text(done, fired) + ("\n" if final else ""))
                 self.stream.flush()
-                self._last, self._drawn = now, True
+                self._last = now
         elif final or now - self._last >= self.every:
             self.stream.write(self.text(done, fired) + "\n")
             self.stream.flush()
-            self._last, self._drawn = now, True
+            self._last = now
 
 
 def run_rule(
