@@ -63,6 +63,32 @@ def test_python_blocks_run_and_produce_a_trial(readme_run: tuple[Path, dict]) ->
     assert ns["jobs_status"] == "InProgress"
 
 
+@pytest.mark.parametrize("rule", ["LossNotDecreasing", "VanishingGradient", "ExplodingTensor"])
+def test_the_readme_training_is_healthy(readme_run: tuple[Path, dict], rule: str) -> None:
+    """The README's example learns: a newcomer's first run must not report a problem."""
+    work, _ = readme_run
+    proc = subprocess.run(
+        [str(BIN / "tornasole"), "invoke", "runs/my-job", "--rule", rule],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.stdout.strip().splitlines()[-1] == (
+        f"RESULT rule={rule} status=NoIssuesFound first_step=none fired_steps=none "
+        "steps_evaluated=5 steps_skipped=0"
+    )
+
+
+def test_the_readme_loss_decreases(readme_run: tuple[Path, dict]) -> None:
+    _, ns = readme_run
+    loss = ns["trial"].tensor("CrossEntropyLoss_output_0")
+    values = [float(loss.value(step)) for step in loss.steps()]
+    assert len(values) == 5
+    assert all(b < a for a, b in zip(values, values[1:])), values
+
+
 def test_analysis_commands_run(readme_run: tuple[Path, dict]) -> None:
     work, _ = readme_run
     block = next(b for b in _blocks("bash") if "tornasole trial summary" in b)

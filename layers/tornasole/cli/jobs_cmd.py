@@ -4,20 +4,28 @@ Everything goes through ``tornasole.jobs`` and the state table named by
 ``TORNASOLE_STATE_TABLE`` (or ``--table``); endpoints and credentials are
 boto3's standard configuration, so the same commands work against
 ``tornasole local up`` and a deployed stack.
+
+Exit codes (:mod:`tornasole.cli.errors`): ``register`` 2 on invalid input
+(the whole reason printed) or when a rule ended in ``Error``; ``status
+--fail-on-issues`` 1 when a rule found issues or failed; ``status --watch``
+3 when the job's bucket does not exist or nothing changed for ``--timeout``
+seconds; ``logs --rule`` 3 for a rule the job does not have.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
-import time
+import sys
 from typing import Any
 
+from tornasole.cli.errors import EXIT_ISSUES, EXIT_OK, EXIT_USAGE, NotFoundError, did_you_mean
 from tornasole.cli.rules_cmd import parse_rule_spec
-from tornasole.cli.table import format_table
+from tornasole.cli.table import cell_width, format_table
 
-__all__ = ["add_parser", "fired_steps", "print_status", "rule_configurations", "status_rows"]
+__all__ = ["add_parser", "print_status", "rule_configurations", "status_rows"]
 
 
 def add_parser(sub: Any) -> None:
@@ -26,8 +34,13 @@ def add_parser(sub: Any) -> None:
     jsub = p.add_subparsers(dest="jobs_command", metavar="SUBCOMMAND", required=True)
 
     reg = jsub.add_parser("register", help="register a training job and its rules")
-    reg.add_argument("--name", required=True, help="training job name")
-    reg.add_argument("--s3-output", required=True, help="s3://bucket/prefix the hook writes to")
+    reg.add_argument("--name", help="training job name")
+    reg.add_argument("--s3-output", help="s3://bucket/prefix the hook writes to")
+    reg.add_argument(
+        "--from-request",
+        metavar="FILE",
+        help="a saved SageMaker CreateTrainingJob request (JSON): name, output and rules from it",
+    )
     reg.add_argument("--rule", action="append", default=[], metavar="NAME[:k=v,...]", help="built-in rule")
     reg.add_argument("--rule-file", help="custom rule source (.py, local path or s3://)")
     reg.add_argument("--rule-class", help="class to load from --rule-file")
@@ -41,7 +54,7 @@ def add_parser(sub: Any) -> None:
     )
     reg.add_argument("--num-workers", type=int, help="workers writing each step (default: from the trial)")
     reg.add_argument("--update", action="store_true", help="replace the rules of an existing job")
-    reg.set_defaults(func=_register)
+    reg.set_defaults(func=_register, parser=reg)
 
     ls = jsub.add_parser("list", help="registered jobs")
     ls.set_defaults(func=_list)
@@ -50,6 +63,17 @@ def add_parser(sub: Any) -> None:
     st.add_argument("name")
     st.add_argument("--watch", action="store_true", help="refresh until the job is no longer InProgress")
     st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    st.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="with --watch: give up (exit 3) when nothing changed for this many seconds (default 300)",
+    )
+    st.add_argument(
+        "--fail-on-issues",
+        action="store_true",
+        help="exit 1 when a rule is IssuesFound or Error (for scripts and CI)",
+    )
     st.add_argument("--json", action="store_true", help="print the DescribeTrainingJob-shaped dict")
     st.set_defaults(func=_status)
 
@@ -122,15 +146,67 @@ def _rule_source(args: argparse.Namespace) -> str:
 
 
 def _register(args: argparse.Namespace) -> int:
+    if args.from_request:
+        return _register_from_request(args)
+    if not (args.name and args.s3_output):
+        args.parser.error("give --name and --s3-output (or --from-request FILE)")
     jobs = _jobs(args)
     rules = rule_configurations(args)
     if args.update:
         desc = jobs.update_job_rules(args.name, rules)
     else:
         desc = jobs.register_job(args.name, args.s3_output, rules, num_workers=args.num_workers)
-    print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {args.s3_output}")
-    print_status(jobs, args.name)
-    return 0
+    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
+    print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {output}")
+    return _after_registration(jobs, args.name)
+
+
+def _after_registration(jobs: Any, name: str) -> int:
+    """Print the job's rules; a rule already in ``Error`` is an invalid input: its full reason, exit 2."""
+    state = _state(jobs, name)
+    print_status(jobs, name)
+    failed = [r for r in state.rules if r.status.value == "Error"]
+    for r in failed:
+        print(
+            f"tornasole: error: rule {r.config.name} of job {name}: {r.details or 'Error'}", file=sys.stderr
+        )
+    return EXIT_USAGE if failed else EXIT_OK
+
+
+def read_request(path: str) -> dict[str, Any]:
+    """A saved ``CreateTrainingJob`` request: a JSON object (errors name the file and the position)."""
+    with open(path, encoding="utf-8") as f:  # FileNotFoundError names the path: exit 3
+        text = f.read()
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    if not isinstance(request, dict):
+        raise ValueError(
+            f"{path}: expected a JSON object (a CreateTrainingJob request), got {type(request).__name__}"
+        )
+    return request
+
+
+def _register_from_request(args: argparse.Namespace) -> int:
+    clash = [
+        o for o, v in (("--name", args.name), ("--s3-output", args.s3_output), ("--rule", args.rule)) if v
+    ]
+    if clash or args.rule_file or args.update:
+        extra = ", ".join(clash) or "--update/--rule-file"
+        args.parser.error(f"--from-request takes name, output and rules from the file; drop {extra}")
+    request = read_request(args.from_request)
+    if args.table:
+        os.environ["TORNASOLE_STATE_TABLE"] = args.table  # register_from_request reads the standard variable
+    from tornasole.jobs import register_from_request
+
+    desc = register_from_request(request)
+    name = desc["TrainingJobName"]
+    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath", "")
+    print(f"registered {name} ({desc['TrainingJobStatus']}) on {output}".rstrip())
+    return _after_registration(_jobs(args), name)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -140,7 +216,7 @@ def _list(args: argparse.Namespace) -> int:
         [j["name"], j["status"], j["rules"], j["issues"], j["trial_path"]]
         for j in list_jobs(_jobs(args).table)
     ]
-    print(format_table(["job", "status", "rules", "issues found", "trial"], rows))
+    print(format_table(["job", "status", "rules", "issues found", "trial"], rows, max_width=cell_width(80)))
     return 0
 
 
@@ -163,32 +239,63 @@ def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
 def print_status(jobs: Any, name: str) -> str:
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
-    print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=90))
+    print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=cell_width(90)))
     return status
+
+
+def _json_default(value: Any) -> str:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _issue_code(args: argparse.Namespace, rows: list[list[Any]]) -> int:
+    if args.fail_on_issues and any(r[1] in ("IssuesFound", "Error") for r in rows):
+        return EXIT_ISSUES
+    return EXIT_OK
 
 
 def _status(args: argparse.Namespace) -> int:
     jobs = _jobs(args)
     if args.json:
-        print(json.dumps(jobs.describe(args.name), indent=2, default=str))  # datetimes as text
-        return 0
-    while True:
-        status = print_status(jobs, args.name)
-        if not args.watch or status not in ("InProgress", "Stopping"):
-            return 0
-        time.sleep(args.interval)
-        print()
+        desc = jobs.describe(args.name)
+        print(json.dumps(desc, indent=2, default=_json_default))
+        statuses = [
+            [s.get("RuleConfigurationName"), s.get("RuleEvaluationStatus")]
+            for s in desc.get("DebugRuleEvaluationStatuses", [])
+        ]
+        return _issue_code(args, statuses)
+    if args.watch:
+        from tornasole.cli.watch import watch_job
+
+        watch_job(jobs, args.name, interval=args.interval, timeout=args.timeout)
+    else:
+        print_status(jobs, args.name)
+    return _issue_code(args, status_rows(jobs, args.name)[1])
 
 
 def _cloudwatch_logs(args: argparse.Namespace) -> int:
     from tornasole.jobs.logs import rule_log
 
+    printed = 0
     for line in rule_log(args.name, args.rule, args.log_group):
         where = " ".join(f"{k}={line[k]}" for k in ("rule", "step") if line.get(k) is not None)
         print(
             f"{line.get('timestamp', '')} {line.get('level', '')} {where} {line.get('message', '')}".strip()
         )
-    return 0
+        printed += 1
+    if not printed:
+        what = f"job {args.name!r}" + (f" rule {args.rule!r}" if args.rule else "")
+        print(f"no log lines for {what} in log group {args.log_group}", file=sys.stderr)
+    return EXIT_OK
+
+
+def check_rule_of_job(state: Any, rule: str) -> None:
+    """Raise :class:`NotFoundError` (did you mean, the job's rules) unless the job has ``rule``."""
+    names = [r.config.name for r in state.rules]
+    if rule not in names:
+        hint = did_you_mean(rule, names)
+        raise NotFoundError(f"job {state.name!r} has no rule {rule!r}{hint}; its rules: {', '.join(names)}")
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -196,6 +303,8 @@ def _logs(args: argparse.Namespace) -> int:
         return _cloudwatch_logs(args)
     jobs = _jobs(args)
     state = _state(jobs, args.name)
+    if args.rule:
+        check_rule_of_job(state, args.rule)
     names = [args.rule] if args.rule else [r.config.name for r in state.rules]
     rows = []
     for rule in names:
@@ -208,19 +317,9 @@ def _logs(args: argparse.Namespace) -> int:
             mode = f"{rec.get('mode') or ''} {'' if mode_step is None else mode_step}".strip()
             rows.append([rule, rec.get("step"), mode, outcome, error or rec.get("details") or ""])
     rows.sort(key=lambda r: (r[1] if r[1] is not None else -1, r[0]))
-    print(format_table(["rule", "step", "mode", "outcome", "details"], rows, max_width=90))
-    return 0
-
-
-def fired_steps(job: str, table: str | None = None) -> dict[str, list[int]]:
-    """Rule name -> global steps where it fired (for plots)."""
-    from tornasole.jobs import TornasoleJobs
-
-    jobs = TornasoleJobs(table)
-    state = _state(jobs, job)
-    out: dict[str, list[int]] = {}
-    for r in state.rules:
-        steps = [int(rec["step"]) for rec in jobs.rule_evaluations(job, r.config.name) if rec.get("fired")]
-        if steps:
-            out[r.config.name] = sorted(steps)
-    return out
+    if not rows:
+        what = "no step where a rule fired or failed" if args.issues_only else "no step evaluated yet"
+        print(f"job {args.name}: {what} ({', '.join(names)})")
+        return EXIT_OK
+    print(format_table(["rule", "step", "mode", "outcome", "details"], rows, max_width=cell_width(90)))
+    return EXIT_OK

@@ -2,8 +2,11 @@
 
 Each sub-command lives in its own module and registers itself with
 ``add_parser(subparsers)``; errors a user can act on (bad input, missing
-files, AWS errors) are printed as ``tornasole: error: ...`` with exit code 2,
-never as a traceback (``--debug`` shows it).
+files, AWS errors) are printed whole on one line as ``tornasole: error: ...``,
+never as a traceback (``--debug`` shows it). Exit codes are those of
+:mod:`tornasole.cli.errors` (0 ok, 1 issues found where asked, 2 usage or
+invalid input, 3 not found). Output cut short by the reader (``| head``) ends
+the command quietly.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+
+from tornasole.cli.errors import EXIT_OK, exit_code_for, one_line
 
 __all__ = ["main", "build_parser"]
 
@@ -31,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tornasole",
         description="Debugger for ML training jobs: save tensors, evaluate rules, locally or on AWS.",
+        epilog="exit codes: 0 ok, 1 issues found (invoke; jobs status --fail-on-issues), "
+        "2 usage or invalid input, 3 not found (job, rule, trial, bucket, file) or a wait timed out",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -53,23 +61,47 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _quiet_broken_pipe() -> int:
+    """The reader went away (``| head``): stop writing, say nothing, exit cleanly.
+
+    stdout is pointed at /dev/null so the interpreter's final flush does not
+    raise a second BrokenPipeError at exit.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (tests)
+        pass
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the BrokenPipeError handler
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
     except _user_errors() as exc:
         if args.debug:
             raise
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"tornasole: error: {message}", file=sys.stderr)
-        return 2
+        print(f"tornasole: error: {one_line(exc)}", file=sys.stderr)
+        return exit_code_for(exc)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,19 @@
-"""``tornasole rules list`` (the built-in catalogue) and ``tornasole invoke`` (offline rule run)."""
+"""``tornasole rules list`` (the built-in catalogue) and ``tornasole invoke`` (offline rule run).
+
+``rules list`` prints a table whose long cells are cut only on an interactive
+terminal; ``--name`` prints one rule in full (every parameter, its kind,
+default and meaning) and ``--json`` the whole catalogue as data. ``invoke``
+shares its trial wait, progress line and ``RESULT`` line with
+``python -m tornasole.rules.rule_invoker`` (:mod:`tornasole.rules.run_report`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 from typing import Any
 
-from tornasole.cli.table import format_table
+from tornasole.cli.table import cell_width, format_table
 
 __all__ = ["add_parser", "parse_rule_spec"]
 
@@ -15,7 +22,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("rules", help="the built-in rules")
     rsub = p.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", required=True)
     ls = rsub.add_parser("list", help="every built-in rule with its parameters and defaults")
-    ls.add_argument("--name", help="only this rule")
+    ls.add_argument("--name", help="only this rule, in full: every parameter, its default and meaning")
+    ls.add_argument("--json", action="store_true", help="the catalogue as JSON (every field in full)")
     ls.set_defaults(func=_list)
 
     inv = sub.add_parser("invoke", help="run a rule over a trial offline, with a progress bar")
@@ -30,6 +38,12 @@ def add_parser(sub: Any) -> None:
     inv.add_argument("--other-trials", help="';'-separated paths of other trials")
     inv.add_argument("--start-step", type=int, default=0)
     inv.add_argument("--end-step", type=int, default=None, help="exclusive")
+    inv.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds to wait for a trial to appear at PATH (default 10)",
+    )
     inv.set_defaults(func=_invoke)
 
 
@@ -47,54 +61,72 @@ def parse_rule_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name.strip(), params
 
 
-def _list(args: argparse.Namespace) -> int:
-    from tornasole.rules import get_rule, rule_names
+def _describe_rule(name: str) -> dict[str, Any]:
+    from tornasole.rules import get_rule
 
+    cls = get_rule(name)
+    doc = (cls.__doc__ or "").strip()
+    return {
+        "name": name,
+        "fires_when": doc.split("\n\n", 1)[0].replace("\n", " ").strip(),
+        "parameters": [
+            {"name": p.name, "kind": p.kind, "default": p.default, "required": p.required, "help": p.help}
+            for p in getattr(cls, "PARAMETERS", ())
+        ],
+    }
+
+
+def _print_rule(info: dict[str, Any]) -> None:
+    print(info["name"])
+    print(f"  fires when: {info['fires_when'] or '-'}")
+    print("  parameters:" if info["parameters"] else "  parameters: none")
+    for p in info["parameters"]:
+        default = "required" if p["required"] else f"default {p['default']}"
+        print(f"    {p['name']} ({p['kind']}, {default}){': ' + p['help'] if p['help'] else ''}")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from tornasole.rules import rule_names
+    from tornasole.rules.run_report import check_builtin_rule
+
+    if args.name:
+        check_builtin_rule(args.name)
     names = [args.name] if args.name else rule_names()
-    rows = []
-    for name in names:
-        cls = get_rule(name)
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        params = ", ".join(f"{p.name}={p.default}" for p in getattr(cls, "PARAMETERS", ())) or "-"
-        rows.append([name, params, doc])
-    print(format_table(["rule", "parameters (defaults)", "fires when"], rows, max_width=70))
+    infos = [_describe_rule(n) for n in names]
+    if args.json:
+        print(json.dumps(infos if not args.name else infos[0], indent=2))
+        return 0
+    if args.name:
+        _print_rule(infos[0])
+        return 0
+    rows = [
+        [
+            i["name"],
+            ", ".join(f"{p['name']}={p['default']}" for p in i["parameters"]) or "-",
+            i["fires_when"].split(". ")[0],
+        ]
+        for i in infos
+    ]
+    print(format_table(["rule", "parameters (defaults)", "fires when"], rows, max_width=cell_width(70)))
     return 0
 
 
-def _progress(done: int, total: int, fired: int, width: int = 30) -> None:
-    filled = int(width * done / total) if total else width
-    bar = "#" * filled + "." * (width - filled)
-    sys.stderr.write(f"\r[{bar}] {done}/{total} steps, fired at {fired}")
-    sys.stderr.flush()
-
-
 def _invoke(args: argparse.Namespace) -> int:
-    from tornasole.cli.trial_cmd import open_trial
-    from tornasole.rules import create_rule, invoke_rule
+    from tornasole.rules import create_rule
+    from tornasole.rules.run_report import check_builtin_rule, print_verdict, run_rule, wait_for_trial
 
     name, params = parse_rule_spec(args.rule)
     for item in args.param:
         params.update(parse_rule_spec(f"{name}:{item}")[1])
-    trial = open_trial(args.path)
-    others = [open_trial(p) for p in (args.other_trials or "").split(";") if p.strip()]
+    if not args.rule_file:
+        check_builtin_rule(name)
+    trial = wait_for_trial(args.path, args.timeout)
+    others = [wait_for_trial(p, args.timeout) for p in (args.other_trials or "").split(";") if p.strip()]
     if args.rule_file:
         from tornasole.rules.loader import load_rule
 
         rule = load_rule(args.rule_file, name, trial, other_trials=others or None, params=params)
     else:
         rule = create_rule(name, trial, other_trials=others or None, **params)
-    steps = [
-        s for s in trial.steps() if s >= args.start_step and (args.end_step is None or s < args.end_step)
-    ]
-    fired: list[Any] = []
-    for i, step in enumerate(steps):
-        summary = invoke_rule(rule, start_step=step, end_step=step + 1)
-        fired += summary.fired
-        _progress(i + 1, len(steps), len(fired))
-    sys.stderr.write("\n")
-    for outcome in fired:
-        print(outcome.details)
-    status = "IssuesFound" if fired else "NoIssuesFound"
-    first = fired[0].step if fired else "-"
-    print(f"RESULT rule={name} status={status} first_step={first} steps_evaluated={len(steps)}")
-    return 1 if fired else 0
+    summary = run_rule(rule, start_step=args.start_step, end_step=args.end_step)
+    return print_verdict(summary)

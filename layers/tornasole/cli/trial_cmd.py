@@ -19,14 +19,11 @@ def add_parser(sub: Any) -> None:
     s.set_defaults(func=_summary)
 
 
-def open_trial(path: str) -> Any:
-    """Open a trial for a command: no waiting for a collections file, and a clear error for an empty path."""
-    from tornasole.trials import create_trial
+def open_trial(path: str, timeout: float = 0.0) -> Any:
+    """Open a trial for a command: at most ``timeout`` s of waiting, a clear error for an empty path."""
+    from tornasole.rules.run_report import wait_for_trial
 
-    trial = create_trial(path, collections_timeout=0)
-    if not trial.collections() and not trial.steps(show_incomplete_steps=True):
-        raise FileNotFoundError(f"{path}: no trial there (no collections or index files)")
-    return trial
+    return wait_for_trial(path, timeout)
 
 
 def summarize(trial: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tornasole.demo.report import format_event, format_job
 from tornasole.demo.training import TrainingSettings, train
 
 __all__ = ["DEFAULT_RULES", "EXPECTED", "DemoResult", "run_demo"]
@@ -46,14 +47,14 @@ class DemoResult:
         return self.statuses == EXPECTED and all(s == "Completed" for s in self.job_statuses.values())
 
 
-def _final_status(name: str) -> tuple[str, dict[str, str]]:
-    from tornasole.cli.jobs_cmd import print_status
-    from tornasole.jobs import TornasoleJobs
+def _final_status(name: str, out: Callable[[str], None]) -> tuple[str, dict[str, str]]:
+    from tornasole.jobs import describe
 
-    jobs = TornasoleJobs()
-    status = print_status(jobs, name)
-    return status, {
-        s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in jobs.rule_job_summary(name)
+    description = describe(name)
+    out(format_job(description))
+    return description["TrainingJobStatus"], {
+        s["RuleConfigurationName"]: s["RuleEvaluationStatus"]
+        for s in description.get("DebugRuleEvaluationStatuses", [])
     }
 
 
@@ -64,10 +65,9 @@ def run_demo(
     timeout: float = 100.0,
 ) -> DemoResult:
     """Run the whole demo; returns the statuses, the events seen and the plot's path."""
-    from tornasole.cli.jobs_cmd import fired_steps
-    from tornasole.cli.local_cmd import format_event
-    from tornasole.cli.plot_cmd import plot_trial
+    from tornasole.analysis.plot import plot_trial
     from tornasole.jobs import register_job
+    from tornasole.jobs.listing import fired_steps
     from tornasole.local import LocalMode, LocalSettings
     from tornasole.trials import create_trial
 
@@ -107,7 +107,7 @@ def run_demo(
         local.drain(timeout=10)  # the last events still travel bus -> SQS target
         out("")
         for job in JOBS:
-            result.job_statuses[job], result.statuses[job] = _final_status(job)
+            result.job_statuses[job], result.statuses[job] = _final_status(job, out)
             out("")
         broken_job = next(j for j, b in JOBS.items() if b)
         trial = create_trial(f"{local.trial_root}{broken_job}")

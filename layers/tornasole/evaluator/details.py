@@ -127,6 +127,6 @@ def alert_message(
         f"Rule {rule_name} found issues in training job {state.name} at step {step}.",
         clip(details) if details else "",
         f"Step files: {', '.join(files.get('IndexFiles', [])) or files.get('TrialPath', '')}",
-        f"Job status: {state.status.value}. Describe it with: tornasole describe {state.name}",
+        f"Job status: {state.status.value}. Follow it with: tornasole jobs status {state.name}",
     ]
     return subject, "\n".join(line for line in lines if line)

@@ -14,7 +14,7 @@ from typing import Any
 from tornasole.evaluator.registry import JobRegistry
 from tornasole.evaluator.state import StateTable
 
-__all__ = ["list_jobs"]
+__all__ = ["fired_steps", "list_jobs"]
 
 
 def list_jobs(table: StateTable | None = None) -> list[dict[str, Any]]:
@@ -27,3 +27,25 @@ def list_jobs(table: StateTable | None = None) -> list[dict[str, Any]]:
     [{'name': 'my-job', 'status': 'InProgress', 'rules': 2, 'issues': 1, 'trial_path': 's3://b/run'}]
     """
     return JobRegistry(table or StateTable(), check_buckets=False).list_jobs()
+
+
+def fired_steps(job: str, table_name: str | None = None) -> dict[str, list[int]]:
+    """Rule name -> sorted global steps where that rule of ``job`` fired (rules that never fired left out).
+
+    Used to mark firing steps on a plot (``tornasole plot --job``, the demo).
+
+    Raises
+    ------
+    JobNotFoundError
+        No job of that name is registered.
+    """
+    from tornasole.jobs.api import TornasoleJobs
+
+    jobs = TornasoleJobs(table_name)
+    out: dict[str, list[int]] = {}
+    for summary in jobs.rule_job_summary(job):
+        rule = summary["RuleConfigurationName"]
+        steps = [int(rec["step"]) for rec in jobs.rule_evaluations(job, rule) if rec.get("fired")]
+        if steps:
+            out[rule] = sorted(steps)
+    return out

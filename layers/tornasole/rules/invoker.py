@@ -14,6 +14,9 @@ Semantics (the documented ones, plus what smdebug leaves implicit):
   is skipped with one INFO log line. After ``StepUnavailable``, the steps up to
   the next saved step of the base trial are skipped in one go (they cannot
   exist either: a later step is complete), which smdebug does one step at a time.
+  ``steps_skipped`` counts only saved steps the rule could not evaluate (a
+  tensor missing there): a step number the hook never saved is not a step of
+  the trial (a run saving every 10th of 50 steps has 5 steps, not 50).
 * :class:`~tornasole.exceptions.NoMoreData` (training ended, nothing after this
   step) ends the loop normally.
 * A fire is logged and evaluation goes on (the rule stays "IssuesFound" and
@@ -32,6 +35,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +83,7 @@ class InvokeSummary:
     steps_evaluated : int
         Steps where the rule ran to an answer.
     steps_skipped : int
-        Steps skipped because they or their tensors were never saved.
+        Saved steps skipped because tensors the rule needs were not saved there.
     fired : list of RuleOutcome
         One outcome per step where the rule fired, in step order.
     """
@@ -185,6 +189,7 @@ def invoke_rule(
     raise_eval_cond: bool = False,
     *,
     poll_interval: float = 1.0,
+    on_step: Callable[[InvokeSummary], None] | None = None,
 ) -> InvokeSummary:
     """Evaluate ``rule_obj`` at every global step in ``[start_step, end_step)``.
 
@@ -200,6 +205,9 @@ def invoke_rule(
         Raise ``RuleEvaluationConditionMet`` at the first fire instead of going on.
     poll_interval : float
         Seconds between polls of a trial that answers ``StepNotYetAvailable``.
+    on_step : callable, optional
+        Called with the summary so far after each saved step (evaluated, fired or
+        skipped): progress display.
 
     Returns
     -------
@@ -226,11 +234,15 @@ def invoke_rule(
         try:
             ahead.invoke(step)
             summary.steps_evaluated += 1
+            if on_step is not None:
+                on_step(summary)
         except RuleEvaluationConditionMet as exc:
             summary.steps_evaluated += 1
             outcome = _outcome_of(rule_obj, step)
             summary.fired.append(outcome)
             logger.info("%s", outcome.details)
+            if on_step is not None:
+                on_step(summary)
             if raise_eval_cond:
                 summary.next_step = step + 1
                 raise
@@ -238,11 +250,13 @@ def invoke_rule(
                 step += 1
                 break
         except SKIPPABLE as exc:
-            summary.steps_skipped += 1
+            if not isinstance(exc, StepUnavailable):  # a saved step, its tensors missing
+                summary.steps_skipped += 1
+                if on_step is not None:
+                    on_step(summary)
             nxt = _next_saved_step(rule_obj, step) if isinstance(exc, StepUnavailable) else None
             if nxt is not None and nxt > step + 1:
                 nxt = nxt if end_step is None else min(nxt, end_step)
-                summary.steps_skipped += nxt - step - 1
                 logger.info("%s: skipping steps %d..%d: %s", name, step, nxt - 1, exc)
                 step = nxt
             else:

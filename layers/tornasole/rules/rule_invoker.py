@@ -12,14 +12,24 @@ documentation did). Every option the invoker does not know is a rule parameter
 (local or ``s3://``) loads a custom rule named ``--rule-name`` from that file;
 otherwise ``--rule-name`` is a built-in.
 
-Output: one line a script can parse, last on stdout::
+``--timeout`` (default 10 s) bounds the wait for a trial to appear at
+``--trial-dir`` (a collections file, an index file or the end marker): a path
+where nothing arrives is an error naming the path and what was looked for,
+not a silent wait. A trial without its end marker is live: the invoker says
+so, then waits for new steps until training ends (or ``--end-step``).
+Progress goes to stderr ("3/5 steps, fired 2 times").
+
+Output: the details of each fire (at most 20), then one line a script can parse, last on stdout::
 
     RESULT rule=VanishingGradient status=IssuesFound first_step=3 fired_steps=3,4 steps_evaluated=10 \
         steps_skipped=0
 
-(one line, wrapped here; ``first_step=none`` when it never fired; ``fired_steps`` is comma-separated,
-at most 20 listed), preceded by the details of the first fire. Exit code: 0 no
-issue, 1 issues found, 2 error (one line on stderr, ``ERROR ...``).
+(one line, wrapped here; ``none`` stands for "no step": ``first_step=none fired_steps=none`` when it
+never fired; ``fired_steps`` is comma-separated, at most 20 listed; ``steps_skipped`` counts saved
+steps where the rule's tensors were missing). ``tornasole invoke`` prints the same line (same
+function, :func:`result_line`). Exit code: 0 no issue, 1 issues found, 2 usage or invalid input,
+3 not found (no trial at the path, unknown rule, missing file); errors are one line on stderr,
+``ERROR ...``.
 
 This module also exports :func:`invoke_rule` (smdebug's
 ``smdebug.rules.rule_invoker.invoke_rule`` lives here).
@@ -29,14 +39,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from tornasole.rules.invoker import InvokeSummary, invoke_rule
+from tornasole.rules.run_report import (
+    check_builtin_rule,
+    print_verdict,
+    result_line,
+    run_rule,
+    wait_for_trial,
+)
 
-__all__ = ["main", "invoke_rule", "parse_args", "summary_line"]
+__all__ = ["main", "invoke_rule", "parse_args", "result_line", "summary_line"]
 
-EXIT_OK, EXIT_ISSUES, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_ISSUES, EXIT_ERROR, EXIT_NOT_FOUND = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m tornasole.rules.rule_invoker",
         description="Run a built-in or custom rule over a trial; unknown --options are rule parameters.",
+        epilog="exit codes: 0 no issue, 1 issues found, 2 usage or invalid input, 3 not found",
     )
     p.add_argument("--trial-dir", "--trial_dir", dest="trial_dir", required=True)
     p.add_argument("--rule-name", "--rule_name", dest="rule_name", required=True)
@@ -58,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--other-trials", "--other_trials", dest="other_trials", help='paths separated by ";"')
     p.add_argument("--start-step", "--start_step", dest="start_step", type=int, default=0)
     p.add_argument("--end-step", "--end_step", dest="end_step", type=int)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds to wait for a trial to appear at --trial-dir (default 10)",
+    )
     p.add_argument("--log-level", "--log_level", dest="log_level", default="WARNING")
     return p
 
@@ -92,33 +117,46 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, str]]
 
 
 def summary_line(summary: InvokeSummary) -> str:
-    """The ``RESULT ...`` line (see module docstring)."""
-    first = "none" if summary.first_step is None else str(summary.first_step)
-    fired = ",".join(str(s) for s in summary.fired_steps[:20]) or "none"
-    return (
-        f"RESULT rule={summary.rule_name} status={summary.status} first_step={first} fired_steps={fired} "
-        f"steps_evaluated={summary.steps_evaluated} steps_skipped={summary.steps_skipped}"
-    )
+    """The ``RESULT ...`` line (kept name; see :func:`tornasole.rules.run_report.result_line`)."""
+    return result_line(summary)
 
 
 def _build_rule(ns: argparse.Namespace, params: dict[str, str]):
     from tornasole.rules.loader import create_custom_rule
     from tornasole.rules.registry import create_rule, other_trial_paths
-    from tornasole.trials import create_trial
 
-    base = create_trial(ns.trial_dir)
+    if not ns.rule_file:
+        check_builtin_rule(ns.rule_name)
+    base = wait_for_trial(ns.trial_dir, ns.timeout)
     paths, params = other_trial_paths(params)
     if ns.other_trials:
         paths = [p.strip() for p in ns.other_trials.replace(",", ";").split(";") if p.strip()] + paths
-    others = [create_trial(p) for p in paths] or None
+    others = [wait_for_trial(p, ns.timeout) for p in paths] or None
     if ns.rule_file:
         return create_custom_rule(ns.rule_file, ns.rule_name, base, other_trials=others, **params)
     return create_rule(ns.rule_name, base, other_trials=others, **params)
 
 
+def _exit_code(exc: BaseException) -> int:
+    from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
+
+    not_found = (LookupError, FileNotFoundError, TensorUnavailable, MissingCollectionFiles)
+    return EXIT_NOT_FOUND if isinstance(exc, not_found) else EXIT_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_OK
+
+
+def _main(argv: Sequence[str]) -> int:
     try:
         ns, params = parse_args(argv)
     except SystemExit as exc:  # argparse already printed its usage error
@@ -129,16 +167,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, str(ns.log_level).upper(), logging.WARNING))
     try:
         rule = _build_rule(ns, params)
-        summary = invoke_rule(rule, start_step=ns.start_step, end_step=ns.end_step)
-    except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, exit code 2
+        summary = run_rule(rule, start_step=ns.start_step, end_step=ns.end_step)
+    except KeyboardInterrupt:
+        print("ERROR interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, exit code 2 or 3
         cause = f" (caused by {type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
         msg = f"ERROR {type(exc).__name__}: {exc}{cause}".replace("\n", " ")
         print(msg, file=sys.stderr)
-        return EXIT_ERROR
-    if summary.fired:
-        print(summary.fired[0].details)
-    print(summary_line(summary))
-    return EXIT_ISSUES if summary.fired else EXIT_OK
+        return _exit_code(exc)
+    code = EXIT_ISSUES if print_verdict(summary) else EXIT_OK
+    sys.stdout.flush()
+    return code
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def test_register_twice_with_other_rules_needs_update(stack: None, capsys: pytes
 
 
 def test_bad_input_is_one_line(stack: None, capsys: pytest.CaptureFixture) -> None:
-    assert main(["jobs", "status", "nope"]) == 2
+    assert main(["jobs", "status", "nope"]) == 3  # not found
     assert "no training job named 'nope'" in capsys.readouterr().err
     assert main(["jobs", "register", "--name", "j3", "--s3-output", "s3://trials/j3"]) == 2
     assert "--rule" in capsys.readouterr().err

@@ -77,7 +77,8 @@ def test_plot_writes_a_png_with_one_panel_per_tensor(fixtures_dir: Path, tmp_pat
 def test_errors_are_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rc = main(["plot", str(tmp_path), "--tensor", "nope", "-o", str(tmp_path / "x.png")])
     err = capsys.readouterr().err
-    assert rc == 2
+    assert rc == 3  # nothing there: not found
+    assert f"no trial at {tmp_path}" in err
     assert err.startswith("tornasole: error: ")
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err

@@ -50,10 +50,6 @@ def test_bare_flag_means_true_and_start_step(trial_dir, capsys):
     ("args", "message"),
     [
         (
-            ["--rule-name", "Nope"],
-            "ERROR RuleParameterError: Nope: unknown built-in rule 'Nope'; known rules: AllZero",
-        ),
-        (
             ["--rule-name", "VanishingGradient", "--threshold", "abc"],
             "parameter 'threshold' value 'abc' is not a float",
         ),
@@ -69,6 +65,16 @@ def test_errors_exit_2_with_one_line(trial_dir, capsys, args, message):
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_unknown_rule_exit_3_with_did_you_mean(trial_dir, capsys):
+    assert main(["--trial-dir", trial_dir, "--rule-name", "VanishingGradiant"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "ERROR UnknownRuleError: unknown built-in rule 'VanishingGradiant' "
+        "(did you mean 'VanishingGradient'?); known rules: AllZero"
+    )
     assert len(err.splitlines()) == 1
 
 

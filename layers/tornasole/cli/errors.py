@@ -1,0 +1,80 @@
+"""Exit codes of the ``tornasole`` command and the one-line message of an error.
+
+Exit codes (the same for every sub-command and for ``python -m tornasole.rules.rule_invoker``):
+
+* ``0`` — done, nothing to report;
+* ``1`` — issues found, where the command was asked to report them (``invoke`` and ``rule_invoker``
+  always; ``jobs status --fail-on-issues``);
+* ``2`` — usage error or invalid input (a bad option, an unknown rule parameter, a malformed file);
+* ``3`` — something named does not exist (a job, a rule, a trial path, a bucket, a file), or a wait
+  for it ran out (``--timeout``).
+
+Why one place: a script calling the CLI must be able to tell "your rules fired" from "you typed it
+wrong" from "it is not there" without parsing text, and every command must agree.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "EXIT_ISSUES",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "NotFoundError",
+    "did_you_mean",
+    "exit_code_for",
+    "one_line",
+]
+
+EXIT_OK, EXIT_ISSUES, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+
+# AWS error codes that mean "the thing you named is not there".
+_AWS_NOT_FOUND = {"NoSuchBucket", "NoSuchKey", "404", "NotFound", "ResourceNotFoundException"}
+
+
+class NotFoundError(LookupError):
+    """Something the user named (job, rule, trial, bucket) does not exist; the message names it."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'X'?)"`` for the closest of ``choices``, or ``""`` when none is close.
+
+    Examples
+    --------
+    >>> did_you_mean("VanishingGradiant", ["VanishingGradient", "DeadRelu"])
+    " (did you mean 'VanishingGradient'?)"
+    """
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        close = [lowered[name.lower()]] if name.lower() in lowered else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _aws_code(exc: BaseException) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", "")) or None
+    return None
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """``EXIT_NOT_FOUND`` for "not there" errors, ``EXIT_USAGE`` for everything else a user can fix."""
+    from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
+
+    # LookupError covers NotFoundError, unknown rules and JobNotFoundError (a KeyError)
+    not_found = (LookupError, FileNotFoundError, TensorUnavailable, MissingCollectionFiles)
+    if isinstance(exc, not_found) or _aws_code(exc) in _AWS_NOT_FOUND:
+        return EXIT_NOT_FOUND
+    return EXIT_USAGE
+
+
+def one_line(exc: BaseException) -> str:
+    """The whole message of ``exc`` on one line (never cut: a user must see every valid choice)."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and text.startswith(("'", '"')):
+        text = text[1:-1]  # KeyError's str() quotes its message
+    return text or type(exc).__name__

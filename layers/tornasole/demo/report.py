@@ -1,0 +1,47 @@
+"""The demo's printing: one line per event and a job's rule statuses, from public data only.
+
+Why its own: the demo shows what a user's own code can do with the library's
+public API (:func:`tornasole.jobs.describe`, EventBridge events), so it does not
+borrow the CLI's formatting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["format_event", "format_job"]
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One line per EventBridge event: a rule's fire, or the job's status and each rule's status."""
+    d = event.get("detail", {})
+    kind = event.get("detail-type", "?")
+    if "RuleConfigurationName" in d:
+        return (
+            f"[{kind}] {d.get('TrainingJobName')} / {d.get('RuleConfigurationName')} "
+            f"at step {d.get('Step')}: {d.get('StatusDetails', '')}"
+        )
+    rules = ", ".join(
+        f"{s.get('RuleConfigurationName')}={s.get('RuleEvaluationStatus')}"
+        for s in d.get("DebugRuleEvaluationStatuses", [])
+    )
+    return f"[{kind}] {d.get('TrainingJobName')}: {d.get('TrainingJobStatus')} ({rules})"
+
+
+def format_job(description: dict[str, Any]) -> str:
+    """A job's status and one line per rule, from its DescribeTrainingJob-shaped dict.
+
+    Examples
+    --------
+    >>> print(format_job({"TrainingJobName": "j", "TrainingJobStatus": "Completed",
+    ...     "DebugRuleEvaluationStatuses": [{"RuleConfigurationName": "DeadRelu",
+    ...     "RuleEvaluationStatus": "NoIssuesFound"}]}))
+    job j: Completed
+      DeadRelu            NoIssuesFound
+    """
+    lines = [f"job {description.get('TrainingJobName')}: {description.get('TrainingJobStatus')}"]
+    for s in description.get("DebugRuleEvaluationStatuses", []):
+        details = s.get("StatusDetails") or ""
+        line = f"  {s.get('RuleConfigurationName', ''):<18}  {s.get('RuleEvaluationStatus', ''):<13}"
+        lines.append(f"{line}  {details}".rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Exit codes and messages of ``tornasole jobs ...`` in-process against moto: the user is never left guessing.
+
+0 ok, 1 issues found where asked (``status --fail-on-issues``), 2 usage or invalid input,
+3 not found (job, rule, bucket, file) or a wait that timed out; one whole line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from moto import mock_aws
+
+from tornasole.cli.main import main
+from tornasole.local.resources import create_resources
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TORNASOLE_STATE_TABLE", "tornasole-state")
+    with mock_aws():
+        create_resources("trials")
+        yield
+
+
+def _register(name: str, output: str, *rules: str) -> int:
+    argv = ["jobs", "register", "--name", name, "--s3-output", output]
+    for rule in rules:
+        argv += ["--rule", rule]
+    return main(argv)
+
+
+def test_logs_for_a_rule_the_job_does_not_have_is_not_found(stack: None, capsys) -> None:
+    assert _register("j1", "s3://trials/j1", "VanishingGradient", "ExplodingTensor") == 0
+    capsys.readouterr()
+    assert main(["jobs", "logs", "j1", "--rule", "VanishingGradiant"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == (
+        "tornasole: error: job 'j1' has no rule 'VanishingGradiant' (did you mean 'VanishingGradient'?); "
+        "its rules: VanishingGradient, ExplodingTensor"
+    )
+
+
+def test_logs_before_any_step_says_so(stack: None, capsys) -> None:
+    assert _register("j1", "s3://trials/j1", "VanishingGradient") == 0
+    capsys.readouterr()
+    assert main(["jobs", "logs", "j1", "--rule", "VanishingGradient"]) == 0
+    assert capsys.readouterr().out.strip() == "job j1: no step evaluated yet (VanishingGradient)"
+
+
+def test_status_fail_on_issues(stack: None, capsys) -> None:
+    from tornasole.evaluator.state import StateTable
+    from tornasole.evaluator.transitions import Transitions, to_error
+
+    assert _register("j1", "s3://trials/j1", "VanishingGradient", "DeadRelu") == 0
+    assert main(["jobs", "status", "j1", "--fail-on-issues"]) == 0  # nothing found yet
+    assert main(["jobs", "status", "j1"]) == 0
+    Transitions(StateTable()).apply("j1", lambda s: to_error(s, "DeadRelu", "tensors unreadable"), 1)
+    capsys.readouterr()
+    assert main(["jobs", "status", "j1"]) == 0  # not asked: exit 0
+    assert main(["jobs", "status", "j1", "--fail-on-issues"]) == 1
+    assert "tensors unreadable" in capsys.readouterr().out
+    assert main(["jobs", "status", "j1", "--json", "--fail-on-issues"]) == 1
+
+
+def test_status_of_an_unknown_job_is_not_found(stack: None, capsys) -> None:
+    assert main(["jobs", "status", "nope"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("tornasole: error: no training job named 'nope' is registered in table")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_watch_with_nothing_arriving_says_what_it_waits_for_and_gives_up(stack: None, capsys) -> None:
+    assert _register("j1", "s3://trials/j1", "VanishingGradient") == 0
+    capsys.readouterr()
+    started = time.monotonic()
+    rc = main(["jobs", "status", "j1", "--watch", "--interval", "0.1", "--timeout", "0.5"])
+    elapsed = time.monotonic() - started
+    captured = capsys.readouterr()
+    assert rc == 3
+    assert elapsed < 10
+    assert "watching job j1: waiting for the steps the hook writes under s3://trials/j1" in captured.err
+    assert "tornasole: error: job j1: nothing changed for 0.5 s (0 steps evaluated, still InProgress)" in (
+        captured.err
+    )
+    assert "job j1: InProgress" in captured.out
+
+
+def test_watch_on_a_missing_bucket_stops_at_once(stack: None, capsys) -> None:
+    from tornasole.aws.clients import client
+
+    client("s3").create_bucket(Bucket="gone")
+    assert _register("j1", "s3://gone/j1", "VanishingGradient") == 0
+    client("s3").delete_bucket(Bucket="gone")
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main(["jobs", "status", "j1", "--watch", "--timeout", "60"]) == 3
+    assert time.monotonic() - started < 10
+    assert "tornasole: error: bucket 'gone' of job 'j1' does not exist" in capsys.readouterr().err
+
+
+def test_register_with_a_rule_in_error_exits_2_with_the_whole_reason(stack: None, capsys) -> None:
+    assert _register("j1", "s3://trials/j1", "VanishingGradiant") == 2
+    err = capsys.readouterr().err
+    assert "VanishingGradiant" in err
+    assert "…" not in err
+    assert "WeightUpdateRatio" in err  # the last known rule: the list is not cut
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "message"),
+    [
+        (None, 3, "No such file or directory"),
+        (
+            "{not json",
+            2,
+            "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2",
+        ),
+        ("[1, 2]", 2, "expected a JSON object (a CreateTrainingJob request), got list"),
+    ],
+)
+def test_register_from_request_file_errors(
+    stack: None, tmp_path: Path, capsys, content, code, message
+) -> None:
+    path = tmp_path / "request.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["jobs", "register", "--from-request", str(path)]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("tornasole: error: ")
+    assert str(path) in err
+    assert message in err
+
+
+def test_register_from_request_excludes_the_other_options(stack: None, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps({"TrainingJobName": "j"}))
+    with pytest.raises(SystemExit) as exc:
+        main(["jobs", "register", "--from-request", str(path), "--name", "j"])
+    assert exc.value.code == 2
+    assert "--from-request takes name, output and rules from the file; drop --name" in capsys.readouterr().err
+
+
+def test_register_needs_a_name_and_an_output(stack: None, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["jobs", "register", "--rule", "DeadRelu"])
+    assert exc.value.code == 2
+    assert "give --name and --s3-output (or --from-request FILE)" in capsys.readouterr().err
