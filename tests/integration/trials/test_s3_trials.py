@@ -43,6 +43,25 @@ def test_s3_and_local_trials_agree(fixtures_dir, s3_bucket):
         np.testing.assert_array_equal(s3_trial.tensor(t).value(step), local.tensor(t).value(step))
 
 
+def test_finished_s3_trial_lists_once_more_after_the_end_marker_without_sleeping(s3_bucket, monkeypatch):
+    url = f"s3://{s3_bucket}/finished"
+    TrialWriter(url).write_collections({}, num_workers=1)
+    for step in range(3):
+        _write_step(url, step)
+    TrialWriter(url).write_end_marker()
+    monkeypatch.delenv("TORNASOLE_TRAINING_END_DELAY_REFRESH", raising=False)
+    sleeps = []
+    monkeypatch.setattr("tornasole.trials.trial.time.sleep", sleeps.append)
+    storage = RecordingS3Storage()
+    trial = create_trial(url, storage=storage)
+    assert trial.steps() == [0, 1, 2]
+    assert trial.loaded_all_steps
+    assert sleeps == []
+    lists = storage.index_lists()
+    assert len(lists) == 2  # the opening listing, then one after the end marker: nothing new
+    assert lists[1][2] == []
+
+
 def _write_step(url: str, step: int) -> None:
     tw = TrialWriter(url)
     sw = tw.step_writer(step, mode=GLOBAL)
