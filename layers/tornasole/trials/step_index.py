@@ -52,9 +52,13 @@ class RecordLocation(NamedTuple):
 
 
 class TensorEntry:
-    """What one worker saved of one tensor at one step (a slotted class: one per tensor per step)."""
+    """What one worker saved of one tensor at one step (a slotted class: one per tensor per step).
 
-    __slots__ = ("location", "shape", "reductions")
+    ``error`` is set when the index entry of the value was malformed: reading
+    the value raises it (the step itself stays, as in smdebug).
+    """
+
+    __slots__ = ("location", "shape", "reductions", "error")
 
     def __init__(
         self,
@@ -65,6 +69,7 @@ class TensorEntry:
         self.location = location
         self.shape = shape
         self.reductions = {} if reductions is None else reductions
+        self.error: Exception | None = None
 
     def __repr__(self) -> str:
         return f"TensorEntry({self.location!r}, shape={self.shape!r}, reductions={self.reductions!r})"

@@ -164,7 +164,7 @@ class Tensor:
         if loc is not None:
             return self._fetch(loc).copy()
         if entry.location is None:
-            raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+            raise self._no_value(step, mode, worker)
         key = (g, w, red, bool(abs))
         cached = self._computed.get(key)
         if cached is None:
@@ -189,9 +189,14 @@ class Tensor:
         return {k: v.copy() for k, v in zip(keys, values)}
 
     # -- lookup --------------------------------------------------------------------------------
-    def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> TensorUnavailableForStep:
-        """The error for a step where only reductions or a shape of this tensor were saved."""
+    def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> Exception:
+        """The error for a step where only reductions or a shape of this tensor were saved.
+
+        Or the error of its malformed index entry, when there was one.
+        """
         entry = self._entry(step, mode, worker)
+        if entry.error is not None:
+            return entry.error
         return TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
 
     def _fetch(self, loc: RecordLocation) -> np.ndarray:
