@@ -244,6 +244,22 @@ class StepTable:
         with self.lock:
             return sorted(self._tensor_steps.get(name, ()))
 
+    def tensor_mode_steps(self, name: str, mode: ModeKeys, complete_only: bool = True) -> list[int]:
+        """Steps of ``mode`` (global steps for GLOBAL) at which ``name`` was saved, sorted."""
+        with self.lock:
+            out = []
+            for g in self._tensor_steps.get(name, ()):
+                if complete_only and not self.is_complete(g):
+                    continue
+                if mode == GLOBAL:
+                    out.append(g)
+                else:
+                    rec = self._steps[g]
+                    if rec.mode == mode:
+                        out.append(rec.mode_step)
+            out.sort()
+            return out
+
     def entries(self, name: str, step: int) -> dict[str, TensorEntry]:
         """Per-worker entries of ``name`` at global ``step`` (empty if none)."""
         with self.lock:
@@ -280,6 +296,10 @@ class StepTable:
                     out.append(entry.location)
                 out.extend(entry.reductions.values())
             return out
+
+    def neighbors(self, loc: RecordLocation) -> list[RecordLocation]:
+        """Every record of the index file that ``loc`` came from (what a read-ahead may bring along)."""
+        return self.locations(loc.step, loc.worker)
 
     def bad_for_step(self, step: int) -> dict[str, Exception]:
         """Worker -> load error, for index files of ``step`` that could not be read."""

@@ -35,6 +35,7 @@ from tornasole.format import paths
 from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.storage import LocalStorage, Storage, get_storage, is_s3, join
 from tornasole.trials.loading import IndexLoader
+from tornasole.trials.local_reader import MappedValueReader
 from tornasole.trials.readahead import DEFAULT_READAHEAD_BYTES
 from tornasole.trials.reading import DEFAULT_CACHE_BYTES, ValueReader
 from tornasole.trials.step_index import StepTable
@@ -73,7 +74,8 @@ class Trial(StepQueries, TensorQueries):
         Longest wait between two polls of a live trial (collections,
         :meth:`wait_for_steps`); polls start a few milliseconds apart and back off to it.
     cache_bytes : int
-        Budget of the value cache.
+        Budget of the value cache of a remote trial (local trials decode from
+        mapped event files and cache no values).
     readahead_bytes : int, optional
         Window read around a missed value, within its event file (see
         :mod:`tornasole.trials.readahead`); default 1 MiB on S3, 0 locally.
@@ -109,7 +111,10 @@ class Trial(StepQueries, TensorQueries):
         self._loader = IndexLoader(self._storage, path, self._table, self.range_steps)
         if readahead_bytes is None:
             readahead_bytes = DEFAULT_READAHEAD_BYTES if is_s3(path) else 0
-        self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
+        if isinstance(self._storage, LocalStorage) and not readahead_bytes:
+            self._reader = MappedValueReader(self._storage)  # decoded straight from mapped event files
+        else:
+            self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
         self._tensors = {}
         self._refresh_lock = threading.RLock()
         self._ended = False
@@ -204,8 +209,11 @@ class Trial(StepQueries, TensorQueries):
     ) -> int:
         """Fetch and cache, concurrently, the values (and saved reductions) of ``names`` at ``steps``.
 
-        Unknown names or steps are ignored; read errors surface on the later
-        ``value()`` call. Returns the number of records fetched.
+        Remote trials read each event file once for all of its records asked
+        for; local trials only map the event files (values are decoded on
+        read). Unknown names or steps are ignored; read errors surface on the
+        later ``value()`` call. Returns the number of records fetched (locally:
+        that lie within their event files).
 
         Examples
         --------
@@ -224,8 +232,7 @@ class Trial(StepQueries, TensorQueries):
                             locs.append(entry.location)
                         if include_reductions:
                             locs.extend(entry.reductions.values())
-        table = self._table
-        return self._reader.prefetch(locs, lambda loc: table.locations(loc.step, loc.worker))
+        return self._reader.prefetch(locs, self._table.neighbors)
 
     # -- state -----------------------------------------------------------------------------------
     def training_ended(self) -> bool:
