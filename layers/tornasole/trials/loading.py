@@ -49,6 +49,11 @@ def step_key_prefix(trial_path: str, step: int) -> str:
     return join(trial_path, "index", f"{step // 1000:09d}", f"{step:012d}")
 
 
+# ``tuple.__new__`` builds a RecordLocation without the NamedTuple's Python-level ``__new__``
+# (one per record of the trial).
+_new_location = tuple.__new__
+
+
 def entries_from_document(
     doc: index_format.IndexDocument, *, trial_path: str, step: int, worker: str, index_path: str
 ) -> dict[str, TensorEntry]:
@@ -69,7 +74,7 @@ def entries_from_document(
             tag, start, length = raw.get("tensorname"), raw.get("start_idx"), raw.get("length")
             typed = type(tag) is str and type(start) is int and type(length) is int  # bools rejected
             if typed and start >= 0 and length >= OVERHEAD:
-                loc = RecordLocation(event_path, start, length, tag, step, worker, index_path)
+                loc = _new_location(RecordLocation, (event_path, start, length, tag, step, worker, index_path))  # noqa: E501
                 parsed = _parse_tag(tag)
                 if parsed is None:
                     entry = out.get(tag)

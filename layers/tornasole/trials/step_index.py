@@ -130,10 +130,15 @@ class StepTable:
             rec.workers[worker] = tensors
             self._workers.add(worker)
             self.bad.pop((step, worker), None)
+            tensor_steps = self._tensor_steps
             for name in tensors:
-                self._tensor_steps.setdefault(name, set()).add(step)
-                if rec.mode != GLOBAL:
-                    self._mode_tensors.setdefault(rec.mode, set()).add(name)
+                steps = tensor_steps.get(name)
+                if steps is None:
+                    tensor_steps[name] = {step}
+                else:
+                    steps.add(step)
+            if rec.mode != GLOBAL:
+                self._mode_tensors.setdefault(rec.mode, set()).update(tensors)
             if self._has_all_workers(rec) and step > self._last_complete:
                 self._last_complete = step
 
