@@ -19,6 +19,7 @@ arrays) lives in :mod:`tornasole.format.tensors`.
 
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +28,10 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tornasole.exceptions import FormatError
+from tornasole.format.crc import CONSTANT_PAYLOAD_CRC
 from tornasole.format.proto import messages
 from tornasole.format.tensors import fill_tensor_proto, tensor_to_array, to_array
-from tornasole.format.tfrecord import frame
+from tornasole.format.tfrecord import FOOTER_SIZE, HEADER_SIZE, OVERHEAD, frame, length_crc
 from tornasole.modes import ModeKeys
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "encode_record",
     "decode_event",
     "decode_tensor",
+    "decode_indexed_tensor",
     "to_array",
 ]
 
@@ -200,6 +203,55 @@ def decode_tensor(payload: bytes | memoryview, *, path: str | None = None) -> tu
             tag = val.tag
             return tag, tensor_to_array(val.tensor, path, ev.step, tag)
     raise _not_one_tensor(ev, path)
+
+
+def decode_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag: str) -> np.ndarray | None:
+    """The value of the well-formed record an index entry points at, in one call; ``None`` otherwise.
+
+    The trial reader's hot path: ``buf`` is a whole event file (mapped), and
+    ``start``/``length``/``tag`` come from the index. Checks what
+    :func:`tfrecord.read_record` and :func:`decode_tensor` check on the common
+    path (the record lies within ``buf``, its length and length CRC, smdebug's
+    constant footer, one tensor value with the expected tag) without building
+    an error: on ``None`` the caller decodes the slow way, which reports
+    precisely what is wrong (or accepts a record with a real payload CRC).
+    The value may be a read-only view of the parsed record.
+    """
+    if length < OVERHEAD or start < 0 or start + length > len(buf):
+        return None
+    size, len_crc = _HEADER.unpack_from(buf, start)
+    stop = start + length - FOOTER_SIZE
+    if size + OVERHEAD != length or _FOOTER.unpack_from(buf, stop)[0] != CONSTANT_PAYLOAD_CRC:
+        return None
+    if len_crc != length_crc(size):
+        return None
+    ev = _event_class()()
+    try:
+        ev.ParseFromString(buf[start + HEADER_SIZE : stop])
+    except DecodeError:
+        return None
+    values = ev.summary.value
+    if len(values) != 1:
+        return None
+    val = values[0]
+    if val.tag != tag or not val.HasField("tensor"):
+        return None
+    try:
+        return tensor_to_array(val.tensor, None, ev.step, tag)
+    except FormatError:
+        return None
+
+
+def _event_class() -> Any:
+    global _EVENT
+    if _EVENT is None:
+        _EVENT = messages().Event
+    return _EVENT
+
+
+_EVENT = None
+_HEADER = struct.Struct("<QI")
+_FOOTER = struct.Struct("<I")
 
 
 def _single_value(payload: bytes | memoryview, path: str | None) -> tuple[Any, Any]:

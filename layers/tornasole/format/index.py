@@ -21,7 +21,16 @@ from tornasole.exceptions import IndexReaderException
 from tornasole.format.tfrecord import OVERHEAD
 from tornasole.modes import ModeKeys
 
-__all__ = ["IndexEntry", "ShapeEntry", "StepIndex", "encode_index", "decode_index"]
+__all__ = [
+    "IndexEntry",
+    "ShapeEntry",
+    "StepIndex",
+    "IndexDocument",
+    "encode_index",
+    "decode_index",
+    "decode_index_document",
+    "tensor_entry_error",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,22 @@ def encode_index(index: StepIndex) -> bytes:
     return json.dumps(doc).encode("utf-8")
 
 
+@dataclass(slots=True)
+class IndexDocument:
+    """An index file with its ``meta`` and shapes validated and its tensor entries still raw dicts.
+
+    The trial reader turns raw entries straight into record locations (one
+    object per record instead of two); :func:`tensor_entry_error` explains an
+    entry that is not well formed.
+    """
+
+    mode: ModeKeys
+    mode_step: int
+    event_file_name: str | None
+    tensor_payload: list[Any]
+    shapes: list[ShapeEntry]
+
+
 def decode_index(data: bytes | str, path: str | None) -> StepIndex:
     """Parse and validate one index file.
 
@@ -107,6 +132,24 @@ def decode_index(data: bytes | str, path: str | None) -> StepIndex:
     ...              b'"shape_payload": []}', "i.json").tensors
     [IndexEntry(tensorname='x', start_idx=0, length=80)]
     """
+    doc = decode_index_document(data, path)
+    return StepIndex(
+        doc.mode,
+        doc.mode_step,
+        doc.event_file_name,
+        [_tensor_entry(e, i, path) for i, e in enumerate(doc.tensor_payload)],
+        doc.shapes,
+    )
+
+
+def decode_index_document(data: bytes | str, path: str | None) -> IndexDocument:
+    """Parse one index file, validating everything but the tensor entries (see :class:`IndexDocument`).
+
+    Raises
+    ------
+    IndexReaderException
+        As :func:`decode_index`, for what concerns the whole file (JSON, ``meta``, sections, shapes).
+    """
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
@@ -129,13 +172,17 @@ def decode_index(data: bytes | str, path: str | None) -> StepIndex:
     event_file_name = meta.get("event_file_name")
     if tensors_raw or event_file_name is not None:
         event_file_name = _typed(meta, "event_file_name", str, path, "meta")
-    return StepIndex(
-        mode,
-        mode_step,
-        event_file_name,
-        [_tensor_entry(e, i, path) for i, e in enumerate(tensors_raw)],
-        [_shape_entry(e, i, path) for i, e in enumerate(shapes_raw)],
-    )
+    shapes = [_shape_entry(e, i, path) for i, e in enumerate(shapes_raw)]
+    return IndexDocument(mode, mode_step, event_file_name, tensors_raw, shapes)
+
+
+def tensor_entry_error(raw: Any, i: int, path: str | None) -> IndexReaderException | None:
+    """Why ``tensor_payload[i]`` is not a usable entry (``None`` if it is)."""
+    try:
+        _checked_tensor_entry(raw, i, path)
+    except IndexReaderException as exc:
+        return exc
+    return None
 
 
 def _typed(obj: dict, key: str, typ: type, path: str | None, where: str, default: Any = ...) -> Any:

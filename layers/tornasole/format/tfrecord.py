@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from tornasole.exceptions import FormatError
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC, masked_crc32c
 
-__all__ = ["HEADER_SIZE", "FOOTER_SIZE", "OVERHEAD", "frame", "read_record", "iter_records"]
+__all__ = ["HEADER_SIZE", "FOOTER_SIZE", "OVERHEAD", "frame", "read_record", "iter_records", "length_crc"]
 
 HEADER_SIZE = 12
 FOOTER_SIZE = 4
@@ -104,7 +104,7 @@ def read_record(
         if (
             size + OVERHEAD == length
             and _CRC.unpack_from(buf, stop)[0] == CONSTANT_PAYLOAD_CRC
-            and len_crc == _length_crc(size)
+            and len_crc == length_crc(size)
         ):
             return buf[offset + HEADER_SIZE : stop]
     payload, _ = _read_at(buf, path, offset, offset)
@@ -152,7 +152,7 @@ def iter_records(
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _length_crc(size: int) -> int:
+def length_crc(size: int) -> int:
     """Masked CRC of a record's 8 length bytes, computed once per length.
 
     It depends on the length alone, and lengths repeat: a tensor's record has

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from tornasole.storage.base import ReadRequest
+from tornasole.storage.mapped_files import MappedFiles
 from tornasole.storage.open_files import OpenFiles, pread_all
 from tornasole.storage.paths import to_local
 from tornasole.storage.threaded import ThreadedReads
@@ -72,11 +73,29 @@ class LocalStorage(ThreadedReads):
     def __init__(self, max_workers: int | None = None, open_files: int | None = None) -> None:
         super().__init__(max_workers, default_workers=16)
         self._files = OpenFiles(open_files)
+        self._maps = MappedFiles()
 
     def close(self) -> None:
         """Shut the read pool down and close the cached descriptors; the instance stays usable."""
         super().close()
         self._files.close()
+        self._maps.close()
+
+    def view(self, path: str) -> memoryview:
+        """A read-only view of the whole file at ``path``, mapped once and kept (LRU).
+
+        For files that are immutable once published (event files, see
+        :mod:`tornasole.storage.mapped_files`); :meth:`forget_view` drops the
+        mapping so the next call sees the file now at ``path``. Not part of the
+        Storage protocol: only local files can be mapped.
+        """
+        local = path if isinstance(path, str) and path[:1] == "/" else to_local(path)
+        return self._maps.view(local)
+
+    def forget_view(self, path: str) -> None:
+        """Drop the mapping of ``path`` (see :meth:`view`)."""
+        local = path if isinstance(path, str) and path[:1] == "/" else to_local(path)
+        self._maps.forget(local)
 
     def read(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` of ``path`` (whole file when both are None); short past the end."""
@@ -141,6 +160,7 @@ class LocalStorage(ThreadedReads):
             with open(tmp, "wb") as f:
                 f.write(data)
             self._files.forget(target)
+            self._maps.forget(target)
             os.replace(tmp, target)
         except BaseException:
             try:
@@ -197,6 +217,7 @@ class LocalStorage(ThreadedReads):
         """Remove the file at ``path``; a missing file is not an error."""
         local = to_local(path)
         self._files.forget(local)
+        self._maps.forget(local)
         try:
             os.remove(local)
         except FileNotFoundError:

@@ -1,7 +1,9 @@
 """``create_trial``: the one entry point users call, for local paths and ``s3://`` alike.
 
-``LocalTrial`` and ``S3Trial`` exist so ``isinstance`` checks and reprs read as
-in smdebug; both are the same :class:`Trial` over a different Storage.
+``LocalTrial`` and ``S3Trial`` are the same :class:`Trial` over a different
+Storage; they also take smdebug's constructor arguments (``LocalTrial(name,
+dirname)``, ``S3Trial(name, bucket_name, prefix_name)``) for code that builds
+them directly.
 """
 
 from __future__ import annotations
@@ -19,11 +21,72 @@ _COMPAT_KWARGS = {"parallel", "check", "index_mode", "cache", "profiler", "outpu
 
 
 class LocalTrial(Trial):
-    """A trial in a local directory."""
+    """A trial in a local directory: ``LocalTrial(name, dirname)`` as in smdebug.
+
+    ``parallel``, ``check``, ``index_mode`` and ``cache`` are smdebug's and
+    change nothing here; other keywords are :class:`Trial`'s.
+
+    Examples
+    --------
+    >>> trial = LocalTrial("run", "/tmp/run")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        name: str,
+        dirname: str,
+        range_steps: tuple[int | None, int | None] | None = None,
+        parallel: bool = True,
+        check: bool = False,
+        index_mode: bool = True,
+        cache: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        Trial.__init__(self, name, _local_path(dirname), range_steps=range_steps, **kwargs)
 
 
 class S3Trial(Trial):
-    """A trial under ``s3://bucket/prefix``."""
+    """A trial under ``s3://bucket/prefix``: ``S3Trial(name, bucket_name, prefix_name)`` as in smdebug.
+
+    Examples
+    --------
+    >>> trial = S3Trial("run", "my-bucket", "jobs/run")  # doctest: +SKIP
+    >>> trial.path, trial.bucket_name, trial.prefix_name  # doctest: +SKIP
+    ('s3://my-bucket/jobs/run', 'my-bucket', 'jobs/run/')
+    """
+
+    def __init__(
+        self,
+        name: str,
+        bucket_name: str,
+        prefix_name: str,
+        range_steps: tuple[int | None, int | None] | None = None,
+        check: bool = False,
+        index_mode: bool = True,
+        cache: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        bucket, prefix = str(bucket_name).strip("/"), str(prefix_name).strip("/")
+        if not bucket or "/" in bucket:
+            raise ValueError(f"S3Trial: bucket_name must be a bucket name, got {bucket_name!r}")
+        path = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+        Trial.__init__(self, name, path, range_steps=range_steps, **kwargs)
+
+    @property
+    def bucket_name(self) -> str:
+        return self.path[len("s3://") :].split("/", 1)[0]
+
+    @property
+    def prefix_name(self) -> str:
+        """The key prefix with a trailing slash, as smdebug keeps it."""
+        rest = self.path[len("s3://") :].partition("/")[2]
+        return rest + "/" if rest else ""
+
+
+def _local_path(path: str) -> str:
+    path = os.path.expanduser(str(path).strip())
+    stripped = path.rstrip("/")  # one spelling per trial: names, joins and equality agree
+    return stripped or path
 
 
 def create_trial(
@@ -81,15 +144,18 @@ def create_trial(
         raise TypeError(f"create_trial() got unexpected keyword arguments {sorted(unknown)}")
     path = str(path).strip()
     s3 = is_s3(path)
-    if not s3:
-        path = os.path.expanduser(path)
-    stripped = path.rstrip("/")  # one spelling per trial: names, joins and equality agree
-    if stripped and not stripped.endswith(":"):
-        path = stripped
+    if s3:
+        stripped = path.rstrip("/")
+        if stripped and not stripped.endswith(":"):
+            path = stripped
+    else:
+        path = _local_path(path)
     if name is None:
         name = os.path.basename(path.rstrip("/"))
     cls = S3Trial if s3 else LocalTrial
-    return cls(
+    trial = cls.__new__(cls)
+    Trial.__init__(  # the classes' own constructors take smdebug's arguments; the path is known here
+        trial,
         name,
         path,
         range_steps=range_steps,
@@ -99,3 +165,4 @@ def create_trial(
         poll_interval=poll_interval,
         readahead_bytes=readahead_bytes,
     )
+    return trial

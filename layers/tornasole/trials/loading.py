@@ -26,11 +26,12 @@ from tornasole.exceptions import FormatError, IndexReaderException, TornasoleErr
 from tornasole.format import collections as collections_format
 from tornasole.format import index as index_format
 from tornasole.format import paths, reductions
+from tornasole.format.tfrecord import OVERHEAD
 from tornasole.storage import ReadRequest, Storage, join
 from tornasole.trials.reading import bare_message
 from tornasole.trials.step_index import RecordLocation, StepTable, TensorEntry
 
-__all__ = ["IndexLoader", "entries_from_index", "step_key_prefix"]
+__all__ = ["IndexLoader", "entries_from_document", "step_key_prefix"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,36 +49,75 @@ def step_key_prefix(trial_path: str, step: int) -> str:
     return join(trial_path, "index", f"{step // 1000:09d}", f"{step:012d}")
 
 
-def entries_from_index(
-    idx: index_format.StepIndex, *, trial_path: str, step: int, worker: str, index_path: str
+# ``tuple.__new__`` builds a RecordLocation without the NamedTuple's Python-level ``__new__``
+# (one per record of the trial).
+_new_location = tuple.__new__
+
+
+def entries_from_document(
+    doc: index_format.IndexDocument, *, trial_path: str, step: int, worker: str, index_path: str
 ) -> dict[str, TensorEntry]:
-    """Per-tensor entries of one decoded index file.
+    """Per-tensor entries of one parsed index file, built straight from its JSON entries.
 
     A repeated tag keeps its last entry (what smdebug does, FORMAT.md 3). A
     ``shape_payload`` entry only adds a shape: unlike smdebug it never hides the
-    location of a saved value.
+    location of a saved value. An entry that is not well formed (a length that
+    cannot hold a record, a negative offset, a wrong type) does not drop the
+    step: like smdebug, the step keeps its mode and mode step, the tensor is
+    listed, and reading it raises the entry's error. An entry without a tensor
+    name cannot be attributed to any tensor and is skipped with a warning.
     """
-    event_path = join(trial_path, idx.event_file_name or paths.event_file_name(step, worker))
+    event_path = join(trial_path, doc.event_file_name or paths.event_file_name(step, worker))
     out: dict[str, TensorEntry] = {}
-    for e in idx.tensors:
-        tag = e.tensorname
-        loc = RecordLocation(event_path, e.start_idx, e.length, tag, step, worker, index_path)
-        parsed = _parse_tag(tag)
-        if parsed is None:
-            entry = out.get(tag)
-            if entry is None:
-                out[tag] = TensorEntry(loc)
-            else:
-                entry.location = loc
-        else:
-            name, red, is_abs = parsed
-            entry = out.get(name)
-            if entry is None:
-                entry = out[name] = TensorEntry()
-            entry.reductions[(red, is_abs)] = loc
-    for sh in idx.shapes:
+    for i, raw in enumerate(doc.tensor_payload):
+        if type(raw) is dict:  # the well-formed case inline: one RecordLocation per record, no IndexEntry
+            tag, start, length = raw.get("tensorname"), raw.get("start_idx"), raw.get("length")
+            typed = type(tag) is str and type(start) is int and type(length) is int  # bools rejected
+            if typed and start >= 0 and length >= OVERHEAD:
+                loc = _new_location(RecordLocation, (event_path, start, length, tag, step, worker, index_path))  # noqa: E501
+                parsed = _parse_tag(tag)
+                if parsed is None:
+                    entry = out.get(tag)
+                    if entry is None:
+                        out[tag] = TensorEntry(loc)
+                    else:
+                        entry.location = loc
+                        entry.error = None
+                else:
+                    name, red, is_abs = parsed
+                    entry = out.get(name)
+                    if entry is None:
+                        entry = out[name] = TensorEntry()
+                    entry.reductions[(red, is_abs)] = loc
+                continue
+        _add_bad_entry(out, raw, i, step, index_path)
+    for sh in doc.shapes:
         out.setdefault(sh.tensorname, TensorEntry()).shape = tuple(int(d) for d in sh.shape)
     return out
+
+
+def _add_bad_entry(out: dict[str, TensorEntry], raw: object, i: int, step: int, index_path: str) -> None:
+    """Record a malformed ``tensor_payload[i]`` so that reading its tensor raises why."""
+    cause = index_format.tensor_entry_error(raw, i, index_path)
+    tag = raw.get("tensorname") if isinstance(raw, dict) else None
+    if not isinstance(tag, str):
+        logger.warning("index file %s: %s; entry skipped", index_path, bare_message(cause))
+        return
+    err = IndexReaderException(
+        f"cannot read this tensor: {bare_message(cause)}", path=index_path, step=step, tensor_name=tag
+    )
+    err.__cause__ = cause
+    logger.warning("%s", err)
+    parsed = _parse_tag(tag)
+    name = tag if parsed is None else parsed[0]
+    entry = out.get(name)
+    if entry is None:
+        entry = out[name] = TensorEntry()
+    if parsed is None:
+        entry.location = None
+        entry.error = err
+    elif entry.location is None and entry.error is None:
+        entry.error = err
 
 
 class IndexLoader:
@@ -153,8 +193,8 @@ class IndexLoader:
             try:
                 if isinstance(data, BaseException):
                     raise data
-                idx = index_format.decode_index(data, key)
-                tensors = entries_from_index(
+                idx = index_format.decode_index_document(data, key)
+                tensors = entries_from_document(
                     idx, trial_path=self.trial_path, step=step, worker=worker, index_path=key
                 )
             except (FormatError, OSError, ValueError, TypeError, KeyError) as exc:

@@ -1,4 +1,8 @@
-"""Fetching tensor values: one ranged read per record, concurrent batches, a bounded cache.
+"""Fetching tensor values from remote storage: ranged reads, concurrent batches, a bounded cache.
+
+Local trials decode straight from mapped event files instead
+(:mod:`tornasole.trials.local_reader`); this reader serves S3 and any other
+backend (and local trials that ask for read-ahead).
 
 smdebug reads whole event files (and on S3 lists the whole ``events/`` prefix)
 for every value. The index already says exactly which bytes hold a record, so
@@ -37,7 +41,9 @@ from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYT
 from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import RecordLocation
 
-__all__ = ["ValueReader", "decode_location", "bare_message", "DEFAULT_CACHE_BYTES"]
+__all__ = ["ValueReader", "decode_location", "read_error", "bare_message", "DEFAULT_CACHE_BYTES"]
+
+Neighbors = Callable[[RecordLocation], Sequence[RecordLocation]]
 
 #: Largest total size of one ``read_many`` batch, so a bulk prefetch stays bounded in memory.
 BATCH_BYTES = 64 * 1024 * 1024
@@ -72,11 +78,11 @@ class ValueReader:
         self.blocks = BlockCache(block_cache_bytes)
 
     def fetch(
-        self, loc: RecordLocation, neighbors: Callable[[], Sequence[RecordLocation]] | None = None
+        self, loc: RecordLocation, neighbors: Neighbors | None = None
     ) -> np.ndarray:
-        """The value of one record (cached per location).
+        """The value of one record (cached per location, shared: read-only).
 
-        ``neighbors`` gives the other records of the same index, used to read
+        ``neighbors(loc)`` gives the other records of the same index, used to read
         ahead when ``readahead_bytes`` is set (see :mod:`tornasole.trials.readahead`).
         """
         cached = self.cache.get(loc)  # keyed by the location itself: no key object per read
@@ -87,7 +93,7 @@ class ValueReader:
             try:
                 raw = self.storage.read(loc.event_path, loc.start, end)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
-                raise _read_error(loc, exc) from exc
+                raise read_error(loc, exc) from exc
             value = decode_location(loc, memoryview(raw))
             del raw  # the record's bytes go before the value is cached
             self.cache.put(loc, value)
@@ -97,17 +103,31 @@ class ValueReader:
             start, stop = loc.start, end
             if neighbors is not None:
                 budget = self.readahead_bytes
-                start, stop = readahead_span(loc.event_path, loc.start, end, neighbors(), budget)
+                start, stop = readahead_span(loc.event_path, loc.start, end, neighbors(loc), budget)
             try:
                 raw = self.storage.read(loc.event_path, start, stop)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
-                raise _read_error(loc, exc) from exc
+                raise read_error(loc, exc) from exc
             if (start, stop) != (loc.start, end):
                 self.blocks.put(loc.event_path, start, raw)
             data = memoryview(raw)[loc.start - start : end - start]
         value = decode_location(loc, data)
         self.cache.put(loc, value)
         return value
+
+    def read_value(
+        self, loc: RecordLocation, neighbors: Neighbors | None = None
+    ) -> np.ndarray:
+        """:meth:`fetch`, as an array of the caller's own (writable; the cache keeps its copy)."""
+        return self.fetch(loc, neighbors).copy()
+
+    def read_values(
+        self,
+        locs: Sequence[RecordLocation],
+        neighbors: Callable[[RecordLocation], Sequence[RecordLocation]] | None = None,
+    ) -> list[np.ndarray | Exception]:
+        """:meth:`fetch_many`, each value an array of the caller's own."""
+        return [v if isinstance(v, Exception) else v.copy() for v in self.fetch_many(locs, neighbors)]
 
     def fetch_many(
         self,
@@ -148,7 +168,7 @@ class ValueReader:
             for span, data in zip(batch, results):
                 if isinstance(data, BaseException):
                     for i in span.members:
-                        out[i] = _read_error(locs[i], data)
+                        out[i] = read_error(locs[i], data)
                     continue
                 if span.widened:
                     self.blocks.put(span.path, span.start, data)
@@ -240,7 +260,7 @@ def _where(loc: RecordLocation) -> str:
     return f"(index {loc.index_path} says record [{loc.start}, {loc.start + loc.length}))"
 
 
-def _read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException:
+def read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException:
     if isinstance(exc, FileNotFoundError):
         msg = f"event file is missing {_where(loc)}"
     else:

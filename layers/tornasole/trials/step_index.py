@@ -52,9 +52,13 @@ class RecordLocation(NamedTuple):
 
 
 class TensorEntry:
-    """What one worker saved of one tensor at one step (a slotted class: one per tensor per step)."""
+    """What one worker saved of one tensor at one step (a slotted class: one per tensor per step).
 
-    __slots__ = ("location", "shape", "reductions")
+    ``error`` is set when the index entry of the value was malformed: reading
+    the value raises it (the step itself stays, as in smdebug).
+    """
+
+    __slots__ = ("location", "shape", "reductions", "error")
 
     def __init__(
         self,
@@ -65,6 +69,7 @@ class TensorEntry:
         self.location = location
         self.shape = shape
         self.reductions = {} if reductions is None else reductions
+        self.error: Exception | None = None
 
     def __repr__(self) -> str:
         return f"TensorEntry({self.location!r}, shape={self.shape!r}, reductions={self.reductions!r})"
@@ -125,10 +130,15 @@ class StepTable:
             rec.workers[worker] = tensors
             self._workers.add(worker)
             self.bad.pop((step, worker), None)
+            tensor_steps = self._tensor_steps
             for name in tensors:
-                self._tensor_steps.setdefault(name, set()).add(step)
-                if rec.mode != GLOBAL:
-                    self._mode_tensors.setdefault(rec.mode, set()).add(name)
+                steps = tensor_steps.get(name)
+                if steps is None:
+                    tensor_steps[name] = {step}
+                else:
+                    steps.add(step)
+            if rec.mode != GLOBAL:
+                self._mode_tensors.setdefault(rec.mode, set()).update(tensors)
             if self._has_all_workers(rec) and step > self._last_complete:
                 self._last_complete = step
 
@@ -239,6 +249,22 @@ class StepTable:
         with self.lock:
             return sorted(self._tensor_steps.get(name, ()))
 
+    def tensor_mode_steps(self, name: str, mode: ModeKeys, complete_only: bool = True) -> list[int]:
+        """Steps of ``mode`` (global steps for GLOBAL) at which ``name`` was saved, sorted."""
+        with self.lock:
+            out = []
+            for g in self._tensor_steps.get(name, ()):
+                if complete_only and not self.is_complete(g):
+                    continue
+                if mode == GLOBAL:
+                    out.append(g)
+                else:
+                    rec = self._steps[g]
+                    if rec.mode == mode:
+                        out.append(rec.mode_step)
+            out.sort()
+            return out
+
     def entries(self, name: str, step: int) -> dict[str, TensorEntry]:
         """Per-worker entries of ``name`` at global ``step`` (empty if none)."""
         with self.lock:
@@ -275,6 +301,10 @@ class StepTable:
                     out.append(entry.location)
                 out.extend(entry.reductions.values())
             return out
+
+    def neighbors(self, loc: RecordLocation) -> list[RecordLocation]:
+        """Every record of the index file that ``loc`` came from (what a read-ahead may bring along)."""
+        return self.locations(loc.step, loc.worker)
 
     def bad_for_step(self, step: int) -> dict[str, Exception]:
         """Worker -> load error, for index files of ``step`` that could not be read."""

@@ -8,7 +8,8 @@ this is where smdebug's documented step semantics live:
 * ``has_passed_step`` answers AVAILABLE (complete), NOT_YET_AVAILABLE (may still
   arrive) or UNAVAILABLE (never will: a later step is complete, or training
   ended without it);
-* ``wait_for_steps`` polls until each step is available and raises
+* ``wait_for_steps`` polls (backing off from ``MIN_POLL_S`` to the trial's
+  ``poll_interval``) until each step is available and raises
   :class:`StepUnavailable` for a skipped step, :class:`NoMoreData` for a step
   past the last one once training has ended.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from tornasole.exceptions import NoMoreData, StepNotYetAvailable, StepUnavailable
@@ -27,7 +28,25 @@ from tornasole.trials.step_index import StepState
 if TYPE_CHECKING:
     from tornasole.trials.step_index import StepTable
 
-__all__ = ["StepQueries"]
+__all__ = ["StepQueries", "backoff", "MIN_POLL_S"]
+
+#: First wait of a poll loop: data that is about to land is seen within milliseconds.
+MIN_POLL_S = 0.005
+
+
+def backoff(interval: float) -> Iterator[float]:
+    """Waits between polls: ``MIN_POLL_S`` doubling up to ``interval`` seconds, then ``interval``.
+
+    Examples
+    --------
+    >>> from itertools import islice
+    >>> list(islice(backoff(0.04), 6))
+    [0.005, 0.01, 0.02, 0.04, 0.04, 0.04]
+    """
+    delay = min(MIN_POLL_S, interval)
+    while True:
+        yield delay
+        delay = min(delay * 2, interval)
 
 
 class StepQueries:
@@ -122,7 +141,7 @@ class StepQueries:
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: ModeKeys = GLOBAL, timeout: float | None = None
     ) -> None:
-        """Block (polling every ``poll_interval`` s) until every step is available.
+        """Block until every step is available (polls back off up to ``poll_interval`` s apart).
 
         Raises
         ------
@@ -142,6 +161,7 @@ class StepQueries:
         deadline = None if timeout is None else time.monotonic() + timeout
         previous = self.dynamic_refresh
         self.dynamic_refresh = True
+        delays = backoff(self.poll_interval)
         try:
             for step in required_steps:
                 while True:
@@ -152,6 +172,9 @@ class StepQueries:
                         raise self.step_unavailable_error(step, mode)
                     if not self.listing or (deadline is not None and time.monotonic() >= deadline):
                         raise StepNotYetAvailable(step, mode)
-                    time.sleep(self.poll_interval)
+                    wait = next(delays)
+                    if deadline is not None:
+                        wait = min(wait, max(0.0, deadline - time.monotonic()))
+                    time.sleep(wait)
         finally:
             self.dynamic_refresh = previous

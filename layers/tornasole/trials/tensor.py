@@ -1,14 +1,18 @@
 """A saved tensor of a trial: its steps, values, reductions, shapes and workers.
 
-A Tensor holds no data: it asks the trial's step table where records are and
-its value reader for the bytes. ``worker=None`` means the tensor's only worker,
-or with several workers the first one (sorted by name) that saved it at that
-step. A worker the trial has never seen raises :class:`InvalidWorker`. The step
-argument may also be passed as smdebug's keyword ``step_num``.
+A Tensor holds no data. It is handed its collaborators: the trial's step table
+(where records are), its value reader (the bytes, decoded) and a refresh
+callable (to pick up steps of a live trial); the trial itself only answers the
+public step questions (``has_passed_step``) when a step is missing.
 
-Values are handed out as writable arrays of their own (copies of what the
-trial's cache holds, as smdebug's reader returns fresh arrays): code that
-modifies a value in place changes neither the cache nor later reads.
+``worker=None`` means the tensor's only worker, or with several workers the
+first one (sorted by name) that saved it at that step. A worker the trial has
+never seen raises :class:`InvalidWorker`. The step argument may also be passed
+as smdebug's keyword ``step_num``.
+
+Values are handed out as writable arrays of their own (as smdebug's reader
+returns fresh arrays): code that modifies a value in place changes neither a
+cache nor later reads.
 
 Missing data raises the documented exceptions: :class:`TensorUnavailableForStep`
 (the step exists, this tensor, or this reduction, was not saved there),
@@ -21,8 +25,8 @@ from __future__ import annotations
 
 import functools
 from bisect import bisect_right
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -32,9 +36,28 @@ from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.trials.step_index import RecordLocation, StepState, TensorEntry
 
 if TYPE_CHECKING:
+    from tornasole.trials.step_index import StepTable
     from tornasole.trials.trial import Trial
 
-__all__ = ["Tensor"]
+__all__ = ["Tensor", "ValueSource"]
+
+
+class ValueSource(Protocol):
+    """What a Tensor needs of a value reader (local: mapped files; remote: ranged reads and a cache)."""
+
+    readahead_bytes: int
+
+    def fetch(self, loc: RecordLocation, neighbors: Any = None) -> np.ndarray:
+        """The value, possibly shared with a cache (read-only): for internal use."""
+        ...
+
+    def read_value(self, loc: RecordLocation, neighbors: Any = None) -> np.ndarray:
+        """The value as an array of the caller's own."""
+        ...
+
+    def read_values(self, locs: Sequence[RecordLocation], neighbors: Any = None) -> list[Any]:
+        """Values in order, each the caller's own; a failed read yields its exception."""
+        ...
 
 
 def _step_num_alias(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -54,15 +77,34 @@ def _step_num_alias(method: Callable[..., Any]) -> Callable[..., Any]:
 class Tensor:
     """One tensor name of a trial (obtain it with ``trial.tensor(name)``).
 
+    Parameters
+    ----------
+    name : str
+    trial : Trial
+        The owner (``tensor.trial`` as in smdebug; asked about missing steps).
+    table : StepTable
+        Where each (step, worker) record of the trial is.
+    reader : ValueSource
+        Decodes records into arrays.
+    refresh : callable
+        Picks up new steps of a live trial (``trial.maybe_refresh``).
+
     Examples
     --------
     >>> t = trial.tensor("gradient/Net_fc1.weight")  # doctest: +SKIP
     >>> t.steps(), t.value(0).shape, t.reduction_value(0, "mean", abs=True)  # doctest: +SKIP
     """
 
-    def __init__(self, name: str, trial: Trial) -> None:
+    def __init__(
+        self, name: str, trial: Trial, table: StepTable, reader: ValueSource, refresh: Callable[[], None]
+    ) -> None:
         self.name = name
         self.trial = trial
+        self._table = table
+        self._reader = reader
+        self._refresh = refresh
+        # remote readers read ahead over the records of the same index file
+        self._neighbors = table.neighbors if reader.readahead_bytes else None
         self._computed: dict[tuple[int, str, str, bool], np.ndarray] = {}
 
     def __repr__(self) -> str:
@@ -72,19 +114,8 @@ class Tensor:
     def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Global steps (GLOBAL) or ``mode``'s mode steps at which this tensor was saved."""
         mode = GLOBAL if mode is None else mode
-        self.trial.maybe_refresh()
-        table = self.trial._table
-        out = []
-        for g in table.tensor_steps(self.name):
-            if not show_incomplete_steps and not table.is_complete(g):
-                continue
-            if mode == GLOBAL:
-                out.append(g)
-            else:
-                m, ms = table.mode_of(g)
-                if m == mode:
-                    out.append(ms)
-        return sorted(out)
+        self._refresh()
+        return self._table.tensor_mode_steps(self.name, mode, complete_only=not show_incomplete_steps)
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
         """The last ``n`` steps (all if None) up to and including ``step``."""
@@ -101,16 +132,23 @@ class Tensor:
     # -- values --------------------------------------------------------------------------------
     @_step_num_alias
     def value(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
-        """The saved value at ``step`` as a numpy array of its own (writable; the cache keeps its copy)."""
-        loc = self._resolve(step, GLOBAL if mode is None else mode, worker)[2].location
+        """The saved value at ``step`` as a numpy array of its own (writable)."""
+        if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
+            found = self._table.first_entry(self.name, step)
+            if found is not None and found[1].location is not None:
+                return self._reader.read_value(found[1].location, self._neighbors)
+        mode = GLOBAL if mode is None else mode
+        loc = self._resolve(step, mode, worker)[2].location
         if loc is None:
             raise self._no_value(step, mode, worker)
-        return self._fetch(loc).copy()
+        return self._reader.read_value(loc, self._neighbors)
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
-        """``{step: value}`` for every complete step of ``mode``, fetched concurrently (in one batch).
+        """``{step: value}`` for every complete step of ``mode``, read in one batch.
 
-        Raises what :meth:`value` would raise for the first step that fails.
+        Each event file is read once for all the values it holds (locally
+        mapped; on S3 one ranged read per file, concurrently). Raises what
+        :meth:`value` would raise for the first step that fails.
         """
         steps = self.steps(mode)
         locs = []
@@ -119,13 +157,11 @@ class Tensor:
             if loc is None:
                 raise self._no_value(s, mode, worker)
             locs.append(loc)
-        table = self.trial._table
-        fetched = self.trial._reader.fetch_many(locs, lambda loc: table.locations(loc.step, loc.worker))
         out = {}
-        for s, v in zip(steps, fetched):
+        for s, v in zip(steps, self._reader.read_values(locs, self._neighbors)):
             if isinstance(v, Exception):
                 raise v
-            out[s] = v.copy()
+            out[s] = v
         return out
 
     @_step_num_alias
@@ -136,7 +172,7 @@ class Tensor:
             return entry.shape
         if entry.location is None:
             raise self._no_value(step, mode, worker)
-        return tuple(self._fetch(entry.location).shape)
+        return tuple(self._reader.fetch(entry.location, self._neighbors).shape)
 
     @_step_num_alias
     def has_reductions(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> bool:
@@ -162,13 +198,13 @@ class Tensor:
         g, w, entry = self._resolve(step, mode, worker)
         loc = entry.reductions.get((red, bool(abs)))
         if loc is not None:
-            return self._fetch(loc).copy()
+            return self._reader.read_value(loc, self._neighbors)
         if entry.location is None:
-            raise TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+            raise self._no_value(step, mode, worker)
         key = (g, w, red, bool(abs))
         cached = self._computed.get(key)
         if cached is None:
-            value = self._fetch(entry.location)
+            value = self._reader.fetch(entry.location, self._neighbors)
             cached = self._computed[key] = reductions.compute(value, red, abs)
         return cached.copy()
 
@@ -176,31 +212,25 @@ class Tensor:
     def reduction_values(
         self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None
     ) -> dict[tuple[str, bool], np.ndarray]:
-        """``{(reduction, abs): value}`` of every reduction saved at ``step``."""
+        """``{(reduction, abs): value}`` of every reduction saved at ``step`` (one read of its event file)."""
         entry = self._entry(step, mode, worker)
         keys = list(entry.reductions)
-        table = self.trial._table
-        values = self.trial._reader.fetch_many(
-            [entry.reductions[k] for k in keys], lambda loc: table.locations(loc.step, loc.worker)
-        )
+        values = self._reader.read_values([entry.reductions[k] for k in keys], self._neighbors)
         for v in values:
             if isinstance(v, Exception):
                 raise v
-        return {k: v.copy() for k, v in zip(keys, values)}
+        return dict(zip(keys, values))
 
     # -- lookup --------------------------------------------------------------------------------
-    def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> TensorUnavailableForStep:
-        """The error for a step where only reductions or a shape of this tensor were saved."""
-        entry = self._entry(step, mode, worker)
-        return TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+    def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> Exception:
+        """The error for a step where only reductions or a shape of this tensor were saved.
 
-    def _fetch(self, loc: RecordLocation) -> np.ndarray:
-        """The cached (read-only, shared) value at ``loc``: copy it before handing it to users."""
-        reader = self.trial._reader
-        if not reader.readahead_bytes:  # no read-ahead (local trials): no neighbours needed
-            return reader.fetch(loc)
-        table = self.trial._table
-        return reader.fetch(loc, lambda: table.locations(loc.step, loc.worker))
+        Or the error of its malformed index entry, when there was one.
+        """
+        entry = self._entry(step, mode, worker)
+        if entry.error is not None:
+            return entry.error
+        return TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
 
     def _entry(self, step: int, mode: ModeKeys, worker: str | None) -> TensorEntry:
         return self._resolve(step, GLOBAL if mode is None else mode, worker)[2]
@@ -208,11 +238,11 @@ class Tensor:
     def _entries(self, step: int, mode: ModeKeys) -> tuple[int, dict[str, TensorEntry]]:
         """(global step, worker -> entry) for ``step``, refreshing once; raises if nothing is there."""
         mode = GLOBAL if mode is None else mode
-        table = self.trial._table
+        table = self._table
         g = table.global_step(mode, step)
         entries = table.entries(self.name, g) if g is not None else {}
         if not entries:
-            self.trial.maybe_refresh()
+            self._refresh()
             g = table.global_step(mode, step)
             entries = table.entries(self.name, g) if g is not None else {}
         if not entries:
@@ -220,19 +250,19 @@ class Tensor:
         return g, entries
 
     def _resolve(self, step: int, mode: ModeKeys, worker: str | None) -> tuple[int, str, TensorEntry]:
-        table = self.trial._table
+        table = self._table
         if worker is None:  # the common call: the step is loaded and some worker saved the tensor
             g = table.global_step(mode, step)
             found = table.first_entry(self.name, g) if g is not None else None
             if found is not None:
                 return g, found[0], found[1]
         if worker is not None and worker not in table.workers():
-            self.trial.maybe_refresh()
+            self._refresh()
             if worker not in table.workers():
                 raise InvalidWorker(worker, table.workers())
         g, entries = self._entries(step, mode)
         if worker is not None and worker not in entries and not table.is_complete(g):
-            self.trial.maybe_refresh()  # that worker's index may have landed since
+            self._refresh()  # that worker's index may have landed since
             g, entries = self._entries(step, mode)
         if worker is None:
             worker = min(entries)
@@ -252,7 +282,7 @@ class Tensor:
     def _missing(self, step: int, mode: ModeKeys, g: int | None) -> Exception:
         trial = self.trial
         if g is not None:
-            bad = trial._table.bad_for_step(g)
+            bad = self._table.bad_for_step(g)
             if bad:
                 return bad[min(bad)]
         state = trial.has_passed_step(step, mode)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornasole.exceptions import TensorUnavailable
 from tornasole.modes import GLOBAL, ModeKeys
-from tornasole.trials.tensor import Tensor
+from tornasole.trials.tensor import Tensor, ValueSource
 
 if TYPE_CHECKING:
     from tornasole.core.collection import Collection
@@ -30,6 +30,7 @@ class TensorQueries:
     _table: StepTable
     _loader: IndexLoader
     _tensors: dict[str, Tensor]
+    _reader: ValueSource
 
     def maybe_refresh(self, name: str | None = None) -> None:  # pragma: no cover - provided by Trial
         raise NotImplementedError
@@ -85,7 +86,8 @@ class TensorQueries:
             raise TensorUnavailable(name)
         t = self._tensors.get(name)
         if t is None:
-            t = self._tensors.setdefault(name, Tensor(name, self))
+            t = Tensor(name, self, self._table, self._reader, self.maybe_refresh)
+            t = self._tensors.setdefault(name, t)
         return t
 
     def has_tensor(self, name: str) -> bool:

@@ -4,9 +4,17 @@ Construction reads the collections file (``num_workers``) and the index files;
 event files are read later, one record per value. A live trial refreshes itself
 on queries (``dynamic_refresh``; see :mod:`tornasole.analysis.utils`) by
 listing only index keys after its token (see :mod:`tornasole.trials.loading`).
-After the end marker is first seen the trial refreshes once, waits
-``$TORNASOLE_TRAINING_END_DELAY_REFRESH`` seconds (default 1), refreshes again
-and from then on treats every step as complete and never lists again.
+The listing that follows the first sight of the end marker is final: writers
+(ours and smdebug's) publish the end marker after every index file, and both a
+local directory and S3 (strongly consistent since 2020) show a listing made
+after that marker everything written before it. So a finished local trial opens
+as fast as its index files can be read, with no sleep; a remote trial lists
+once more, at once, to cover a marker seen between two pages of a listing.
+``$TORNASOLE_TRAINING_END_DELAY_REFRESH`` (seconds, default 0) adds a wait
+before that last listing, for writers that put the marker first (smdebug's
+``TRAINING_END_DELAY_REFRESH``). From then on every step is complete and
+nothing is listed again. Live trials wait for data with a backoff from a few
+milliseconds up to ``poll_interval`` (see :mod:`tornasole.trials.stepping`).
 
 A trial built with ``listing=False`` never lists anything: it knows only the
 index files handed to :meth:`Trial.load_index_files` (the serverless evaluator
@@ -25,12 +33,13 @@ from tornasole.config import TRAINING_END_DELAY_REFRESH
 from tornasole.exceptions import ConfigurationError, MissingCollectionFiles
 from tornasole.format import paths
 from tornasole.modes import GLOBAL, ModeKeys
-from tornasole.storage import Storage, get_storage, is_s3, join
+from tornasole.storage import LocalStorage, Storage, get_storage, is_s3, join
 from tornasole.trials.loading import IndexLoader
+from tornasole.trials.local_reader import MappedValueReader
 from tornasole.trials.readahead import DEFAULT_READAHEAD_BYTES
 from tornasole.trials.reading import DEFAULT_CACHE_BYTES, ValueReader
 from tornasole.trials.step_index import StepTable
-from tornasole.trials.stepping import StepQueries
+from tornasole.trials.stepping import StepQueries, backoff
 from tornasole.trials.tensor_queries import TensorQueries
 
 __all__ = ["Trial"]
@@ -62,9 +71,11 @@ class Trial(StepQueries, TensorQueries):
         keeps looking on each refresh (no step is complete until it knows
         ``num_workers`` or training ends).
     poll_interval : float
-        Seconds between polls (collections, :meth:`wait_for_steps`).
+        Longest wait between two polls of a live trial (collections,
+        :meth:`wait_for_steps`); polls start a few milliseconds apart and back off to it.
     cache_bytes : int
-        Budget of the value cache.
+        Budget of the value cache of a remote trial (local trials decode from
+        mapped event files and cache no values).
     readahead_bytes : int, optional
         Window read around a missed value, within its event file (see
         :mod:`tornasole.trials.readahead`); default 1 MiB on S3, 0 locally.
@@ -100,18 +111,23 @@ class Trial(StepQueries, TensorQueries):
         self._loader = IndexLoader(self._storage, path, self._table, self.range_steps)
         if readahead_bytes is None:
             readahead_bytes = DEFAULT_READAHEAD_BYTES if is_s3(path) else 0
-        self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
+        if isinstance(self._storage, LocalStorage) and not readahead_bytes:
+            self._reader = MappedValueReader(self._storage)  # decoded straight from mapped event files
+        else:
+            self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
         self._tensors = {}
         self._refresh_lock = threading.RLock()
         self._ended = False
         self._end_delay = _end_delay()
+        self._relist_after_end = is_s3(path) or not isinstance(self._storage, LocalStorage)
         if listing:
             self._wait_for_collections(collections_timeout)
-            self.refresh()
+            self.maybe_refresh()  # a finished trial: one listing, final
 
     # -- loading -------------------------------------------------------------------------------
     def _wait_for_collections(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        delays = backoff(self.poll_interval)
         while not self._loader.load_collections():
             if self.training_ended():
                 if self._loader.load_collections():
@@ -120,7 +136,7 @@ class Trial(StepQueries, TensorQueries):
             if time.monotonic() >= deadline:
                 logger.warning("trial %s: no collections file under %s yet; going on", self.name, self.path)
                 return
-            time.sleep(self.poll_interval)
+            time.sleep(min(next(delays), max(0.0, deadline - time.monotonic())))
 
     def refresh(self) -> None:
         """Load index files that appeared since the last refresh (lists only after the token)."""
@@ -142,8 +158,11 @@ class Trial(StepQueries, TensorQueries):
             self.refresh()
             if not ended:
                 return
-            time.sleep(self._end_delay)
-            self.refresh()
+            if self._end_delay > 0:  # opt-in: the writer may put the marker before its last index
+                time.sleep(self._end_delay)
+                self.refresh()
+            elif self._relist_after_end:  # remote: one more listing, no sleep
+                self.refresh()
             if self._loader.collections is None:
                 raise MissingCollectionFiles(self.path)
             self._table.mark_all_loaded()
@@ -190,8 +209,11 @@ class Trial(StepQueries, TensorQueries):
     ) -> int:
         """Fetch and cache, concurrently, the values (and saved reductions) of ``names`` at ``steps``.
 
-        Unknown names or steps are ignored; read errors surface on the later
-        ``value()`` call. Returns the number of records fetched.
+        Remote trials read each event file once for all of its records asked
+        for; local trials only map the event files (values are decoded on
+        read). Unknown names or steps are ignored; read errors surface on the
+        later ``value()`` call. Returns the number of records fetched (locally:
+        that lie within their event files).
 
         Examples
         --------
@@ -210,8 +232,7 @@ class Trial(StepQueries, TensorQueries):
                             locs.append(entry.location)
                         if include_reductions:
                             locs.extend(entry.reductions.values())
-        table = self._table
-        return self._reader.prefetch(locs, lambda loc: table.locations(loc.step, loc.worker))
+        return self._reader.prefetch(locs, self._table.neighbors)
 
     # -- state -----------------------------------------------------------------------------------
     def training_ended(self) -> bool:
@@ -262,7 +283,7 @@ class Trial(StepQueries, TensorQueries):
 
 
 def _end_delay() -> float:
-    raw = os.environ.get(TRAINING_END_DELAY_REFRESH) or "1"
+    raw = os.environ.get(TRAINING_END_DELAY_REFRESH) or "0"
     try:
         delay = float(raw)
     except ValueError:

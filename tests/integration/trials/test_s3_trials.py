@@ -43,6 +43,41 @@ def test_s3_and_local_trials_agree(fixtures_dir, s3_bucket):
         np.testing.assert_array_equal(s3_trial.tensor(t).value(step), local.tensor(t).value(step))
 
 
+def test_finished_s3_trial_lists_once_more_after_the_end_marker_without_sleeping(s3_bucket, monkeypatch):
+    url = f"s3://{s3_bucket}/finished"
+    TrialWriter(url).write_collections({}, num_workers=1)
+    for step in range(3):
+        _write_step(url, step)
+    TrialWriter(url).write_end_marker()
+    monkeypatch.delenv("TORNASOLE_TRAINING_END_DELAY_REFRESH", raising=False)
+    sleeps = []
+    monkeypatch.setattr("tornasole.trials.trial.time.sleep", sleeps.append)
+    storage = RecordingS3Storage()
+    trial = create_trial(url, storage=storage)
+    assert trial.steps() == [0, 1, 2]
+    assert trial.loaded_all_steps
+    assert sleeps == []
+    lists = storage.index_lists()
+    assert len(lists) == 2  # the opening listing, then one after the end marker: nothing new
+    assert lists[1][2] == []
+
+
+def test_s3_trial_built_with_smdebugs_arguments(fixtures_dir, s3_bucket):
+    url = upload_tree(fixtures_dir / "pt_hook_single", s3_bucket, "outputs/run")
+    trial = S3Trial(name="outputs/run", bucket_name=s3_bucket, prefix_name="outputs/run")
+    assert (trial.path, trial.bucket_name, trial.prefix_name) == (url, s3_bucket, "outputs/run/")
+    positional = S3Trial("run", s3_bucket, "outputs/run/", (0, 10**9))
+    assert positional.path == url
+    local = create_trial(str(fixtures_dir / "pt_hook_single"))
+    assert trial.tensor_names() == local.tensor_names()
+    for name in trial.tensor_names():
+        assert trial.tensor(name).steps() == local.tensor(name).steps()
+        for step in trial.tensor(name).steps():
+            np.testing.assert_array_equal(trial.tensor(name).value(step), local.tensor(name).value(step))
+    with pytest.raises(ValueError, match="bucket_name"):
+        S3Trial("run", "a/b", "x")
+
+
 def _write_step(url: str, step: int) -> None:
     tw = TrialWriter(url)
     sw = tw.step_writer(step, mode=GLOBAL)

@@ -46,8 +46,43 @@ def test_live_trial_picks_up_new_steps_and_then_the_end(tmp_path):
     assert trial.is_complete
 
 
+def test_finished_local_trial_opens_without_sleeping(tmp_path, monkeypatch):
+    # GIVEN a finished run and no end-delay setting (the default)
+    d = make_trial_dir(str(tmp_path / "run"), range(20))
+    monkeypatch.delenv("TORNASOLE_TRAINING_END_DELAY_REFRESH", raising=False)
+
+    def no_sleep(seconds):
+        raise AssertionError(f"opening a finished trial slept {seconds} s")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    storage = RecordingStorage()
+    # WHEN it is opened and queried
+    trial = create_trial(d, storage=storage)
+    # THEN every step is there and final after a single listing of the index
+    assert trial.steps() == list(range(20))
+    assert trial.loaded_all_steps
+    assert len(storage.index_lists()) == 1
+
+
+def test_live_trial_polls_with_backoff_up_to_the_interval(tmp_path, monkeypatch):
+    d = str(tmp_path / "run")
+    make_trial_dir(d, [0], end=False)
+    trial = create_trial(d, poll_interval=0.04)
+    waits = []
+
+    def record_sleep(seconds):
+        waits.append(seconds)
+        if len(waits) == 6:
+            write_step(d, 1)
+
+    monkeypatch.setattr(time, "sleep", record_sleep)
+    trial.wait_for_steps([1])
+    assert waits == [0.005, 0.01, 0.02, 0.04, 0.04, 0.04]
+
+
 def test_steps_written_between_end_marker_and_final_refresh_are_loaded(tmp_path, monkeypatch):
-    # GIVEN the end marker lands before the last index file is visible
+    # GIVEN the end marker lands before the last index file is visible, and the user asked to wait for that
+    monkeypatch.setenv("TORNASOLE_TRAINING_END_DELAY_REFRESH", "0.5")
     d = str(tmp_path / "run")
     make_trial_dir(d, [0], end=False)
     trial = create_trial(d)

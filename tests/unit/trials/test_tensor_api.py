@@ -119,14 +119,52 @@ def test_saved_and_computed_reductions(moded_dir):
     l2 = w.reduction_value(2, "l2_norm")
     assert l2.item() == pytest.approx(float(np.linalg.norm(value.ravel())), rel=1e-6)
     assert w.reduction_value(2, "l2").item() == l2.item()
-    assert len(storage.reads) == 1
+    assert len(storage.views) == 1  # the value was decoded once, from its mapped event file
+    assert storage.reads == []
     with pytest.raises(ValueError, match="unknown reduction"):
         w.reduction_value(2, "median")
 
 
-def test_value_is_one_ranged_read_of_exactly_its_record_and_is_cached(moded_dir):
+def test_local_value_is_decoded_from_its_mapped_event_file_as_an_array_of_its_own(moded_dir):
     storage = RecordingStorage()
     trial = create_trial(moded_dir, storage=storage)
+    storage.reset()
+    v = trial.tensor("loss").value(3)
+    assert storage.reads == []
+    assert storage.views == [f"{moded_dir}/events/000000000003/000000000003_worker_0.tfevents"]
+    again = trial.tensor("loss").value(3)
+    np.testing.assert_array_equal(again, v)
+    assert again is not v
+    assert v.flags.writeable
+    assert again.flags.writeable
+    np.testing.assert_array_equal(v, tensor_value(3, "worker_0", "loss"))
+
+
+def test_values_and_prefetch_of_a_local_trial_map_each_event_file_once(moded_dir):
+    storage = RecordingStorage()
+    trial = create_trial(moded_dir, storage=storage)
+    storage.reset()
+    values = trial.tensor("loss").values(mode=modes.TRAIN)
+    assert sorted(values) == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(values[4], tensor_value(6, "worker_0", "loss"))
+    assert storage.reads == []
+    assert len(set(storage.views)) == len(storage.views) == 5
+    storage.reset()
+    assert trial.prefetch(["dense.weight"], [0, 1, 2, 3]) == 12  # 4 values + 8 saved reductions
+    assert sorted(p.rsplit("/", 1)[1] for p in set(storage.views)) == [
+        f"00000000000{s}_worker_0.tfevents" for s in range(4)
+    ]
+    assert storage.reads == []
+
+
+# The remote reader (S3's: ranged reads, a value cache), run here on local files. A one-byte
+# read-ahead budget selects it without widening any read beyond its records.
+REMOTE_READER = {"readahead_bytes": 1}
+
+
+def test_value_is_one_ranged_read_of_exactly_its_record_and_is_cached(moded_dir):
+    storage = RecordingStorage()
+    trial = create_trial(moded_dir, storage=storage, **REMOTE_READER)
     with open(os.path.join(moded_dir, "index/000000000/000000000003_worker_0.json")) as f:
         entry = [e for e in json.load(f)["tensor_payload"] if e["tensorname"] == "loss"][0]
     storage.reset()
@@ -179,7 +217,7 @@ def test_cached_values_are_read_only():
 
 def test_values_and_prefetch_read_concurrently_in_one_batch(moded_dir):
     storage = RecordingStorage()
-    trial = create_trial(moded_dir, storage=storage)
+    trial = create_trial(moded_dir, storage=storage, **REMOTE_READER)
     storage.reset()
     values = trial.tensor("loss").values(mode=modes.TRAIN)
     assert sorted(values) == [0, 1, 2, 3, 4]

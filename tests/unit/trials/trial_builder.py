@@ -71,6 +71,7 @@ class RecordingStorage(LocalStorage):
         self.lists: list[tuple[str, str | None, list[str]]] = []
         self.reads: list[tuple[str, int | None, int | None]] = []
         self.batches: list[int] = []
+        self.views: list[str] = []  # event files asked for as mapped views (local trials' value reads)
         self._lock = threading.Lock()
 
     def list(self, prefix, start_after=None):
@@ -83,6 +84,11 @@ class RecordingStorage(LocalStorage):
         with self._lock:
             self.reads.append((path, start, end))
         return super().read(path, start, end)
+
+    def view(self, path):
+        with self._lock:
+            self.views.append(path)
+        return super().view(path)
 
     def read_many(self, requests, on_error="raise"):
         with self._lock:
@@ -97,3 +103,4 @@ class RecordingStorage(LocalStorage):
             self.lists.clear()
             self.reads.clear()
             self.batches.clear()
+            self.views.clear()

@@ -1,0 +1,120 @@
+"""Reading values of a local trial: records decoded straight from mapped event files.
+
+The short path from ``Tensor.value`` to the bytes: the index already gives the
+record's file, offset and length; the event file is mapped once
+(:meth:`LocalStorage.view <tornasole.storage.LocalStorage.view>`), the record
+is a slice of that mapping, and the decode makes the only copies (the protobuf
+parse, then the array handed out). No system call, no ``fstat`` and no cache
+bookkeeping per value: a complete event file is immutable by the format's
+contract, so it is re-checked only when a record fails to decode (the mapping
+is dropped and the file now at the path gets one more try).
+
+No value cache: decoding a record from the page cache costs a few microseconds,
+about what a cache lookup and the copy it needs cost, and a streaming read over
+a run only fills a cache with values never asked for again. Every value is an
+array of its caller's own (writable, as smdebug returns).
+
+Memory: reading one value touches that record's pages of the mapping and holds
+the parsed record and the value, never the whole event file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from tornasole.exceptions import IndexReaderException
+from tornasole.format.events import decode_indexed_tensor
+from tornasole.storage import LocalStorage
+from tornasole.trials.reading import decode_location, read_error
+from tornasole.trials.step_index import RecordLocation
+
+__all__ = ["MappedValueReader"]
+
+Neighbors = Callable[[RecordLocation], Sequence[RecordLocation]]
+
+
+class MappedValueReader:
+    """Values of a local trial's records (same methods as :class:`~tornasole.trials.reading.ValueReader`).
+
+    Examples
+    --------
+    >>> reader = MappedValueReader(LocalStorage())
+    >>> reader.read_value(trial_location)  # doctest: +SKIP
+    array([...], dtype=float32)
+    """
+
+    readahead_bytes = 0
+
+    def __init__(self, storage: LocalStorage) -> None:
+        self.storage = storage
+        self._view = storage.view
+
+    def read_value(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
+        """The value of the record at ``loc``, a writable array of the caller's own.
+
+        Raises
+        ------
+        IndexReaderException
+            The event file is missing or unreadable, or the record is cut short or
+            corrupt; names the event file, the index file, the step and the tensor.
+        """
+        try:
+            data = self._view(loc.event_path)
+        except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor
+            raise read_error(loc, exc) from exc
+        value = decode_indexed_tensor(data, loc.start, loc.length, loc.tag)
+        if value is None:  # not the common well-formed record: decode the slow way, which says why
+            try:
+                value = decode_location(loc, data[loc.start : loc.start + loc.length])
+            except IndexReaderException:
+                value = self._second_look(loc)
+        if not value.flags.writeable:  # a view of the parsed record: the caller gets its own copy
+            value = value.copy()
+        return value
+
+    #: Reads of local values return fresh arrays: fetching and reading are the same.
+    fetch = read_value
+
+    def read_values(
+        self, locs: Sequence[RecordLocation], neighbors: Neighbors | None = None
+    ) -> list[np.ndarray | Exception]:
+        """Values of several records in order; a failed read yields its exception in its slot.
+
+        Each event file is mapped once for all its records (files are the same
+        objects across calls), so a batch reads every file once.
+        """
+        read = self.read_value
+        out: list[np.ndarray | Exception] = []
+        for loc in locs:
+            try:
+                out.append(read(loc))
+            except IndexReaderException as exc:
+                out.append(exc)
+        return out
+
+    fetch_many = read_values
+
+    def prefetch(self, locs: Iterable[RecordLocation], neighbors: Neighbors | None = None) -> int:
+        """Map the event files of ``locs`` now; return how many records lie within their files.
+
+        Nothing is decoded (there is no cache to fill); errors surface on the later read.
+        """
+        n = 0
+        for loc in dict.fromkeys(locs):
+            try:
+                data = self._view(loc.event_path)
+            except OSError:
+                continue
+            n += loc.start + loc.length <= len(data)
+        return n
+
+    def _second_look(self, loc: RecordLocation) -> np.ndarray:
+        """Decode ``loc`` from the file now at its path (it may have been replaced); else raise."""
+        self.storage.forget_view(loc.event_path)
+        try:
+            data = self._view(loc.event_path)
+        except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor
+            raise read_error(loc, exc) from exc
+        return decode_location(loc, data[loc.start : loc.start + loc.length])
