@@ -39,6 +39,7 @@ BUILTIN_RULES: dict[str, str] = {
     "FeatureImportanceOverweight": "feature_importance_overweight",
     "TreeDepth": "tree_depth",
     "CreateXgboostReport": "create_xgboost_report",
+    "OscillatingLoss": "oscillating_loss",
 }
 
 _OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")

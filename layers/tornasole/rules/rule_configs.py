@@ -17,7 +17,12 @@ that bundle no collection, as ``smdebug_rulesconfig`` does.
 
 Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
 ``action_json`` string of RULES.md "Actions" (names in lower case, as
-``smdebug_rulesconfig`` writes them; serialised with ``json.dumps``).
+``smdebug_rulesconfig`` writes them; serialised with ``json.dumps``, where
+``smdebug_rulesconfig`` writes backslash-escaped quotes: the rules accept both).
+``get_collection`` and ``is_valid_action_object`` are ``smdebug_rulesconfig``'s
+helpers of the same names (the SageMaker SDK calls them). Builders of rules
+that ``smdebug_rulesconfig`` does not know (``oscillating_loss``) follow the
+same shape.
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ __all__ = [
     "feature_importance_overweight",
     "tree_depth",
     "create_xgboost_report",
+    "oscillating_loss",
+    "get_collection",
+    "is_valid_action_object",
     "Action",
     "ActionList",
     "StopTraining",
@@ -202,6 +210,49 @@ def tree_depth(**rule_parameters: Any) -> dict[str, Any]:
 def create_xgboost_report(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.CreateXgboostReport`."""
     return _config("CreateXgboostReport", rule_parameters)
+
+
+def oscillating_loss(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.OscillatingLoss` (Tornasole's own rule)."""
+    return _config("OscillatingLoss", rule_parameters)
+
+
+#: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the
+#: ``CollectionName`` wrapper, exactly as there).
+_COLLECTION_TABLE: dict[str, dict[str, Any]] = {
+    "weights": {"CollectionName": "weights", "CollectionParameters": {"save_interval": "500"}},
+    "gradients": {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "500"}},
+    "losses": {"CollectionName": "losses", "CollectionParameters": {"save_interval": "500"}},
+    "input_image": {
+        "CollectionName": "input_image",
+        "CollectionParameters": {"include_regex": ".*hybridsequential0_input_0", "save_interval": "500"},
+    },
+    "relu_output": {"include_regex": ".*relu_output", "save_interval": "500"},
+    "relu_input": {"include_regex": ".*relu_input", "save_interval": "500"},
+    "input_sequence": {
+        "CollectionName": "input_sequence",
+        "CollectionParameters": {"include_regex": ".*embedding0_input_0", "save_interval": "500"},
+    },
+}
+
+
+def get_collection(collection_name: str) -> dict[str, Any] | None:
+    """``smdebug_rulesconfig.get_collection``: the collection configuration of that name, or None.
+
+    Examples
+    --------
+    >>> get_collection("losses")
+    {'CollectionName': 'losses', 'CollectionParameters': {'save_interval': '500'}}
+    >>> get_collection("nope") is None
+    True
+    """
+    found = _COLLECTION_TABLE.get(collection_name)
+    return None if found is None else json.loads(json.dumps(found))
+
+
+def is_valid_action_object(actions: Any) -> bool:
+    """``smdebug_rulesconfig.is_valid_action_object``: an :class:`Action` or an :class:`ActionList`."""
+    return isinstance(actions, (Action, ActionList))
 
 
 # -- actions -------------------------------------------------------------------------------------------

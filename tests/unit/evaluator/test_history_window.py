@@ -48,7 +48,7 @@ def trial(tmp_path: Any) -> Any:
 
 def test_the_window_is_what_the_rule_declares(trial: Any) -> None:
     assert history_window(create_rule("VanishingGradient", trial)) == 0
-    assert history_window(create_rule("LossNotDecreasing", trial, num_steps="10")) == 11
+    assert history_window(create_rule("LossNotDecreasing", trial, num_steps="10")) == 22
     assert history_window(create_rule("Overtraining", trial)) == 22
 
 
@@ -116,10 +116,10 @@ def test_the_runner_asks_for_the_window_of_its_most_demanding_rule(tmp_path: Any
         RuleConfig(name="LND", rule_to_invoke="LossNotDecreasing"),
     ]
     outcomes = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
-    assert asked == [11]
+    assert asked == [22]
     assert [(o.rule_name, o.error) for o in outcomes] == [("VG", None), ("LND", None)]
     step_local = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules[:1], history)
-    assert asked == [11]  # no earlier steps looked up for step-local rules
+    assert asked == [22]  # no earlier steps looked up for step-local rules
     assert step_local[0].error is None
 
 

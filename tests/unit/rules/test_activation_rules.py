@@ -17,7 +17,8 @@ def test_dead_relu_fires_for_a_layer_with_large_negative_bias(trial_factory):
     summary = invoke_rule(DeadRelu(trial))
     assert summary.first_step == 0
     assert summary.fired[0].details.endswith(
-        "100% of ReLUs in fc1_relu_output are dead (> threshold_layer 50%)"
+        "100% of the 8 ReLUs in fc1_relu_output are active in fewer than 1% of 32 samples (step 0) "
+        "(> threshold_layer 50%)"
     )
 
 
@@ -31,8 +32,8 @@ def test_dead_relu_fires_from_the_step_where_units_die(trial_factory):
     half_dead = alive.copy()
     half_dead[:, :3] = 0.0
     trial = trial_factory({0: {"a_relu_output": alive}, 1: {"a_relu_output": half_dead}})
-    assert invoke_rule(DeadRelu(trial)).first_step == 1
-    assert invoke_rule(DeadRelu(trial, threshold_layer="80")).fired == []
+    assert invoke_rule(DeadRelu(trial, min_samples="10")).first_step == 1
+    assert invoke_rule(DeadRelu(trial, min_samples="10", threshold_layer="80")).fired == []
 
 
 def test_saturated_activation_fires_on_saturated_tanh_inputs(trial_factory):

@@ -15,6 +15,10 @@ Choices common to all built-ins:
   smdebug's ``include_regex`` does); use ``.*`` to match anywhere.
 * A rule that finds nothing to inspect at a step returns False (no issue):
   a rule must not fire on absent data.
+* Rules that compare steps compare like with like: a step is compared only
+  with earlier steps of **its own mode** (TRAIN with TRAIN, EVAL with EVAL;
+  a trial saved without modes is all GLOBAL), and "the first N steps" or
+  "N steps apart" are counted in that mode (:meth:`BuiltinRule.same_mode_steps`).
 """
 
 from __future__ import annotations
@@ -100,6 +104,33 @@ class BuiltinRule(Rule):
         return self.names_at(
             step, self.params.get("collection_names"), self.params.get("tensor_regex"), trial
         )
+
+    def step_mode(self, step: int, trial: Any = None) -> ModeKeys:
+        """Mode of global ``step`` (GLOBAL when the trial does not know it)."""
+        trial = self.base_trial if trial is None else trial
+        mode = trial.mode(step)
+        return GLOBAL if mode is None else mode
+
+    def same_mode_steps(
+        self, name: str, step: int, mode: ModeKeys | None = None, trial: Any = None
+    ) -> list[int]:
+        """Global steps <= ``step`` at which ``name`` was saved in ``mode`` (default: ``step``'s mode).
+
+        Why: weights saved at an EVAL step equal those of the next TRAIN step, and a validation
+        loss is not comparable with a training batch loss; rules that look back use this so they
+        only ever compare a step with earlier steps of the same mode.
+        """
+        trial = self.base_trial if trial is None else trial
+        mode = self.step_mode(step, trial) if mode is None else mode
+        tensor = trial.tensor(name)
+        if mode == GLOBAL:
+            return [s for s in tensor.steps() if s <= step]
+        out = []
+        for ms in tensor.steps(mode=mode):
+            g = trial.global_step(mode, ms)
+            if g is not None and g <= step:
+                out.append(g)
+        return sorted(out)
 
     def value(self, name: str, step: int, trial: Any = None, mode: ModeKeys = GLOBAL) -> np.ndarray | None:
         """The value of ``name`` at ``step``, or None when only reductions (or nothing) were saved."""

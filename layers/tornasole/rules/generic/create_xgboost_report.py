@@ -31,9 +31,9 @@ class CreateXgboostReport(BuiltinRule):
     COLLECTIONS = (
         ("metrics", {"save_interval": "5"}),
         ("feature_importance", {"save_interval": "5"}),
+        ("hyperparameters", {"save_steps": "0"}),
         ("predictions", {"save_interval": "5"}),
         ("labels", {"save_interval": "5"}),
-        ("hyperparameters", {"save_steps": "0"}),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -2,10 +2,16 @@
 
 Chosen reading, per ReLU output tensor (one layer): the first axis is the
 batch; a unit (one position of the remaining axes) is *inactive* when it is
-> 0 in fewer than ``threshold_inactivity`` % of the batch's samples; the layer
-fires when more than ``threshold_layer`` % of its units are inactive. A 1-D
-tensor is treated as one sample (each element a unit). Only the current step
-is looked at: a unit dead for a whole batch is already informative.
+> 0 in fewer than ``threshold_inactivity`` % of the samples; the layer fires
+when more than ``threshold_layer`` % of its units are inactive. A 1-D tensor is
+treated as one sample (each element a unit).
+
+Samples: "inactive in fewer than 1% of samples" means nothing for one sample
+(a unit that is off for one input is not dead), so the samples of the evaluated
+step are pooled with those of the newest earlier saved steps **of the same
+mode** until there are at least ``min_samples`` (a batch of 32 or more needs
+only the current step; batch-1 SGD pools 32 steps). Until enough samples exist
+the layer is not judged.
 """
 
 from __future__ import annotations
@@ -34,27 +40,61 @@ class DeadRelu(BuiltinRule):
     >>> # invoke_rule(DeadRelu(trial, tensor_regex=".*relu_output"))
     """
 
-    READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("tensor_regex", "regex", ".*relu_output", "ReLU output tensors (re.match)"),
         Param("threshold_inactivity", "float", "1.0", "% of samples below which a unit counts as dead"),
         Param("threshold_layer", "float", "50.0", "% of dead units above which the layer fires"),
+        Param(
+            "min_samples",
+            "int",
+            "32",
+            "samples pooled from the newest saved steps of the mode before judging",
+        ),
     )
     COLLECTIONS = (("relu_output", {"include_regex": ".*relu_output", "save_interval": "500"}),)
 
+    def check_params(self) -> None:
+        if self.min_samples < 1:
+            raise self.param_error("min_samples", f"value {self.min_samples} must be >= 1")
+
+    def history_steps(self) -> int | None:
+        return self.min_samples
+
+    def _samples(self, name: str, step: int) -> tuple[np.ndarray | None, list[int]]:
+        """Activity (samples x units) pooled back from ``step`` until ``min_samples``; steps used."""
+        pooled: list[np.ndarray] = []
+        used: list[int] = []
+        count = 0
+        for s in reversed(self.same_mode_steps(name, step)):
+            v = self.value(name, s)
+            if v is None or v.size == 0:
+                break
+            v = v.reshape(1, -1) if v.ndim < 2 else v.reshape(v.shape[0], -1)
+            if pooled and v.shape[1] != pooled[0].shape[1]:
+                break  # the layer changed shape: do not mix
+            pooled.append(v > 0)
+            used.append(s)
+            count += v.shape[0]
+            if count >= self.min_samples:
+                return np.concatenate(pooled), used
+        return None, used
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.names_at(step, regex=self.tensor_regex):
-            v = self.value(name, step)
-            if v is None or v.size == 0:
+            active, used = self._samples(name, step)
+            if active is None:
                 continue
-            pct = inactive_percent(v > 0, self.threshold_inactivity)
+            pct = inactive_percent(active, self.threshold_inactivity)
             if pct > self.threshold_layer:
+                where = f"step {step}" if len(used) == 1 else f"steps {used[-1]}..{used[0]}"
                 self.report_issue(
-                    f"{self.fmt(pct)}% of ReLUs in {name} are dead (> threshold_layer "
-                    f"{self.fmt(self.threshold_layer)}%)",
+                    f"{self.fmt(pct)}% of the {active.shape[1]} ReLUs in {name} are active in fewer than "
+                    f"{self.fmt(self.threshold_inactivity)}% of {active.shape[0]} samples ({where}) "
+                    f"(> threshold_layer {self.fmt(self.threshold_layer)}%)",
                     tensor=name,
                     value=pct,
                     threshold=self.threshold_layer,
+                    samples=int(active.shape[0]),
                 )
                 return True
         return False

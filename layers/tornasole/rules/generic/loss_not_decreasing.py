@@ -4,9 +4,13 @@ Choices:
 
 * Losses: the ``losses`` collection (``use_losses_collection``), plus
   ``collection_names`` and ``tensor_regex``; each loss tensor is judged alone.
-* Mode: ``mode`` if given, else the first of EVAL, TRAIN, GLOBAL in which the
-  loss was saved; only global steps of that mode are evaluated, and steps are
-  that mode's steps.
+* Mode: ``mode`` if given: only global steps of that mode are evaluated, and
+  steps are that mode's steps. Unset: every mode is judged on its own, in its
+  own steps (validation losses against validation losses, training against
+  training; a trial without modes is GLOBAL). Why not "EVAL only when there is
+  an EVAL loss": with one validation pass per epoch, EVAL losses ``num_steps``
+  EVAL steps apart are ``num_steps`` epochs apart, so a run shorter than that
+  was never checked at all; the training loss is checked too.
 * "Evaluated every num_steps": a step is an evaluation point when it is the
   first saved step of its bucket ``[k * num_steps, (k + 1) * num_steps)``. This
   needs only the step and the previous saved step, so ``invoke_rule`` over a
@@ -25,7 +29,7 @@ from __future__ import annotations
 import math
 
 from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
-from tornasole.rules.generic.losses import at_mode_step, loss_names, pick_mode
+from tornasole.rules.generic.losses import at_mode_step, loss_names
 from tornasole.rules.params import Param
 
 __all__ = ["LossNotDecreasing"]
@@ -68,13 +72,13 @@ class LossNotDecreasing(BuiltinRule):
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
     def history_steps(self) -> int | None:
-        return self.num_steps + 1
+        return 2 * (self.num_steps + 1)  # the other mode's steps may be interleaved
 
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.use_losses_collection):
             tensor = self.base_trial.tensor(name)
-            mode = pick_mode(tensor, self.mode)
-            cur = None if mode is None else at_mode_step(self.base_trial, step, mode)
+            mode = self.step_mode(step) if self.mode is None else self.mode
+            cur = at_mode_step(self.base_trial, step, mode)
             if cur is None:
                 continue
             steps = tensor.steps(mode=mode)
@@ -98,6 +102,7 @@ class LossNotDecreasing(BuiltinRule):
                     value=loss,
                     previous=before,
                     previous_step=prev,
+                    threshold=before - abs(before) * self.diff_percent / 100.0,
                 )
                 return True
             earlier = [v for v in (self.scalar(name, p, mode=mode) for p in points[:-1]) if v is not None]
@@ -110,6 +115,7 @@ class LossNotDecreasing(BuiltinRule):
                         tensor=name,
                         value=loss,
                         lowest=best,
+                        threshold=best + abs(best) * self.increase_threshold_percent / 100.0,
                     )
                     return True
         return False

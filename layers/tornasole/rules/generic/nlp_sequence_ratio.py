@@ -31,7 +31,7 @@ class NLPSequenceRatio(BuiltinRule):
         Param("token_values", "float_list", "0", "token ids to count (comma-separated)"),
         Param("token_thresholds_percent", "float_list", "50", "% per token above which the rule fires"),
     )
-    COLLECTIONS = (("input_sequence", {"include_regex": ".*embedding0_input_0"}),)
+    COLLECTIONS = (("input_sequence", {"include_regex": ".*embedding0_input_0", "save_interval": "500"}),)
 
     def check_params(self) -> None:
         if len(self.token_thresholds_percent) == 1 and len(self.token_values) > 1:

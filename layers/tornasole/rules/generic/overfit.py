@@ -1,28 +1,56 @@
 """Overfit: validation loss pulls away from training loss.
 
-Choices: evaluated at EVAL steps (global step >= ``start_step``). At an EVAL
-step e the validation loss is the loss saved at e and the training loss is the
-same tensor's loss at the newest TRAIN step before e (the model that was just
-validated); ratio = (val - train) / |train|. The rule fires at e when the ratio
-exceeds ``ratio_threshold`` at ``patience`` consecutive EVAL steps ending at e.
+Choices: evaluated at EVAL steps (global step >= ``start_step``). The saved
+steps of a loss tensor fall into *phases*: maximal runs of consecutive saved
+steps of one mode (an epoch's training batches, then its validation pass). At
+an EVAL step e:
+
+* the validation loss is the mean of the tensor's EVAL losses of e's phase up
+  to e (the validation pass so far), and
+* the training loss is the mean of the TRAIN losses of the phase just before
+  it (the training that produced the validated model),
+
+and ratio = (val - train) / |train| ("mean val loss - mean train loss", as the
+documentation says). Means, not the last training batch: a single batch loss
+is noisy and, late in an epoch, lower than the epoch's, which made a healthy
+run look overfitted. The rule fires at e when the ratio exceeds
+``ratio_threshold`` in ``patience`` consecutive validation phases ending with
+e's (each phase judged by its mean up to its last step, e's by its mean so far).
 Loss tensors: ``tensor_regex`` if given, else the ``losses`` collection; each
 tensor is judged alone and needs both modes.
 """
 
 from __future__ import annotations
 
-import bisect
+import numpy as np
 
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.losses import loss_names
 from tornasole.rules.params import Param
 
-__all__ = ["Overfit"]
+__all__ = ["Overfit", "phases"]
+
+
+def phases(steps_modes: list[tuple[int, object]]) -> list[tuple[object, list[int]]]:
+    """Group ``(global step, mode)`` pairs (sorted by step) into runs of one mode.
+
+    Examples
+    --------
+    >>> phases([(0, "T"), (1, "T"), (2, "E"), (3, "T")])
+    [('T', [0, 1]), ('E', [2]), ('T', [3])]
+    """
+    out: list[tuple[object, list[int]]] = []
+    for step, mode in steps_modes:
+        if out and out[-1][0] == mode:
+            out[-1][1].append(step)
+        else:
+            out.append((mode, [step]))
+    return out
 
 
 class Overfit(BuiltinRule):
-    """Fires when (val - train) / train > ``ratio_threshold`` for ``patience`` EVAL steps in a row.
+    """Fires when (mean val loss - mean train loss) / train > ``ratio_threshold`` in ``patience`` validations.
 
     Examples
     --------
@@ -32,48 +60,59 @@ class Overfit(BuiltinRule):
     PARAMETERS = (
         Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
         Param("start_step", "int", "0", "global steps before this are not judged"),
-        Param("patience", "int", "1", "consecutive EVAL steps over the threshold needed"),
-        Param("ratio_threshold", "float", "0.1", "(val - train) / train above this counts"),
+        Param("patience", "int", "1", "consecutive validation phases over the threshold needed"),
+        Param("ratio_threshold", "float", "0.1", "(mean val - mean train) / mean train above this counts"),
     )
 
     def check_params(self) -> None:
         if self.patience < 1:
             raise self.param_error("patience", f"value {self.patience} must be >= 1")
 
-    def _ratio(self, name: str, e: int, train_steps: list[int]) -> tuple[float, float, float] | None:
-        i = bisect.bisect_left(train_steps, e)
-        if i == 0:
-            return None
-        val, train = self.scalar(name, e), self.scalar(name, train_steps[i - 1])
-        if val is None or train is None or train == 0:
-            return None
-        return (val - train) / abs(train), val, train
-
     def history_steps(self) -> int | None:
-        return 2 * self.patience + 2  # EVAL steps interleaved with TRAIN steps
+        return None  # whole training and validation phases
+
+    def _mean(self, name: str, steps: list[int]) -> float | None:
+        values = [self.scalar(name, s) for s in steps]
+        if not values or any(v is None for v in values):
+            return None
+        return float(np.mean(values))
 
     def invoke_at_step(self, step: int) -> bool:
         if step < self.start_step or self.base_trial.mode(step) != EVAL:
             return False
         for name in loss_names(self, self.tensor_regex is None):
-            tensor = self.base_trial.tensor(name)
-            gsteps = [s for s in tensor.steps() if self.start_step <= s <= step]
-            if step not in gsteps:
+            gsteps = [s for s in self.base_trial.tensor(name).steps() if self.start_step <= s <= step]
+            if not gsteps or gsteps[-1] != step:
                 continue
-            evals = [s for s in gsteps if self.base_trial.mode(s) == EVAL][-self.patience :]
-            train_steps = [s for s in tensor.steps() if self.base_trial.mode(s) == TRAIN]
-            if len(evals) < self.patience:
+            runs = phases([(s, self.base_trial.mode(s)) for s in gsteps])
+            pairs = [
+                (runs[i - 1][1], runs[i][1])
+                for i in range(1, len(runs))
+                if runs[i][0] == EVAL and runs[i - 1][0] == TRAIN
+            ][-self.patience :]
+            if len(pairs) < self.patience or pairs[-1][1][-1] != step:
                 continue
-            ratios = [self._ratio(name, e, train_steps) for e in evals]
-            if all(r is not None and r[0] > self.ratio_threshold for r in ratios):
-                ratio, val, train = ratios[-1]
+            found = []
+            for train_steps, eval_steps in pairs:
+                val, train = self._mean(name, eval_steps), self._mean(name, train_steps)
+                if val is None or train is None or train == 0:
+                    break
+                ratio = (val - train) / abs(train)
+                if not ratio > self.ratio_threshold:
+                    break
+                found.append((ratio, val, train, train_steps, eval_steps))
+            if len(found) == self.patience:
+                ratio, val, train, train_steps, eval_steps = found[-1]
                 self.report_issue(
-                    f"{name}: (val {self.fmt(val)} - train {self.fmt(train)}) / train = {self.fmt(ratio)} "
-                    f"> ratio_threshold {self.fmt(self.ratio_threshold)} for {self.patience} EVAL step(s)",
+                    f"{name}: (mean EVAL loss {self.fmt(val)} over steps {eval_steps[0]}..{eval_steps[-1]} - "
+                    f"mean TRAIN loss {self.fmt(train)} over steps {train_steps[0]}..{train_steps[-1]}) / "
+                    f"train = {self.fmt(ratio)} > ratio_threshold {self.fmt(self.ratio_threshold)} "
+                    f"for {self.patience} validation phase(s)",
                     tensor=name,
                     value=ratio,
                     val_loss=val,
                     train_loss=train,
+                    threshold=self.ratio_threshold,
                 )
                 return True
         return False

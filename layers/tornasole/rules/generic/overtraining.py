@@ -4,8 +4,13 @@ Choices: at a TRAIN (EVAL) step the rule looks at that mode's saved losses up
 to the step; with at least ``patience + 1`` values it fires when the best loss
 of the last ``patience`` saved steps (``patience_train`` for TRAIN,
 ``patience_validation`` for EVAL) is not lower than the best loss before them
-by at least ``delta`` (absolute). Loss tensors come from the ``losses``
-collection; each is judged alone.
+by at least ``delta``. Loss tensors come from the ``losses`` collection; each
+is judged alone.
+
+"By at least ``delta``": ``delta`` is absolute for losses of 1 and above and
+relative below (an improvement is a decrease of at least
+``delta * min(1, |best before|)``). Why: an absolute 0.01 cannot be met by a
+small loss that is still falling fast (0.0153 -> 0.0058 is a 62% drop).
 """
 
 from __future__ import annotations
@@ -55,13 +60,16 @@ class Overtraining(BuiltinRule):
             if any(v is None for v in losses):
                 continue
             before, recent = min(losses[:-patience]), min(losses[-patience:])
-            if recent > before - self.delta:
+            needed = self.delta * min(1.0, abs(before))
+            if not recent <= before - needed:
                 self.report_issue(
-                    f"{name} ({mode.name}) best of last {patience} steps {self.fmt(recent)} not below "
-                    f"earlier best {self.fmt(before)} by delta {self.fmt(self.delta)}",
+                    f"{name} ({mode.name} steps {steps[-patience]}..{ms}): best of last {patience} = "
+                    f"{self.fmt(recent)} not below earlier best {self.fmt(before)} by "
+                    f"{self.fmt(needed)} (delta {self.fmt(self.delta)})",
                     tensor=name,
                     value=recent,
                     best_before=before,
+                    threshold=needed,
                 )
                 return True
         return False

@@ -1,25 +1,31 @@
 """PoorWeightInitialization: signs of a bad initialisation in the first steps.
 
-Choices: only the first ``steps`` saved steps of the trial are judged (later
-steps return False), counted among the steps the trial holds: the serverless
-evaluator, which loads ``history_steps()`` (= ``steps``) earlier steps, agrees.
-At such a step the rule fires when any of:
+Choices: the rule reads training data, so it is evaluated at TRAIN steps (GLOBAL
+steps for a trial saved without modes); "the first ``steps`` steps" are the
+first ``steps`` saved steps **of that mode** (a validation phase neither uses
+them up nor is judged). At such a step the rule fires when any of:
 
 1. activation inputs (``activation_inputs_regex``) of at least two layers have
    variances whose max/min ratio exceeds ``threshold`` (layers on very
-   different scales);
+   different scales); each variance is over the whole tensor (batch and units);
+   layers whose inputs are all exactly 0 carry no scale and are left out;
 2. the 5th-95th percentile spread of all gradient values of the step is below
    ``distribution_range`` (gradients collapsed to one value);
-3. the loss (``losses`` collection) at this step is not lower than the loss
-   ``patience`` saved steps earlier (no learning within ``patience``).
+3. the training loss does not fall within ``patience`` steps: the mean of the
+   last ``patience`` saved training losses is not lower than the mean of the
+   ``patience`` before them. Means, not single batch losses, because one batch's
+   loss is noisy enough to "rise" on a healthy run; checked once ``2 * patience``
+   losses exist (so it needs ``steps >= 2 * patience``).
+
+The default ``activation_inputs_regex`` (SageMaker's ``.*relu_input``) only
+sees ReLU networks; pass e.g. ``.*(relu|tanh|sigmoid)_input`` for others.
 """
 
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 
+from tornasole.modes import GLOBAL, TRAIN
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.losses import loss_names
 from tornasole.rules.params import Param
@@ -39,17 +45,35 @@ class PoorWeightInitialization(BuiltinRule):
         Param("activation_inputs_regex", "regex", ".*relu_input", "activation inputs (re.match)"),
         Param("threshold", "float", "10.0", "max/min variance ratio across layers above this fires"),
         Param("distribution_range", "float", "0.001", "5th-95th percentile gradient spread below this fires"),
-        Param("patience", "int", "5", "saved steps within which the loss must decrease"),
-        Param("steps", "int", "10", "number of first saved steps that are judged"),
+        Param("patience", "int", "5", "TRAIN steps: mean loss of the last patience vs the patience before"),
+        Param("steps", "int", "10", "number of first saved TRAIN steps that are judged"),
     )
     COLLECTIONS = (("relu_input", {"include_regex": ".*relu_input", "save_interval": "500"}),)
 
+    def check_params(self) -> None:
+        if self.patience < 1:
+            raise self.param_error("patience", f"value {self.patience} must be >= 1")
+        if self.steps < 0:
+            raise self.param_error("steps", f"value {self.steps} must be >= 0")
+
     def history_steps(self) -> int | None:
-        return self.steps
+        return None  # the first `steps` TRAIN steps may be interleaved with validation phases
+
+    def _train_index(self, step: int) -> int | None:
+        """Index of ``step`` among the trial's saved steps of its mode (TRAIN/GLOBAL only)."""
+        mode = self.step_mode(step)
+        if mode not in (TRAIN, GLOBAL):
+            return None
+        if mode == GLOBAL:
+            steps = self.base_trial.steps()
+            return steps.index(step) if step in steps else None
+        ms = self.base_trial.mode_step(step)
+        mode_steps = self.base_trial.steps(mode=mode)
+        return mode_steps.index(ms) if ms in mode_steps else None
 
     def invoke_at_step(self, step: int) -> bool:
-        all_steps = self.base_trial.steps()
-        if bisect.bisect_left(all_steps, step) >= self.steps:
+        i = self._train_index(step)
+        if i is None or i >= self.steps:
             return False
         return self._variances(step) or self._gradients(step) or self._loss(step)
 
@@ -57,8 +81,8 @@ class PoorWeightInitialization(BuiltinRule):
         var = {}
         for name in self.names_at(step, regex=self.activation_inputs_regex):
             v = self.value(name, step)
-            if v is not None and v.size:
-                var[name] = float(np.var(v))
+            if v is not None and v.size and np.any(v):
+                var[name] = float(np.var(v.astype(np.float64)))
         if len(var) < 2:
             return False
         hi, lo = max(var, key=var.get), min(var, key=var.get)
@@ -67,7 +91,9 @@ class PoorWeightInitialization(BuiltinRule):
             self.report_issue(
                 f"variance of {hi}={self.fmt(var[hi])} is {self.fmt(ratio)}x that of "
                 f"{lo}={self.fmt(var[lo])} (> threshold {self.fmt(self.threshold)})",
+                tensor=hi,
                 value=ratio,
+                threshold=self.threshold,
             )
             return True
         return False
@@ -81,26 +107,32 @@ class PoorWeightInitialization(BuiltinRule):
         spread = float(p95 - p5)
         if spread < self.distribution_range:
             self.report_issue(
-                f"gradient 5th-95th percentile spread {self.fmt(spread)} < distribution_range "
-                f"{self.fmt(self.distribution_range)}",
+                f"gradient 5th-95th percentile spread {self.fmt(spread)} over {len(parts)} gradient "
+                f"tensor(s) < distribution_range {self.fmt(self.distribution_range)}",
                 value=spread,
+                threshold=self.distribution_range,
             )
             return True
         return False
 
     def _loss(self, step: int) -> bool:
+        mode = self.step_mode(step)
         for name in loss_names(self):
-            steps = [s for s in self.base_trial.tensor(name).steps() if s <= step]
-            if not steps or steps[-1] != step or len(steps) <= self.patience:
+            steps = self.same_mode_steps(name, step, mode)
+            if not steps or steps[-1] != step or len(steps) < 2 * self.patience:
                 continue
-            prev = steps[-1 - self.patience]
-            now, before = self.scalar(name, step), self.scalar(name, prev)
-            if now is not None and before is not None and now >= before:
+            recent = [self.scalar(name, s) for s in steps[-self.patience :]]
+            before = [self.scalar(name, s) for s in steps[-2 * self.patience : -self.patience]]
+            if any(v is None for v in recent + before):
+                continue
+            now, then = float(np.mean(recent)), float(np.mean(before))
+            if not now < then:
                 self.report_issue(
-                    f"{name}={self.fmt(now)} not below {self.fmt(before)} of step {prev} "
-                    f"({self.patience} saved steps earlier)",
+                    f"{name} ({mode.name}): mean of steps {steps[-self.patience]}..{step} = {self.fmt(now)} "
+                    f"not below mean of the {self.patience} steps before = {self.fmt(then)}",
                     tensor=name,
                     value=now,
+                    previous=then,
                 )
                 return True
         return False

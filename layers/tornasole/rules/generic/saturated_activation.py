@@ -7,9 +7,18 @@ when its input lies strictly inside ``(threshold_<fn>_min, threshold_<fn>_max)``
 in fewer than ``threshold_inactivity`` % of the batch; the layer fires when more
 than ``threshold_layer`` % of its units are saturated. Tensors whose name says
 neither tanh nor sigmoid are ignored (their bounds are unknown).
+
+Fraction-of-values criterion (DeepDiagnosis, ICSE'22), used instead of the
+per-unit one when ``fraction_saturated`` is set: the layer fires when more than
+``fraction_saturated`` % of all its input values (every unit of every sample)
+lie outside the bounds. DeepDiagnosis uses bounds of ±5 and 50%. SageMaker's
+per-unit reading (a unit counts only when saturated on ~every sample, bounds
+±9.5 for tanh) misses layers where most, but not all, inputs are saturated.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from tornasole.rules.generic.base import COLLECTION_NAMES, BuiltinRule
 from tornasole.rules.generic.dead_relu import inactive_percent
@@ -36,6 +45,12 @@ class SaturatedActivation(BuiltinRule):
         Param("threshold_sigmoid_max", "float", "16.99999", "sigmoid input above this is saturated"),
         Param("threshold_inactivity", "float", "1.0", "% of samples below which a unit counts as saturated"),
         Param("threshold_layer", "float", "50.0", "% of saturated units above which the layer fires"),
+        Param(
+            "fraction_saturated",
+            "float",
+            None,
+            "% of all values outside the bounds above which the layer fires (DeepDiagnosis: 50); unset: off",
+        ),
     )
 
     def invoke_at_step(self, step: int) -> bool:
@@ -50,10 +65,25 @@ class SaturatedActivation(BuiltinRule):
             v = self.value(name, step)
             if v is None or v.size == 0:
                 continue
-            pct = inactive_percent((v > lo) & (v < hi), self.threshold_inactivity)
+            inside = (v > lo) & (v < hi)
+            if self.fraction_saturated is not None:
+                pct = float(100.0 - np.mean(inside) * 100.0)
+                if pct > self.fraction_saturated:
+                    self.report_issue(
+                        f"{self.fmt(pct)}% of the {v.size} values of {name} lie outside "
+                        f"({self.fmt(lo)}, {self.fmt(hi)}) (> fraction_saturated "
+                        f"{self.fmt(self.fraction_saturated)}%)",
+                        tensor=name,
+                        value=pct,
+                        threshold=self.fraction_saturated,
+                    )
+                    return True
+                continue
+            pct = inactive_percent(inside, self.threshold_inactivity)
             if pct > self.threshold_layer:
                 self.report_issue(
-                    f"{self.fmt(pct)}% of units in {name} are saturated (> threshold_layer "
+                    f"{self.fmt(pct)}% of units in {name} are inside ({self.fmt(lo)}, {self.fmt(hi)}) "
+                    f"in fewer than {self.fmt(self.threshold_inactivity)}% of samples (> threshold_layer "
                     f"{self.fmt(self.threshold_layer)}%)",
                     tensor=name,
                     value=pct,

@@ -7,13 +7,18 @@ tensors when neither is given) that both trials saved at that step is compared
 with ``numpy.allclose(rtol=1e-05, atol=1e-08, equal_nan=True)``; the rule fires
 at the first tensor that differs (or whose shapes differ). Tensors only one
 trial has are not compared: runs may save different things.
+
+When the other run has ended before the evaluated step (it trained for fewer
+steps), or never saved that step, there is nothing to compare: the step is not
+an issue, and neither is it an error, so the verdict the rule reached on the
+steps both runs have stands (an ``IssuesFound`` stays visible).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tornasole.exceptions import StepUnavailable, TensorUnavailableForStep
+from tornasole.exceptions import NoMoreData, StepUnavailable, TensorUnavailableForStep
 from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 
 __all__ = ["SimilarAcrossRuns"]
@@ -38,7 +43,7 @@ class SimilarAcrossRuns(BuiltinRule):
         other = self.other_trials[0]
         try:
             other.wait_for_steps([step])
-        except (StepUnavailable, TensorUnavailableForStep):
+        except (StepUnavailable, TensorUnavailableForStep, NoMoreData):
             return False
         if self.collection_names or self.tensor_regex is not None:
             names = self.selected(step)
@@ -54,8 +59,8 @@ class SimilarAcrossRuns(BuiltinRule):
             if a.shape != b.shape or not np.allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=True):
                 diff = float(np.max(np.abs(a - b))) if a.shape == b.shape else float("nan")
                 self.report_issue(
-                    f"{name} differs from trial {getattr(other, 'name', other)!s} "
-                    f"(max |diff|={self.fmt(diff)})",
+                    f"{name} at step {step} differs from trial {getattr(other, 'name', other)!s} "
+                    f"(max |diff|={self.fmt(diff)}; numpy.allclose rtol 1e-05, atol 1e-08)",
                     tensor=name,
                     value=diff,
                 )

@@ -7,18 +7,45 @@ tensor — and the rule fires when any one tensor is below ``threshold``: a
 single layer whose gradients vanish is already a stuck layer, and a mean over
 all layers would let large gradients elsewhere hide it. Details name the first
 (by name) tensor below the threshold.
+
+Gradient-norm ratio (AUTOTRAINER's criterion, ICSE'21), off unless
+``norm_ratio_threshold`` is set: the L2 norm of the first layer's weight
+gradient divided by the last layer's; the rule also fires when that ratio is
+below ``norm_ratio_threshold`` and the first layer's norm is below
+``first_norm_threshold`` (AUTOTRAINER: 1e-3 and 1e-4). This catches gradients
+that shrink layer by layer (deep sigmoid/tanh stacks) long before any mean
+reaches 1e-7. First and last layers: the tensors matched by
+``first_layer_regex``/``last_layer_regex`` when given; else the gradient
+tensors not named ``*bias`` in natural name order (``fc2`` before ``fc10``,
+``layers.0`` before ``layers.1``), first and last of that order.
 """
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
+from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.params import Param
 
-__all__ = ["VanishingGradient"]
+__all__ = ["VanishingGradient", "natural_key"]
+
+
+def natural_key(name: str) -> list:
+    """Sort key that orders embedded numbers numerically (``fc2`` < ``fc10``).
+
+    Examples
+    --------
+    >>> sorted(["g/fc10.weight", "g/fc2.weight"], key=natural_key)
+    ['g/fc2.weight', 'g/fc10.weight']
+    """
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 class VanishingGradient(BuiltinRule):
-    """Fires when mean(|gradient|) of any gradient tensor is below ``threshold``.
+    """Fires when mean(|gradient|) of a gradient tensor is below ``threshold`` (or first/last norm ratio).
 
     Parameters
     ----------
@@ -34,12 +61,29 @@ class VanishingGradient(BuiltinRule):
     """
 
     READS_EARLIER_STEPS = False
-    PARAMETERS = (Param("threshold", "float", "0.0000001", "mean |gradient| below this fires"),)
+    PARAMETERS = (
+        Param("threshold", "float", "0.0000001", "mean |gradient| below this fires"),
+        Param(
+            "norm_ratio_threshold",
+            "float",
+            None,
+            "first/last layer gradient L2-norm ratio below this fires (AUTOTRAINER: 0.001); unset: off",
+        ),
+        Param(
+            "first_norm_threshold",
+            "float",
+            "0.0001",
+            "with norm_ratio_threshold: the first layer's gradient norm must also be below this",
+        ),
+        Param("first_layer_regex", "regex", None, "first layer's gradient (re.match); unset: natural order"),
+        Param("last_layer_regex", "regex", None, "last layer's gradient (re.match); unset: natural order"),
+    )
     COLLECTIONS = (("gradients", {"save_interval": "500"}),)
 
     def invoke_at_step(self, step: int) -> bool:
+        names = self.names_at(step, ["gradients"])
         fired = False
-        for name in self.names_at(step, ["gradients"]):
+        for name in names:
             m = float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
             if m < self.threshold:
                 if not fired:
@@ -50,4 +94,56 @@ class VanishingGradient(BuiltinRule):
                         threshold=self.threshold,
                     )
                 fired = True
-        return fired
+        if fired or self.norm_ratio_threshold is None:
+            return fired
+        return self._norm_ratio(step, names)
+
+    def _ends(self, names: list[str]) -> tuple[str | None, str | None]:
+        def pick(regex: re.Pattern | None, default: str | None) -> str | None:
+            if regex is None:
+                return default
+            hits = sorted((n for n in names if regex.match(n)), key=natural_key)
+            return hits[0] if hits else None
+
+        ordered = sorted((n for n in names if not n.endswith("bias")), key=natural_key) or sorted(
+            names, key=natural_key
+        )
+        if len(ordered) < 2 and (self.first_layer_regex is None or self.last_layer_regex is None):
+            ordered = []
+        first = pick(self.first_layer_regex, ordered[0] if ordered else None)
+        last = pick(self.last_layer_regex, ordered[-1] if ordered else None)
+        return first, last
+
+    def _norm(self, name: str, step: int) -> float | None:
+        """L2 norm: from the values, else a saved ``l2`` reduction (plain or abs), else None."""
+        v = self.value(name, step)
+        if v is not None:
+            return float(np.linalg.norm(v.astype(np.float64).ravel()))
+        for abs_ in (True, False):
+            try:
+                return float(self.base_trial.tensor(name).reduction_value(step, "l2", abs=abs_))
+            except TensorUnavailableForStep:
+                continue
+        return None
+
+    def _norm_ratio(self, step: int, names: list[str]) -> bool:
+        first, last = self._ends(names)
+        if first is None or last is None or first == last:
+            return False
+        n_first, n_last = self._norm(first, step), self._norm(last, step)
+        if n_first is None or n_last is None or n_last == 0:
+            return False
+        ratio = n_first / n_last
+        if ratio < self.norm_ratio_threshold and n_first < self.first_norm_threshold:
+            self.report_issue(
+                f"||{first}|| / ||{last}|| = {self.fmt(n_first)} / {self.fmt(n_last)} = {self.fmt(ratio)} "
+                f"< norm_ratio_threshold {self.fmt(self.norm_ratio_threshold)} and ||{first}|| < "
+                f"first_norm_threshold {self.fmt(self.first_norm_threshold)}",
+                tensor=first,
+                value=ratio,
+                first_norm=n_first,
+                last_norm=n_last,
+                threshold=self.norm_ratio_threshold,
+            )
+            return True
+        return False

@@ -6,6 +6,12 @@ tensor (``num_steps`` unset) or the newest saved step <= s - num_steps. It fires
 when the ratio is above ``large_threshold`` (learning rate too high) or below
 ``small_threshold`` (updates vanished or weights frozen). A tensor without an
 earlier step is not checked (the rule needs weights at two steps).
+
+Modes: weights only change in training, so the rule is evaluated at TRAIN
+steps (and at GLOBAL steps of a trial saved without modes), and p is an earlier
+step **of the same mode**, with ``num_steps`` counted in that mode's steps.
+Comparing the weights of an EVAL step with those of the next TRAIN step (equal,
+ratio 0) would report "updates vanished" on every run with a validation phase.
 """
 
 from __future__ import annotations
@@ -14,10 +20,14 @@ import bisect
 
 import numpy as np
 
+from tornasole.modes import GLOBAL, TRAIN, ModeKeys
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["WeightUpdateRatio"]
+
+#: Saved steps of another mode (a validation phase) the evaluator loads besides the compared ones.
+EVAL_PHASE_ROOM = 16
 
 
 class WeightUpdateRatio(BuiltinRule):
@@ -42,17 +52,33 @@ class WeightUpdateRatio(BuiltinRule):
         if self.num_steps is not None and self.num_steps < 1:
             raise self.param_error("num_steps", f"value {self.num_steps} must be >= 1")
 
-    def _previous(self, steps: list[int], step: int) -> int | None:
-        limit = step - 1 if self.num_steps is None else step - self.num_steps
+    def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
+        """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""
+        steps = self.same_mode_steps(name, step, mode)
+        if not steps or steps[-1] != step:
+            return None
+        if self.num_steps is None:
+            return steps[-2] if len(steps) > 1 else None
+        if mode == GLOBAL:
+            limit = step - self.num_steps
+        else:
+            limit = self.base_trial.mode_step(step) - self.num_steps
+            steps = [self.base_trial.mode_step(s) for s in steps]
         i = bisect.bisect_right(steps, limit)
-        return steps[i - 1] if i else None
+        if not i:
+            return None
+        return steps[i - 1] if mode == GLOBAL else self.base_trial.global_step(mode, steps[i - 1])
 
     def history_steps(self) -> int | None:
-        return 1 if self.num_steps is None else self.num_steps
+        # the previous TRAIN step may lie behind a validation phase: leave room for one
+        return (1 if self.num_steps is None else self.num_steps) + EVAL_PHASE_ROOM
 
     def invoke_at_step(self, step: int) -> bool:
+        mode = self.step_mode(step)
+        if mode not in (TRAIN, GLOBAL):
+            return False  # no update happens in EVAL/PREDICT
         for name in self.names_at(step, ["weights"]):
-            prev = self._previous(self.base_trial.tensor(name).steps(), step)
+            prev = self._previous(name, step, mode)
             if prev is None:
                 continue
             w, w0 = self.value(name, step), self.value(name, prev)
@@ -66,10 +92,12 @@ class WeightUpdateRatio(BuiltinRule):
                     else f"< small_threshold {self.fmt(self.small_threshold)}"
                 )
                 self.report_issue(
-                    f"update ratio of {name} from step {prev}={self.fmt(ratio)} {bound}",
+                    f"{name} ({mode.name}): ||w_{step} - w_{prev}|| / ||w_{prev}|| = {self.fmt(ratio)} "
+                    f"{bound}",
                     tensor=name,
                     value=ratio,
                     previous_step=prev,
+                    threshold=self.large_threshold if ratio > self.large_threshold else self.small_threshold,
                 )
                 return True
         return False
