@@ -30,4 +30,3 @@ def test_core_imports_pull_in_no_framework():
         "import tornasole.trials, tornasole.rules, tornasole.hooks\n"
     )
     assert _loaded_after(code) == []
-
