@@ -108,7 +108,6 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         self._tape: Any = None
         self._warned_backend = False
         self._broken = False
-        self._names_written = -1
 
     @classmethod
     def create_from_json_file(
@@ -329,18 +328,12 @@ class Hook(_CoreHook, keras.callbacks.Callback):
             self._open = False
         self.flush()
 
-    # -- collections file: rewritten at close when names were learnt after it was written -----
-    def _name_count(self) -> int:
-        return sum(len(c.tensor_names) for c in self.collection_manager)
-
-    def _submit_collections(self) -> None:
-        self._names_written = self._name_count()
-        super()._submit_collections()
-
     def close(self) -> None:
-        """End the open step, write what is pending and the end marker; remove the taps."""
-        if not self._closed and self._collections_written and self._name_count() != self._names_written:
-            self._collections_written = False
+        """End the open step, write what is pending and the end marker; remove the taps.
+
+        The collections file is written once, after the first saved step (as smdebug
+        does): names first seen later (another mode's metrics) are in the index files only.
+        """
         try:
             super().close()
         finally:
