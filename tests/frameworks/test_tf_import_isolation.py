@@ -30,3 +30,7 @@ def test_core_imports_pull_in_no_framework():
         "import tornasole.trials, tornasole.rules, tornasole.hooks\n"
     )
     assert _loaded_after(code) == []
+
+
+def test_framework_packages_import_only_their_framework():
+    assert {m.split(".")[0] for m in _loaded_after("import tornasole.xgboost")} == {"xgboost"}
