@@ -1,0 +1,180 @@
+"""Getting values out of a compiled Keras 3 train/test/predict step (TensorFlow backend).
+
+Keras compiles ``train_step`` into a ``tf.function``: inside it gradients and
+layer outputs are symbolic, and a callback only sees the step's logs. Two
+taps run *inside* the compiled step, both behind one boolean variable that the
+hook sets only on steps that save something, so the other steps run a
+not-taken ``tf.cond`` and nothing else:
+
+* gradients: ``optimizer.apply`` (which ``apply_gradients`` calls with the
+  tape's gradients) is wrapped on the optimizer instance; on a saved step the
+  gradients are assigned to one non-trainable ``tf.Variable`` per trainable
+  weight, read back after the step. No second backward pass; XLA-compatible.
+* layer inputs/outputs: ``layer.call`` is wrapped on the instances whose
+  ``<layer>/inputs`` or ``<layer>/outputs`` name a saved collection matches;
+  on a saved step a ``tf.numpy_function`` hands a copy to the hook. A
+  ``numpy_function`` cannot be XLA-compiled, so the model's ``jit_compile`` is
+  turned off while such taps are installed.
+
+Only the TensorFlow backend has these taps; on JAX and PyTorch the hook saves
+what a callback can read (weights, biases, optimizer variables, losses, metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["to_numpy", "variable_name", "GradientTap", "LayerTap", "tensorflow_backend"]
+
+logger = logging.getLogger(__name__)
+
+
+def tensorflow_backend() -> bool:
+    import keras
+
+    return keras.backend.backend() == "tensorflow"
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A numpy copy of a Keras/TF variable or tensor (or anything array-like)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if hasattr(value, "numpy"):
+        return np.array(value.numpy())  # TF tensors and variables, Keras variables
+    try:
+        import keras
+
+        return np.array(keras.ops.convert_to_numpy(value))
+    except (ImportError, ValueError, TypeError):
+        return np.array(value)
+
+
+def variable_name(var: Any) -> str:
+    """A variable's saved name: its Keras path (``sequential/dense/kernel``) or TF name without ``:0``."""
+    path = getattr(var, "path", None)
+    if path:
+        return str(path)
+    return str(var.name).split(":")[0]
+
+
+class GradientTap:
+    """Copies the gradients given to ``optimizer.apply`` into variables on flagged steps."""
+
+    def __init__(self, optimizer: Any, variables: list[Any], flag: Any) -> None:
+        import tensorflow as tf
+
+        self.optimizer = optimizer
+        self.flag = flag
+        self.slots: dict[str, Any] = {
+            variable_name(v): tf.Variable(tf.zeros(tuple(v.shape), dtype=v.dtype), trainable=False)
+            for v in variables
+        }
+        self.order = [variable_name(v) for v in variables]
+        self.filled = False
+        self._original = optimizer.__dict__.get("apply")
+        object.__setattr__(optimizer, "apply", self._wrap(optimizer.apply))
+
+    def _wrap(self, apply: Callable[..., Any]) -> Callable[..., Any]:
+        import tensorflow as tf
+
+        def apply_and_tap(grads: Any, trainable_variables: Any = None) -> Any:
+            variables = (
+                self.optimizer._trainable_variables if trainable_variables is None else trainable_variables
+            )
+            pairs = [
+                (self.slots[variable_name(v)], g)
+                for g, v in zip(list(grads), list(variables))
+                if g is not None and variable_name(v) in self.slots
+            ]
+
+            def copy() -> Any:
+                for slot, g in pairs:
+                    slot.assign(tf.convert_to_tensor(g))
+                return tf.constant(True)
+
+            if pairs:
+                tf.cond(self.flag, copy, lambda: tf.constant(False))
+            self.filled = True
+            return apply(grads, trainable_variables)
+
+        return apply_and_tap
+
+    def values(self) -> list[tuple[str, np.ndarray]]:
+        """``(variable name, gradient)`` of the last flagged step, in trainable-weight order."""
+        return [(name, self.slots[name].numpy()) for name in self.order]
+
+    def remove(self) -> None:
+        if self._original is None:
+            self.optimizer.__dict__.pop("apply", None)
+        else:
+            object.__setattr__(self.optimizer, "apply", self._original)
+
+
+class LayerTap:
+    """Hands a layer's first input and first output tensor to ``sink`` on flagged steps."""
+
+    def __init__(
+        self,
+        layer: Any,
+        flag: Any,
+        sink: Callable[[str, np.ndarray], None],
+        want_input: bool,
+        want_output: bool,
+    ) -> None:
+        self.layer = layer
+        self.flag = flag
+        self.sink = sink
+        self.names = (
+            f"{layer.name}/inputs" if want_input else None,
+            f"{layer.name}/outputs" if want_output else None,
+        )
+        self._original = layer.__dict__.get("call")
+        object.__setattr__(layer, "call", self._wrap(layer.call))
+
+    def _emit(self, name: str, value: Any) -> None:
+        import tensorflow as tf
+
+        if not isinstance(value, tf.Tensor):
+            return  # symbolic KerasTensors while Keras builds or infers shapes
+        if tf.executing_eagerly():
+            if bool(self.flag.numpy()):
+                self.sink(name, np.array(value.numpy()))
+            return
+
+        def push(arr: np.ndarray) -> np.bool_:
+            self.sink(name, np.array(arr))
+            return np.bool_(True)
+
+        tf.cond(
+            self.flag,
+            lambda: tf.numpy_function(push, [value], tf.bool, stateful=True),
+            lambda: tf.constant(False),
+        )
+
+    def _wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        import tensorflow as tf
+
+        def call_and_tap(*args: Any, **kwargs: Any) -> Any:
+            out = call(*args, **kwargs)
+            name_in, name_out = self.names
+            if name_in and args:
+                first = tf.nest.flatten(args[0])
+                if first:
+                    self._emit(name_in, first[0])
+            if name_out:
+                first = tf.nest.flatten(out)
+                if first:
+                    self._emit(name_out, first[0])
+            return out
+
+        return call_and_tap
+
+    def remove(self) -> None:
+        if self._original is None:
+            self.layer.__dict__.pop("call", None)
+        else:
+            object.__setattr__(self.layer, "call", self._original)

@@ -1,0 +1,358 @@
+"""The Keras 3 hook: a ``keras.callbacks.Callback`` for ``fit``, ``evaluate`` and ``predict``.
+
+Steps and modes. Each batch of ``fit`` is a TRAIN step, each batch of
+``evaluate`` (and of ``fit``'s validation) an EVAL step, each batch of
+``predict`` a PREDICT step; the global step counts them all from 0, as
+smdebug's Keras hook does. A step that saves nothing costs one save-config
+lookup in ``on_*_batch_begin`` and an attribute check in ``on_*_batch_end``.
+
+Names (collection in brackets):
+
+* ``weights/<variable path>`` (weights, or biases when the path ends in
+  ``bias``): read after the step, i.e. after the optimizer's update;
+* ``gradients/<variable path>Grad`` (gradients): the gradients of the step's
+  own tape, tapped inside the compiled train step (:mod:`tornasole.keras.capture`);
+* ``optimizer_variables/<variable path>`` (optimizer_variables), after the step;
+* ``loss`` (losses) and every other key of the batch logs (metrics), e.g.
+  ``mae``; Keras reports running means over the epoch, as they appear in the logs;
+* ``<layer name>/inputs`` and ``<layer name>/outputs`` (inputs, outputs, or any
+  collection whose regex matches them, e.g. ``include_regex="dense_1"``).
+
+Backends (what is tested): TensorFlow supports every collection above; on JAX
+and PyTorch the hook is a plain callback and saves weights, biases, optimizer
+variables, losses and metrics only (gradients and layer inputs/outputs need the
+TensorFlow taps and are skipped with one warning).
+
+The same class serves TensorFlow 2 custom training loops: :meth:`Hook.wrap_tape`
+(see :mod:`tornasole.keras.tape`), ``save_tensor``, ``save_scalar`` and ``set_mode``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import keras
+import numpy as np
+
+from tornasole.core.collection import CollectionKeys
+from tornasole.core.collection_manager import CollectionManager
+from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.stop_signal import TrainingStopRequested
+from tornasole.hooks.workers import WorkerInfo
+from tornasole.keras.capture import GradientTap, LayerTap, tensorflow_backend, to_numpy, variable_name
+from tornasole.modes import ModeKeys
+
+__all__ = ["Hook", "keras_collections"]
+
+logger = logging.getLogger(__name__)
+
+_MAKERS = {
+    ModeKeys.TRAIN: "make_train_function",
+    ModeKeys.EVAL: "make_test_function",
+    ModeKeys.PREDICT: "make_predict_function",
+}
+KERAS_REGEXES = {
+    CollectionKeys.WEIGHTS: r"^weights/(?!.*bias$)",
+    CollectionKeys.BIASES: r"^weights/.*bias$",
+    CollectionKeys.GRADIENTS: r"^gradients/",
+    CollectionKeys.LOSSES: r"(^|_)loss$",
+    CollectionKeys.OPTIMIZER_VARIABLES: r"^optimizer_variables/",
+    CollectionKeys.INPUTS: r"/inputs$",
+    CollectionKeys.OUTPUTS: r"/outputs$",
+    CollectionKeys.SCALARS: r"^scalar/",
+}
+
+
+def keras_collections() -> CollectionManager:
+    """The built-in collections of the Keras/TF hook, with the name regexes of the module docstring."""
+    cm = CollectionManager()
+    for name in (CollectionKeys.ALL, CollectionKeys.DEFAULT, *KERAS_REGEXES, CollectionKeys.METRICS):
+        coll = cm.get(name)
+        if name in KERAS_REGEXES and not coll.include_regex:
+            coll.include(KERAS_REGEXES[name])
+    return cm
+
+
+class Hook(_CoreHook, keras.callbacks.Callback):
+    """Save tensors of a Keras 3 model from ``fit``/``evaluate``/``predict``; same arguments as
+    :class:`tornasole.Hook` (default collections saved: ``losses`` and ``metrics``).
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, keras
+    >>> from tornasole.keras import Hook, SaveConfig
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> hook = Hook(tempfile.mkdtemp(), save_config=SaveConfig(save_interval=1),
+    ...             include_collections=["weights", "gradients"])
+    >>> _ = model.fit(np.ones((8, 4)), np.ones((8, 1)), batch_size=4, verbose=0, callbacks=[hook])
+    >>> hook.close()
+    """
+
+    _INIT_STEP = -1
+    _OPEN_AT_START = False
+    _DEFAULT_INCLUDE = (CollectionKeys.LOSSES, CollectionKeys.METRICS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        keras.callbacks.Callback.__init__(self)
+        _CoreHook.__init__(self, *args, **kwargs)
+        self._flag: Any = None
+        self._flag_on = False
+        self._grad_tap: GradientTap | None = None
+        self._layer_taps: list[LayerTap] = []
+        self._io_values: list[tuple[str, np.ndarray]] = []
+        self._tapped_model: Any = None
+        self._registered_model: Any = None
+        self._optimizer: Any = None
+        self._tape: Any = None
+        self._warned_backend = False
+        self._broken = False
+
+    @classmethod
+    def create_from_json_file(
+        cls, path: str | None = None, *, json_file_path: str | None = None, **overrides: Any
+    ) -> Hook:
+        """A hook configured by a DebugHookConfig JSON file (zero code change).
+
+        The file: ``path``, else ``$TORNASOLE_CONFIG_FILE_PATH``, ``$SMDEBUG_CONFIG_FILE_PATH``,
+        SageMaker's ``/opt/ml/input/config/debughookconfig.json``.
+        """
+        from tornasole.keras.singleton import config_file_path
+
+        return super().create_from_json_file(path or json_file_path or config_file_path(), **overrides)
+
+    def _default_collections(self) -> CollectionManager:
+        return keras_collections()
+
+    def _worker_info(self) -> WorkerInfo:
+        if self._worker is None:
+            from tornasole.keras.workers import detect_keras_worker
+
+            self._worker = detect_keras_worker()
+        return self._worker
+
+    # -- registration (custom loops) ----------------------------------------------------------
+    def register_model(self, model: Any) -> None:
+        """Use ``model``'s weights, optimizer variables and layer taps in a custom training loop."""
+        self._registered_model = model
+        if getattr(model, "optimizer", None) is not None:
+            self._optimizer = model.optimizer
+
+    def wrap_optimizer(self, optimizer: Any) -> Any:
+        """Save ``optimizer``'s variables (collection ``optimizer_variables``); returns it unchanged."""
+        self._optimizer = optimizer
+        return optimizer
+
+    def wrap_tape(self, tape: Any) -> Any:
+        """A tape that opens a TRAIN step on ``with``; ``gradient`` saves gradients, weights, loss."""
+        from tornasole.keras.tape import WrappedTape
+
+        if self.mode is not ModeKeys.TRAIN:
+            self.set_mode(ModeKeys.TRAIN)
+        self._tape = WrappedTape(self, tape)
+        return self._tape
+
+    # -- Keras callbacks ----------------------------------------------------------------------
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._guard(self._phase_begin, ModeKeys.TRAIN)
+
+    def on_test_begin(self, logs: Any = None) -> None:
+        self._guard(self._phase_begin, ModeKeys.EVAL)
+
+    def on_predict_begin(self, logs: Any = None) -> None:
+        self._guard(self._phase_begin, ModeKeys.PREDICT)
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._guard(self._batch_begin, ModeKeys.TRAIN)
+
+    def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._guard(self._batch_begin, ModeKeys.EVAL)
+
+    def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._guard(self._batch_begin, ModeKeys.PREDICT)
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._saving:
+            self._guard(self._batch_end, logs)
+
+    def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._saving:
+            self._guard(self._batch_end, logs)
+
+    def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._saving:
+            self._guard(self._batch_end, None)
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self._guard(self._phase_end)
+
+    def on_test_end(self, logs: Any = None) -> None:
+        self._guard(self._phase_end)
+
+    def on_predict_end(self, logs: Any = None) -> None:
+        self._guard(self._phase_end)
+
+    def _guard(self, fn: Any, *args: Any) -> None:
+        """Run a callback body; a hook bug is logged once and turns the hook off, training goes on."""
+        if self._closed or self._broken:
+            return
+        try:
+            fn(*args)
+        except TrainingStopRequested:
+            if self.model is not None:
+                self.model.stop_training = True
+            raise
+        except Exception:  # noqa: BLE001 - a hook bug must not end a training run
+            self._broken = True
+            logger.exception("Tornasole: the Keras hook failed and stops saving; training continues")
+
+    # -- phases and steps ---------------------------------------------------------------------
+    def _phase_begin(self, mode: ModeKeys) -> None:
+        self._switch_mode(mode)
+        model = self.model
+        if model is None or model is self._tapped_model:
+            return
+        self._remove_taps()
+        self._tapped_model = model
+        self._optimizer = getattr(model, "optimizer", None) or self._optimizer
+        if self._install_taps(model):
+            # the step functions are traced on their first call: make them again, now with the taps
+            for kind in ("train", "test", "predict"):
+                setattr(model, f"{kind}_function", None)
+            getattr(model, _MAKERS[mode])(force=True)
+
+    def _install_taps(self, model: Any) -> bool:
+        """Gradient and layer taps for what the included collections can ever want; True if any."""
+        self._saves.prepare()
+        want_grads = any(c.name == CollectionKeys.GRADIENTS for c in self._saves._to_save)
+        layers = [
+            layer
+            for layer in model._flatten_layers(include_self=False, recursive=True)
+            if not isinstance(layer, keras.layers.InputLayer)
+        ]
+        io = [
+            (
+                layer,
+                bool(self._saves.collections_of(f"{layer.name}/inputs")),
+                bool(self._saves.collections_of(f"{layer.name}/outputs")),
+            )
+            for layer in layers
+        ]
+        io = [t for t in io if t[1] or t[2]]
+        if not (want_grads or io):
+            return False
+        if not tensorflow_backend():
+            if not self._warned_backend:
+                self._warned_backend = True
+                logger.warning(
+                    "Tornasole: gradients and layer inputs/outputs are saved on the TensorFlow backend only; "
+                    "backend %r saves weights, biases, optimizer variables, losses and metrics",
+                    keras.backend.backend(),
+                )
+            return False
+        import tensorflow as tf
+
+        if self._flag is None:
+            self._flag = tf.Variable(False, trainable=False)
+        if want_grads and self._optimizer is not None and model.trainable_weights:
+            self._grad_tap = GradientTap(self._optimizer, list(model.trainable_weights), self._flag)
+        for layer, want_in, want_out in io:
+            self._layer_taps.append(LayerTap(layer, self._flag, self._sink, want_in, want_out))
+        if io and getattr(model, "jit_compile", False):
+            logger.info("Tornasole: layer input/output taps need jit_compile=False; turning XLA off")
+            model.jit_compile = False
+        return True
+
+    def _remove_taps(self) -> None:
+        if self._grad_tap is not None:
+            self._grad_tap.remove()
+            self._grad_tap = None
+        for tap in self._layer_taps:
+            tap.remove()
+        self._layer_taps = []
+        self._tapped_model = None
+
+    def _sink(self, name: str, value: np.ndarray) -> None:
+        self._io_values.append((name, value))
+
+    def _batch_begin(self, mode: ModeKeys) -> None:
+        if mode is not self.mode:
+            self._switch_mode(mode)
+        self._begin_step()
+
+    def _on_step_begin(self) -> None:
+        self._io_values = []
+        if self._flag is not None:
+            self._flag.assign(True)
+            self._flag_on = True
+
+    def _on_step_end(self) -> None:
+        if self._flag_on:
+            self._flag.assign(False)
+            self._flag_on = False
+
+    def _save_layer_values(self) -> None:
+        values, self._io_values = self._io_values, []
+        for name, value in values:
+            self._save_named(name, value)
+
+    def _batch_end(self, logs: Any) -> None:
+        self._save_layer_values()
+        if self.mode is ModeKeys.TRAIN and self._grad_tap is not None:
+            for name, grad in self._grad_tap.values():
+                self._save_named(f"gradients/{name}Grad", grad)
+        self._save_model_state(self.model)
+        for key, value in (logs or {}).items():
+            self._save_log_value(str(key), value)
+
+    def _save_model_state(self, model: Any) -> None:
+        if model is not None:
+            for var in model.weights:
+                self._save_named("weights/" + variable_name(var), var)
+        if self._optimizer is not None:
+            for var in self._optimizer.variables:
+                self._save_named("optimizer_variables/" + variable_name(var), var)
+
+    def _save_log_value(self, key: str, value: Any) -> None:
+        metrics = self.collection_manager.get(CollectionKeys.METRICS)
+        losses = self.collection_manager.get(CollectionKeys.LOSSES)
+        if not losses.matches(key) and key not in metrics.tensor_names:
+            metrics.add_tensor_name(key)
+            self._collections_changed()
+        self._save_named(key, np.asarray(value, dtype=np.float32).reshape(1))
+
+    def _phase_end(self) -> None:
+        if self._open:
+            self._end_step()
+            self._open = False
+        self.flush()
+
+    def close(self) -> None:
+        """End the open step, write what is pending and the end marker; remove the taps.
+
+        The collections file is written once, after the first saved step (as smdebug
+        does): names first seen later (another mode's metrics) are in the index files only.
+        """
+        try:
+            super().close()
+        finally:
+            self._remove_taps()
+
+    # -- values -------------------------------------------------------------------------------
+    def _capture(self, value: Any) -> np.ndarray:
+        return to_numpy(value)
+
+    def _capture_scalar(self, value: Any) -> Any:
+        return super()._capture_scalar(to_numpy(value))
+
+    def _reduce(self, value: Any, reduction: str, abs_: bool) -> np.ndarray:
+        return super()._reduce(to_numpy(value), reduction, abs_)
+
+    @staticmethod
+    def _shape_of(value: Any) -> tuple[int, ...]:
+        return tuple(int(d) for d in value.shape)
+
+    @staticmethod
+    def _numel(value: Any) -> int:
+        return int(np.prod(tuple(int(d) for d in getattr(value, "shape", ()))))

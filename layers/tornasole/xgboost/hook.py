@@ -1,0 +1,244 @@
+"""The XGBoost hook: an ``xgboost.callback.TrainingCallback`` saving smdebug's XGBoost tensors.
+
+One step per boosting round (the step is the round number, mode GLOBAL, as
+smdebug's XGBoost hook). Names and collections are smdebug's, so the XGBoost
+rules (``CreateXgboostReport``, ``TreeDepth``, ``FeatureImportanceOverweight``)
+read this output unchanged:
+
+* ``metrics`` (saved by default): ``<eval name>-<metric>`` of the round, e.g. ``train-rmse``;
+  ``losses`` the same names except increasing metrics (``auc``, ``map``);
+* ``feature_importance``: ``feature_importance/<type>/<feature>`` for ``weight``,
+  ``gain``, ``cover``, ``total_gain``, ``total_cover``, each normalized to sum 1
+  (tree boosters only);
+* ``predictions`` / ``labels``: ``predictions`` and ``labels`` on ``validation_data``;
+* ``trees``: ``trees/<column>`` of the round's trees (:mod:`tornasole.xgboost.trees`);
+* ``full_shap`` / ``average_shap``: ``full_shap/<feature>`` (that feature's SHAP
+  column on ``train_data``) and ``average_shap/<feature>`` (its mean), plus ``bias``;
+* ``hyperparameters``: ``hyperparameters/<name>`` from ``hyperparameters=``.
+
+Each is computed only on a round where its collection is saved. Reductions do
+not apply (values are small); a ``reduction_config`` is ignored with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import xgboost as xgb
+
+from tornasole.core.collection import CollectionKeys
+from tornasole.core.collection_manager import CollectionManager
+from tornasole.core.save_config import SaveConfig
+from tornasole.exceptions import ConfigurationError
+from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.workers import WorkerInfo, detect_worker
+from tornasole.modes import ModeKeys
+from tornasole.xgboost.trees import round_trees
+
+__all__ = ["Hook", "K", "xgboost_collections", "IMPORTANCE_TYPES"]
+
+logger = logging.getLogger(__name__)
+
+
+class K(CollectionKeys):
+    """smdebug's collection names, the XGBoost ones included."""
+
+    HYPERPARAMETERS = "hyperparameters"
+    PREDICTIONS = "predictions"
+    LABELS = "labels"
+    FEATURE_IMPORTANCE = "feature_importance"
+    AVERAGE_SHAP = "average_shap"
+    FULL_SHAP = "full_shap"
+    TREES = "trees"
+
+
+IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+DEFAULT_SAVE_INTERVAL = 10
+_INCREASING = ("auc", "map")
+XGBOOST_REGEXES = {
+    K.HYPERPARAMETERS: "^hyperparameters/.*$",
+    K.METRICS: "^[a-zA-z]+-[a-zA-z0-9]+$",
+    K.LOSSES: "^[a-zA-z]+-.+(?<!(auc|map))$",
+    K.PREDICTIONS: "^predictions$",
+    K.LABELS: "^labels$",
+    K.FEATURE_IMPORTANCE: "^feature_importance/.*",
+    K.AVERAGE_SHAP: "^average_shap/.*[^/bias]$",
+    K.FULL_SHAP: "^full_shap/.*[^/bias]$",
+    K.TREES: "^trees/.*",
+}
+
+
+def xgboost_collections() -> CollectionManager:
+    """smdebug's XGBoost collections with their regexes (plus ``all`` and ``default``)."""
+    cm = CollectionManager()
+    cm.get(K.ALL)
+    cm.get(K.DEFAULT)
+    for name, regex in XGBOOST_REGEXES.items():
+        cm.get(name).include(regex)
+    return cm
+
+
+def _dmatrix(where: str, data: Any) -> xgb.DMatrix | None:
+    """``data`` as a DMatrix: a DMatrix, or ``(local file, "csv" | "libsvm")`` (CSV: label in column 0)."""
+    if data is None or isinstance(data, xgb.DMatrix):
+        return data
+    if not (isinstance(data, tuple) and len(data) == 2 and all(isinstance(x, str) for x in data)):
+        raise ConfigurationError(f"{where}: expected an xgboost.DMatrix or (file path, 'csv'|'libsvm')")
+    path, kind = os.path.expanduser(data[0]), data[1].lower().removeprefix("text/")
+    if kind not in ("csv", "libsvm"):
+        raise ConfigurationError(f"{where}: content type {data[1]!r} is not 'csv' or 'libsvm'")
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"{where}: {path} is not a local file")
+    uri = f"{path}?format={kind}" + ("&label_column=0" if kind == "csv" else "")
+    return xgb.DMatrix(uri)
+
+
+class Hook(_CoreHook, xgb.callback.TrainingCallback):
+    """Save XGBoost training tensors; pass it in ``xgboost.train(..., callbacks=[hook])``.
+
+    Same arguments as :class:`tornasole.Hook` (default: every 10 rounds, collection
+    ``metrics``), plus ``hyperparameters`` (dict), ``train_data`` (for SHAP values)
+    and ``validation_data`` (for predictions and labels), each a DMatrix or
+    ``(local file, "csv" | "libsvm")``.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, xgboost as xgb
+    >>> from tornasole.xgboost import Hook, SaveConfig
+    >>> d = xgb.DMatrix(np.random.rand(20, 3), label=np.random.rand(20))
+    >>> hook = Hook(tempfile.mkdtemp(), save_config=SaveConfig(save_interval=1),
+    ...             include_collections=["feature_importance", "trees"])
+    >>> _ = xgb.train({"max_depth": 2}, d, 3, evals=[(d, "train")], callbacks=[hook], verbose_eval=False)
+    >>> hook.close()
+    """
+
+    _INIT_STEP = -1
+    _OPEN_AT_START = False
+    _DEFAULT_INCLUDE = (K.METRICS,)
+
+    def __init__(
+        self,
+        out_dir: str | None = None,
+        save_config: Any = None,
+        reduction_config: Any = None,
+        include_regex: Any = None,
+        include_collections: list[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        hyperparameters: dict[str, Any] | None = None,
+        train_data: Any = None,
+        validation_data: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if reduction_config is not None:
+            logger.warning("Tornasole: the XGBoost hook does not use reduction_config; it is ignored")
+        xgb.callback.TrainingCallback.__init__(self)
+        super().__init__(
+            out_dir,
+            save_config if save_config is not None else SaveConfig(save_interval=DEFAULT_SAVE_INTERVAL),
+            None,
+            include_regex,
+            include_collections,
+            save_all,
+            include_workers,
+            **kwargs,
+        )
+        self.hyperparameters = dict(hyperparameters or {})
+        self.train_data = _dmatrix("train_data", train_data)
+        self.validation_data = _dmatrix("validation_data", validation_data)
+
+    def _default_collections(self) -> CollectionManager:
+        return xgboost_collections()
+
+    def _worker_info(self) -> WorkerInfo:
+        if self._worker is None:
+            coll = getattr(xgb, "collective", None)
+            if coll is not None and coll.is_distributed():
+                self._worker = WorkerInfo(coll.get_rank(), coll.get_world_size(), "xgboost.collective")
+            else:
+                self._worker = detect_worker()
+        return self._worker
+
+    # -- TrainingCallback ---------------------------------------------------------------------
+    def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+        """Save the round's tensors when a collection is saved at this round; never stops training."""
+        if self._closed:
+            return False
+        # the step is the boosting round (continued training starts past 0)
+        self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch - 1
+        self._begin_step()
+        if self._saving:
+            saved = {c.name for c in self._current_step_colls()}
+            self._write_round(model, epoch, evals_log or {}, saved)
+            self._end_step()
+            self._open = False
+        return False
+
+    def after_training(self, model: Any) -> Any:
+        """Make everything saved so far readable (``close()`` or interpreter exit ends the trial)."""
+        self.flush()
+        return model
+
+    def _write_round(self, model: Any, epoch: int, evals_log: Any, saved: set[str]) -> None:
+        all_ = K.ALL in saved
+        want = {name: all_ or name in saved for name in XGBOOST_REGEXES}
+        if want[K.HYPERPARAMETERS]:
+            for name, value in self.hyperparameters.items():
+                self._save_named(f"hyperparameters/{name}", np.asarray([value]))
+        if want[K.METRICS] or want[K.LOSSES] or all_:
+            for name, value in _metrics(evals_log):
+                if want[K.METRICS] or all_ or not name.endswith(_INCREASING):
+                    self._save_named(name, np.asarray(value, dtype=np.float64).reshape(-1))
+        if (want[K.PREDICTIONS] or want[K.LABELS]) and self.validation_data is None:
+            logger.warning("Tornasole: predictions and labels need validation_data; not saved")
+        elif self.validation_data is not None:
+            if want[K.PREDICTIONS]:
+                self._save_named("predictions", model.predict(self.validation_data))
+            if want[K.LABELS]:
+                self._save_named("labels", self.validation_data.get_label())
+        tree_booster = _booster_name(model) in ("gbtree", "dart")
+        if want[K.FEATURE_IMPORTANCE] and tree_booster:
+            for kind in IMPORTANCE_TYPES:
+                scores = model.get_score(importance_type=kind)
+                total = float(sum(scores.values())) or 1.0
+                for feature, score in scores.items():
+                    self._save_named(f"feature_importance/{kind}/{feature}", np.asarray([score / total]))
+        if want[K.TREES] and tree_booster:
+            for column, values in round_trees(model, epoch).items():
+                self._save_named(f"trees/{column}", values)
+        if want[K.FULL_SHAP] or want[K.AVERAGE_SHAP]:
+            self._write_shap(model, want[K.FULL_SHAP], want[K.AVERAGE_SHAP])
+
+    def _write_shap(self, model: Any, full: bool, average: bool) -> None:
+        if self.train_data is None:
+            logger.warning("Tornasole: SHAP values need train_data; not saved")
+            return
+        shap = model.predict(self.train_data, pred_contribs=True)  # (..., features + 1)
+        names = list(model.feature_names or [f"f{i}" for i in range(model.num_features())]) + ["bias"]
+        for i, name in enumerate(names):
+            column = shap[..., i]
+            if full:
+                self._save_named(f"full_shap/{name}", column)
+            if average:
+                self._save_named(f"average_shap/{name}", np.asarray([column.mean()]))
+
+
+def _metrics(evals_log: Any) -> list[tuple[str, Any]]:
+    """``(<eval name>-<metric>, value of the latest round)`` pairs of an ``evals_log``."""
+    out = []
+    for data_name, metrics in evals_log.items():
+        for metric, history in metrics.items():
+            if len(history):
+                out.append((f"{data_name}-{metric}", history[-1]))
+    return out
+
+
+def _booster_name(model: Any) -> str:
+    try:
+        return json.loads(model.save_config())["learner"]["gradient_booster"]["name"]
+    except (KeyError, ValueError, xgb.core.XGBoostError):
+        return "unknown"

@@ -1,0 +1,152 @@
+"""Keras 3 hook on the TensorFlow backend: what fit/evaluate/predict save, read back with create_trial."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.frameworks.conftest import regression_data, tiny_model
+from tornasole.core.reduction_config import ReductionConfig
+from tornasole.core.save_config import SaveConfig
+from tornasole.modes import ModeKeys
+from tornasole.trials import create_trial
+
+W1, B1 = "weights/net/d1/kernel", "weights/net/d1/bias"
+G1 = "gradients/net/d1/kernelGrad"
+
+
+class _Recorder:
+    """A test callback keeping each TRAIN batch's weights before and after the optimizer step."""
+
+    def __init__(self, keras, model):
+        self.model = model
+        self.before, self.after = [], []
+        recorder = self
+
+        class _CB(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                recorder.before.append({v.path: v.numpy().copy() for v in recorder.model.weights})
+
+            def on_train_batch_end(self, batch, logs=None):
+                recorder.after.append({v.path: v.numpy().copy() for v in recorder.model.weights})
+
+        self.callback = _CB()
+
+
+def test_fit_weights_after_step_and_tape_gradients_read_back(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    lr = 0.1
+    model = tiny_model(keras, lr=lr)
+    x, y = regression_data()
+    rec = _Recorder(keras, model)
+    hook = Hook(
+        str(tmp_path),
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["weights", "biases", "gradients", "optimizer_variables"],
+    )
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[rec.callback, hook])
+    hook.close()
+
+    trial = create_trial(str(tmp_path))
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 1, 2, 3]
+    assert set(trial.tensor_names(collection="weights")) == {W1, "weights/net/out/kernel"}
+    assert set(trial.tensor_names(collection="biases")) == {B1, "weights/net/out/bias"}
+    for step in range(4):
+        # weights: exactly the model's values after the optimizer step of this batch
+        np.testing.assert_array_equal(trial.tensor(W1).value(step), rec.after[step]["net/d1/kernel"])
+        np.testing.assert_array_equal(trial.tensor(B1).value(step), rec.after[step]["net/d1/bias"])
+        # gradients: the ones SGD applied (w_after = w_before - lr * g), from the step's own tape
+        applied = (rec.before[step]["net/d1/kernel"] - rec.after[step]["net/d1/kernel"]) / lr
+        np.testing.assert_allclose(trial.tensor(G1).value(step), applied, rtol=1e-4, atol=1e-6)
+    assert trial.tensor("optimizer_variables/sgd/iteration").value(3).item() == 4
+    losses = trial.tensor("loss").values()
+    assert sorted(losses) == [0, 1, 2, 3]
+    assert all(np.isfinite(v).all() for v in losses.values())
+    assert trial.tensor_names(collection="metrics") == ["mae"]
+
+
+def test_modes_steps_layer_outputs_and_scalars(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=2), include_regex="^out/")
+    model.fit(
+        x,
+        y,
+        batch_size=4,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+        validation_data=(x[:8], y[:8]),
+        callbacks=[hook],
+    )
+    model.evaluate(x, y, batch_size=8, verbose=0, callbacks=[hook])
+    preds = model.predict(x, batch_size=8, verbose=0, callbacks=[hook])
+    hook.save_scalar("lr", 0.1)
+    hook.close()
+
+    trial = create_trial(str(tmp_path))
+    # 4 train batches, 2 validation, 2 evaluate (EVAL 0..3), 2 predict: global steps 0..9
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 2]
+    assert trial.steps(mode=ModeKeys.EVAL) == [0, 2]
+    assert trial.steps(mode=ModeKeys.PREDICT) == [0]
+    assert trial.steps() == [0, 2, 4, 6, 8]
+    assert set(trial.tensor_names()) >= {"out/inputs", "out/outputs", "loss", "mae"}
+    # the output layer's output on the first predict batch is the model's prediction
+    out = trial.tensor("out/outputs").value(0, mode=ModeKeys.PREDICT)
+    np.testing.assert_allclose(out, preds[:8], rtol=1e-6)
+    assert trial.tensor("out/inputs").value(0, mode=ModeKeys.PREDICT).shape == (8, 3)
+    assert "gradients/net/out/kernelGrad" not in trial.tensor_names()
+
+
+def test_reductions_instead_of_full_tensors(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    rec = _Recorder(keras, model)
+    hook = Hook(
+        str(tmp_path),
+        save_config=SaveConfig(save_interval=1),
+        reduction_config=ReductionConfig(reductions=["mean"], abs_reductions=["max"], norms=["l2"]),
+        include_collections=["weights"],
+    )
+    model.fit(x[:8], y[:8], batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[rec.callback, hook])
+    hook.close()
+    w = rec.after[1]["net/d1/kernel"]
+    t = create_trial(str(tmp_path)).tensor(W1)
+    assert t.reduction_value(1, "mean") == pytest.approx(float(w.mean()), rel=1e-6)
+    assert t.reduction_value(1, "max", abs=True) == pytest.approx(float(np.abs(w).max()), rel=1e-6)
+    assert t.reduction_value(1, "l2") == pytest.approx(float(np.linalg.norm(w)), rel=1e-6)
+
+
+def test_unsaved_steps_run_no_tap(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=3), include_collections=["gradients"])
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[hook])
+    assert not bool(hook._flag.numpy())  # the in-graph taps are off again after the saved step
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == [0, 3]
+    assert trial.tensor(G1).steps() == [0, 3]
+
+
+def test_disabled_hook_is_a_no_op_callback(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    hook = Hook(str(tmp_path / "none"), enabled=False, include_collections=["gradients"])
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    assert not (tmp_path / "none").exists()
