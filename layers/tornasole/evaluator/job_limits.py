@@ -230,13 +230,30 @@ def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
         )
     for i, c in enumerate(colls):
         name = c.get("CollectionName") if isinstance(c, Mapping) else None
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str) or not name or len(name) > MAX_PARAMETER_KEY_LENGTH:
             problems.append(f"DebugHookConfig.CollectionConfigurations[{i}] needs a CollectionName string")
-        elif not isinstance(c.get("CollectionParameters") or {}, Mapping):
-            problems.append(f"collection {c['CollectionName']!r}: CollectionParameters must be an object")
-    for key in ("HookParameters",):
-        if not isinstance(hook.get(key) or {}, Mapping):
-            problems.append(f"DebugHookConfig.{key} must be an object")
+        else:
+            problems += _string_map_problems(
+                f"collection {name!r}: CollectionParameters", c.get("CollectionParameters")
+            )
+    problems += _string_map_problems("DebugHookConfig.HookParameters", hook.get("HookParameters"))
+    return problems
+
+
+def _string_map_problems(where: str, value: Any) -> list[str]:
+    """A SageMaker parameter map: text (or number) values of bounded size under bounded keys."""
+    if value is None:
+        return []
+    if not isinstance(value, Mapping):
+        return [f"{where} must be an object, got {type(value).__name__}"]
+    problems = []
+    for key, item in value.items():
+        if not isinstance(key, str) or len(key) > MAX_PARAMETER_KEY_LENGTH or _bad_characters(key):
+            problems.append(f"{where}: key {str(key)[:60]!r} is too long or has control characters")
+        elif not isinstance(item, (str, int, float, bool)) and item is not None:
+            problems.append(f"{where}: {key!r} must be a string or a number, got {type(item).__name__}")
+        elif len(str(item)) > MAX_PARAMETER_VALUE_LENGTH:
+            problems.append(f"{where}: {key!r} is longer than {MAX_PARAMETER_VALUE_LENGTH} characters")
     return problems
 
 

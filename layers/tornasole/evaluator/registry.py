@@ -112,6 +112,8 @@ class JobRegistry:
             ensure_bucket_exists(spec.trial_path)
         errors = {r.name: p for r in spec.rules if (p := rule_source_problem(r, self.allowed_rule_prefixes))}
         outcome = self.registrar.register(spec, self.arn(spec.name), self.now_ms(), errors)
+        if outcome == "registered":
+            self.registrar.forget_unnamed_failure(spec.trial_path)
         if adopt_orphans:
             steps = StepStore(self.table)
             for step, worker in steps.take_orphans(spec.trial_path):

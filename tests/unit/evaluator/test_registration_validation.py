@@ -239,3 +239,26 @@ def test_request_trial_path_follows_sagemakers_convention() -> None:
 def test_parameters_given_as_a_string_are_a_clear_error() -> None:
     with pytest.raises(InvalidJobConfiguration, match="rule 'X': RuleParameters must be an object, got str"):
         normalise_rules([{"RuleConfigurationName": "X", "RuleParameters": "threshold=0.1"}])
+
+
+def test_collection_and_hook_parameters_are_bounded_text() -> None:
+    hook = {
+        "HookParameters": {"save_interval": {"nested": 1}},
+        "CollectionConfigurations": [{"CollectionName": "losses", "CollectionParameters": {"k": "v" * 3000}}],
+    }
+    assert _problems([_rule()], hook) == [
+        "collection 'losses': CollectionParameters: 'k' is longer than 2048 characters",
+        "DebugHookConfig.HookParameters: 'save_interval' must be a string or a number, got dict",
+    ]
+
+
+def test_tensorboard_output_config_is_kept_for_describe() -> None:
+    request = {
+        "TrainingJobName": "my-job",
+        "DebugHookConfig": {"S3OutputPath": "s3://bucket/"},
+        "DebugRuleConfigurations": [_rule()],
+        "TensorBoardOutputConfig": {"S3OutputPath": "s3://bucket/tb"},
+    }
+    assert spec_from_request(request).describe_fields == {
+        "TensorBoardOutputConfig": {"S3OutputPath": "s3://bucket/tb"}
+    }
