@@ -40,6 +40,7 @@ __all__ = [
     "TRANSACTION_MAX_ITEMS",
     "builtin_rule_problems",
     "check_job",
+    "hook_size_problem",
     "json_depth",
     "num_workers",
 ]
@@ -212,14 +213,21 @@ def builtin_rule_problems(rule: RuleConfig) -> list[str]:
     return problems
 
 
+def hook_size_problem(hook: Mapping[str, Any]) -> str | None:
+    size = len(json.dumps(hook, default=str))
+    if size > MAX_HOOK_CONFIG_BYTES:
+        return f"DebugHookConfig is {size} bytes of JSON; the limit is {MAX_HOOK_CONFIG_BYTES}"
+    return None
+
+
 def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
     if hook is None:
         return []
     if not isinstance(hook, Mapping):
         return [f"DebugHookConfig must be an object, got {type(hook).__name__}"]
-    size = len(json.dumps(hook, default=str))
-    if size > MAX_HOOK_CONFIG_BYTES:
-        return [f"DebugHookConfig is {size} bytes of JSON; the limit is {MAX_HOOK_CONFIG_BYTES}"]
+    too_big = hook_size_problem(hook)
+    if too_big:
+        return [too_big]
     problems = []
     colls = hook.get("CollectionConfigurations") or []
     if not isinstance(colls, list):
@@ -230,8 +238,16 @@ def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
         )
     for i, c in enumerate(colls):
         name = c.get("CollectionName") if isinstance(c, Mapping) else None
-        if not isinstance(name, str) or not name or len(name) > MAX_PARAMETER_KEY_LENGTH:
-            problems.append(f"DebugHookConfig.CollectionConfigurations[{i}] needs a CollectionName string")
+        if (
+            not isinstance(name, str)
+            or not name
+            or len(name) > MAX_PARAMETER_KEY_LENGTH
+            or _bad_characters(name)
+        ):
+            problems.append(
+                f"DebugHookConfig.CollectionConfigurations[{i}] needs a CollectionName: printable text "
+                f"of at most {MAX_PARAMETER_KEY_LENGTH} characters"
+            )
         else:
             problems += _string_map_problems(
                 f"collection {name!r}: CollectionParameters", c.get("CollectionParameters")

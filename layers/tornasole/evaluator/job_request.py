@@ -114,6 +114,9 @@ def _build(
     normalised = normalise_rules(rules)
     job_limits.check_job(normalised, hook_config, name)
     hook, _ = _merged_hook_config(hook_config, rules, hook_output or trial_path)
+    too_big = job_limits.hook_size_problem(hook)  # the rules' collections are part of what is stored
+    if too_big:
+        raise InvalidJobConfiguration(too_big, job=name)
     return JobSpec(
         name=name,
         s3_output_path=trial_path,

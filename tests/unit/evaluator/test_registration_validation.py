@@ -136,7 +136,10 @@ def test_hook_config_is_bounded_in_size_depth_and_shape() -> None:
     (problem,) = _problems([_rule()], {"HookParameters": deep})
     assert problem == "DebugHookConfig is nested deeper than 16 levels"
     (problem,) = _problems([_rule()], {"CollectionConfigurations": [{"CollectionParameters": {}}]})
-    assert problem == "DebugHookConfig.CollectionConfigurations[0] needs a CollectionName string"
+    assert problem == (
+        "DebugHookConfig.CollectionConfigurations[0] needs a CollectionName: printable text of at most 256 "
+        "characters"
+    )
     (problem,) = _problems([_rule()], "not an object")
     assert problem == "DebugHookConfig must be an object, got str"
 
@@ -262,3 +265,16 @@ def test_tensorboard_output_config_is_kept_for_describe() -> None:
     assert spec_from_request(request).describe_fields == {
         "TensorBoardOutputConfig": {"S3OutputPath": "s3://bucket/tb"}
     }
+
+
+def test_rule_builders_collections_count_toward_the_hook_config_size() -> None:
+    from tornasole.jobs import CollectionConfig, Rule
+
+    colls = [CollectionConfig(f"c{i}", {"include_regex": "x" * 2000}) for i in range(20)]
+    rule = Rule.custom(
+        "Mine", source="s3://bucket/rules/r.py", rule_to_invoke="Mine", collections_to_save=colls
+    )
+    with pytest.raises(
+        InvalidJobConfiguration, match=r"DebugHookConfig is \d+ bytes of JSON; the limit is 32768"
+    ):
+        spec_from_arguments("my-job", TRIAL, [rule])
