@@ -92,6 +92,15 @@ HOSTILE_FILES = {
         ),
         "did you mean 'VanishingGradient'?",
     ),
+    "rule code named by a file": (
+        json.dumps(
+            {
+                "TrainingJobName": "my-job",
+                "rules_specification": [{"RuleName": "Mine", "SourceS3Uri": f"s3://{BUCKET}/rules/mine.py"}],
+            }
+        ),
+        "may not name rule code (custom rules ['Mine'])",
+    ),
     "a 2 MB file": (
         json.dumps({"TrainingJobName": "my-job", "DebugRuleConfigurations": [VG], "pad": "x" * 2_000_000}),
         "the file is larger than 1048576 bytes",
