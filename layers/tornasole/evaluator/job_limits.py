@@ -34,6 +34,8 @@ __all__ = [
     "MAX_PARAMETER_KEY_LENGTH",
     "MAX_PARAMETER_VALUE_LENGTH",
     "MAX_RULES_PER_JOB",
+    "MAX_RULES_PARAMETERS_BYTES",
+    "MAX_RULE_PARAMETERS_BYTES",
     "MAX_RULE_NAME_LENGTH",
     "MAX_WORKERS",
     "REGISTRATION_FIXED_ITEMS",
@@ -58,6 +60,11 @@ MAX_PARAMETERS_PER_RULE = 100
 MAX_PARAMETER_KEY_LENGTH = 256
 #: Room for an ``action_json`` with several endpoints; 100 such values still fit one item.
 MAX_PARAMETER_VALUE_LENGTH = 2048
+#: One rule's parameters (names and values): its item stores them twice, far below 400 KB.
+MAX_RULE_PARAMETERS_BYTES = 16 * 1024
+#: All rules' parameters together: the InProgress event item carries every rule's parameters and the
+#: hook configuration, and must stay below DynamoDB's 400 KB item limit (the transaction below 4 MB).
+MAX_RULES_PARAMETERS_BYTES = 192 * 1024
 #: The hook configuration is stored in the job's item and echoed in every state-change event.
 MAX_HOOK_CONFIG_BYTES = 32 * 1024
 MAX_COLLECTIONS = 100
@@ -140,9 +147,19 @@ def _name_problems(name: str) -> list[str]:
     return problems
 
 
+def _parameters_bytes(rule: RuleConfig) -> int:
+    raw = rule.rule_parameters or rule.parameters
+    return sum(len(k.encode()) + len(v.encode()) for k, v in raw.items())
+
+
 def _parameter_problems(rule: RuleConfig) -> list[str]:
     raw = rule.rule_parameters or rule.parameters
     problems = []
+    size = _parameters_bytes(rule)
+    if size > MAX_RULE_PARAMETERS_BYTES:
+        problems.append(
+            f"rule {rule.name!r}: its parameters take {size} bytes; the limit is {MAX_RULE_PARAMETERS_BYTES}"
+        )
     if len(raw) > MAX_PARAMETERS_PER_RULE:
         problems.append(
             f"rule {rule.name!r} has {len(raw)} parameters; the limit is {MAX_PARAMETERS_PER_RULE}"
@@ -288,6 +305,12 @@ def check_job(rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | No
         for rule in rules:
             shape = _name_problems(rule.name) + _parameter_problems(rule)
             problems += shape or builtin_rule_problems(rule)
+        total = sum(_parameters_bytes(r) for r in rules)
+        if total > MAX_RULES_PARAMETERS_BYTES:
+            problems.append(
+                f"the rules' parameters take {total} bytes together; the limit is "
+                f"{MAX_RULES_PARAMETERS_BYTES} (every rule's parameters travel in the job's InProgress event)"
+            )
     problems += _hook_problems(hook_config)
     if len(problems) > _MAX_LISTED:
         problems = [*problems[:_MAX_LISTED], f"... and {len(problems) - _MAX_LISTED} more problems"]
