@@ -5,8 +5,9 @@ records), ``transitions`` (status changes + outbox, one transaction each),
 ``registry`` (the one door for registering, updating, describing and listing
 jobs: API, CLI, CreateTrainingJob requests and ``tornasole_job.json`` files),
 ``registration`` (its writes: one transaction per registration or rule update),
-``job_request`` / ``job_config`` / ``job_limits`` (pure: a validated ``JobSpec``
-from each door, rule shapes, every limit),
+``job_request`` / ``job_config`` / ``job_limits`` / ``rule_checks`` (pure: a
+validated ``JobSpec`` from each door, rule shapes, every limit, built-in rule
+names and parameters),
 ``decisions`` (pure: which change is next), ``runner`` (rules at one step),
 ``events`` (outbox publisher), ``details`` (the SageMaker-shaped dicts),
 ``service`` (``Evaluator``: the handlers' entry points), ``schedule`` (the periodic check).
@@ -24,6 +25,7 @@ __all__ = [
     "models",
     "registration",
     "registry",
+    "rule_checks",
     "runner",
     "schedule",
     "service",

@@ -278,3 +278,9 @@ def test_rule_builders_collections_count_toward_the_hook_config_size() -> None:
         InvalidJobConfiguration, match=r"DebugHookConfig is \d+ bytes of JSON; the limit is 32768"
     ):
         spec_from_arguments("my-job", TRIAL, [rule])
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "\u00b2", "٣"])
+def test_num_workers_text_must_be_a_short_ascii_number(value: str) -> None:
+    (problem,) = _problems([_rule()], workers=value)
+    assert problem.startswith("NumWorkers=")
