@@ -39,6 +39,8 @@ __all__ = ["FAILURE_TTL_S", "JobConflictError", "Registrar", "REGISTRY_PK", "unn
 REGISTRY_PK = "JOBS"
 #: A failed registration stays listed this long (DynamoDB TTL), unless a good one replaces it first.
 FAILURE_TTL_S = 30 * 24 * 3600
+#: A failure reason is kept whole up to this many characters (every problem of a file, listed).
+MAX_FAILURE_REASON = 8192
 
 
 def unnamed_failure_key(trial_path: str) -> str:
@@ -166,7 +168,7 @@ class Registrar:
             "pk": REGISTRY_PK,
             "sk": name or unnamed_failure_key(trial_path),
             "trial_path": trial_path.rstrip("/"),
-            "failure_reason": reason,
+            "failure_reason": reason[:MAX_FAILURE_REASON],
             "failure_key": key,
             "failure_time": now_ms,
             "expires_at": now_ms // 1000 + FAILURE_TTL_S,  # a registered job's entry has no TTL
