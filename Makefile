@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export MPLBACKEND := Agg
 
-.PHONY: setup setup-smdebug fixtures test test-fast lint demo layer synth bench clean
+.PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast lint demo layer synth bench clean
 
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,10 +34,21 @@ setup-smdebug: $(SMD_VENV)/.installed
 fixtures: setup-smdebug
 	scripts/fixtures/generate.sh $(SMD_VENV)/bin/python tests/fixtures/smdebug
 
+# The SageMaker Python SDK (2.x) in its own venv: tests build real CreateTrainingJob requests with it.
+SM_VENV := .venv-sagemaker
+$(SM_VENV)/.installed: requirements/sagemaker.txt
+	test -x $(SM_VENV)/bin/python || $(PY) -m venv $(SM_VENV)
+	$(SM_VENV)/bin/python -m pip install -q -U pip
+	$(SM_VENV)/bin/python -m pip install -q -r requirements/sagemaker.txt
+	$(SM_VENV)/bin/python -c "import sagemaker.debugger, smdebug_rulesconfig"
+	touch $@
+
+setup-sagemaker: $(SM_VENV)/.installed
+
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup setup-smdebug
+test: setup setup-smdebug setup-sagemaker
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

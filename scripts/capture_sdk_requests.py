@@ -2,7 +2,11 @@
 
 Run in the SDK's own venv (``make setup-sagemaker``)::
 
-    .venv-sagemaker/bin/python scripts/capture_sdk_requests.py OUT.json
+    .venv-sagemaker/bin/python scripts/capture_sdk_requests.py [OUT_DIR]
+
+With ``OUT_DIR`` (``tests/fixtures/sagemaker_requests``) each scenario is written
+to ``OUT_DIR/<scenario>.json``; without it, one JSON object
+``{scenario: request}`` goes to stdout (what the live test reads).
 
 Why this way: Tornasole's registration must accept exactly what a user's
 ``Estimator(rules=..., debugger_hook_config=...)`` code sends, and the only
@@ -15,8 +19,10 @@ locally (its client-side parameter validation is off, see ``_session``), and a
 ``provide-client-params`` hook records the parameters exactly
 as the SDK passed them. Nothing leaves the process.
 
-The output is a JSON object ``{scenario name: request}`` (datetimes are not
-part of a CreateTrainingJob request, so plain JSON is faithful).
+Requests are plain JSON (a CreateTrainingJob request holds no datetimes). The
+SDK collects the rules' and the user's collections in a set, so the order of
+``DebugHookConfig.CollectionConfigurations`` changes from run to run; compare
+them as a multiset.
 """
 
 from __future__ import annotations
@@ -172,14 +178,16 @@ def scenarios() -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    data = json.dumps(scenarios(), indent=2, sort_keys=True)
+    captured = scenarios()
     if _TELEMETRY_CALLS:
         raise SystemExit(f"the SDK tried to reach the network: {_TELEMETRY_CALLS}")
     if len(argv) > 1:
-        with open(argv[1], "w", encoding="utf-8") as fh:
-            fh.write(data + "\n")
+        os.makedirs(argv[1], exist_ok=True)
+        for name, request in captured.items():
+            with open(os.path.join(argv[1], f"{name}.json"), "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(request, indent=2, sort_keys=True) + "\n")
     else:
-        print(data)
+        print(json.dumps(captured, sort_keys=True))
     return 0
 
 

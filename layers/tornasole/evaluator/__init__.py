@@ -2,7 +2,12 @@
 
 Modules: ``state`` (the single table and its design), ``steps`` (per-step
 records), ``transitions`` (status changes + outbox, one transaction each),
-``registration`` (jobs and rule updates),
+``registry`` (the one door for registering, updating, describing and listing
+jobs: API, CLI, CreateTrainingJob requests and ``tornasole_job.json`` files),
+``registration`` (its writes: one transaction per registration or rule update),
+``job_request`` / ``job_config`` / ``job_limits`` / ``rule_checks`` (pure: a
+validated ``JobSpec`` from each door, rule shapes, every limit, built-in rule
+names and parameters),
 ``decisions`` (pure: which change is next), ``runner`` (rules at one step),
 ``events`` (outbox publisher), ``details`` (the SageMaker-shaped dicts),
 ``service`` (``Evaluator``: the handlers' entry points), ``schedule`` (the periodic check).
@@ -14,8 +19,13 @@ __all__ = [
     "decisions",
     "details",
     "events",
+    "job_config",
+    "job_limits",
+    "job_request",
     "models",
     "registration",
+    "registry",
+    "rule_checks",
     "runner",
     "schedule",
     "service",

@@ -14,7 +14,6 @@ entry, its InProgress event and one item per rule; an item holds at most
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import unicodedata
@@ -22,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tornasole.evaluator.models import RuleConfig
-from tornasole.exceptions import InvalidJobConfiguration, RuleParameterError
+from tornasole.evaluator.rule_checks import builtin_rule_problems
+from tornasole.exceptions import InvalidJobConfiguration
 
 __all__ = [
     "JOB_NAME_PATTERN",
@@ -34,12 +34,15 @@ __all__ = [
     "MAX_PARAMETER_KEY_LENGTH",
     "MAX_PARAMETER_VALUE_LENGTH",
     "MAX_RULES_PER_JOB",
+    "MAX_RULES_PARAMETERS_BYTES",
+    "MAX_RULE_PARAMETERS_BYTES",
     "MAX_RULE_NAME_LENGTH",
     "MAX_WORKERS",
     "REGISTRATION_FIXED_ITEMS",
     "TRANSACTION_MAX_ITEMS",
     "builtin_rule_problems",
     "check_job",
+    "hook_size_problem",
     "json_depth",
     "num_workers",
 ]
@@ -57,6 +60,11 @@ MAX_PARAMETERS_PER_RULE = 100
 MAX_PARAMETER_KEY_LENGTH = 256
 #: Room for an ``action_json`` with several endpoints; 100 such values still fit one item.
 MAX_PARAMETER_VALUE_LENGTH = 2048
+#: One rule's parameters (names and values): its item stores them twice, far below 400 KB.
+MAX_RULE_PARAMETERS_BYTES = 16 * 1024
+#: All rules' parameters together: the InProgress event item carries every rule's parameters and the
+#: hook configuration, and must stay below DynamoDB's 400 KB item limit (the transaction below 4 MB).
+MAX_RULES_PARAMETERS_BYTES = 192 * 1024
 #: The hook configuration is stored in the job's item and echoed in every state-change event.
 MAX_HOOK_CONFIG_BYTES = 32 * 1024
 MAX_COLLECTIONS = 100
@@ -69,17 +77,7 @@ MAX_WORKERS = 4096
 JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 
 _MAX_LISTED = 20
-_KIND_WORDS = {
-    "str": "a string",
-    "float": "a number",
-    "int": "an integer",
-    "bool": "true or false",
-    "regex": "a regular expression",
-    "mode": "a mode (TRAIN, EVAL, PREDICT, GLOBAL)",
-    "str_list": "a comma-separated list of strings",
-    "float_list": "a comma-separated list of numbers",
-    "int_list": "a comma-separated list of integers",
-}
+
 
 
 def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
@@ -102,19 +100,12 @@ def _bad_characters(text: str) -> list[str]:
     return sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
 
 
-def _suggest(word: str, choices: list[str]) -> str:
-    lower = {c.lower(): c for c in choices}
-    close = [lower[word.lower()]] if word.lower() in lower else []
-    close += [c for c in difflib.get_close_matches(word, choices, n=3, cutoff=0.6) if c not in close]
-    return f"did you mean {' or '.join(repr(c) for c in close[:3])}? " if close else ""
-
-
 def num_workers(value: Any) -> int | None:
     """``NumWorkers`` as given (int, integral number or digit string) -> int in 1..MAX_WORKERS, or None."""
     if value is None or value == "":
         return None
     number: Any = value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value) < 10:
         number = int(value.strip())
     if isinstance(number, float) and math.isfinite(number) and number.is_integer():
         number = int(number)
@@ -139,9 +130,19 @@ def _name_problems(name: str) -> list[str]:
     return problems
 
 
+def _parameters_bytes(rule: RuleConfig) -> int:
+    raw = rule.rule_parameters or rule.parameters
+    return sum(len(k.encode()) + len(v.encode()) for k, v in raw.items())
+
+
 def _parameter_problems(rule: RuleConfig) -> list[str]:
     raw = rule.rule_parameters or rule.parameters
     problems = []
+    size = _parameters_bytes(rule)
+    if size > MAX_RULE_PARAMETERS_BYTES:
+        problems.append(
+            f"rule {rule.name!r}: its parameters take {size} bytes; the limit is {MAX_RULE_PARAMETERS_BYTES}"
+        )
     if len(raw) > MAX_PARAMETERS_PER_RULE:
         problems.append(
             f"rule {rule.name!r} has {len(raw)} parameters; the limit is {MAX_PARAMETERS_PER_RULE}"
@@ -162,54 +163,11 @@ def _parameter_problems(rule: RuleConfig) -> list[str]:
     return problems
 
 
-def _default_text(p: Any) -> str:
-    if p.required:
-        return "required"
-    return f"default {p.default}" if p.default is not None else "unset"
-
-
-def builtin_rule_problems(rule: RuleConfig) -> list[str]:
-    """Why a built-in rule cannot run: unknown name or parameter, or a value of the wrong type."""
-    if rule.source_s3_uri:
-        return []  # a custom rule: its class and parameters are known only when its file is loaded
-    from tornasole.rules.params import parse_value
-    from tornasole.rules.registry import BUILTIN_RULES, get_rule
-
-    target = rule.rule_to_invoke
-    if target not in BUILTIN_RULES:
-        names = sorted(BUILTIN_RULES)
-        return [
-            f"rule {rule.name!r}: {target!r} is not a built-in rule; {_suggest(target, names)}"
-            f"built-in rules: {', '.join(names)} (a custom rule needs source_s3_uri)"
-        ]
-    cls = get_rule(target)
-    declared = {p.name: p for p in getattr(cls, "PARAMETERS", ())}
-    listing = "; ".join(f"{p.name} ({p.kind}, {_default_text(p)})" for p in declared.values()) or "(none)"
-    problems = []
-    for key, value in rule.parameters.items():
-        p = declared.get(key)
-        if p is None:
-            problems.append(
-                f"rule {rule.name!r} ({target}): {key!r} is not a parameter of {target}; "
-                f"{_suggest(key, list(declared))}valid parameters: {listing}"
-            )
-            continue
-        try:
-            parsed = parse_value(target, p, value)
-        except RuleParameterError:
-            problems.append(
-                f"rule {rule.name!r} ({target}): parameter {key!r}={value!r} is not "
-                f"{_KIND_WORDS.get(p.kind, p.kind)}"
-            )
-            continue
-        if parsed is None and p.required:
-            problems.append(
-                f"rule {rule.name!r} ({target}): parameter {key!r} is required and cannot be empty"
-            )
-    for p in declared.values():
-        if p.required and p.name not in rule.parameters:
-            problems.append(f"rule {rule.name!r} ({target}): parameter {p.name!r} is required ({p.help})")
-    return problems
+def hook_size_problem(hook: Mapping[str, Any]) -> str | None:
+    size = len(json.dumps(hook, default=str))
+    if size > MAX_HOOK_CONFIG_BYTES:
+        return f"DebugHookConfig is {size} bytes of JSON; the limit is {MAX_HOOK_CONFIG_BYTES}"
+    return None
 
 
 def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
@@ -217,9 +175,9 @@ def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
         return []
     if not isinstance(hook, Mapping):
         return [f"DebugHookConfig must be an object, got {type(hook).__name__}"]
-    size = len(json.dumps(hook, default=str))
-    if size > MAX_HOOK_CONFIG_BYTES:
-        return [f"DebugHookConfig is {size} bytes of JSON; the limit is {MAX_HOOK_CONFIG_BYTES}"]
+    too_big = hook_size_problem(hook)
+    if too_big:
+        return [too_big]
     problems = []
     colls = hook.get("CollectionConfigurations") or []
     if not isinstance(colls, list):
@@ -230,13 +188,38 @@ def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
         )
     for i, c in enumerate(colls):
         name = c.get("CollectionName") if isinstance(c, Mapping) else None
-        if not isinstance(name, str) or not name:
-            problems.append(f"DebugHookConfig.CollectionConfigurations[{i}] needs a CollectionName string")
-        elif not isinstance(c.get("CollectionParameters") or {}, Mapping):
-            problems.append(f"collection {c['CollectionName']!r}: CollectionParameters must be an object")
-    for key in ("HookParameters",):
-        if not isinstance(hook.get(key) or {}, Mapping):
-            problems.append(f"DebugHookConfig.{key} must be an object")
+        if (
+            not isinstance(name, str)
+            or not name
+            or len(name) > MAX_PARAMETER_KEY_LENGTH
+            or _bad_characters(name)
+        ):
+            problems.append(
+                f"DebugHookConfig.CollectionConfigurations[{i}] needs a CollectionName: printable text "
+                f"of at most {MAX_PARAMETER_KEY_LENGTH} characters"
+            )
+        else:
+            problems += _string_map_problems(
+                f"collection {name!r}: CollectionParameters", c.get("CollectionParameters")
+            )
+    problems += _string_map_problems("DebugHookConfig.HookParameters", hook.get("HookParameters"))
+    return problems
+
+
+def _string_map_problems(where: str, value: Any) -> list[str]:
+    """A SageMaker parameter map: text (or number) values of bounded size under bounded keys."""
+    if value is None:
+        return []
+    if not isinstance(value, Mapping):
+        return [f"{where} must be an object, got {type(value).__name__}"]
+    problems = []
+    for key, item in value.items():
+        if not isinstance(key, str) or len(key) > MAX_PARAMETER_KEY_LENGTH or _bad_characters(key):
+            problems.append(f"{where}: key {str(key)[:60]!r} is too long or has control characters")
+        elif not isinstance(item, (str, int, float, bool)) and item is not None:
+            problems.append(f"{where}: {key!r} must be a string or a number, got {type(item).__name__}")
+        elif len(str(item)) > MAX_PARAMETER_VALUE_LENGTH:
+            problems.append(f"{where}: {key!r} is longer than {MAX_PARAMETER_VALUE_LENGTH} characters")
     return problems
 
 
@@ -255,6 +238,12 @@ def check_job(rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | No
         for rule in rules:
             shape = _name_problems(rule.name) + _parameter_problems(rule)
             problems += shape or builtin_rule_problems(rule)
+        total = sum(_parameters_bytes(r) for r in rules)
+        if total > MAX_RULES_PARAMETERS_BYTES:
+            problems.append(
+                f"the rules' parameters take {total} bytes together; the limit is "
+                f"{MAX_RULES_PARAMETERS_BYTES} (every rule's parameters travel in the job's InProgress event)"
+            )
     problems += _hook_problems(hook_config)
     if len(problems) > _MAX_LISTED:
         problems = [*problems[:_MAX_LISTED], f"... and {len(problems) - _MAX_LISTED} more problems"]

@@ -16,6 +16,7 @@ configuration file is at its trial's root, which may be either of the two.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +41,8 @@ __all__ = [
 DEBUG_OUTPUT = "debug-output"
 _JOB_NAME = re.compile(job_limits.JOB_NAME_PATTERN)
 _RESOURCE_KEYS = ("InstanceType", "InstanceCount", "VolumeSizeInGB")
+#: Request fields kept as sent, only to be shown by ``describe`` (bounded by the hook config's size limit).
+_ECHOED = ("TensorBoardOutputConfig",)
 
 
 def sagemaker_trial_path(s3_output_path: str, job_name: str) -> str:
@@ -111,6 +114,9 @@ def _build(
     normalised = normalise_rules(rules)
     job_limits.check_job(normalised, hook_config, name)
     hook, _ = _merged_hook_config(hook_config, rules, hook_output or trial_path)
+    too_big = job_limits.hook_size_problem(hook)  # the rules' collections are part of what is stored
+    if too_big:
+        raise InvalidJobConfiguration(too_big, job=name)
     return JobSpec(
         name=name,
         s3_output_path=trial_path,
@@ -167,10 +173,9 @@ def spec_from_config(config: Any, trial_path: str) -> JobSpec:
 
 
 def _resources(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request fields ``describe`` shows as sent: ``ResourceConfig`` (checked) and ``_ECHOED``."""
     res = request.get("ResourceConfig")
-    if not isinstance(res, Mapping):
-        return {}
-    kept = {k: res[k] for k in _RESOURCE_KEYS if k in res}
+    kept = {k: res[k] for k in _RESOURCE_KEYS if k in res} if isinstance(res, Mapping) else {}
     for key in ("InstanceCount", "VolumeSizeInGB"):
         value = kept.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -178,7 +183,20 @@ def _resources(request: Mapping[str, Any]) -> dict[str, Any]:
     itype = kept.get("InstanceType")
     if itype is not None and (not isinstance(itype, str) or len(itype) > 64):
         raise InvalidJobConfiguration(f"ResourceConfig.InstanceType={itype!r} is not an instance type")
-    return {"ResourceConfig": kept} if kept else {}
+    out: dict[str, Any] = {"ResourceConfig": kept} if kept else {}
+    for key in _ECHOED:
+        value = request.get(key)
+        if value is None:
+            continue
+        if (
+            not isinstance(value, Mapping)
+            or len(json.dumps(value, default=str)) > job_limits.MAX_HOOK_CONFIG_BYTES
+        ):
+            raise InvalidJobConfiguration(
+                f"{key} must be an object of at most {job_limits.MAX_HOOK_CONFIG_BYTES} bytes"
+            )
+        out[key] = dict(value)
+    return out
 
 
 def spec_from_request(request: Any) -> JobSpec:

@@ -33,10 +33,14 @@ from tornasole.evaluator.transitions import (
 )
 from tornasole.exceptions import TornasoleValueError
 
-__all__ = ["JobConflictError", "Registrar", "REGISTRY_PK", "unnamed_failure_key"]
+__all__ = ["FAILURE_TTL_S", "JobConflictError", "Registrar", "REGISTRY_PK", "unnamed_failure_key"]
 
 #: The registry partition: one item per job (``jobs list`` without a scan), or per failed registration.
 REGISTRY_PK = "JOBS"
+#: A failed registration stays listed this long (DynamoDB TTL), unless a good one replaces it first.
+FAILURE_TTL_S = 30 * 24 * 3600
+#: A failure reason is kept whole up to this many characters (every problem of a file, listed).
+MAX_FAILURE_REASON = 8192
 
 
 def unnamed_failure_key(trial_path: str) -> str:
@@ -164,11 +168,18 @@ class Registrar:
             "pk": REGISTRY_PK,
             "sk": name or unnamed_failure_key(trial_path),
             "trial_path": trial_path.rstrip("/"),
-            "failure_reason": reason,
+            "failure_reason": reason[:MAX_FAILURE_REASON],
             "failure_key": key,
             "failure_time": now_ms,
+            "expires_at": now_ms // 1000 + FAILURE_TTL_S,  # a registered job's entry has no TTL
         }
         return self.table.put(item, "registry_free_or_failed")
+
+    def forget_unnamed_failure(self, trial_path: str) -> None:
+        """A job now owns the trial: a failure recorded for it without a name is settled."""
+        self.table.client.delete_item(
+            TableName=self.table.name, Key=self.table.key(REGISTRY_PK, unnamed_failure_key(trial_path))
+        )
 
     def registry(self) -> list[dict[str, Any]]:
         """Every registry entry (jobs, and failed registrations carrying ``failure_reason``)."""

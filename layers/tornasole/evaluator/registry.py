@@ -7,6 +7,11 @@ evaluator's handler sees. Each builds a validated ``JobSpec``
 (``job_request``), so nothing is written for a registration that cannot work;
 the write itself is ``Registrar``'s one transaction.
 
+A configuration FILE may not name custom rule code (``source_s3_uri``) unless
+the deployment opts in (``rule_code_in_files``): whoever can write training
+data could otherwise run code in the evaluator; custom rules are registered
+through the API or CLI, by the registrant role.
+
 A configuration FILE that cannot be registered is not an exception for the
 handler to crash on (a crash would send the notification to the dead-letter
 queue three times and leave no trace a user can see): it becomes a
@@ -89,6 +94,7 @@ class JobRegistry:
         allowed_rule_prefixes: tuple[str, ...] | None = None,
         clock: Callable[[], float] = time.time,
         check_buckets: bool = True,
+        rule_code_in_files: bool = False,
     ) -> None:
         self.table = table
         self.account = account
@@ -96,6 +102,7 @@ class JobRegistry:
         self.allowed_rule_prefixes = allowed_rule_prefixes
         self.clock = clock
         self.check_buckets = check_buckets
+        self.rule_code_in_files = rule_code_in_files
         self.registrar = Registrar(table)
 
     def now_ms(self) -> int:
@@ -112,6 +119,8 @@ class JobRegistry:
             ensure_bucket_exists(spec.trial_path)
         errors = {r.name: p for r in spec.rules if (p := rule_source_problem(r, self.allowed_rule_prefixes))}
         outcome = self.registrar.register(spec, self.arn(spec.name), self.now_ms(), errors)
+        if outcome == "registered":
+            self.registrar.forget_unnamed_failure(spec.trial_path)
         if adopt_orphans:
             steps = StepStore(self.table)
             for step, worker in steps.take_orphans(spec.trial_path):
@@ -142,6 +151,13 @@ class JobRegistry:
                 given = config.get("TrainingJobName") or config.get("training_job_name") or config.get("name")
                 name = given if isinstance(given, str) and job_request.check_job_name_ok(given) else None
             spec = job_request.spec_from_config(config, trial_path)
+            code = [r.name for r in spec.rules if r.source_s3_uri]
+            if code and not self.rule_code_in_files:
+                raise InvalidJobConfiguration(
+                    f"a {key.rsplit('/', 1)[-1]} may not name rule code (custom rules {code}): whoever can "
+                    "write training data could then run code in the evaluator; register custom rules "
+                    "through the API or the CLI"
+                )
             return self.register(spec, adopt_orphans=False), spec.name, ""
         except (ValueError, TypeError) as exc:  # InvalidJobConfiguration, JobConflictError, ...
             why = "; ".join(exc.problems) if isinstance(exc, InvalidJobConfiguration) else str(exc)

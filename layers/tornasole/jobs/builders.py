@@ -93,6 +93,8 @@ class Rule:
     image_uri: str = "tornasole"
     rule_parameters: dict[str, str] = field(default_factory=dict)
     collections_to_save: list[dict[str, Any]] = field(default_factory=list)
+    instance_type: str | None = None  # a custom rule's resources, sent and described as the SDK does
+    volume_size_in_gb: int | None = None
 
     @classmethod
     def sagemaker(
@@ -148,12 +150,19 @@ class Rule:
             image_uri=image_uri or "tornasole",
             rule_parameters=params,
             collections_to_save=[_collection_dict(c) for c in collections_to_save or ()],
+            instance_type=instance_type,
+            volume_size_in_gb=volume_size_in_gb,
         )
 
     def to_debugger_rule_config_dict(self) -> dict[str, Any]:
         """The ``DebugRuleConfigurations`` entry (the SDK's method name)."""
-        return {
+        out: dict[str, Any] = {
             "RuleConfigurationName": self.name,
             "RuleEvaluatorImage": self.image_uri,
             "RuleParameters": dict(self.rule_parameters),
         }
+        if self.instance_type is not None:
+            out["InstanceType"] = self.instance_type
+        if self.volume_size_in_gb is not None:
+            out["VolumeSizeInGB"] = self.volume_size_in_gb
+        return out

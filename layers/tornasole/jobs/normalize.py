@@ -13,8 +13,8 @@ from tornasole.evaluator.job_config import (
     from_rules_specification,
     normalise_rules,
 )
-from tornasole.evaluator.job_limits import builtin_rule_problems
 from tornasole.evaluator.models import RuleConfig, rule_source_problem
+from tornasole.evaluator.rule_checks import builtin_rule_problems
 
 __all__ = [
     "RESERVED",

@@ -190,13 +190,14 @@ def test_malformed_configuration_file_is_recorded_as_a_failed_registration(stack
         ("my-job", "Failed", TRIAL),
     ]
     assert "not valid JSON" in rows[0]["failure_reason"]
-    # a corrected file registers the job and replaces the failure record
+    assert rows[1]["failure_reason"] == d["FailureReason"]
+    # a corrected file registers the job and settles both failure records
     stack.put_job_config({"TrainingJobName": "my-job", "DebugRuleConfigurations": [VG]})
     (note,) = stack.notifications()
     assert stack.deliver(note)["results"][0]["action"] == "registered"
     assert describe("my-job")["TrainingJobStatus"] == "InProgress"
     assert "FailureReason" not in describe("my-job")
-    assert [(r["name"], r["status"]) for r in list_jobs()] == [(None, "Failed"), ("my-job", "InProgress")]
+    assert [(r["name"], r["status"]) for r in list_jobs()] == [("my-job", "InProgress")]
 
 
 CUSTOM_RULE = b"""

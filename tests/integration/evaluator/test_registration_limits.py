@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 
 import pytest
 from evaluator_stack import BUCKET, TRIAL, Stack, event_ids
 
 from tornasole.aws.clients import client
+from tornasole.evaluator.job_limits import MAX_RULES_PARAMETERS_BYTES
 from tornasole.exceptions import InvalidJobConfiguration
 from tornasole.jobs import JobConflictError, TornasoleJobs, describe, list_jobs, update_job_rules
 
@@ -91,6 +93,15 @@ HOSTILE_FILES = {
         ),
         "did you mean 'VanishingGradient'?",
     ),
+    "rule code named by a file": (
+        json.dumps(
+            {
+                "TrainingJobName": "my-job",
+                "rules_specification": [{"RuleName": "Mine", "SourceS3Uri": f"s3://{BUCKET}/rules/mine.py"}],
+            }
+        ),
+        "may not name rule code (custom rules ['Mine'])",
+    ),
     "a 2 MB file": (
         json.dumps({"TrainingJobName": "my-job", "DebugRuleConfigurations": [VG], "pad": "x" * 2_000_000}),
         "the file is larger than 1048576 bytes",
@@ -121,8 +132,11 @@ def test_a_hostile_job_file_is_recorded_as_a_failed_registration(stack: Stack, c
         assert d["FailureReason"].startswith(f"{TRIAL}/tornasole_job.json: cannot register the job: ")
         assert expected in d["FailureReason"]
         assert d["DebugRuleEvaluationStatuses"] == []
-    assert stack.pump_stream() >= 0
+    stack.pump_stream()
     assert stack.events() == []  # a failed registration announces no job
+    key = row["name"] or f"?{TRIAL}"
+    item = TornasoleJobs().table.get("JOBS", key)
+    assert item["expires_at"] > time.time() + 29 * 24 * 3600  # listed for 30 days unless replaced
 
 
 def test_a_bad_file_never_replaces_a_registered_job(stack: Stack) -> None:
@@ -182,3 +196,28 @@ def test_update_with_a_new_output_path_moves_the_job(stack: Stack) -> None:
     assert describe("my-job")["DebugHookConfig"]["S3OutputPath"] == new
     with pytest.raises(InvalidJobConfiguration, match="bucket 'nope-bucket'"):
         jobs.update_job_rules("my-job", [VG], s3_output_path="s3://nope-bucket/x")
+
+
+def test_the_largest_accepted_registration_fits_dynamodb(stack: Stack) -> None:
+    # 96 rules whose parameters together come just under the limit: every item, the InProgress event
+    # (which carries them all) and the transaction fit; one more byte per rule is refused up front
+    per_rule = MAX_RULES_PARAMETERS_BYTES // 96
+    rules = [
+        {
+            "RuleConfigurationName": f"az-{i:02d}",
+            "RuleParameters": {"rule_to_invoke": "AllZero", "collection_names": ""},
+        }
+        for i in range(96)
+    ]
+    for r in rules:
+        used = sum(len(k) + len(v) for k, v in r["RuleParameters"].items())
+        r["RuleParameters"]["collection_names"] = "c" * (per_rule - used)
+    d = TornasoleJobs().register_job("my-job", TRIAL, rules)
+    assert len(d["DebugRuleEvaluationStatuses"]) == 96
+    stack.pump_stream()
+    (event,) = stack.events()
+    assert len(event["detail"]["DebugRuleConfigurations"]) == 96
+    for r in rules:
+        r["RuleParameters"]["collection_names"] += "cc"
+    with pytest.raises(InvalidJobConfiguration, match="the rules' parameters take 196800 bytes together"):
+        TornasoleJobs().register_job("job-2", f"s3://{BUCKET}/jobs/job-2", rules)

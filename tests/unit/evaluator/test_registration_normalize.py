@@ -159,5 +159,7 @@ def test_rule_custom_mirrors_the_sdk() -> None:
             "source_s3_uri": "s3://b/rules/my_rule.py",
             "action_json": '{"name": "email", "endpoint": "a@b.c"}',
         },
+        "InstanceType": "ml.t3.medium",
+        "VolumeSizeInGB": 30,
     }
     assert from_debug_rule_configuration(conf).actions == (Action("email", "a@b.c"),)

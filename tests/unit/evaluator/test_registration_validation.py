@@ -136,7 +136,10 @@ def test_hook_config_is_bounded_in_size_depth_and_shape() -> None:
     (problem,) = _problems([_rule()], {"HookParameters": deep})
     assert problem == "DebugHookConfig is nested deeper than 16 levels"
     (problem,) = _problems([_rule()], {"CollectionConfigurations": [{"CollectionParameters": {}}]})
-    assert problem == "DebugHookConfig.CollectionConfigurations[0] needs a CollectionName string"
+    assert problem == (
+        "DebugHookConfig.CollectionConfigurations[0] needs a CollectionName: printable text of at most 256 "
+        "characters"
+    )
     (problem,) = _problems([_rule()], "not an object")
     assert problem == "DebugHookConfig must be an object, got str"
 
@@ -239,3 +242,45 @@ def test_request_trial_path_follows_sagemakers_convention() -> None:
 def test_parameters_given_as_a_string_are_a_clear_error() -> None:
     with pytest.raises(InvalidJobConfiguration, match="rule 'X': RuleParameters must be an object, got str"):
         normalise_rules([{"RuleConfigurationName": "X", "RuleParameters": "threshold=0.1"}])
+
+
+def test_collection_and_hook_parameters_are_bounded_text() -> None:
+    hook = {
+        "HookParameters": {"save_interval": {"nested": 1}},
+        "CollectionConfigurations": [{"CollectionName": "losses", "CollectionParameters": {"k": "v" * 3000}}],
+    }
+    assert _problems([_rule()], hook) == [
+        "collection 'losses': CollectionParameters: 'k' is longer than 2048 characters",
+        "DebugHookConfig.HookParameters: 'save_interval' must be a string or a number, got dict",
+    ]
+
+
+def test_tensorboard_output_config_is_kept_for_describe() -> None:
+    request = {
+        "TrainingJobName": "my-job",
+        "DebugHookConfig": {"S3OutputPath": "s3://bucket/"},
+        "DebugRuleConfigurations": [_rule()],
+        "TensorBoardOutputConfig": {"S3OutputPath": "s3://bucket/tb"},
+    }
+    assert spec_from_request(request).describe_fields == {
+        "TensorBoardOutputConfig": {"S3OutputPath": "s3://bucket/tb"}
+    }
+
+
+def test_rule_builders_collections_count_toward_the_hook_config_size() -> None:
+    from tornasole.jobs import CollectionConfig, Rule
+
+    colls = [CollectionConfig(f"c{i}", {"include_regex": "x" * 2000}) for i in range(20)]
+    rule = Rule.custom(
+        "Mine", source="s3://bucket/rules/r.py", rule_to_invoke="Mine", collections_to_save=colls
+    )
+    with pytest.raises(
+        InvalidJobConfiguration, match=r"DebugHookConfig is \d+ bytes of JSON; the limit is 32768"
+    ):
+        spec_from_arguments("my-job", TRIAL, [rule])
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "\u00b2", "٣"])
+def test_num_workers_text_must_be_a_short_ascii_number(value: str) -> None:
+    (problem,) = _problems([_rule()], workers=value)
+    assert problem.startswith("NumWorkers=")
