@@ -135,7 +135,11 @@ def rule_source_problem(rule: RuleConfig, allowed_prefixes: tuple[str, ...] | No
         return None
     if not uri.startswith("s3://"):
         return f"{rule.name}: custom rule source {uri!r} is not an s3:// URI"
-    if allowed_prefixes is not None and not any(uri.startswith(p) for p in allowed_prefixes):
+    if any(not c.isprintable() for c in uri) or "/../" in uri or uri.endswith("/.."):
+        return f"{rule.name}: custom rule source {uri!r} has control characters or '..' segments"
+    # a prefix is a folder: s3://b/rules allows s3://b/rules/x.py, never s3://b/rules-evil/x.py
+    folders = tuple(p if p.endswith("/") else p + "/" for p in allowed_prefixes or ())
+    if allowed_prefixes is not None and not uri.startswith(folders):
         return (
             f"{rule.name}: custom rule source {uri} is outside the allowed prefixes {list(allowed_prefixes)}"
         )
@@ -191,6 +195,7 @@ class JobState:
     expected_steps: int | None = None
     steps_evaluated: int = 0
     last_activity_s: float = 0.0
+    end_marker_s: float = 0.0
 
     def rule(self, name: str) -> RuleState | None:
         return next((r for r in self.rules if r.config.name == name), None)
@@ -198,7 +203,13 @@ class JobState:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """The verdict of one rule at one step, as recorded in its evaluation record."""
+    """The verdict of one rule at one step, as recorded in its evaluation record.
+
+    ``error``: the rule itself is broken (cannot be built, raised, ran past its budget): the rule
+    goes to ``Error``. ``step_error``: this step could not be evaluated (corrupt or unreadable file,
+    incomplete step, too many attempts): recorded against the step, the rule goes on with later
+    steps. ``skipped``: the rule found none of its tensors at this step.
+    """
 
     rule_name: str
     step: int
@@ -209,6 +220,21 @@ class StepOutcome:
     values: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     latency_ms: float = 0.0
+    step_error: str | None = None
+    skipped: bool = False
+
+    @property
+    def evaluated(self) -> bool:
+        """The rule really looked at this step's tensors (no error, not skipped)."""
+        return not (self.error or self.step_error or self.skipped)
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "Error"
+        if self.step_error:
+            return "StepError"
+        return "fired" if self.fired else "skipped" if self.skipped else "ok"
 
 
 @dataclass(frozen=True)
@@ -235,7 +261,5 @@ class ObjectResult:
             "job": self.job,
             "step": self.step,
             "reason": self.reason,
-            "rules": {
-                o.rule_name: ("Error" if o.error else "fired" if o.fired else "ok") for o in self.outcomes
-            },
+            "rules": {o.rule_name: o.verdict for o in self.outcomes},
         }
