@@ -198,7 +198,7 @@ class StepRunner:
                     raise TransientError(f"reading earlier index files of {trial_path}: {exc}") from exc
                 log.warning("earlier index files unreadable: %s", exc, extra={"job": job_name, "step": step})
         return [
-            self._run_rule(job_name, r, step, rule, ms, budget())
+            self._run_rule(job_name, r, step, rule, ms, budget(), trial)
             for r, (rule, ms) in zip(rules, built, strict=True)
         ]
 
@@ -240,6 +240,7 @@ class StepRunner:
         rule: Any,
         built: float | Exception,
         budget: Budget,
+        trial: Any = None,
     ) -> StepOutcome:
         rule_log = logging.getLogger(f"tornasole.rules.{config.rule_to_invoke}")
         # the rule's logging-level (2019 RuntimeConfigurations); unset: inherit (warm Lambdas reuse loggers)
@@ -250,7 +251,8 @@ class StepRunner:
         try:
             if isinstance(built, Exception):
                 raise built
-            outcome, details, values = guarded(lambda: _plain_outcome(rule.evaluate(step)), budget)
+            with TensorTouches(trial) as touched:
+                outcome, details, values = guarded(lambda: _plain_outcome(rule.evaluate(step)), budget)
         except Exception as exc:
             ms = build_ms + (time.perf_counter() - start) * 1000
             if is_transient(exc):
@@ -263,6 +265,9 @@ class StepRunner:
             return StepOutcome(config.name, step, error=reason[:1024], latency_ms=ms)
         ms = build_ms + (time.perf_counter() - start) * 1000
         skipped = bool(getattr(outcome, "skipped", False))
+        if not skipped and not outcome.fired and trial is not None and touched.count == 0:
+            skipped = True  # it looked at no tensor: its tensors matched nothing, which is not "no issue"
+            values = {**values, "tensors_matched": 0}
         rule_log.info(
             "evaluated: %s",
             "fired" if outcome.fired else "skipped" if skipped else "no issue",
@@ -279,6 +284,35 @@ class StepRunner:
             latency_ms=ms,
             skipped=skipped and not outcome.fired,
         )
+
+
+class TensorTouches:
+    """Counts the tensors a rule opens on the step's trial (``trial.tensor(name)``) while it runs.
+
+    Why: a rule whose regex or collection matches nothing iterates over no tensor and returns
+    "no issue"; counted as evaluated, it would end as NoIssuesFound having looked at nothing.
+    The step's trial is built for this step only, so shadowing its method is local to it.
+    """
+
+    def __init__(self, trial: Any) -> None:
+        self.trial = trial
+        self.count = 0
+
+    def __enter__(self) -> TensorTouches:
+        if self.trial is not None:
+            original = type(self.trial).tensor
+
+            def tensor(name: str) -> Any:
+                t = original(self.trial, name)
+                self.count += 1
+                return t
+
+            self.trial.tensor = tensor
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.trial is not None:
+            self.trial.__dict__.pop("tensor", None)
 
 
 def _plain_outcome(outcome: Any) -> tuple[Any, str, dict[str, Any]]:
