@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 
 from tornasole.evaluator.details import alert_message, clip, step_files
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
-from tornasole.evaluator.transitions import JOB, Change, OutboxItem
+from tornasole.evaluator.outbox import OutboxItem
+from tornasole.evaluator.transitions import JOB, Change
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
 
 __all__ = [

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import completion, decisions
-from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -30,6 +29,7 @@ from tornasole.evaluator.models import (
     StepOutcome,
     rule_source_problem,
 )
+from tornasole.evaluator.outbox import OutboxPublisher
 from tornasole.evaluator.runner import StepFiles, StepRunner
 from tornasole.evaluator.schedule import CheckReport, run_scheduled_check
 from tornasole.evaluator.state import StateTable

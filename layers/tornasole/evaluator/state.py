@@ -86,7 +86,7 @@ CONDITIONS = {
     "outbox_claimable": "attribute_exists(pk) AND attribute_not_exists(published) "
     "AND (attribute_not_exists(claimed) OR claimed < :stale)",
     # Only the claim's holder releases or completes it.
-    "outbox_claim_held": "claimed = :claim AND attribute_not_exists(published)",
+    "outbox_claim_held": "claim_id = :claim AND attribute_not_exists(published)",
     # IssuesFound details move to the earliest firing step (order-independent final state).
     "issue_step_is_later": "#status = :issues AND (attribute_not_exists(issue_step) OR issue_step > :step)",
 }

@@ -40,8 +40,8 @@ from tornasole.evaluator.keys import (
 )
 from tornasole.evaluator.limits import DYNAMODB_TRANSACTION_BYTES, ItemTooLarge, cap_values, item_bytes
 from tornasole.evaluator.models import StepOutcome
+from tornasole.evaluator.outbox import OutboxItem, outbox_put
 from tornasole.evaluator.state import Conflict, StateTable
-from tornasole.evaluator.transitions import OutboxItem, outbox_put
 
 __all__ = ["StepRecord", "StepStore", "ORPHAN_TTL_S", "EVAL_TTL_S", "MAX_STEP_ATTEMPTS"]
 
