@@ -29,7 +29,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator.keys import STEP_PREFIX, job_pk
-from tornasole.evaluator.models import TERMINAL_JOB, JobState, ObjectResult
+from tornasole.evaluator.models import TERMINAL_JOB, JobState, ObjectAction, ObjectKind, ObjectResult
 from tornasole.format import paths
 from tornasole.stack_spec import DEFAULT_SPEC
 
@@ -45,7 +45,7 @@ END_GRACE_S = max(600, 2 * DEFAULT_SPEC.on_object_created.timeout_s)
 
 def listed_steps(state: JobState) -> dict[int, set[str]]:
     """Step -> workers whose index file is in the trial (one listing; non-canonical keys left out)."""
-    from tornasole.evaluator.service import canonical_index_problem
+    from tornasole.evaluator.objects import canonical_index_problem
     from tornasole.storage import get_storage, join
 
     workers: dict[int, set[str]] = {}
@@ -60,14 +60,16 @@ def handle_end_marker(ev: Evaluator, trial_path: str, key: str) -> ObjectResult:
     job = ev.job_for_trial(trial_path)
     state = ev.table.load_job(job) if job else None
     if state is None:
-        return ObjectResult(key, "end_marker", "ignored", reason=f"no job registered for {trial_path}")
+        return ObjectResult(
+            key, ObjectKind.END_MARKER, ObjectAction.IGNORED, reason=f"no job registered for {trial_path}"
+        )
     steps = listed_steps(state)
     ev.steps.set_end_marker(state.name, len(steps), ev.clock())
     changes = ev.complete(state.name)
     return ObjectResult(
         key,
-        "end_marker",
-        "completed" if changes else "end_seen",
+        ObjectKind.END_MARKER,
+        ObjectAction.COMPLETED if changes else "end_seen",
         job=job,
         reason=f"{len(steps)} steps written",
     )

@@ -26,6 +26,8 @@ __all__ = [
     "RuleState",
     "JobState",
     "StepOutcome",
+    "ObjectKind",
+    "ObjectAction",
     "ObjectResult",
     "job_arn",
     "rule_job_arn",
@@ -237,13 +239,43 @@ class StepOutcome:
         return "fired" if self.fired else "skipped" if self.skipped else "ok"
 
 
+class ObjectKind(StrEnum):
+    """What an S3 object is to the evaluator."""
+
+    INDEX = "index"
+    COLLECTIONS = "collections"
+    END_MARKER = "end_marker"
+    JOB_CONFIG = "job_config"
+    STOP_SIGNAL = "stop_signal"
+    IGNORED = "ignored"
+
+
+class ObjectAction(StrEnum):
+    """What handling an object did."""
+
+    EVALUATED = "evaluated"  # the step's rules ran
+    INCOMPLETE = "incomplete"  # not every worker's index file is there yet
+    DUPLICATE = "duplicate"  # the step was already evaluated
+    WAITING = "waiting"  # no collections file yet (num_workers unknown)
+    ORPHAN = "orphan"  # no job registered for the trial yet: kept
+    ADOPTED = "adopted"  # the job registered meanwhile: the orphan was adopted at once
+    GAVE_UP = "gave_up"  # too many failed attempts: recorded as an error for the step
+    INVALID = "invalid"  # unusable (non-canonical key, unreadable file)
+    IGNORED = "ignored"
+    NUM_WORKERS = "num_workers"
+    END_SEEN = "end_seen"
+    COMPLETED = "completed"
+    REGISTERED = "registered"
+    UNCHANGED = "unchanged"
+
+
 @dataclass(frozen=True)
 class ObjectResult:
     """What handling one S3 object did (the handler returns these, metrics count them)."""
 
     key: str
-    kind: str  # index | collections | end_marker | job_config | ignored
-    action: str  # e.g. evaluated, incomplete, duplicate, registered, ignored, waiting
+    kind: ObjectKind
+    action: ObjectAction
     job: str | None = None
     step: int | None = None
     reason: str = ""
@@ -256,8 +288,8 @@ class ObjectResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
-            "kind": self.kind,
-            "action": self.action,
+            "kind": str(self.kind),
+            "action": str(self.action),
             "job": self.job,
             "step": self.step,
             "reason": self.reason,

@@ -25,10 +25,13 @@ from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
     JobState,
+    ObjectAction,
+    ObjectKind,
     ObjectResult,
     StepOutcome,
     rule_source_problem,
 )
+from tornasole.evaluator.objects import canonical_index_problem, read_capped, trial_path_of
 from tornasole.evaluator.outbox import OutboxPublisher
 from tornasole.evaluator.runner import StepFiles, StepRunner
 from tornasole.evaluator.schedule import CheckReport, run_scheduled_check
@@ -48,41 +51,6 @@ __all__ = ["Evaluator", "CheckReport", "trial_path_of"]
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_TRIALS = 10_000
-#: Largest collections / job configuration file read (both are small JSON written once).
-MAX_CONFIG_BYTES = 1024 * 1024
-
-
-def read_capped(path: str, cap: int = MAX_CONFIG_BYTES) -> bytes:
-    """The whole file at ``path`` when it is at most ``cap`` bytes (one ranged read), else ``ValueError``."""
-    from tornasole.storage import get_storage
-
-    data = get_storage(path).read(path, 0, cap + 1)
-    if len(data) > cap:
-        raise ValueError(f"{path}: larger than {cap} bytes, not read")
-    return data
-
-
-def canonical_index_problem(key: str, step: int, worker: str) -> str | None:
-    """Why an index key does not round-trip the canonical layout (12-digit step, folder step // 1000,
-    a worker name that serialises back to itself), or None."""
-    if step >= 10**12:
-        return f"step {step} has more than 12 digits"
-    if not worker or len(worker) > 256 or any(not c.isprintable() for c in worker):
-        return f"worker name {worker!r} is empty, too long or has control characters"
-    try:
-        canonical = paths.index_file_name(step, worker)
-    except ValueError as exc:
-        return str(exc)
-    if key != canonical and not key.endswith("/" + canonical):
-        return f"not at its canonical place {canonical}"
-    return None
-
-
-def trial_path_of(bucket: str, key: str, depth: int) -> str:
-    """The trial root of ``key`` when the file sits ``depth`` levels below it."""
-    parts = key.split("/")
-    prefix = "/".join(parts[: len(parts) - depth])
-    return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
 
 
 class Evaluator:
@@ -139,26 +107,34 @@ class Evaluator:
                 "ignoring object outside the trial prefix", extra={"key": key, "prefix": self.trial_prefix}
             )
             return ObjectResult(
-                key, "ignored", "ignored", reason=f"outside the trial prefix {self.trial_prefix!r}"
+                key,
+                ObjectKind.IGNORED,
+                ObjectAction.IGNORED,
+                reason=f"outside the trial prefix {self.trial_prefix!r}",
             )
         if name == JOB_CONFIG_FILE:
             return self.register_from_file(trial_path_of(bucket, key, 1), key)
         if name == END_MARKER_FILE:
             return self.handle_end_marker(trial_path_of(bucket, key, 1), key)
         if name == STOP_SIGNAL_FILE:
-            return ObjectResult(key, "stop_signal", "ignored", reason="written by the evaluator itself")
+            return ObjectResult(
+                key, ObjectKind.STOP_SIGNAL, ObjectAction.IGNORED, reason="written by the evaluator itself"
+            )
         parsed = paths.parse_index_file_name(key)
         if parsed is not None:
             problem = canonical_index_problem(key, *parsed)
             if problem is not None:
                 log.warning("ignoring a non-canonical index key: %s", problem, extra={"key": key})
-                return ObjectResult(key, "index", "invalid", reason=f"{key}: {problem}")
+                return ObjectResult(key, ObjectKind.INDEX, ObjectAction.INVALID, reason=f"{key}: {problem}")
             return self.handle_index(trial_path_of(bucket, key, 3), parsed[0], parsed[1], key, remaining_s)
         if paths.parse_collections_file_name(key) is not None:
             return self.handle_collections(trial_path_of(bucket, key, 3), key)
         log.info("ignoring object that is not a Tornasole file", extra={"key": key})
         return ObjectResult(
-            key, "ignored", "ignored", reason="not an index, collections, end marker or job file"
+            key,
+            ObjectKind.IGNORED,
+            ObjectAction.IGNORED,
+            reason="not an index, collections, end marker or job file",
         )
 
     # -- registration by file -------------------------------------------------------------------
@@ -177,14 +153,18 @@ class Evaluator:
             reason = f"{path}: cannot register the job: {exc}"
             log.warning(reason, extra={"key": key})
             self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
-            return ObjectResult(key, "job_config", "invalid", reason=reason)
+            return ObjectResult(key, ObjectKind.JOB_CONFIG, ObjectAction.INVALID, reason=reason)
         replayed = self.adopt_orphans(job, trial_path, evaluate=True)
         if get_storage(trial_path).exists(
             f"{trial_path}/{END_MARKER_FILE}"
         ):  # training ended before registration
             self.handle_end_marker(trial_path, key)
         return ObjectResult(
-            key, "job_config", outcome, job=job, reason=f"{replayed} earlier index files replayed"
+            key,
+            ObjectKind.JOB_CONFIG,
+            ObjectAction(outcome),
+            job=job,
+            reason=f"{replayed} earlier index files replayed",
         )
 
     def adopt_orphans(self, job: str, trial_path: str, evaluate: bool, remaining_s: Remaining = None) -> int:
@@ -220,10 +200,16 @@ class Evaluator:
                     extra={"key": key, "trial": trial_path, "step": step},
                 )
                 return ObjectResult(
-                    key, "index", "orphan", step=step, reason=f"no job registered for {trial_path}"
+                    key,
+                    ObjectKind.INDEX,
+                    ObjectAction.ORPHAN,
+                    step=step,
+                    reason=f"no job registered for {trial_path}",
                 )
             self.adopt_orphans(job, trial_path, evaluate=True, remaining_s=remaining_s)
-            return ObjectResult(key, "index", "adopted", job=job, step=step, reason="registered meanwhile")
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.ADOPTED, job=job, step=step, reason="registered meanwhile"
+            )
         return self.process_step(job, step, worker, key, remaining_s=remaining_s)
 
     def process_step(
@@ -243,35 +229,54 @@ class Evaluator:
         state = self.table.load_job(job)
         if state is None or state.status in TERMINAL_JOB:
             why = "unknown job" if state is None else f"job is {state.status.value}"
-            return ObjectResult(key, "index", "ignored", job=job, step=step, reason=why)
+            return ObjectResult(key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason=why)
         rec = (
             self.steps.record_worker(job, step, worker, self.clock())
             if worker
             else self.steps.step(job, step)
         )
         if rec is None:
-            return ObjectResult(key, "index", "ignored", job=job, step=step, reason="step not recorded")
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
+            )
         num_workers = state.num_workers or self.discover_num_workers(state)
         if num_workers is None:
             self.steps.mark_pending(job, step, self.now_ms())
-            return ObjectResult(key, "index", "waiting", job=job, step=step, reason="no collections file yet")
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.WAITING,
+                job=job,
+                step=step,
+                reason="no collections file yet",
+            )
         if len(rec.workers) < num_workers:
             return ObjectResult(
                 key,
-                "index",
-                "incomplete",
+                ObjectKind.INDEX,
+                ObjectAction.INCOMPLETE,
                 job=job,
                 step=step,
                 reason=f"{len(rec.workers)} of {num_workers} workers",
             )
         if rec.evaluated:
             return ObjectResult(
-                key, "index", "duplicate", job=job, step=step, reason="step already evaluated"
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.DUPLICATE,
+                job=job,
+                step=step,
+                reason="step already evaluated",
             )
         attempts = self.steps.begin_attempt(job, step, self.now_ms())
         if attempts == 0:
             return ObjectResult(
-                key, "index", "duplicate", job=job, step=step, reason="step already evaluated"
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.DUPLICATE,
+                job=job,
+                step=step,
+                reason="step already evaluated",
             )
         if attempts > MAX_STEP_ATTEMPTS:
             last = self.steps.step(job, step)
@@ -279,13 +284,17 @@ class Evaluator:
                 f"; last error: {last.last_error}" if last and last.last_error else ""
             )
             outcomes = self.record_step_error(state, step, why)
-            return ObjectResult(key, "index", "gave_up", job=job, step=step, reason=why, outcomes=outcomes)
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.GAVE_UP, job=job, step=step, reason=why, outcomes=outcomes
+            )
         try:
             outcomes = self.evaluate_step(state, rec, num_workers, remaining_s)
         except Exception as exc:
             self.steps.note_failure(job, step, f"{type(exc).__name__}: {exc}", self.now_ms())
             raise
-        return ObjectResult(key, "index", "evaluated", job=job, step=step, outcomes=tuple(outcomes))
+        return ObjectResult(
+            key, ObjectKind.INDEX, ObjectAction.EVALUATED, job=job, step=step, outcomes=tuple(outcomes)
+        )
 
     def record_step_error(self, state: JobState, step: int, why: str) -> tuple[StepOutcome, ...]:
         """Record ``why`` against ``step`` for every evaluating rule and count the step as settled."""
@@ -375,13 +384,18 @@ class Evaluator:
         job = self.job_for_trial(trial_path)
         state = self.table.load_job(job) if job else None
         if state is None:
-            return ObjectResult(key, "collections", "ignored", reason=f"no job registered for {trial_path}")
+            return ObjectResult(
+                key,
+                ObjectKind.COLLECTIONS,
+                ObjectAction.IGNORED,
+                reason=f"no job registered for {trial_path}",
+            )
         try:
             n = state.num_workers or self.discover_num_workers(state)
         except (ValueError, OSError) as exc:
             reason = f"{key}: unreadable collections file: {exc}"
             self.steps.set_job_error(state.name, reason)
-            return ObjectResult(key, "collections", "invalid", job=job, reason=reason)
+            return ObjectResult(key, ObjectKind.COLLECTIONS, ObjectAction.INVALID, job=job, reason=reason)
         done = []
         for _, step, _ in self.steps.pending(state.name):
             try:  # each pending step on its own: one failing step must not keep the others waiting
@@ -390,7 +404,11 @@ class Evaluator:
                 log.warning("pending step %d failed: %s", step, exc, extra={"job": state.name})
                 done.append("failed")
         return ObjectResult(
-            key, "collections", "num_workers", job=job, reason=f"num_workers={n}; re-drove {done}"
+            key,
+            ObjectKind.COLLECTIONS,
+            ObjectAction.NUM_WORKERS,
+            job=job,
+            reason=f"num_workers={n}; re-drove {done}",
         )
 
     # -- end of training --------------------------------------------------------------------------
