@@ -35,7 +35,9 @@ def handler(event: S3Event, context: LambdaContext) -> dict[str, Any]:
     results = []
     for record in event.records:
         key = unquote_plus(record.s3.get_object.key)
-        result = evaluator().handle_object_created(record.s3.bucket.name, key)
+        result = evaluator().handle_object_created(
+            record.s3.bucket.name, key, remaining_s=lambda: context.get_remaining_time_in_millis() / 1000
+        )
         logger.info("object handled", extra=result.to_dict())
         if result.action == "evaluated":
             metrics.add_metric(name="StepsEvaluated", unit=MetricUnit.Count, value=1)

@@ -30,7 +30,7 @@ def evaluator() -> Evaluator:
 @metrics.log_metrics
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
-    report = evaluator().scheduled_check()
+    report = evaluator().scheduled_check(remaining_s=lambda: context.get_remaining_time_in_millis() / 1000)
     logger.info("scheduled check", extra=report.to_dict())
     metrics.add_metric(name="StalledRulesFired", unit=MetricUnit.Count, value=report.stalled)
     metrics.add_metric(name="JobsCompleted", unit=MetricUnit.Count, value=report.completed)

@@ -5,21 +5,35 @@ Each function takes a ``JobState`` and returns the next ``Change`` or None, so
 notification finds nothing left to do. Statuses only move forward:
 InProgress -> IssuesFound (sticky) | Error | NoIssuesFound, and job
 InProgress -> Stopping -> Stopped, InProgress -> Completed.
+
+"Nothing evaluated" is never "no issues". A rule that, by the time its job
+completes, evaluated its tensors at no step at all (every step skipped because
+none of its tensors matched, unreadable, incomplete, or outside its
+start/end steps) has not found that the run is healthy: it has found nothing.
+RuleEvaluationStatus must stay one of SageMaker's six values, so such a rule
+goes to ``Error`` with StatusDetails starting ``NothingEvaluated:`` (the
+``NOTHING_EVALUATED`` prefix) and saying why, which ``describe``, the CLI and
+the state-change event all show. ``Error`` is what a SageMaker rule job reports
+when it could not do its work, and it keeps a client that treats anything but
+``NoIssuesFound`` as "look at this" from being told all is well.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tornasole.evaluator.details import alert_message, clip, step_files
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
-from tornasole.evaluator.transitions import JOB, Change, OutboxItem
+from tornasole.evaluator.outbox import OutboxItem
+from tornasole.evaluator.transitions import JOB, Change
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
 
 __all__ = [
+    "NOTHING_EVALUATED",
     "STALLED_RULE",
     "after_outcomes",
     "completion",
+    "ready_to_complete",
     "issue_extras",
     "stalled",
     "stop_item",
@@ -27,6 +41,8 @@ __all__ = [
 ]
 
 STALLED_RULE = "StalledTrainingRule"
+#: StatusDetails prefix of a rule that completed without evaluating any step.
+NOTHING_EVALUATED = "NothingEvaluated"
 
 
 def wants_stop(state: JobState, rule_name: str) -> bool:
@@ -107,7 +123,7 @@ def after_outcomes(outcomes: Sequence[StepOutcome]):
             rule = state.rule(o.rule_name)
             if rule is None or rule.status not in EVALUATING:
                 continue
-            if o.error:
+            if o.error:  # the rule itself is broken (a step_error is the step's, recorded only)
                 return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(o.error))
             if o.fired and rule.status == RuleStatus.IN_PROGRESS:
                 return Change(
@@ -125,24 +141,46 @@ def after_outcomes(outcomes: Sequence[StepOutcome]):
     return decide
 
 
-def completion(state: JobState) -> Change | None:
-    """End marker seen and every step evaluated: rules still InProgress -> NoIssuesFound, then the job."""
-    if state.status not in (JobStatus.IN_PROGRESS, JobStatus.STOPPING):
-        return None
-    if (
-        not state.end_marker_seen
-        or state.expected_steps is None
-        or state.steps_evaluated < state.expected_steps
-    ):
+def ready_to_complete(state: JobState) -> bool:
+    """End marker seen and every listed step evaluated or reported incomplete."""
+    return (
+        state.status in (JobStatus.IN_PROGRESS, JobStatus.STOPPING)
+        and state.end_marker_seen
+        and state.expected_steps is not None
+        and state.steps_evaluated >= state.expected_steps
+    )
+
+
+def _steps(n: int) -> str:
+    return f"{n} step{'s' * (n != 1)}"
+
+
+def completion(state: JobState, evaluated: Mapping[str, int]) -> Change | None:
+    """When ``ready_to_complete``: rules still InProgress -> NoIssuesFound (or, having evaluated nothing,
+    Error ``NothingEvaluated``), then the job. ``evaluated`` maps a rule to the number of steps at which it
+    really evaluated its tensors (a rule missing from it counts as 0)."""
+    if not ready_to_complete(state):
         return None
     for rule in state.rules:
-        if rule.status == RuleStatus.IN_PROGRESS:
-            n = state.steps_evaluated
-            return Change(
-                rule.config.name,
-                RuleStatus.NO_ISSUES_FOUND.value,
-                details=f"{rule.config.name}: no issues found in {n} evaluated step{'s' * (n != 1)}",
+        if rule.status != RuleStatus.IN_PROGRESS:
+            continue
+        name = rule.config.name
+        n = evaluated.get(name, 0)
+        if n == 0 and rule.config.rule_to_invoke != STALLED_RULE:  # the stalled rule is the clock's
+            why = (
+                f"{NOTHING_EVALUATED}: {name} evaluated 0 of {_steps(state.steps_evaluated)}: none of its "
+                "tensors were found (they matched nothing, or every step was skipped, unreadable, incomplete "
+                "or outside its start/end steps); see its report with `tornasole jobs status "
+                f"{state.name}`"
             )
+            return Change(name, RuleStatus.ERROR.value, details=clip(why))
+        return Change(
+            name,
+            RuleStatus.NO_ISSUES_FOUND.value,
+            details=f"{name}: no issues found in {n} evaluated step{'s' * (n != 1)}"
+            if rule.config.rule_to_invoke != STALLED_RULE
+            else f"{name}: no stall found",
+        )
     final = JobStatus.STOPPED if state.status == JobStatus.STOPPING else JobStatus.COMPLETED
     return Change(JOB, final.value)
 

@@ -1,175 +1,126 @@
-"""Drain the transactional outbox: EventBridge events, SNS alerts, stop signals.
+"""EventBridge entries within EventBridge's size limit: fitted when written, checked when sent.
 
-Exactly-once, as a subscriber sees it (EVENTS.md): a transition and its outbox
-item are written in one DynamoDB transaction (``tornasole.evaluator.transitions``),
-so an item exists iff the change happened. This module delivers each item at
-least once (the state table's stream invokes ``publish_events`` on every
-outbox insert; the scheduled check re-drives items older than a grace period)
-and then marks it ``published`` under a condition. If a Lambda dies after
-PutEvents but before the mark, the item is delivered again with the same
-``detail.TornasoleEventId``: consumers dedupe on it. A partial PutEvents
-failure (``FailedEntryCount > 0``) is a failure: the item stays unpublished and
-the invocation fails so it is retried.
+Why: a state-change event embeds every rule's configuration and the hook
+configuration (SageMaker's DescribeTrainingJob shape). Ninety rules make a
+detail over EventBridge's 256 KiB entry limit, which moto does not enforce and
+AWS does: the entry is refused, for good. ``fit_event`` therefore trims a
+detail that does not fit *before* it is stored in the outbox, in steps that
+keep what a subscriber acts on (names, statuses, the event id) and drop what
+``tornasole jobs status NAME`` can show in full (rule parameters, the hook's
+collections, long status details), and says so in ``TornasoleDetailTrimmed``.
+``check_entry`` refuses, with a clear error, an entry that still would not fit.
+
+The publisher lives in ``tornasole.evaluator.outbox``; its names are re-exported
+here for the handlers that import them from this module.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tornasole.evaluator.state import Conflict, StateTable
-from tornasole.exceptions import TornasoleError
-from tornasole.stack_spec import ALERT_ATTR_ACTION, ALERT_ATTR_ENDPOINT, ALERT_ATTR_JOB, DEFAULT_SPEC
+from tornasole.evaluator.details import clip
+from tornasole.evaluator.limits import EVENTBRIDGE_ENTRY_BYTES
+from tornasole.evaluator.outbox import REDRIVE_GRACE_MS, OutboxPublisher, PublishError
+from tornasole.stack_spec import DEFAULT_SPEC
 
-if TYPE_CHECKING:
-    from tornasole.lambda_support.env import HandlerEnv
+__all__ = [
+    "EVENT_BUDGET_BYTES",
+    "OutboxPublisher",
+    "PublishError",
+    "REDRIVE_GRACE_MS",
+    "TRIMMED_FIELD",
+    "check_entry",
+    "entry_bytes",
+    "fit_event",
+]
 
-__all__ = ["OutboxPublisher", "PublishError", "REDRIVE_GRACE_MS"]
-
-log = logging.getLogger(__name__)
-
-# The stream normally publishes within seconds; the schedule re-drives only items older than this.
-REDRIVE_GRACE_MS = 60_000
-
-
-class PublishError(TornasoleError):
-    """An outbox item could not be delivered (it stays unpublished and is retried)."""
-
-
-class OutboxPublisher:
-    """Delivers outbox items of the state table.
-
-    Examples
-    --------
-    >>> pub = OutboxPublisher(StateTable("tornasole-state"), bus_name="tornasole")  # doctest: +SKIP
-    >>> pub.redrive(now_ms=...)                                                     # doctest: +SKIP
-    """
-
-    def __init__(
-        self,
-        table: StateTable,
-        bus_name: str = DEFAULT_SPEC.bus.name,
-        source: str = DEFAULT_SPEC.bus.source,
-        alert_topic_arn: str | None = None,
-        events_client: Any = None,
-        sns_client: Any = None,
-    ) -> None:
-        self.table = table
-        self.bus_name = bus_name
-        self.source = source
-        self.alert_topic_arn = alert_topic_arn
-        self._events = events_client
-        self._sns = sns_client
-
-    @classmethod
-    def from_env(cls, env: HandlerEnv) -> OutboxPublisher:
-        return cls(StateTable(env.state_table), env.event_bus, env.event_source, env.alert_topic_arn)
-
-    @property
-    def events(self) -> Any:
-        if self._events is None:
-            from tornasole.aws.clients import events_client
-
-            return events_client()
-        return self._events
-
-    @property
-    def sns(self) -> Any:
-        if self._sns is None:
-            from tornasole.aws.clients import sns_client
-
-            return sns_client()
-        return self._sns
-
-    # -- stream entry point ------------------------------------------------------------------
-    def is_outbox_key(self, keys: dict[str, Any]) -> bool:
-        return str(keys.get(self.table.spec.sort_key, "")).startswith("OUTBOX#")
-
-    def publish(self, keys: dict[str, Any]) -> bool:
-        """Deliver the outbox item with these keys unless already published; True if delivered now."""
-        pk, sk = str(keys[self.table.spec.partition_key]), str(keys[self.table.spec.sort_key])
-        item = self.table.get(pk, sk)
-        if item is None or "published" in item:
-            return False
-        self.deliver(item)
-        try:
-            self.table.update(
-                pk,
-                sk,
-                "SET published = :now REMOVE gsi1pk, gsi1sk",
-                {":now": _now_ms()},
-                condition="outbox_unpublished",
-            )
-        except Conflict:
-            log.info("outbox item already marked published by a concurrent publisher", extra={"item": sk})
-        return True
-
-    def redrive(self, now_ms: int, grace_ms: int = REDRIVE_GRACE_MS) -> int:
-        """Publish unpublished items older than ``grace_ms`` (the sparse OUTBOX index): returns how many."""
-        done = 0
-        for item in self.table.query("OUTBOX", "", index=True):
-            if int(item.get("created", 0)) > now_ms - grace_ms:
-                continue
-            try:
-                done += self.publish(item)
-            except PublishError as exc:
-                log.error("re-drive failed: %s", exc, extra={"item": item.get("sk")})
-        return done
-
-    def unpublished(self) -> list[dict[str, Any]]:
-        return self.table.query("OUTBOX", "", index=True)
-
-    # -- delivery ----------------------------------------------------------------------------
-    def deliver(self, item: dict[str, Any]) -> None:
-        payload = json.loads(item["payload"])
-        kind = item["kind"]
-        if kind == "event":
-            self._put_event(payload)
-        elif kind == "alert":
-            self._alert(payload)
-        elif kind == "stop":
-            self._stop_signal(payload)
-        else:
-            raise PublishError(f"outbox item {item['sk']}: unknown kind {kind!r}")
-
-    def _put_event(self, payload: dict[str, Any]) -> None:
-        entry = {
-            "Source": self.source,
-            "DetailType": payload["detail_type"],
-            "Detail": json.dumps(payload["detail"], sort_keys=True),
-            "Resources": payload.get("resources", []),
-            "EventBusName": self.bus_name,
-        }
-        resp = self.events.put_events(Entries=[entry])
-        if resp.get("FailedEntryCount", 0) > 0:
-            failed = [e for e in resp.get("Entries", []) if e.get("ErrorCode")]
-            raise PublishError(f"PutEvents to bus {self.bus_name} failed: {failed}")
-
-    def _alert(self, payload: dict[str, Any]) -> None:
-        if not self.alert_topic_arn:
-            raise PublishError("an email/sms action fired but TORNASOLE_ALERT_TOPIC_ARN is not set")
-        attrs = {
-            ALERT_ATTR_ACTION: payload["action"],
-            ALERT_ATTR_ENDPOINT: payload.get("endpoint") or "",
-            ALERT_ATTR_JOB: payload.get("job") or "",
-        }
-        self.sns.publish(
-            TopicArn=self.alert_topic_arn,
-            Subject=payload["subject"][:100],
-            Message=payload["message"],
-            MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attrs.items() if v},
-        )
-
-    @staticmethod
-    def _stop_signal(payload: dict[str, Any]) -> None:
-        from tornasole.storage import get_storage
-
-        body = json.dumps(payload["body"], sort_keys=True).encode()
-        get_storage(payload["path"]).write_atomic(payload["path"], body)
+#: What a fitted event may use: the limit less room for the envelope (source, time, bus name).
+EVENT_BUDGET_BYTES = EVENTBRIDGE_ENTRY_BYTES - 4 * 1024
+TRIMMED_FIELD = "TornasoleDetailTrimmed"
 
 
-def _now_ms() -> int:
-    import time
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
-    return int(time.time() * 1000)
+
+def entry_bytes(detail_type: str, detail_json: str, resources: list[str], source: str = "") -> int:
+    """EventBridge's size of an entry: source, detail type, detail JSON and resources (plus its time)."""
+    source = source or DEFAULT_SPEC.bus.source
+    return 14 + _utf8(source) + _utf8(detail_type) + _utf8(detail_json) + sum(_utf8(r) for r in resources)
+
+
+def _size(payload: dict[str, Any]) -> int:
+    detail = json.dumps(payload["detail"], sort_keys=True)
+    return entry_bytes(payload["detail_type"], detail, payload.get("resources", []))
+
+
+def _trim_steps() -> list[Any]:
+    """Trimming steps, mildest first; each keeps the detail in SageMaker's shape (every field present)."""
+
+    def rule_parameters(d: dict[str, Any]) -> None:
+        for r in d.get("DebugRuleConfigurations", []) or []:
+            r["RuleParameters"] = {}
+
+    def hook_config(d: dict[str, Any]) -> None:
+        hook = d.get("DebugHookConfig")
+        if isinstance(hook, dict):
+            d["DebugHookConfig"] = {"S3OutputPath": hook.get("S3OutputPath"), "CollectionConfigurations": []}
+
+    def status_details(d: dict[str, Any]) -> None:
+        for st in d.get("DebugRuleEvaluationStatuses", []) or []:
+            st["StatusDetails"] = clip(st.get("StatusDetails", ""), 128)
+        for key in ("StatusDetails", "FailureReason", "TornasoleJobError"):
+            if isinstance(d.get(key), str):
+                d[key] = clip(d[key], 256)
+        loc = d.get("S3Location")
+        if isinstance(loc, dict):
+            for key in ("IndexFiles", "EventFiles"):
+                if isinstance(loc.get(key), list) and len(loc[key]) > 4:
+                    loc[key] = loc[key][:4]
+
+    def no_status_details(d: dict[str, Any]) -> None:
+        for st in d.get("DebugRuleEvaluationStatuses", []) or []:
+            st["StatusDetails"] = ""
+
+    def fewer_rules(d: dict[str, Any]) -> None:
+        # the rules that changed status lately come first: those are what the event is about
+        statuses = sorted(
+            d.get("DebugRuleEvaluationStatuses", []) or [],
+            key=lambda st: str(st.get("LastModifiedTime") or ""),
+            reverse=True,
+        )[:16]
+        names = {st.get("RuleConfigurationName") for st in statuses}
+        d["DebugRuleEvaluationStatuses"] = statuses
+        d["DebugRuleConfigurations"] = [
+            r for r in d.get("DebugRuleConfigurations", []) or [] if r.get("RuleConfigurationName") in names
+        ]
+
+    return [rule_parameters, hook_config, status_details, no_status_details, fewer_rules]
+
+
+def fit_event(payload: dict[str, Any], job: str, budget: int = EVENT_BUDGET_BYTES) -> dict[str, Any]:
+    """``payload`` (``detail_type`` / ``detail`` / ``resources``) as is when it fits ``budget``, else a
+    copy with its detail trimmed step by step until it does, marked with ``TornasoleDetailTrimmed``."""
+    if _size(payload) <= budget:
+        return payload
+    fitted = copy.deepcopy(payload)
+    detail = fitted["detail"]
+    detail[TRIMMED_FIELD] = (
+        f"detail trimmed to fit EventBridge's {EVENTBRIDGE_ENTRY_BYTES // 1024} KiB entry limit; "
+        f"the full state: tornasole jobs status {clip(job, 256)}"
+    )
+    for step in _trim_steps():
+        step(detail)
+        if _size(fitted) <= budget:
+            break
+    return fitted
+
+
+def check_entry(entry: dict[str, Any]) -> None:
+    """Refuse (``PublishError``) a PutEvents entry over EventBridge's limit: AWS would, moto does not."""
+    size = entry_bytes(entry["DetailType"], entry["Detail"], entry.get("Resources", []), entry["Source"])
+    if size > EVENTBRIDGE_ENTRY_BYTES:
+        what = f"event {entry['DetailType']!r} of {size} bytes"
+        raise PublishError(f"{what} exceeds EventBridge's {EVENTBRIDGE_ENTRY_BYTES}-byte limit")

@@ -12,6 +12,11 @@ own index file and only the earlier ones it has not seen.
 files go through the process-wide ``IndexFileCache`` (an LRU bounded in bytes),
 everything else (ranged event-file reads, listings, writes) passes through.
 A missing or failed read is never cached.
+
+Index files are also read with a size cap: the read asks for at most
+``MAX_INDEX_BYTES + 1`` bytes, and a file that is larger is an error for its
+step (recorded like a corrupt one), so a hostile 18 MiB index file costs a
+bounded read, never a decode of its whole body.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from tornasole.storage.base import ReadRequest
 if TYPE_CHECKING:
     from tornasole.storage.base import Storage
 
-__all__ = ["CachingStorage", "IndexFileCache", "DEFAULT_CACHE_BYTES"]
+__all__ = ["CachingStorage", "IndexFileCache", "DEFAULT_CACHE_BYTES", "MAX_INDEX_BYTES", "FileTooLarge"]
+
+#: Largest index file the evaluator reads (about 80 bytes per tensor: room for ~50,000 tensors).
+MAX_INDEX_BYTES = 4 * 1024 * 1024
+
+
+class FileTooLarge(ValueError):
+    """A file the evaluator reads whole is larger than its cap."""
+
 
 # An index file is about 80 bytes per tensor: 32 MiB keeps ~8,000 files of 50 tensors, far more than
 # the history windows of the jobs one warm Lambda serves, and a small part of its memory.
@@ -77,9 +90,10 @@ class IndexFileCache:
 class CachingStorage:
     """A ``Storage`` serving whole index-file reads from an ``IndexFileCache``; the rest passes through."""
 
-    def __init__(self, inner: Storage, cache: IndexFileCache) -> None:
+    def __init__(self, inner: Storage, cache: IndexFileCache, max_index_bytes: int = MAX_INDEX_BYTES) -> None:
         self.inner = inner
         self.cache = cache
+        self.max_index_bytes = max_index_bytes
 
     def read(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         return self.read_many([ReadRequest(path, start, end)])[0]  # type: ignore[return-value]
@@ -96,8 +110,21 @@ class CachingStorage:
             else:
                 out[i] = hit
         if missing:
-            fetched = self.inner.read_many([requests[i] for i in missing], on_error=on_error)
+            capped = [
+                ReadRequest(requests[i].path, 0, self.max_index_bytes + 1)
+                if self.cache.cacheable(requests[i])
+                else requests[i]
+                for i in missing
+            ]
+            fetched = self.inner.read_many(capped, on_error=on_error)
             for i, data in zip(missing, fetched, strict=True):
+                too_large = isinstance(data, bytes) and len(data) > self.max_index_bytes
+                if too_large and self.cache.cacheable(requests[i]):
+                    data = FileTooLarge(
+                        f"{requests[i].path}: index file larger than {self.max_index_bytes} bytes"
+                    )
+                    if on_error == "raise":
+                        raise data
                 out[i] = data
                 if isinstance(data, bytes) and self.cache.cacheable(requests[i]):
                     self.cache.put(requests[i].path, data)

@@ -26,6 +26,8 @@ __all__ = [
     "RuleState",
     "JobState",
     "StepOutcome",
+    "ObjectKind",
+    "ObjectAction",
     "ObjectResult",
     "job_arn",
     "rule_job_arn",
@@ -142,7 +144,11 @@ def rule_source_problem(rule: RuleConfig, allowed_prefixes: tuple[str, ...] | No
         return None
     if not uri.startswith("s3://"):
         return f"{rule.name}: custom rule source {uri!r} is not an s3:// URI"
-    if allowed_prefixes is not None and not any(uri.startswith(p) for p in allowed_prefixes):
+    if any(not c.isprintable() for c in uri) or "/../" in uri or uri.endswith("/.."):
+        return f"{rule.name}: custom rule source {uri!r} has control characters or '..' segments"
+    # a prefix is a folder: s3://b/rules allows s3://b/rules/x.py, never s3://b/rules-evil/x.py
+    folders = tuple(p if p.endswith("/") else p + "/" for p in allowed_prefixes or ())
+    if allowed_prefixes is not None and not uri.startswith(folders):
         return (
             f"{rule.name}: custom rule source {uri} is outside the allowed prefixes {list(allowed_prefixes)}"
         )
@@ -201,6 +207,7 @@ class JobState:
     steps_evaluated: int = 0
     last_activity_s: float = 0.0
     describe_fields: dict[str, Any] | None = None
+    end_marker_s: float = 0.0
 
     def rule(self, name: str) -> RuleState | None:
         return next((r for r in self.rules if r.config.name == name), None)
@@ -208,7 +215,13 @@ class JobState:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """The verdict of one rule at one step, as recorded in its evaluation record."""
+    """The verdict of one rule at one step, as recorded in its evaluation record.
+
+    ``error``: the rule itself is broken (cannot be built, raised, ran past its budget): the rule
+    goes to ``Error``. ``step_error``: this step could not be evaluated (corrupt or unreadable file,
+    incomplete step, too many attempts): recorded against the step, the rule goes on with later
+    steps. ``skipped``: the rule found none of its tensors at this step.
+    """
 
     rule_name: str
     step: int
@@ -219,6 +232,51 @@ class StepOutcome:
     values: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     latency_ms: float = 0.0
+    step_error: str | None = None
+    skipped: bool = False
+
+    @property
+    def evaluated(self) -> bool:
+        """The rule really looked at this step's tensors (no error, not skipped)."""
+        return not (self.error or self.step_error or self.skipped)
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "Error"
+        if self.step_error:
+            return "StepError"
+        return "fired" if self.fired else "skipped" if self.skipped else "ok"
+
+
+class ObjectKind(StrEnum):
+    """What an S3 object is to the evaluator."""
+
+    INDEX = "index"
+    COLLECTIONS = "collections"
+    END_MARKER = "end_marker"
+    JOB_CONFIG = "job_config"
+    STOP_SIGNAL = "stop_signal"
+    IGNORED = "ignored"
+
+
+class ObjectAction(StrEnum):
+    """What handling an object did."""
+
+    EVALUATED = "evaluated"  # the step's rules ran
+    INCOMPLETE = "incomplete"  # not every worker's index file is there yet
+    DUPLICATE = "duplicate"  # the step was already evaluated
+    WAITING = "waiting"  # no collections file yet (num_workers unknown)
+    ORPHAN = "orphan"  # no job registered for the trial yet: kept
+    ADOPTED = "adopted"  # the job registered meanwhile: the orphan was adopted at once
+    GAVE_UP = "gave_up"  # too many failed attempts: recorded as an error for the step
+    INVALID = "invalid"  # unusable (non-canonical key, unreadable file)
+    IGNORED = "ignored"
+    NUM_WORKERS = "num_workers"
+    END_SEEN = "end_seen"
+    COMPLETED = "completed"
+    REGISTERED = "registered"
+    UNCHANGED = "unchanged"
 
 
 @dataclass(frozen=True)
@@ -226,8 +284,8 @@ class ObjectResult:
     """What handling one S3 object did (the handler returns these, metrics count them)."""
 
     key: str
-    kind: str  # index | collections | end_marker | job_config | ignored
-    action: str  # e.g. evaluated, incomplete, duplicate, registered, ignored, waiting
+    kind: ObjectKind
+    action: ObjectAction
     job: str | None = None
     step: int | None = None
     reason: str = ""
@@ -240,12 +298,10 @@ class ObjectResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
-            "kind": self.kind,
-            "action": self.action,
+            "kind": str(self.kind),
+            "action": str(self.action),
             "job": self.job,
             "step": self.step,
             "reason": self.reason,
-            "rules": {
-                o.rule_name: ("Error" if o.error else "fired" if o.fired else "ok") for o in self.outcomes
-            },
+            "rules": {o.rule_name: o.verdict for o in self.outcomes},
         }

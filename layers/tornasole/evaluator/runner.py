@@ -15,10 +15,18 @@ last ``MAX_HISTORY_STEPS``. A custom rule that does not say gets
 ``DEFAULT_HISTORY_STEPS``. Earlier index files a warm process already read are
 served from its ``IndexFileCache`` (index files never change once written).
 
-All rules of the step share that one trial: its values are prefetched in one
-concurrent batch of ranged reads, and every rule reads from the shared cache.
-A rule that cannot be built or raises gives an ``error`` outcome for that rule
-only; the others are unaffected.
+All rules of the step share that one trial and its value cache. Nothing is
+prefetched for the step as a whole: each rule prefetches what it declares
+(``req_tensors``) and reads the rest lazily, so a 200 MB tensor no rule asks
+for is never read. Index files are read with a size cap (``MAX_INDEX_BYTES``).
+
+Every rule is built and run under ``isolation.guarded`` (its ``BaseException``
+caught, a deadline from the invocation's remaining time, a memory budget), and
+what went wrong is classified by ``failures``: a transient AWS error propagates
+(``TransientError``: the step stays pending and is retried), a corrupt or
+unreadable file is a ``step_error`` for that step only, anything else the rule
+did is its ``error`` (the rule goes to ``Error``). One rule's outcome never
+costs another rule theirs.
 """
 
 from __future__ import annotations
@@ -29,14 +37,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
 from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
+from tornasole.evaluator.isolation import Budget, RuleAborted, guarded
 from tornasole.evaluator.models import RuleConfig, StepOutcome
 from tornasole.format import paths
 
 __all__ = [
     "DEFAULT_HISTORY_STEPS",
     "MAX_HISTORY_STEPS",
-    "PREFETCH_LIMIT",
+    "RESULTS_RESERVE_S",
     "History",
     "RuleFactory",
     "StepFiles",
@@ -47,8 +57,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Prefetch every tensor of the step when there are at most this many; beyond, rules read lazily.
-PREFETCH_LIMIT = 2000
+# Seconds of the invocation kept for writing the step's results after the last rule: a rule's deadline is
+# at most the remaining time less this.
+RESULTS_RESERVE_S = 15.0
 # Earlier saved steps a step's trial holds at most: Overtraining's defaults need 22, and with the index
 # cache a warm evaluator reads about one new earlier index file per step whatever the window.
 MAX_HISTORY_STEPS = 64
@@ -132,10 +143,12 @@ class StepRunner:
         rule_factory: RuleFactory | None = None,
         max_history_steps: int = MAX_HISTORY_STEPS,
         index_cache: IndexFileCache | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.rule_factory = rule_factory or default_rule_factory
         self.max_history_steps = max_history_steps
         self.index_cache = index_cache if index_cache is not None else IndexFileCache()
+        self.budget = budget or Budget()
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
         """The step's trial holding ``files``' index files (earlier ones from the index cache if seen)."""
@@ -154,59 +167,80 @@ class StepRunner:
         files: StepFiles,
         rules: Sequence[RuleConfig],
         history: History | None = None,
+        remaining_s: Callable[[], float] | None = None,
     ) -> list[StepOutcome]:
-        """One outcome per rule (fired / not / error) at ``files.step``.
+        """One outcome per rule (fired / not / skipped / error / step error) at ``files.step``.
 
         The rules are built on the trial of the step's own index files; then ``history(depth)``
         gives the earlier steps the most demanding of them needs, whose index files are added.
+        ``remaining_s()`` is the invocation's remaining time (each rule's deadline is cut to it).
+        Raises ``TransientError`` when a retryable AWS error got in the way.
         """
         step = files.step
+
+        def budget() -> Budget:
+            return self.budget.within(remaining_s() if remaining_s else None, RESULTS_RESERVE_S)
+
         try:
             trial = self.build_trial(job_name, trial_path, files)
-        except Exception as exc:  # a corrupt or missing step file: every rule of the step records why
+            self._check_step_readable(trial, step)
+        except Exception as exc:  # a corrupt or missing step file: recorded against the step, rules go on
             return self._unreadable(job_name, trial_path, step, rules, exc)
-        built = [self._build_rule(trial, r, step) for r in rules]
+        built = [self._build_rule(trial, r, step, budget()) for r in rules]
         depth = max((history_window(b, self.max_history_steps) for b, _ in built if b is not None), default=0)
         # outside the try: a failed state query is the invocation's failure (retried), not the rules'
         earlier = StepFiles(step, files.workers, tuple(history(depth))) if history and depth else None
-        try:
-            if earlier is not None:
+        if earlier is not None:
+            try:
                 trial.load_index_files(earlier.history_keys())
-            bad = {k: v for k, v in trial.bad_steps.items() if k[0] == step}
-            if bad:
-                (s, worker), exc = next(iter(bad.items()))
-                raise RuntimeError(f"step {s} of worker {worker} is unreadable: {exc}")
-            self._prefetch(trial, step)
-        except Exception as exc:
-            return self._unreadable(job_name, trial_path, step, rules, exc)
+            except Exception as exc:  # noqa: BLE001 - earlier steps only widen the window; rules still run
+                if is_transient(exc):
+                    raise TransientError(f"reading earlier index files of {trial_path}: {exc}") from exc
+                log.warning("earlier index files unreadable: %s", exc, extra={"job": job_name, "step": step})
         return [
-            self._run_rule(job_name, r, step, rule, ms) for r, (rule, ms) in zip(rules, built, strict=True)
+            self._run_rule(job_name, r, step, rule, ms, budget(), trial)
+            for r, (rule, ms) in zip(rules, built, strict=True)
         ]
+
+    @staticmethod
+    def _check_step_readable(trial: Any, step: int) -> None:
+        bad = {k: v for k, v in trial.bad_steps.items() if k[0] == step}
+        if bad:
+            (s, worker), exc = next(iter(bad.items()))
+            raise RuntimeError(f"step {s} of worker {worker} is unreadable: {exc}") from exc
 
     @staticmethod
     def _unreadable(
         job_name: str, trial_path: str, step: int, rules: Sequence[RuleConfig], exc: Exception
     ) -> list[StepOutcome]:
+        if is_transient(exc):
+            raise TransientError(f"reading step {step} of {trial_path}: {exc}") from exc
         reason = f"cannot read step {step} of {trial_path}: {exc}"
         log.warning(reason, extra={"job": job_name, "step": step})
-        return [StepOutcome(r.name, step, error=reason[:1024]) for r in rules]
+        return [StepOutcome(r.name, step, step_error=reason[:1024]) for r in rules]
 
-    @staticmethod
-    def _prefetch(trial: Any, step: int) -> None:
-        names = trial.tensor_names(step=step)
-        if 0 < len(names) <= PREFETCH_LIMIT:
-            trial.prefetch(names, [step])
-
-    def _build_rule(self, trial: Any, config: RuleConfig, step: int) -> tuple[Any, float | Exception]:
+    def _build_rule(
+        self, trial: Any, config: RuleConfig, step: int, budget: Budget
+    ) -> tuple[Any, float | Exception]:
         """``(rule, build ms)``, or ``(None, the exception)`` when it cannot be built."""
         start = time.perf_counter()
         try:
-            return self.rule_factory(config, trial, step), (time.perf_counter() - start) * 1000
+            rule = guarded(lambda: self.rule_factory(config, trial, step), budget)
         except Exception as exc:
+            if is_transient(exc):
+                raise TransientError(f"building rule {config.name}: {exc}") from exc
             return None, exc
+        return rule, (time.perf_counter() - start) * 1000
 
     def _run_rule(
-        self, job_name: str, config: RuleConfig, step: int, rule: Any, built: float | Exception
+        self,
+        job_name: str,
+        config: RuleConfig,
+        step: int,
+        rule: Any,
+        built: float | Exception,
+        budget: Budget,
+        trial: Any = None,
     ) -> StepOutcome:
         rule_log = logging.getLogger(f"tornasole.rules.{config.rule_to_invoke}")
         # the rule's logging-level (2019 RuntimeConfigurations); unset: inherit (warm Lambdas reuse loggers)
@@ -217,14 +251,23 @@ class StepRunner:
         try:
             if isinstance(built, Exception):
                 raise built
-            outcome = rule.evaluate(step)
+            with TensorTouches(trial) as touched:
+                outcome, details, values = guarded(lambda: _plain_outcome(rule.evaluate(step)), budget)
         except Exception as exc:
             ms = build_ms + (time.perf_counter() - start) * 1000
+            if is_transient(exc):
+                raise TransientError(f"rule {config.name} at step {step}: {exc}") from exc
             reason = f"{config.name}: {type(exc).__name__}: {exc}"
+            if is_data_error(exc) and not isinstance(exc, RuleAborted) and not isinstance(built, Exception):
+                rule_log.warning("step %d unreadable for the rule: %s", step, reason, extra=keys)
+                return StepOutcome(config.name, step, step_error=reason[:1024], latency_ms=ms)
             rule_log.warning("rule raised at step %d: %s", step, reason, extra=keys)
             return StepOutcome(config.name, step, error=reason[:1024], latency_ms=ms)
         ms = build_ms + (time.perf_counter() - start) * 1000
-        skipped = getattr(outcome, "skipped", False)
+        skipped = bool(getattr(outcome, "skipped", False))
+        if not skipped and not outcome.fired and trial is not None and touched.count == 0:
+            skipped = True  # it looked at no tensor: its tensors matched nothing, which is not "no issue"
+            values = {**values, "tensors_matched": 0}
         rule_log.info(
             "evaluated: %s",
             "fired" if outcome.fired else "skipped" if skipped else "no issue",
@@ -236,8 +279,49 @@ class StepRunner:
             fired=bool(outcome.fired),
             mode=outcome.mode,
             mode_step=outcome.mode_step,
-            details=outcome.details
-            or (f"{config.name}: condition met at step {step}" if outcome.fired else ""),
-            values={**dict(outcome.values or {}), **({"skipped": True} if skipped else {})},
+            details=details or (f"{config.name}: condition met at step {step}" if outcome.fired else ""),
+            values={**values, **({"skipped": True} if skipped else {})},
             latency_ms=ms,
+            skipped=skipped and not outcome.fired,
         )
+
+
+class TensorTouches:
+    """Counts the tensors a rule opens on the step's trial (``trial.tensor(name)``) while it runs.
+
+    Why: a rule whose regex or collection matches nothing iterates over no tensor and returns
+    "no issue"; counted as evaluated, it would end as NoIssuesFound having looked at nothing.
+    The step's trial is built for this step only, so shadowing its method is local to it.
+    """
+
+    def __init__(self, trial: Any) -> None:
+        self.trial = trial
+        self.count = 0
+
+    def __enter__(self) -> TensorTouches:
+        if self.trial is not None:
+            original = type(self.trial).tensor
+
+            def tensor(name: str) -> Any:
+                t = original(self.trial, name)
+                self.count += 1
+                return t
+
+            self.trial.tensor = tensor
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.trial is not None:
+            self.trial.__dict__.pop("tensor", None)
+
+
+def _plain_outcome(outcome: Any) -> tuple[Any, str, dict[str, Any]]:
+    """The outcome with its details clipped and values capped, computed under the rule's budget (a rule's
+    gigantic or self-referencing report costs its own time, and never reaches the state table as is)."""
+    import json
+
+    from tornasole.evaluator.details import clip
+    from tornasole.evaluator.limits import cap_values
+
+    values = json.loads(cap_values(dict(getattr(outcome, "values", None) or {})))
+    return outcome, clip(str(getattr(outcome, "details", "") or "")), values

@@ -6,7 +6,16 @@
 * steps left on the sparse PENDING index by an invocation that died after
   recording the worker and before marking the step evaluated (older than a
   grace period, so steps being evaluated right now are left alone);
-* outbox items the stream never published (``OutboxPublisher.redrive``).
+* outbox items the stream never published (``OutboxPublisher.redrive``);
+* ended jobs whose last steps never became complete (``completion.settle``).
+
+Order and isolation: unpublished events are re-sent *first* (a poison step must
+never keep other jobs' events from going out), and every event, job and step is
+handled on its own: one failure is logged and counted in ``errors``, the rest go
+on. A step is re-driven only once it has been pending longer than the function
+timeout (an invocation still evaluating it would otherwise race us), and each
+re-drive counts as an attempt (``MAX_STEP_ATTEMPTS``), so a poison step is
+recorded as an error for that step after a few checks instead of failing them all.
 
 Everything it reads comes from the sparse GSI (active jobs, pending steps,
 unpublished items): its cost follows what needs attention, not the table size.
@@ -15,10 +24,13 @@ unpublished items): its cost follows what needs attention, not the table size.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tornasole.evaluator import decisions
+from tornasole.evaluator import completion, decisions
+from tornasole.evaluator.keys import ACTIVE
+from tornasole.stack_spec import DEFAULT_SPEC
 
 if TYPE_CHECKING:
     from tornasole.evaluator.service import Evaluator
@@ -27,7 +39,10 @@ __all__ = ["CheckReport", "PENDING_GRACE_MS", "run_scheduled_check"]
 
 log = logging.getLogger(__name__)
 
-PENDING_GRACE_MS = 60_000
+# Longer than an evaluation can run (the function timeout), so a step still being evaluated is left alone.
+PENDING_GRACE_MS = (DEFAULT_SPEC.on_object_created.timeout_s + 60) * 1000
+# Seconds of the check's own invocation kept in reserve: past that, the rest waits for the next check.
+RESERVE_S = 30.0
 
 
 @dataclass
@@ -39,27 +54,43 @@ class CheckReport:
     completed: int = 0
     redriven: int = 0
     steps_redriven: int = 0
+    steps_settled: int = 0
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def run_scheduled_check(ev: Evaluator) -> CheckReport:
+def run_scheduled_check(ev: Evaluator, remaining_s: Callable[[], float] | None = None) -> CheckReport:
     report = CheckReport()
     now_s, now_ms = ev.clock(), ev.now_ms()
-    for item in ev.table.query("ACTIVE", "", index=True):
-        job = item["gsi1sk"]
-        report.jobs += 1
+
+    def time_left() -> bool:
+        return remaining_s is None or remaining_s() > RESERVE_S
+
+    def guarded(what: str, fn: Callable[[], Any]) -> Any:
         try:
-            report.stalled += len(ev.transitions.apply(job, decisions.stalled(now_s), now_ms))
-            report.completed += bool(ev.transitions.apply(job, decisions.completion, now_ms))
-        except Exception as exc:  # one broken job must not stop the check of the others
-            log.exception("scheduled check failed for a job", extra={"job": job})
-            report.errors.append(f"{job}: {exc!r}")
-    for job, step, since in ev.steps.pending():
-        if since <= now_ms - PENDING_GRACE_MS:
-            report.steps_redriven += 1
-            ev.process_step(job, step)
-    report.redriven = ev.publisher.redrive(now_ms)
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - one broken job, step or event must not stop the others
+            log.exception("scheduled check: %s failed", what)
+            report.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:500])
+            return None
+
+    stalled = decisions.stalled(now_s)
+    report.redriven = guarded("outbox re-drive", lambda: ev.publisher.redrive(now_ms)) or 0
+    for item in guarded("active jobs", lambda: ev.table.query(ACTIVE, "", index=True)) or []:
+        job = item[ev.table.spec.gsi.sort_key]
+        report.jobs += 1
+        if not time_left():
+            break
+        report.stalled += len(
+            guarded(f"job {job}", lambda j=job: ev.transitions.apply(j, stalled, now_ms)) or []
+        )
+        report.completed += bool(guarded(f"job {job}", lambda j=job: ev.complete(j)))
+        report.steps_settled += guarded(f"job {job}", lambda j=job: completion.settle(ev, j, now_s)) or 0
+    for job, step, since in guarded("pending steps", ev.steps.pending) or []:
+        if since > now_ms - PENDING_GRACE_MS or not time_left():
+            continue
+        report.steps_redriven += 1
+        guarded(f"step {step} of {job}", lambda j=job, s=step: ev.process_step(j, s, remaining_s=remaining_s))
     return report

@@ -19,23 +19,28 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tornasole.evaluator import decisions
-from tornasole.evaluator.events import OutboxPublisher
+from tornasole.evaluator import completion, decisions
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
     JobState,
+    ObjectAction,
+    ObjectKind,
     ObjectResult,
     StepOutcome,
     rule_source_problem,
 )
+from tornasole.evaluator.objects import canonical_index_problem, read_capped, trial_path_of
+from tornasole.evaluator.outbox import OutboxPublisher
 from tornasole.evaluator.runner import StepFiles, StepRunner
 from tornasole.evaluator.schedule import CheckReport, run_scheduled_check
 from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepRecord, StepStore
+from tornasole.evaluator.steps import MAX_STEP_ATTEMPTS, StepRecord, StepStore
 from tornasole.evaluator.transitions import Transitions
 from tornasole.format import paths
 from tornasole.stack_spec import END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_FILE
+
+Remaining = Callable[[], float] | None  # seconds left in the invocation (None: no deadline known)
 
 if TYPE_CHECKING:
     from tornasole.lambda_support.env import HandlerEnv
@@ -45,13 +50,6 @@ __all__ = ["Evaluator", "CheckReport", "trial_path_of"]
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_TRIALS = 10_000
-
-
-def trial_path_of(bucket: str, key: str, depth: int) -> str:
-    """The trial root of ``key`` when the file sits ``depth`` levels below it."""
-    parts = key.split("/")
-    prefix = "/".join(parts[: len(parts) - depth])
-    return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
 
 
 class Evaluator:
@@ -100,29 +98,42 @@ class Evaluator:
         return job
 
     # -- dispatch ---------------------------------------------------------------------------
-    def handle_object_created(self, bucket: str, key: str) -> ObjectResult:
+    def handle_object_created(self, bucket: str, key: str, remaining_s: Remaining = None) -> ObjectResult:
+        """Dispatch one object; ``remaining_s()``: the invocation's remaining seconds (rule deadlines)."""
         name = key.rsplit("/", 1)[-1]
         if not key.startswith(self.trial_prefix):
             log.info(
                 "ignoring object outside the trial prefix", extra={"key": key, "prefix": self.trial_prefix}
             )
             return ObjectResult(
-                key, "ignored", "ignored", reason=f"outside the trial prefix {self.trial_prefix!r}"
+                key,
+                ObjectKind.IGNORED,
+                ObjectAction.IGNORED,
+                reason=f"outside the trial prefix {self.trial_prefix!r}",
             )
         if name == JOB_CONFIG_FILE:
             return self.register_from_file(trial_path_of(bucket, key, 1), key)
         if name == END_MARKER_FILE:
             return self.handle_end_marker(trial_path_of(bucket, key, 1), key)
         if name == STOP_SIGNAL_FILE:
-            return ObjectResult(key, "stop_signal", "ignored", reason="written by the evaluator itself")
+            return ObjectResult(
+                key, ObjectKind.STOP_SIGNAL, ObjectAction.IGNORED, reason="written by the evaluator itself"
+            )
         parsed = paths.parse_index_file_name(key)
         if parsed is not None:
-            return self.handle_index(trial_path_of(bucket, key, 3), parsed[0], parsed[1], key)
+            problem = canonical_index_problem(key, *parsed)
+            if problem is not None:
+                log.warning("ignoring a non-canonical index key: %s", problem, extra={"key": key})
+                return ObjectResult(key, ObjectKind.INDEX, ObjectAction.INVALID, reason=f"{key}: {problem}")
+            return self.handle_index(trial_path_of(bucket, key, 3), parsed[0], parsed[1], key, remaining_s)
         if paths.parse_collections_file_name(key) is not None:
             return self.handle_collections(trial_path_of(bucket, key, 3), key)
         log.info("ignoring object that is not a Tornasole file", extra={"key": key})
         return ObjectResult(
-            key, "ignored", "ignored", reason="not an index, collections, end marker or job file"
+            key,
+            ObjectKind.IGNORED,
+            ObjectAction.IGNORED,
+            reason="not an index, collections, end marker or job file",
         )
 
     # -- registration by file -------------------------------------------------------------------
@@ -145,77 +156,182 @@ class Evaluator:
         else:
             outcome, job, reason = registry.register_file(trial_path, key, data)
         if outcome == "invalid" or job is None:
+            log.warning(reason, extra={"key": key})
             self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
-            return ObjectResult(key, "job_config", "invalid", job=job, reason=reason)
+            return ObjectResult(key, ObjectKind.JOB_CONFIG, ObjectAction.INVALID, job=job, reason=reason)
         replayed = self.adopt_orphans(job, trial_path, evaluate=True)
         if get_storage(trial_path).exists(
             f"{trial_path}/{END_MARKER_FILE}"
         ):  # training ended before registration
             self.handle_end_marker(trial_path, key)
         return ObjectResult(
-            key, "job_config", outcome, job=job, reason=f"{replayed} earlier index files replayed"
+            key,
+            ObjectKind.JOB_CONFIG,
+            ObjectAction(outcome),
+            job=job,
+            reason=f"{replayed} earlier index files replayed",
         )
 
-    def adopt_orphans(self, job: str, trial_path: str, evaluate: bool) -> int:
-        """Index files that arrived before the job was registered become the job's steps."""
+    def adopt_orphans(self, job: str, trial_path: str, evaluate: bool, remaining_s: Remaining = None) -> int:
+        """Index files that arrived before the job was registered become the job's steps (each on its own:
+        one that fails stays pending for the scheduled check, the others are still adopted)."""
         orphans = self.steps.take_orphans(trial_path)
         for step, worker in orphans:
             if evaluate:
-                self.process_step(job, step, worker)
+                try:
+                    self.process_step(job, step, worker, remaining_s=remaining_s)
+                except Exception:  # noqa: BLE001 - recorded pending; the schedule retries it
+                    log.exception("adopted step failed; left pending", extra={"job": job, "step": step})
+                    self.steps.record_worker(job, step, worker, self.clock())
+                    self.steps.mark_pending(job, step, self.now_ms())
             else:
                 self.steps.record_worker(job, step, worker, self.clock())
                 self.steps.mark_pending(job, step, self.now_ms())
         return len(orphans)
 
     # -- steps ------------------------------------------------------------------------------
-    def handle_index(self, trial_path: str, step: int, worker: str, key: str) -> ObjectResult:
+    def handle_index(
+        self, trial_path: str, step: int, worker: str, key: str, remaining_s: Remaining = None
+    ) -> ObjectResult:
         job = self.job_for_trial(trial_path)
         if job is None:
             self.steps.record_orphan(trial_path, step, worker, self.clock())
-            log.warning(
-                "index file for a trial no job is registered for; kept until one is",
-                extra={"key": key, "trial": trial_path, "step": step},
-            )
+            # Registration claims the trial, then takes the orphans; we wrote the orphan, now re-read the
+            # claim (both consistent): whichever of the two ran second sees the other, so none is left behind.
+            job = self.table.job_for_trial(trial_path)
+            if job is None:
+                log.warning(
+                    "index file for a trial no job is registered for; kept until one is",
+                    extra={"key": key, "trial": trial_path, "step": step},
+                )
+                return ObjectResult(
+                    key,
+                    ObjectKind.INDEX,
+                    ObjectAction.ORPHAN,
+                    step=step,
+                    reason=f"no job registered for {trial_path}",
+                )
+            self.adopt_orphans(job, trial_path, evaluate=True, remaining_s=remaining_s)
             return ObjectResult(
-                key, "index", "orphan", step=step, reason=f"no job registered for {trial_path}"
+                key, ObjectKind.INDEX, ObjectAction.ADOPTED, job=job, step=step, reason="registered meanwhile"
             )
-        return self.process_step(job, step, worker, key)
+        return self.process_step(job, step, worker, key, remaining_s=remaining_s)
 
-    def process_step(self, job: str, step: int, worker: str | None = None, key: str = "") -> ObjectResult:
-        """Record the worker's arrival; evaluate the step once every worker's index file is there."""
+    def process_step(
+        self,
+        job: str,
+        step: int,
+        worker: str | None = None,
+        key: str = "",
+        remaining_s: Remaining = None,
+    ) -> ObjectResult:
+        """Record the worker's arrival; evaluate the step once every worker's index file is there.
+
+        Each evaluation is an attempt counted on the step; after ``MAX_STEP_ATTEMPTS`` failed ones
+        (crashes, timeouts, persistent transient errors) the step is recorded as an error for every
+        rule, and the rules go on with later steps.
+        """
         state = self.table.load_job(job)
         if state is None or state.status in TERMINAL_JOB:
             why = "unknown job" if state is None else f"job is {state.status.value}"
-            return ObjectResult(key, "index", "ignored", job=job, step=step, reason=why)
+            return ObjectResult(key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason=why)
         rec = (
             self.steps.record_worker(job, step, worker, self.clock())
             if worker
             else self.steps.step(job, step)
         )
         if rec is None:
-            return ObjectResult(key, "index", "ignored", job=job, step=step, reason="step not recorded")
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
+            )
         num_workers = state.num_workers or self.discover_num_workers(state)
         if num_workers is None:
             self.steps.mark_pending(job, step, self.now_ms())
-            return ObjectResult(key, "index", "waiting", job=job, step=step, reason="no collections file yet")
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.WAITING,
+                job=job,
+                step=step,
+                reason="no collections file yet",
+            )
         if len(rec.workers) < num_workers:
             return ObjectResult(
                 key,
-                "index",
-                "incomplete",
+                ObjectKind.INDEX,
+                ObjectAction.INCOMPLETE,
                 job=job,
                 step=step,
                 reason=f"{len(rec.workers)} of {num_workers} workers",
             )
         if rec.evaluated:
             return ObjectResult(
-                key, "index", "duplicate", job=job, step=step, reason="step already evaluated"
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.DUPLICATE,
+                job=job,
+                step=step,
+                reason="step already evaluated",
             )
-        self.steps.mark_pending(job, step, self.now_ms())
-        outcomes = self.evaluate_step(state, rec, num_workers)
-        return ObjectResult(key, "index", "evaluated", job=job, step=step, outcomes=tuple(outcomes))
+        attempts = self.steps.begin_attempt(job, step, self.now_ms())
+        if attempts == 0:
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.DUPLICATE,
+                job=job,
+                step=step,
+                reason="step already evaluated",
+            )
+        if attempts > MAX_STEP_ATTEMPTS:
+            last = self.steps.step(job, step)
+            why = f"step {step} could not be evaluated in {MAX_STEP_ATTEMPTS} attempts" + (
+                f"; last error: {last.last_error}" if last and last.last_error else ""
+            )
+            outcomes = self.record_step_error(state, step, why)
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.GAVE_UP, job=job, step=step, reason=why, outcomes=outcomes
+            )
+        try:
+            outcomes = self.evaluate_step(state, rec, num_workers, remaining_s)
+        except Exception as exc:
+            self.steps.note_failure(job, step, f"{type(exc).__name__}: {exc}", self.now_ms())
+            raise
+        return ObjectResult(
+            key, ObjectKind.INDEX, ObjectAction.EVALUATED, job=job, step=step, outcomes=tuple(outcomes)
+        )
 
-    def evaluate_step(self, state: JobState, rec: StepRecord, num_workers: int) -> list[StepOutcome]:
+    def record_step_error(self, state: JobState, step: int, why: str) -> tuple[StepOutcome, ...]:
+        """Record ``why`` against ``step`` for every evaluating rule and count the step as settled."""
+        outcomes = tuple(
+            StepOutcome(r.config.name, step, step_error=why)
+            for r in state.rules
+            if r.status in EVALUATING and r.config.rule_to_invoke != decisions.STALLED_RULE
+        )
+        now = self.now_ms()
+        self.steps.record_evaluations(state.name, [(o, []) for o in outcomes], now)
+        self.steps.mark_evaluated(state.name, step, now)
+        self.complete(state.name)
+        return outcomes
+
+    def complete(self, job: str) -> list:
+        """Apply ``decisions.completion`` with each still-InProgress rule's count of evaluated steps
+        (queried only once the job is otherwise ready to complete)."""
+        counts: dict[str, int] = {}
+
+        def decide(state: JobState):
+            if not decisions.ready_to_complete(state):
+                return None
+            for r in state.rules:
+                if r.config.name not in counts:
+                    counts[r.config.name] = self.steps.count_evaluated(job, r.config.name)
+            return decisions.completion(state, counts)
+
+        return self.transitions.apply(job, decide, self.now_ms())
+
+    def evaluate_step(
+        self, state: JobState, rec: StepRecord, num_workers: int, remaining_s: Remaining = None
+    ) -> list[StepOutcome]:
         step = rec.step
         configs = [
             r.config
@@ -239,7 +355,7 @@ class Evaluator:
                 ]
 
             files = StepFiles(step, tuple(sorted(rec.workers)))
-            outcomes += self.runner.run(state.name, state.trial_path, files, configs, history)
+            outcomes += self.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
         now = self.now_ms()
         batch = [
             (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
@@ -251,7 +367,7 @@ class Evaluator:
             if o.fired and not o.error:
                 self.steps.refine_issue(state.name, o.rule_name, step, o.details)
         self.steps.mark_evaluated(state.name, step, now)
-        self.transitions.apply(state.name, decisions.completion, self.now_ms())
+        self.complete(state.name)
         return outcomes
 
     def discover_num_workers(self, state: JobState) -> int | None:
@@ -264,7 +380,7 @@ class Evaluator:
         for path in storage.list(prefix):
             if paths.parse_collections_file_name(path) is None:
                 continue
-            _, n = decode_collections(storage.read(path), path)
+            _, n = decode_collections(read_capped(path), path)
             self.steps.set_num_workers(state.name, int(n))
             return int(n)
         return None
@@ -273,52 +389,38 @@ class Evaluator:
         job = self.job_for_trial(trial_path)
         state = self.table.load_job(job) if job else None
         if state is None:
-            return ObjectResult(key, "collections", "ignored", reason=f"no job registered for {trial_path}")
+            return ObjectResult(
+                key,
+                ObjectKind.COLLECTIONS,
+                ObjectAction.IGNORED,
+                reason=f"no job registered for {trial_path}",
+            )
         try:
             n = state.num_workers or self.discover_num_workers(state)
         except (ValueError, OSError) as exc:
             reason = f"{key}: unreadable collections file: {exc}"
             self.steps.set_job_error(state.name, reason)
-            return ObjectResult(key, "collections", "invalid", job=job, reason=reason)
-        done = [self.process_step(state.name, step).action for _, step, _ in self.steps.pending(state.name)]
+            return ObjectResult(key, ObjectKind.COLLECTIONS, ObjectAction.INVALID, job=job, reason=reason)
+        done = []
+        for _, step, _ in self.steps.pending(state.name):
+            try:  # each pending step on its own: one failing step must not keep the others waiting
+                done.append(self.process_step(state.name, step).action)
+            except Exception as exc:  # noqa: BLE001 - it stays pending (attempt counted) for the schedule
+                log.warning("pending step %d failed: %s", step, exc, extra={"job": state.name})
+                done.append("failed")
         return ObjectResult(
-            key, "collections", "num_workers", job=job, reason=f"num_workers={n}; re-drove {done}"
+            key,
+            ObjectKind.COLLECTIONS,
+            ObjectAction.NUM_WORKERS,
+            job=job,
+            reason=f"num_workers={n}; re-drove {done}",
         )
 
     # -- end of training --------------------------------------------------------------------------
     def handle_end_marker(self, trial_path: str, key: str) -> ObjectResult:
-        job = self.job_for_trial(trial_path)
-        state = self.table.load_job(job) if job else None
-        if state is None:
-            return ObjectResult(key, "end_marker", "ignored", reason=f"no job registered for {trial_path}")
-        expected = self.count_complete_steps(state)
-        self.steps.set_end_marker(state.name, expected, self.clock())
-        changes = self.transitions.apply(state.name, decisions.completion, self.now_ms())
-        return ObjectResult(
-            key,
-            "end_marker",
-            "completed" if changes else "end_seen",
-            job=job,
-            reason=f"{expected} steps written",
-        )
-
-    def count_complete_steps(self, state: JobState) -> int:
-        """How many steps training wrote with every worker's index file: one listing, once per job."""
-        from tornasole.storage import get_storage, join
-
-        workers: dict[int, set[str]] = {}
-        for path in get_storage(state.trial_path).list(join(state.trial_path, paths.INDEX_DIR) + "/"):
-            parsed = paths.parse_index_file_name(path)
-            if parsed is not None:
-                workers.setdefault(parsed[0], set()).add(parsed[1])
-        n = (
-            state.num_workers
-            or self.discover_num_workers(state)
-            or max(map(len, workers.values()), default=1)
-        )
-        return sum(1 for w in workers.values() if len(w) >= n)
+        return completion.handle_end_marker(self, trial_path, key)
 
     # -- schedule ---------------------------------------------------------------------------------
-    def scheduled_check(self) -> CheckReport:
-        """Stalled rules, completion, pending steps left by crashed invocations, unpublished outbox items."""
-        return run_scheduled_check(self)
+    def scheduled_check(self, remaining_s: Remaining = None) -> CheckReport:
+        """Unpublished outbox items, stalled rules, completion, pending steps left by crashed invocations."""
+        return run_scheduled_check(self, remaining_s)

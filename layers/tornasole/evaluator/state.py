@@ -50,6 +50,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tornasole.evaluator.keys import JOB_ITEMS_PREFIX, META, RULE_PREFIX, job_pk, step_sk, trial_pk
+from tornasole.evaluator.limits import DYNAMODB_TRANSACTION_BYTES, ItemTooLarge, check_item, item_bytes
 from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus
 from tornasole.stack_spec import DEFAULT_SPEC, TableSpec
 
@@ -79,6 +81,14 @@ CONDITIONS = {
     "step_not_evaluated": "attribute_exists(pk) AND attribute_not_exists(evaluated)",
     # A published outbox item is marked once (a concurrent publisher loses quietly).
     "outbox_unpublished": "attribute_exists(pk) AND attribute_not_exists(published)",
+    # expected_steps only grows (end markers of several workers race).
+    "expected_steps_lower": "attribute_not_exists(expected_steps) OR expected_steps < :n",
+    # An outbox item is claimed by one publisher at a time; a claim older than the publisher's timeout is
+    # abandoned (its publisher died) and may be taken over.
+    "outbox_claimable": "attribute_exists(pk) AND attribute_not_exists(published) "
+    "AND (attribute_not_exists(claimed) OR claimed < :stale)",
+    # Only the claim's holder releases or completes it.
+    "outbox_claim_held": "claim_id = :claim AND attribute_not_exists(published)",
     # IssuesFound details move to the earliest firing step (order-independent final state).
     "issue_step_is_later": "#status = :issues AND (attribute_not_exists(issue_step) OR issue_step > :step)",
 }
@@ -90,18 +100,6 @@ class Conflict(Exception):
     def __init__(self, reasons: list[str]) -> None:
         self.reasons = reasons
         super().__init__(", ".join(reasons))
-
-
-def job_pk(job: str) -> str:
-    return f"JOB#{job}"
-
-
-def trial_pk(trial_path: str) -> str:
-    return f"TRIAL#{trial_path.rstrip('/')}"
-
-
-def step_sk(step: int) -> str:
-    return f"STEP#{step:012d}"
 
 
 def _decimals(value: Any) -> Any:
@@ -264,6 +262,7 @@ class StateTable:
             kwargs["ConditionExpression"] = CONDITIONS[condition]
         if values:
             kwargs["ExpressionAttributeValues"] = self.to_attrs(values)
+            check_item(kwargs["ExpressionAttributeValues"], f"update of {pk} / {sk}")
         if names:
             kwargs["ExpressionAttributeNames"] = names
         return kwargs
@@ -272,6 +271,7 @@ class StateTable:
         self, item: dict[str, Any], condition: str | None = None, values: dict | None = None
     ) -> dict:
         kwargs: dict[str, Any] = {"TableName": self.name, "Item": self.to_attrs(item)}
+        check_item(kwargs["Item"], f"item {item.get('pk')} / {item.get('sk')}")
         if condition:
             kwargs["ConditionExpression"] = CONDITIONS[condition]
         if values:
@@ -283,6 +283,13 @@ class StateTable:
 
         ``items`` are ``{"Put": {...}}`` / ``{"Update": {...}}`` built with ``put_args`` / ``update_args``.
         """
+        size = sum(
+            item_bytes(op.get("Item") or op.get("ExpressionAttributeValues") or {})
+            for entry in items
+            for op in entry.values()
+        )
+        if size > DYNAMODB_TRANSACTION_BYTES:
+            raise ItemTooLarge(f"transaction of {size} bytes exceeds DynamoDB's {DYNAMODB_TRANSACTION_BYTES}")
         try:
             self.client.transact_write_items(TransactItems=items)
         except self.client.exceptions.TransactionCanceledException as exc:
@@ -293,8 +300,8 @@ class StateTable:
     def load_job(self, job: str) -> JobState | None:
         """The job and its rules, from one consistent Query of the job's ``#`` items."""
         sk = self.spec.sort_key
-        items = self.query(job_pk(job), "#")
-        meta = next((i for i in items if i[sk] == "#META"), None)
+        items = self.query(job_pk(job), JOB_ITEMS_PREFIX)
+        meta = next((i for i in items if i[sk] == META), None)
         if meta is None:
             return None
         rules = tuple(
@@ -306,7 +313,7 @@ class StateTable:
                 issue_step=int(i["issue_step"]) if "issue_step" in i else None,
             )
             for i in sorted(
-                (i for i in items if i[sk].startswith("#RULE#")), key=lambda i: int(i.get("order", 0))
+                (i for i in items if i[sk].startswith(RULE_PREFIX)), key=lambda i: int(i.get("order", 0))
             )
         )
         return JobState(
@@ -330,8 +337,9 @@ class StateTable:
             steps_evaluated=int(meta.get("steps_evaluated", 0)),
             last_activity_s=float(meta.get("last_activity", 0)),
             describe_fields=meta.get("describe_fields"),
+            end_marker_s=float(meta.get("end_marker_at", 0)),
         )
 
     def job_for_trial(self, trial_path: str) -> str | None:
-        item = self.get(trial_pk(trial_path), "#META")
+        item = self.get(trial_pk(trial_path), META)
         return item["job"] if item else None

@@ -21,17 +21,38 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from tornasole.evaluator.details import clip
+from tornasole.evaluator.keys import (
+    META,
+    ORPHAN_PREFIX,
+    PENDING,
+    TRIAL_ERROR,
+    eval_prefix,
+    eval_sk,
+    item,
+    job_pk,
+    orphan_sk,
+    parse_pending_gsi_sk,
+    pending_gsi_sk,
+    rule_sk,
+    step_sk,
+    trial_pk,
+)
+from tornasole.evaluator.limits import DYNAMODB_TRANSACTION_BYTES, ItemTooLarge, cap_values, item_bytes
 from tornasole.evaluator.models import StepOutcome
-from tornasole.evaluator.state import Conflict, StateTable, job_pk, step_sk, trial_pk
-from tornasole.evaluator.transitions import OutboxItem, outbox_put
+from tornasole.evaluator.outbox import OutboxItem, outbox_put
+from tornasole.evaluator.state import Conflict, StateTable
 
-__all__ = ["StepRecord", "StepStore", "ORPHAN_TTL_S", "EVAL_TTL_S"]
+__all__ = ["StepRecord", "StepStore", "ORPHAN_TTL_S", "EVAL_TTL_S", "MAX_STEP_ATTEMPTS"]
 
 log = logging.getLogger(__name__)
 
 ORPHAN_TTL_S = 7 * 24 * 3600
 EVAL_TTL_S = 180 * 24 * 3600
 MAX_TRANSACTION_ITEMS = 100  # DynamoDB's TransactWriteItems limit
+#: Evaluations of one step that may fail (crash, time out, transient error) before the step is recorded as
+#: an error for every rule and the rules move on to later steps.
+MAX_STEP_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,8 @@ class StepRecord:
     evaluated: bool = False
     mode: str | None = None
     mode_step: int | None = None
+    attempts: int = 0
+    last_error: str | None = None
 
 
 def _step_record(item: dict[str, Any]) -> StepRecord:
@@ -50,6 +73,8 @@ def _step_record(item: dict[str, Any]) -> StepRecord:
         step=int(item["step"]),
         workers=frozenset(item.get("workers", ())),
         evaluated="evaluated" in item,
+        attempts=int(item.get("attempts", 0)),
+        last_error=item.get("last_error"),
         mode=item.get("mode"),
         mode_step=int(item["mode_step"]) if item.get("mode_step") is not None else None,
     )
@@ -73,7 +98,7 @@ class StepStore:
         )
         try:
             self.table.update(
-                job_pk(job), "#META", "SET last_activity = :now", {":now": now_s}, condition="job_exists"
+                job_pk(job), META, "SET last_activity = :now", {":now": now_s}, condition="job_exists"
             )
         except Conflict:
             log.warning("job disappeared while recording a step", extra={"job": job, "step": step})
@@ -109,7 +134,36 @@ class StepStore:
                 job_pk(job),
                 step_sk(step),
                 "SET gsi1pk = :p, gsi1sk = :s, pending_since = if_not_exists(pending_since, :now)",
-                {":p": "PENDING", ":s": f"{job}#{step:012d}", ":now": now_ms},
+                {":p": PENDING, ":s": pending_gsi_sk(job, step), ":now": now_ms},
+                condition="step_not_evaluated",
+            )
+        except Conflict:
+            pass
+
+    def begin_attempt(self, job: str, step: int, now_ms: int) -> int:
+        """Count one more evaluation attempt of the step (kept pending meanwhile); 0 if already evaluated."""
+        try:
+            item = self.table.update(
+                job_pk(job),
+                step_sk(step),
+                "SET gsi1pk = :p, gsi1sk = :s, pending_since = if_not_exists(pending_since, :now) "
+                "ADD attempts :one",
+                {":p": PENDING, ":s": pending_gsi_sk(job, step), ":now": now_ms, ":one": 1},
+                condition="step_not_evaluated",
+                return_new=True,
+            )
+        except Conflict:
+            return 0
+        return int((item or {}).get("attempts", 1))
+
+    def note_failure(self, job: str, step: int, reason: str, now_ms: int) -> None:
+        """Why the last attempt failed (shown when the step is finally recorded as an error)."""
+        try:
+            self.table.update(
+                job_pk(job),
+                step_sk(step),
+                "SET last_error = :e, pending_since = :now",
+                {":e": clip(reason), ":now": now_ms},
                 condition="step_not_evaluated",
             )
         except Conflict:
@@ -117,17 +171,26 @@ class StepStore:
 
     def pending(self, job: str | None = None) -> list[tuple[str, int, int]]:
         """``(job, step, pending_since_ms)`` of steps awaiting evaluation (one job, or all)."""
-        items = self.table.query("PENDING", f"{job}#" if job else "", index=True)
+        items = self.table.query(PENDING, f"{job}#" if job else "", index=True)
         out = []
         for i in items:
-            name, _, step = i["gsi1sk"].rpartition("#")
-            out.append((name, int(step), int(i.get("pending_since", 0))))
+            name, step = parse_pending_gsi_sk(i[self.table.spec.gsi.sort_key])
+            out.append((name, step, int(i.get("pending_since", 0))))
         return out
 
     # -- evaluation records ------------------------------------------------------------------
+    def _record_put(self, job: str, outcome: StepOutcome, now_ms: int) -> dict[str, Any]:
+        record = self._record(job, outcome, now_ms)
+        try:
+            return {"Put": self.table.put_args(record, "evaluation_is_new")}
+        except ItemTooLarge as exc:  # values are capped, so only pathological names/modes get here
+            log.warning("evaluation record too large; values dropped: %s", exc)
+            record.update(values="{}", details=clip(outcome.details, 256), mode=None, error=clip(str(exc)))
+            return {"Put": self.table.put_args(record, "evaluation_is_new")}
+
     def record_evaluation(self, job: str, outcome: StepOutcome, extra: list[OutboxItem], now_ms: int) -> bool:
         """Write the (rule, step) record and its outbox items at once; False if already recorded."""
-        items = [{"Put": self.table.put_args(self._record(job, outcome, now_ms), "evaluation_is_new")}]
+        items = [self._record_put(job, outcome, now_ms)]
         items.extend(outbox_put(self.table, job, x, now_ms) for x in extra)
         try:
             self.table.transact(items)
@@ -139,34 +202,35 @@ class StepStore:
 
     @staticmethod
     def _record(job: str, outcome: StepOutcome, now_ms: int) -> dict[str, Any]:
-        return {
-            "pk": job_pk(job),
-            "sk": f"EVAL#{outcome.rule_name}#{outcome.step:012d}",
-            "rule": outcome.rule_name,
-            "step": outcome.step,
-            "fired": outcome.fired,
-            "mode": outcome.mode,
-            "mode_step": outcome.mode_step,
-            "details": outcome.details,
-            "values": json.dumps(outcome.values, sort_keys=True, default=str),
-            "error": outcome.error,
-            "latency_ms": int(outcome.latency_ms),
-            "evaluated_at": now_ms,
-            "expires_at": now_ms // 1000 + EVAL_TTL_S,
-        }
+        record = item(job_pk(job), eval_sk(outcome.rule_name, outcome.step))
+        record.update(
+            rule=outcome.rule_name,
+            step=outcome.step,
+            fired=outcome.fired,
+            skipped=outcome.skipped or None,
+            mode=clip(outcome.mode, 64) if outcome.mode else None,
+            mode_step=outcome.mode_step,
+            details=clip(outcome.details),
+            values=cap_values(outcome.values),
+            error=clip(outcome.error) if outcome.error else None,
+            step_error=clip(outcome.step_error) if outcome.step_error else None,
+            latency_ms=int(outcome.latency_ms),
+            evaluated_at=now_ms,
+            expires_at=now_ms // 1000 + EVAL_TTL_S,
+        )
+        return record
 
     def record_evaluations(
         self, job: str, batch: list[tuple[StepOutcome, list[OutboxItem]]], now_ms: int
     ) -> None:
         """All rules' records of one step in one transaction when they fit (the usual case); if some were
-        already recorded (a retried step) or they do not fit, rule by rule."""
+        already recorded (a retried step) or they do not fit (100 items, 4 MB), rule by rule."""
         items = []
         for outcome, extra in batch:
-            items.append(
-                {"Put": self.table.put_args(self._record(job, outcome, now_ms), "evaluation_is_new")}
-            )
+            items.append(self._record_put(job, outcome, now_ms))
             items.extend(outbox_put(self.table, job, x, now_ms) for x in extra)
-        if 0 < len(items) <= MAX_TRANSACTION_ITEMS:
+        size = sum(item_bytes(i["Put"]["Item"]) for i in items)
+        if 0 < len(items) <= MAX_TRANSACTION_ITEMS and size <= DYNAMODB_TRANSACTION_BYTES:
             try:
                 self.table.transact(items)
                 return
@@ -178,10 +242,31 @@ class StepStore:
 
     def evaluations(self, job: str, rule: str) -> list[dict[str, Any]]:
         """A rule's evaluation records (its report), oldest step first."""
-        items = self.table.query(job_pk(job), f"EVAL#{rule}#")
+        items = self.table.query(job_pk(job), eval_prefix(rule))
         for i in items:
             i["values"] = json.loads(i.get("values") or "{}")
         return items
+
+    def count_evaluated(self, job: str, rule: str) -> int:
+        """Steps at which ``rule`` really evaluated its tensors (no error, not skipped): a paginated COUNT
+        Query, run once per rule when the job completes."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table.name,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :b)",
+            "FilterExpression": "attribute_not_exists(#e) AND attribute_not_exists(step_error) "
+            "AND attribute_not_exists(skipped)",
+            "ExpressionAttributeNames": {"#e": "error"},
+            "ExpressionAttributeValues": {":p": {"S": job_pk(job)}, ":b": {"S": eval_prefix(rule)}},
+            "Select": "COUNT",
+            "ConsistentRead": True,
+        }
+        n = 0
+        while True:
+            resp = self.table.client.query(**kwargs)
+            n += int(resp.get("Count", 0))
+            if "LastEvaluatedKey" not in resp:
+                return n
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def mark_evaluated(self, job: str, step: int, now_ms: int) -> bool:
         """Count the step as evaluated exactly once and take it off the PENDING index."""
@@ -197,7 +282,7 @@ class StepStore:
             },
             {
                 "Update": self.table.update_args(
-                    job_pk(job), "#META", "ADD steps_evaluated :one", {":one": 1}, condition="job_exists"
+                    job_pk(job), META, "ADD steps_evaluated :one", {":one": 1}, condition="job_exists"
                 )
             },
         ]
@@ -209,25 +294,36 @@ class StepStore:
 
     # -- job facts learnt from files ------------------------------------------------------------
     def set_num_workers(self, job: str, n: int) -> None:
-        self.table.update(job_pk(job), "#META", "SET num_workers = if_not_exists(num_workers, :n)", {":n": n})
+        self.table.update(job_pk(job), META, "SET num_workers = if_not_exists(num_workers, :n)", {":n": n})
 
-    def set_end_marker(self, job: str, expected_steps: int, now_s: float) -> None:
+    def set_end_marker(self, job: str, listed_steps: int, now_s: float) -> None:
+        """An end marker landed: note when, and raise ``expected_steps`` to the steps listed now."""
         self.table.update(
             job_pk(job),
-            "#META",
-            "SET end_marker_seen = :t, expected_steps = :n, last_activity = :now",
-            {":t": True, ":n": expected_steps, ":now": now_s},
+            META,
+            "SET end_marker_seen = :t, end_marker_at = :now, last_activity = :now",
+            {":t": True, ":now": now_s},
         )
+        self.raise_expected_steps(job, listed_steps)
+
+    def raise_expected_steps(self, job: str, n: int) -> None:
+        """``expected_steps = max(expected_steps, n)``: racing end markers never lower it."""
+        try:
+            self.table.update(
+                job_pk(job), META, "SET expected_steps = :n", {":n": n}, condition="expected_steps_lower"
+            )
+        except Conflict:
+            pass
 
     def set_job_error(self, job: str, reason: str) -> None:
-        self.table.update(job_pk(job), "#META", "SET job_error = :r", {":r": reason[:1024]})
+        self.table.update(job_pk(job), META, "SET job_error = :r", {":r": reason[:1024]})
 
     def refine_issue(self, job: str, rule: str, step: int, details: str) -> None:
         """Keep an IssuesFound rule's details on its earliest firing step (whatever the arrival order)."""
         try:
             self.table.update(
                 job_pk(job),
-                f"#RULE#{rule}",
+                rule_sk(rule),
                 "SET issue_step = :step, details = :d",
                 {":step": step, ":d": details, ":issues": "IssuesFound"},
                 condition="issue_step_is_later",
@@ -240,25 +336,26 @@ class StepStore:
     def record_orphan(self, trial_path: str, step: int, worker: str, now_s: float) -> None:
         """An index file for a trial no job owns yet: kept (with a TTL) until the job registers."""
         self.table.put(
-            {
-                "pk": trial_pk(trial_path),
-                "sk": f"ORPHAN#{step:012d}#{worker}",
-                "step": step,
-                "worker": worker,
-                "expires_at": int(now_s) + ORPHAN_TTL_S,
-            }
+            item(
+                trial_pk(trial_path),
+                orphan_sk(step, worker),
+                step=step,
+                worker=worker,
+                expires_at=int(now_s) + ORPHAN_TTL_S,
+            )
         )
 
     def take_orphans(self, trial_path: str) -> list[tuple[int, str]]:
-        items = self.table.query(trial_pk(trial_path), "ORPHAN#")
+        items = self.table.query(trial_pk(trial_path), ORPHAN_PREFIX)
         for i in items:
-            self.table.client.delete_item(TableName=self.table.name, Key=self.table.key(i["pk"], i["sk"]))
+            self.table.client.delete_item(
+                TableName=self.table.name,
+                Key=self.table.key(i[self.table.spec.partition_key], i[self.table.spec.sort_key]),
+            )
         return [(int(i["step"]), i["worker"]) for i in items]
 
     def set_trial_error(self, trial_path: str, key: str, reason: str, now_ms: int) -> None:
-        self.table.put(
-            {"pk": trial_pk(trial_path), "sk": "#ERROR", "key": key, "reason": reason[:1024], "time": now_ms}
-        )
+        self.table.put(item(trial_pk(trial_path), TRIAL_ERROR, key=key, reason=clip(reason), time=now_ms))
 
     def trial_error(self, trial_path: str) -> dict[str, Any] | None:
-        return self.table.get(trial_pk(trial_path), "#ERROR")
+        return self.table.get(trial_pk(trial_path), TRIAL_ERROR)

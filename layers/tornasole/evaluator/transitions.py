@@ -17,15 +17,16 @@ left to change.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.details import describe
+from tornasole.evaluator.keys import META, job_pk, rule_sk
 from tornasole.evaluator.models import JobState, JobStatus, RuleStatus
-from tornasole.evaluator.state import Conflict, StateTable, job_pk
+from tornasole.evaluator.outbox import OutboxItem, outbox_put
+from tornasole.evaluator.state import Conflict, StateTable
 from tornasole.stack_spec import DETAIL_TYPE_JOB_STATE_CHANGE
 
 __all__ = [
@@ -46,15 +47,6 @@ MAX_CONFLICTS = 50
 
 
 @dataclass(frozen=True)
-class OutboxItem:
-    """A side effect delivered after the commit: ``event`` (EventBridge), ``alert`` (SNS), ``stop`` (S3)."""
-
-    event_id: str
-    kind: str
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class Change:
     """One status change: of the job (``entity == JOB``) or of one rule."""
 
@@ -70,24 +62,6 @@ def event_id(job: str, rules_rev: int, entity: str, status: str) -> str:
     """Deterministic id of a transition: the same change always gets the same id."""
     what = "job" if entity == JOB else f"rule/{entity}"
     return f"{job}:{rules_rev}:{what}:{status}"
-
-
-def outbox_put(table: StateTable, job: str, item: OutboxItem, now_ms: int) -> dict[str, Any]:
-    """The transaction entry inserting one outbox item (``outbox_is_new``)."""
-    return {
-        "Put": table.put_args(
-            {
-                "pk": job_pk(job),
-                "sk": f"OUTBOX#{item.event_id}",
-                "kind": item.kind,
-                "payload": json.dumps(item.payload, sort_keys=True),
-                "created": now_ms,
-                "gsi1pk": "OUTBOX",
-                "gsi1sk": f"{now_ms:013d}#{item.event_id}",
-            },
-            "outbox_is_new",
-        )
-    }
 
 
 def state_event(state: JobState, eid: str) -> OutboxItem:
@@ -154,11 +128,13 @@ class Transitions:
             names[f"#a{i}"] = k
             values[f":a{i}"] = v
             parts.append(f"#a{i} = :a{i}")
-        expr = "SET " + ", ".join(parts) + (" REMOVE gsi1pk, gsi1sk" if remove_gsi else "")
+        if remove_gsi:  # a terminal job leaves the ACTIVE index
+            names["#gp"], names["#gs"] = self.table.spec.gsi.partition_key, self.table.spec.gsi.sort_key
+        expr = "SET " + ", ".join(parts) + (" REMOVE #gp, #gs" if remove_gsi else "")
         return {
             "Update": self.table.update_args(
                 job_pk(state.name),
-                "#META",
+                META,
                 expr,
                 values,
                 condition="job_unchanged_since_read",
@@ -218,7 +194,7 @@ class Transitions:
                 {
                     "Update": self.table.update_args(
                         job_pk(state.name),
-                        f"#RULE#{change.entity}",
+                        rule_sk(change.entity),
                         rule_sets,
                         values,
                         condition="rule_in_expected_status",

@@ -15,7 +15,10 @@ from tornasole import config
 from tornasole.exceptions import ConfigurationError
 from tornasole.stack_spec import DEFAULT_SPEC, ENV_CUSTOM_RULES_PREFIX, ENV_TRIAL_PREFIX
 
-__all__ = ["HandlerEnv"]
+__all__ = ["ENV_RULES_FROM_TRIALS", "HandlerEnv"]
+
+#: Explicit opt-in: also load custom rule code from the trials prefix when a rule prefix is configured.
+ENV_RULES_FROM_TRIALS = "TORNASOLE_ALLOW_RULES_FROM_TRIALS"
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,23 @@ class HandlerEnv:
     trial_bucket: str | None = None
     trial_prefix: str = ""
     custom_rules_prefix: str | None = None
+    rules_from_trials: bool = False
 
     @property
-    def allowed_rule_prefixes(self) -> tuple[str, ...] | None:
-        """Where custom rule files may come from: the custom-rules prefix and the trials (None: anywhere)."""
-        prefixes = [self.custom_rules_prefix] if self.custom_rules_prefix else []
-        if self.trial_bucket:
-            prefixes.append(f"s3://{self.trial_bucket}/{self.trial_prefix}")
-        return tuple(prefixes) or None
+    def allowed_rule_prefixes(self) -> tuple[str, ...]:
+        """Where custom rule code may be loaded from (an empty tuple: nowhere).
+
+        Trust model: whoever can write training data must not be able to run code in the evaluator.
+        A deployed stack always configures the rule prefix (``TORNASOLE_CUSTOM_RULES_PREFIX``) and then
+        rule code comes from there only; the trials prefix is added only by the explicit opt-in
+        ``TORNASOLE_ALLOW_RULES_FROM_TRIALS=true``. With no rule prefix configured (local mode, where
+        the one user writes data and rules alike) the trials prefix is the rule prefix.
+        """
+        trials = f"s3://{self.trial_bucket}/{self.trial_prefix}" if self.trial_bucket else None
+        if self.custom_rules_prefix:
+            extra = (trials,) if trials and self.rules_from_trials else ()
+            return (self.custom_rules_prefix, *extra)
+        return (trials,) if trials else ()
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> HandlerEnv:
@@ -63,4 +75,5 @@ class HandlerEnv:
             trial_bucket=env.get(config.TRIAL_BUCKET, "").strip() or None,
             trial_prefix=env.get(ENV_TRIAL_PREFIX, "").strip(),
             custom_rules_prefix=env.get(ENV_CUSTOM_RULES_PREFIX, "").strip() or None,
+            rules_from_trials=env.get(ENV_RULES_FROM_TRIALS, "").strip().lower() in ("1", "true", "yes"),
         )

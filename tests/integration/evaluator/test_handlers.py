@@ -61,6 +61,7 @@ def test_sample_schedule_event(stack: Stack) -> None:
         "completed": 0,
         "redriven": 0,
         "steps_redriven": 0,
+        "steps_settled": 0,
         "errors": [],
     }
 
@@ -93,9 +94,14 @@ def test_a_corrupt_step_file_is_recorded_and_later_steps_go_on(stack: Stack) -> 
         "evaluated",
         "completed",
     ]
+    # the corrupt file is the step's problem, not the rule's: recorded against step 5, the rule goes on
     (summary,) = rule_job_summary("my-job")
-    assert summary["RuleEvaluationStatus"] == "Error"
-    assert "000000000005_worker_0.json" in summary["StatusDetails"]
+    assert summary["RuleEvaluationStatus"] == "NoIssuesFound"
+    assert summary["StatusDetails"] == "VanishingGradient: no issues found in 2 evaluated steps"
+    records = {r["step"]: r for r in TornasoleJobs().rule_evaluations("my-job", "VanishingGradient")}
+    assert sorted(records) == [0, 5, 10]
+    assert "000000000005_worker_0.json" in records[5]["step_error"]
+    assert "error" not in records[5]
     assert describe("my-job")["TrainingJobStatus"] == "Completed"
 
 
@@ -133,10 +139,8 @@ def test_keys_outside_the_trial_prefix_are_ignored(stack: Stack, monkeypatch: py
         s3_event(BUCKET, "elsewhere/index/000000000/000000000010_worker_0.json"), stack.context
     )
     assert result["results"][0]["reason"] == "outside the trial prefix 'jobs/'"
-    assert module.evaluator().allowed_rule_prefixes == (
-        "s3://rules-bucket/custom-rules/",
-        f"s3://{BUCKET}/jobs/",
-    )
+    # trust model: with a rule prefix configured, rule code comes from there only (not the trials)
+    assert module.evaluator().allowed_rule_prefixes == ("s3://rules-bucket/custom-rules/",)
     inside = module.handler(
         s3_event(BUCKET, "jobs/my-job/index/000000000/000000000010_worker_0.json"), stack.context
     )

@@ -74,25 +74,37 @@ def test_stoptraining_moves_the_job_to_stopping_with_a_stop_signal() -> None:
 
 def test_completion_needs_the_end_marker_and_every_step() -> None:
     s = state(("A", RuleStatus.IN_PROGRESS), ("B", RuleStatus.ISSUES_FOUND))
-    assert decisions.completion(s) is None
+    counts = {"A": 3, "B": 3}
+    assert decisions.completion(s, counts) is None
     assert (
         decisions.completion(
-            dataclasses.replace(s, end_marker_seen=True, expected_steps=3, steps_evaluated=2)
+            dataclasses.replace(s, end_marker_seen=True, expected_steps=3, steps_evaluated=2), counts
         )
         is None
     )
     done = dataclasses.replace(s, end_marker_seen=True, expected_steps=3, steps_evaluated=3)
-    change = decisions.completion(done)
+    change = decisions.completion(done, counts)
     assert (change.entity, change.status) == ("A", "NoIssuesFound")
     assert change.details == "A: no issues found in 3 evaluated steps"
     rules_done = dataclasses.replace(
         done, rules=(RuleState(done.rules[0].config, RuleStatus.NO_ISSUES_FOUND), done.rules[1])
     )
-    assert decisions.completion(rules_done).status == "Completed"
+    assert decisions.completion(rules_done, counts).status == "Completed"
     assert (
-        decisions.completion(dataclasses.replace(rules_done, status=JobStatus.STOPPING)).status == "Stopped"
+        decisions.completion(dataclasses.replace(rules_done, status=JobStatus.STOPPING), counts).status
+        == "Stopped"
     )
-    assert decisions.completion(dataclasses.replace(rules_done, status=JobStatus.COMPLETED)) is None
+    assert decisions.completion(dataclasses.replace(rules_done, status=JobStatus.COMPLETED), counts) is None
+
+
+def test_a_rule_that_evaluated_nothing_is_never_no_issues_found() -> None:
+    s = state(("A", RuleStatus.IN_PROGRESS), ("B", RuleStatus.IN_PROGRESS))
+    done = dataclasses.replace(s, end_marker_seen=True, expected_steps=4, steps_evaluated=4)
+    change = decisions.completion(done, {"A": 0, "B": 4})
+    assert (change.entity, change.status) == ("A", "Error")
+    assert change.details.startswith("NothingEvaluated: A evaluated 0 of 4 steps")
+    assert "tornasole jobs status" in change.details
+    assert decisions.completion(done, {}).status == "Error"  # a rule missing from the counts is 0, too
 
 
 def test_stalled_uses_the_threshold_and_last_activity() -> None:

@@ -1,0 +1,111 @@
+"""End of training: when a job may complete, and what happens to steps that never became complete.
+
+Why this is careful: every worker writes the same end marker
+(``training_job_end.ts``), so its notifications cannot say which worker is
+done, and the first one may arrive while other workers are still writing.
+Completing on the first marker with the steps complete at that moment loses
+the rest ("ignored: job is Completed").
+
+* Each end-marker notification lists the run's index files once and raises
+  ``expected_steps`` to the number of distinct steps *any* worker wrote (never
+  lowers it: notifications race). The last worker's marker comes after its
+  last index file, so its listing includes every step.
+* The job completes only when every expected step is settled: evaluated, or
+  recorded as an error for the step (``Evaluator.record_step_error``).
+* A step that some worker never writes (a collections file claiming two
+  workers when one writes, a worker that died) would keep the job open forever,
+  so the scheduled check settles ended jobs that have been quiet for
+  ``END_GRACE_S`` (at least twice the function timeout, so no evaluation of
+  theirs is still running): complete steps never evaluated (a lost
+  notification) are evaluated now, incomplete ones are recorded as incomplete
+  for every rule, and the job completes once its pending steps (re-driven by
+  the check, with their attempt counts) are settled too. Rules that evaluated nothing then get
+  ``NothingEvaluated`` (``decisions``), never ``NoIssuesFound``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from tornasole.evaluator.keys import STEP_PREFIX, job_pk
+from tornasole.evaluator.models import TERMINAL_JOB, JobState, ObjectAction, ObjectKind, ObjectResult
+from tornasole.format import paths
+from tornasole.stack_spec import DEFAULT_SPEC
+
+if TYPE_CHECKING:
+    from tornasole.evaluator.service import Evaluator
+
+__all__ = ["END_GRACE_S", "handle_end_marker", "listed_steps", "settle"]
+
+log = logging.getLogger(__name__)
+
+END_GRACE_S = max(600, 2 * DEFAULT_SPEC.on_object_created.timeout_s)
+
+
+def listed_steps(state: JobState) -> dict[int, set[str]]:
+    """Step -> workers whose index file is in the trial (one listing; non-canonical keys left out)."""
+    from tornasole.evaluator.objects import canonical_index_problem
+    from tornasole.storage import get_storage, join
+
+    workers: dict[int, set[str]] = {}
+    for path in get_storage(state.trial_path).list(join(state.trial_path, paths.INDEX_DIR) + "/"):
+        parsed = paths.parse_index_file_name(path)
+        if parsed is not None and canonical_index_problem(path, *parsed) is None:
+            workers.setdefault(parsed[0], set()).add(parsed[1])
+    return workers
+
+
+def handle_end_marker(ev: Evaluator, trial_path: str, key: str) -> ObjectResult:
+    job = ev.job_for_trial(trial_path)
+    state = ev.table.load_job(job) if job else None
+    if state is None:
+        return ObjectResult(
+            key, ObjectKind.END_MARKER, ObjectAction.IGNORED, reason=f"no job registered for {trial_path}"
+        )
+    steps = listed_steps(state)
+    ev.steps.set_end_marker(state.name, len(steps), ev.clock())
+    changes = ev.complete(state.name)
+    return ObjectResult(
+        key,
+        ObjectKind.END_MARKER,
+        ObjectAction.COMPLETED if changes else "end_seen",
+        job=job,
+        reason=f"{len(steps)} steps written",
+    )
+
+
+def settle(ev: Evaluator, job: str, now_s: float) -> int:
+    """Settle an ended, quiet job's unsettled steps (see the module docstring); returns how many."""
+    state = ev.table.load_job(job)
+    if state is None or state.status in TERMINAL_JOB or not state.end_marker_seen:
+        return 0
+    if now_s - max(state.end_marker_s, state.last_activity_s) < END_GRACE_S:
+        return 0
+    steps = listed_steps(state)
+    num_workers = (
+        state.num_workers or ev.discover_num_workers(state) or max(map(len, steps.values()), default=1)
+    )
+    ev.steps.raise_expected_steps(job, len(steps))
+    # evaluated steps are done; pending ones are the pending re-drive's (attempts counted there)
+    gsi_pk = ev.table.spec.gsi.partition_key
+    recorded = ev.table.query(job_pk(job), STEP_PREFIX)
+    busy = {int(i["step"]) for i in recorded if "step" in i and ("evaluated" in i or gsi_pk in i)}
+    settled = 0
+    for step, workers in sorted(steps.items()):
+        if step in busy:
+            continue
+        for w in sorted(workers):  # a step whose notifications were lost is recorded first
+            ev.steps.record_worker(job, step, w, state.last_activity_s)
+        if len(workers) >= num_workers:
+            ev.process_step(job, step)
+        else:
+            why = (
+                f"step {step} is incomplete: {len(workers)} of {num_workers} workers wrote it "
+                f"({', '.join(sorted(workers))}) by the end of training"
+            )
+            fresh = ev.table.load_job(job) or state
+            ev.record_step_error(fresh, step, why)
+        settled += 1
+    ev.complete(job)
+    return settled
