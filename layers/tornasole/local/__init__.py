@@ -4,7 +4,8 @@ moto cannot run Lambda functions without Docker and its EventBridge cannot
 target SNS or Lambda, so the local mode wires what moto does support (S3 ->
 SQS notifications, DynamoDB streams, EventBridge -> SQS, SNS -> SQS) and a
 small dispatcher thread hands the real payloads to the same handler functions
-the CDK stack deploys (``functions/*/handler.py``).
+the CDK stack deploys (``tornasole.lambda_support.handlers``; the
+``functions/*/handler.py`` assets re-export them).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ the ones moto generated, i.e. what Lambda would receive.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import threading
@@ -18,38 +17,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from tornasole.aws.clients import client
+from tornasole.lambda_support.handlers import load_handler
 from tornasole.local.resources import LocalResources
 from tornasole.stack_spec import DEFAULT_SPEC, FunctionSpec, StackSpec
 
-__all__ = ["Dispatcher", "LocalLambdaContext", "load_handler", "repo_root"]
+__all__ = ["Dispatcher", "LocalLambdaContext"]
 
 log = logging.getLogger(__name__)
 Subscriber = Callable[[dict[str, Any]], None]
 MAX_ATTEMPTS = 3  # Lambda's async invocation: 1 try + 2 retries
-
-
-def repo_root() -> Path:
-    """The source checkout holding ``functions/`` (the package lives in ``layers/tornasole``)."""
-    return Path(__file__).resolve().parents[3]
-
-
-def load_handler(fn: FunctionSpec, root: Path | None = None) -> Callable[[dict[str, Any], Any], Any]:
-    """Import ``<asset_dir>/handler.py`` by path, as Lambda imports ``handler.handler``."""
-    path = (root or repo_root()) / fn.asset_dir / "handler.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: handler not found (local mode runs from a source checkout)")
-    name = f"tornasole_local_{fn.asset_dir.replace('/', '_')}"
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise ImportError(f"{path}: cannot be imported as a module")
-    module: ModuleType = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.handler
 
 
 @dataclass(frozen=True)
@@ -79,9 +58,9 @@ class Dispatcher:
         self.spec = spec
         self.schedule_seconds = schedule_seconds
         self.poll_seconds = poll_seconds
-        self.on_object_created = load_handler(spec.on_object_created)
-        self.publish_events = load_handler(spec.publish_events)
-        self.scheduled_check = load_handler(spec.scheduled_check)
+        self.on_object_created = load_handler(spec.on_object_created.asset_dir)
+        self.publish_events = load_handler(spec.publish_events.asset_dir)
+        self.scheduled_check = load_handler(spec.scheduled_check.asset_dir)
         self.event_subscribers: list[Subscriber] = []
         self.alert_subscribers: list[Subscriber] = []
         self.errors: list[str] = []
