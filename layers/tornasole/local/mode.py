@@ -15,6 +15,7 @@ from typing import Any
 
 from tornasole import config
 from tornasole.aws.clients import clear_client_cache
+from tornasole.extras import require
 from tornasole.local.dispatcher import Dispatcher
 from tornasole.local.resources import LocalResources, create_resources
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
@@ -77,6 +78,7 @@ class LocalMode:
         return env
 
     def start(self) -> LocalMode:
+        require("local", "the local mode (tornasole local up / demo)")
         from moto.server import ThreadedMotoServer
 
         s = self.settings
