@@ -39,6 +39,7 @@ EXTRAS: dict[str, Extra] = {
         Extra("s3", ("boto3",), "s3:// paths"),
         Extra("pytorch", ("torch",), "the PyTorch hook"),
         Extra("plot", ("matplotlib",), "plots"),
+        Extra("demo", ("boto3", "moto", "flask", "aws_lambda_powertools", "torch", "matplotlib"), "the demo"),
         Extra("lambda", ("boto3", "aws_lambda_powertools"), "the Lambda handlers"),
     )
 }

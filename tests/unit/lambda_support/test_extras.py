@@ -86,3 +86,15 @@ def test_plot_without_matplotlib_names_the_plot_extra(
     _block(monkeypatch, "matplotlib")
     assert main(["plot", str(tmp_path / "run"), "--tensor", "w", "-o", str(tmp_path / "p.png")]) == 2
     assert capsys.readouterr().err.endswith("run pip install 'tornasole[plot]'\n")
+
+
+def test_demo_without_matplotlib_stops_before_any_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _block(monkeypatch, "matplotlib")
+    assert main(["demo", "--output-dir", str(tmp_path / "demo")]) == 2
+    assert capsys.readouterr().err == (
+        "tornasole: error: tornasole demo needs the 'demo' extra (missing: matplotlib): "
+        "run pip install 'tornasole[demo]'\n"
+    )
+    assert not (tmp_path / "demo").exists()

@@ -11,7 +11,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tornasole.stack_spec import FunctionSpec
 
 __all__ = ["HANDLER_MODULES", "handler_module", "load_handler"]
 
@@ -34,6 +37,7 @@ def handler_module(asset_dir: str) -> ModuleType:
     return importlib.import_module(module_name)
 
 
-def load_handler(asset_dir: str) -> Callable[[dict[str, Any], Any], Any]:
-    """The ``handler(event, context)`` callable Lambda invokes for ``asset_dir``."""
+def load_handler(function: FunctionSpec | str) -> Callable[[dict[str, Any], Any], Any]:
+    """The ``handler(event, context)`` callable Lambda invokes for a function (its spec or asset dir)."""
+    asset_dir = function if isinstance(function, str) else function.asset_dir
     return handler_module(asset_dir).handler
