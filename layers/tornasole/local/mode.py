@@ -20,6 +20,7 @@ from tornasole import config
 from tornasole.aws.clients import clear_client_cache
 from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
+from tornasole.local import transport
 from tornasole.local.dispatcher import Dispatcher
 from tornasole.local.moto_guard import release_stream, serialize_dynamodb, unserialize_dynamodb
 from tornasole.local.resources import LocalResources, create_resources
@@ -119,6 +120,7 @@ class LocalMode:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        transport.route_to(self.endpoint)  # this process's own requests skip the socket
         self._set_env(self.environment())
         if s.quiet_handlers:
             self._set_env(
@@ -172,6 +174,7 @@ class LocalMode:
             return
         # moto's backends are process-wide: forget this session's resources so a later
         # local mode in the same process (tests, notebooks) starts as empty as a new one.
+        transport.unroute(self.endpoint)
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
         self._server.stop()
         self._server = None
