@@ -50,13 +50,33 @@ def unroute(endpoint: str) -> None:
         _routes.pop(endpoint.rstrip("/"), None)
 
 
-def _before_send(request: Any, **_: Any) -> Any:
+# botocore's name for a service (in the event name) -> moto's backend, where they differ.
+_MOTO_BACKENDS = {"dynamodb-streams": "dynamodbstreams", "eventbridge": "events"}
+_KNOWN = {"s3", "sqs", "sns", "dynamodb", "dynamodbstreams", "events", "sts", "logs"}
+
+
+def _app_for(dispatcher: Any, event_name: str) -> Any:
+    """The service's own app; moto's per-request service detection lists directories on every call."""
+    parts = event_name.split(".")
+    service = _MOTO_BACKENDS.get(parts[1], parts[1]) if len(parts) > 1 else ""
+    if service not in _KNOWN:
+        return dispatcher  # anything else: let moto work it out
+    app = dispatcher.app_instances.get(service)
+    if app is None:
+        with dispatcher.lock:
+            app = dispatcher.app_instances.get(service) or dispatcher.create_app(service)
+            dispatcher.app_instances[service] = app
+    return app
+
+
+def _before_send(request: Any, event_name: str = "", **_: Any) -> Any:
     if not _routes:
         return None
     parts = urlsplit(request.url)
-    app = _routes.get(f"{parts.scheme}://{parts.netloc}")
-    if app is None:
+    dispatcher = _routes.get(f"{parts.scheme}://{parts.netloc}")
+    if dispatcher is None:
         return None
+    app = _app_for(dispatcher, event_name)
     from botocore.awsrequest import AWSResponse
     from moto.core.botocore_stubber import MockRawResponse
     from werkzeug.test import EnvironBuilder, run_wsgi_app
