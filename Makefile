@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export MPLBACKEND := Agg
 
-.PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast lint demo layer synth bench clean
+.PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast test-wheel lint demo layer synth bench clean
 
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -54,6 +54,11 @@ test: setup setup-smdebug setup-sagemaker
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not oracle"
+
+# Build the wheel, install it into a clean venv outside the checkout, run local up / demo / hook / pip check,
+# newest and oldest supported numpy/protobuf (a few minutes; needs the package index).
+test-wheel: setup
+	$(BIN)/python -m pytest tests/e2e/test_wheel_install.py -q
 
 demo: setup
 	$(BIN)/tornasole demo

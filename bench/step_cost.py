@@ -6,7 +6,7 @@
 Why: the issue's "Performance" section asks that the cost of a step does not
 grow with the length of the run (target ratio <= 1.2) and stays under 100 ms
 for 50 tensors of 10k floats. The measured path is the deployed one: the
-``on_object_created`` handler loaded by path (``tornasole.local.dispatcher.load_handler``)
+``on_object_created`` handler (``tornasole.lambda_support.handlers.load_handler``)
 gets an S3 ObjectCreated event for the step's index file, against a moto
 ``ThreadedMotoServer`` on 127.0.0.1 holding the stack's resources
 (``tornasole.local.resources.create_resources``).
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     server = start_moto()
     try:
-        from tornasole.local.dispatcher import load_handler
+        from tornasole.lambda_support.handlers import load_handler
         from tornasole.stack_spec import DEFAULT_SPEC
 
         handler = load_handler(DEFAULT_SPEC.on_object_created)

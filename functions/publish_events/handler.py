@@ -1,47 +1,9 @@
-"""DynamoDB stream of the state table -> drain the transactional outbox.
+"""Lambda entry point of the publish_events function: the code lives in the package.
 
-Every status transition was written in ONE transaction together with its
-outbox item; this function only sees stream records, picks the outbox items
-and asks the library's ``OutboxPublisher`` to deliver each (PutEvents with the
-deterministic ``TornasoleEventId``, SNS alerts, stop signals) and mark it
-published under a condition. Failures are reported per record
-(ReportBatchItemFailures) so one bad item never blocks the shard.
+The CDK app ships this directory as the function's asset and the ``tornasole``
+layer carries the package; see ``tornasole.lambda_support.handlers.publish_events``.
 """
 
-from __future__ import annotations
+from tornasole.lambda_support.handlers.publish_events import handler, publisher
 
-from functools import cache
-from typing import Any
-
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from tornasole.evaluator.events import OutboxPublisher
-from tornasole.lambda_support.env import HandlerEnv
-from tornasole.lambda_support.observability import logger, metrics, tracer
-
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
-
-
-@cache
-def publisher() -> OutboxPublisher:
-    return OutboxPublisher.from_env(HandlerEnv.from_environ())
-
-
-def record_handler(record: DynamoDBRecord) -> None:
-    keys = record.dynamodb.keys if record.dynamodb else None
-    if not keys or not publisher().is_outbox_key(keys):
-        return
-    if publisher().publish(keys):
-        metrics.add_metric(name="OutboxPublished", unit=MetricUnit.Count, value=1)
-
-
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+__all__ = ["handler", "publisher"]

@@ -69,6 +69,9 @@ def plot_trial(
     title: str | None = None,
 ) -> int:
     """Write a PNG with one line per tensor; ``fired`` maps rule name -> global steps to mark."""
+    from tornasole.extras import require
+
+    require("plot", "plotting")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -45,6 +45,9 @@ def client(service: str) -> Any:
     with _lock:
         cached = _cache.get(key)
         if cached is None:
+            from tornasole.extras import require
+
+            require("s3", f"AWS access ({service}, e.g. an s3:// path)")
             import boto3
             from botocore.config import Config
 

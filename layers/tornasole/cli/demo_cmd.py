@@ -17,6 +17,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from tornasole.extras import require
+
+    require("demo", "tornasole demo")  # before any work: one line naming the extra, not a late ImportError
     from tornasole.demo.run import run_demo
 
     result = run_demo(args.output_dir, out=lambda s: print(s, flush=True))

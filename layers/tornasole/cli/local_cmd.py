@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -23,6 +24,11 @@ def add_parser(sub: Any) -> None:
     )
     up.add_argument("--schedule-seconds", type=float, default=60.0, help="period of the scheduled check")
     up.add_argument("--json", action="store_true", help="print events as JSON lines")
+    up.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep the trial bucket and the state table (jobs, rule statuses) in DIR across restarts",
+    )
     up.set_defaults(func=_up)
 
 
@@ -45,10 +51,18 @@ def format_event(event: dict[str, Any]) -> str:
 def _up(args: argparse.Namespace) -> int:
     from tornasole.local import LocalMode, LocalSettings
 
-    settings = LocalSettings(port=args.port, bucket=args.bucket, schedule_seconds=args.schedule_seconds)
+    settings = LocalSettings(
+        port=args.port, bucket=args.bucket, schedule_seconds=args.schedule_seconds, state_dir=args.state_dir
+    )
+    if not 0 <= args.port <= 65535:
+        print(f"tornasole: error: --port {args.port} is not a port number (0-65535)", file=sys.stderr)
+        return 2
     local = LocalMode(settings).start()
     stop = threading.Event()
+    # Both set explicitly: a process started in the background by a non-interactive shell inherits
+    # SIGINT *ignored*, and Ctrl-C / `kill -INT` must still stop it.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         assert local.dispatcher is not None
         local.dispatcher.event_subscribers.append(
@@ -62,12 +76,16 @@ def _up(args: argparse.Namespace) -> int:
         print("environment for training scripts and the CLI in another shell:", flush=True)
         for k, v in local.environment().items():
             print(f"  export {k}={v}", flush=True)
+        if args.state_dir:
+            print(f"state kept in {args.state_dir} (saved when local mode stops)", flush=True)
         print("Ctrl-C to stop.", flush=True)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
+        if args.state_dir:
+            print(f"stopping: finishing queued work and saving the state to {args.state_dir} ...", flush=True)
         local.stop()
         print("local mode stopped", flush=True)
     return 0

@@ -1,12 +1,13 @@
-"""Code shared by the Lambda handlers in ``functions/``, shipped in the layer.
+"""The Lambda handlers (``handlers``) and what they share, shipped in the package and the layer.
 
-Each ``functions/<name>/`` asset directory holds only its ``handler.py``; what
-the handlers share (environment model, Powertools objects, event parsing) lives
-here so every function package stays self-contained while the layer carries
-the common code. Powertools is imported only by ``observability`` (the
-``[lambda]`` extra); the rest of the library never needs it.
+Each ``functions/<name>/`` asset directory holds only a ``handler.py`` that
+re-exports ``handlers.<name>.handler``; the code itself and what the handlers
+share (environment model, Powertools objects) live here, so a wheel install
+(local mode) and the deployed layer run the same code. Powertools is imported
+only by ``observability`` and the handler modules (the ``[lambda]``/``[local]``
+extras); the rest of the library never needs it.
 """
 
 from __future__ import annotations
 
-__all__ = ["env", "observability", "records"]
+__all__ = ["env", "handlers", "observability"]

@@ -2,9 +2,12 @@
 
 moto cannot run Lambda functions without Docker and its EventBridge cannot
 target SNS or Lambda, so the local mode wires what moto does support (S3 ->
-SQS notifications, DynamoDB streams, EventBridge -> SQS, SNS -> SQS) and a
-small dispatcher thread hands the real payloads to the same handler functions
-the CDK stack deploys (``functions/*/handler.py``).
+SQS notifications, DynamoDB streams, EventBridge -> SQS, SNS -> SQS) and its
+dispatcher gives each function its own worker thread(s), as Lambda gives each
+function its own concurrency, handing the real payloads to the same handler
+functions the CDK stack deploys (``tornasole.lambda_support.handlers``; the
+``functions/*/handler.py`` assets re-export them). ``--state-dir`` keeps the
+trial bucket and the state table across restarts (``state_store``).
 """
 
 from __future__ import annotations

@@ -7,24 +7,52 @@ prints the same variables for a training script in another shell.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import socket
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from tornasole import config
 from tornasole.aws.clients import clear_client_cache
+from tornasole.exceptions import TornasoleError
+from tornasole.extras import require
+from tornasole.local import transport
 from tornasole.local.dispatcher import Dispatcher
+from tornasole.local.moto_guard import release_stream, serialize_dynamodb, unserialize_dynamodb
 from tornasole.local.resources import LocalResources, create_resources
+from tornasole.local.state_store import has_state, restore_objects, restore_table, save_state
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
 
-__all__ = ["LocalMode", "LocalSettings"]
+__all__ = ["LocalMode", "LocalSettings", "PortInUseError", "ensure_port_free"]
 
 log = logging.getLogger(__name__)
 
 # Fake credentials: the local endpoint accepts anything and nothing can sign with real keys.
 _FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+class PortInUseError(TornasoleError, OSError):
+    """The port asked for is taken; the local mode never starts half-way."""
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise :class:`PortInUseError` naming ``host:port`` if something already listens there."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # The server sets SO_REUSEADDR too: a port left in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise PortInUseError(
+                f"port {port} on {host} is already in use ({exc.strerror}); stop what listens there "
+                "or pass --port with another port (0 picks a free one)"
+            ) from exc
 
 
 @dataclass(frozen=True)
@@ -35,6 +63,8 @@ class LocalSettings:
     region: str = "us-east-1"
     schedule_seconds: float = 60.0
     quiet_handlers: bool = True  # Powertools JSON logs / EMF metrics off unless asked for
+    evaluation_workers: int = 2  # on_object_created's concurrency
+    state_dir: str | None = None  # keep the trial bucket and the state table here across restarts
 
 
 class LocalMode:
@@ -77,14 +107,20 @@ class LocalMode:
         return env
 
     def start(self) -> LocalMode:
+        require("local", "the local mode (tornasole local up / demo)")
         from moto.server import ThreadedMotoServer
 
         s = self.settings
+        ensure_port_free(s.host, s.port)  # Werkzeug would log the bind error in its thread and hang
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+        # Metrics are disabled locally; Powertools still warns once per invocation that none were published.
+        warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
+        serialize_dynamodb()
         self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        transport.route_to(self.endpoint)  # this process's own requests skip the socket
         self._set_env(self.environment())
         if s.quiet_handlers:
             self._set_env(
@@ -95,22 +131,36 @@ class LocalMode:
                 }
             )
         clear_client_cache()
+        restored = bool(s.state_dir) and has_state(s.state_dir)
+        if restored:
+            restore_objects(s.state_dir)  # before the notifications exist: nothing is evaluated twice
         self.resources = create_resources(s.bucket, self.spec)
+        if restored:
+            n = restore_table(s.state_dir, self.resources.table)
+            log.info("restored %d state items from %s", n, s.state_dir)
         self._set_env({config.ALERT_TOPIC_ARN: self.resources.topic_arn})
-        self.dispatcher = Dispatcher(self.resources, self.spec, schedule_seconds=s.schedule_seconds)
+        self.dispatcher = Dispatcher(
+            self.resources,
+            self.spec,
+            schedule_seconds=s.schedule_seconds,
+            evaluation_workers=s.evaluation_workers,
+            stream_consumed=functools.partial(release_stream, self.resources.table),
+        )
         self.dispatcher.start()
         log.info("local mode up at %s", self.endpoint)
         return self
 
     def stop(self) -> None:
         if self.dispatcher is not None:
+            if self.settings.state_dir:
+                # Finish what is queued (notifications, stream records) so the saved state is complete.
+                self.dispatcher.drain(timeout=30)
             self.dispatcher.stop()
-        if self._server is not None:
-            # moto's backends are process-wide: forget this session's resources so a later
-            # local mode in the same process (tests, notebooks) starts as empty as a new one.
-            urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
-            self._server.stop()
-            self._server = None
+        try:
+            if self.settings.state_dir and self.resources is not None and self._server is not None:
+                save_state(self.settings.state_dir, self.settings.bucket, self.resources.table)
+        finally:
+            self._stop_server()
         for k, v in self._saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -119,10 +169,21 @@ class LocalMode:
         self._saved_env.clear()
         clear_client_cache()
 
-    def drain(self, timeout: float = 30.0) -> None:
+    def _stop_server(self) -> None:
+        if self._server is None:
+            return
+        # moto's backends are process-wide: forget this session's resources so a later
+        # local mode in the same process (tests, notebooks) starts as empty as a new one.
+        transport.unroute(self.endpoint)
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
+        self._server.stop()
+        self._server = None
+        unserialize_dynamodb()
+
+    def drain(self, timeout: float = 30.0) -> bool:
         """Wait until every queued notification, stream record and event has been handled."""
         assert self.dispatcher is not None, "LocalMode.start() first"
-        self.dispatcher.drain(timeout)
+        return self.dispatcher.drain(timeout)
 
     def _set_env(self, values: dict[str, str]) -> None:
         for k, v in values.items():

@@ -1,0 +1,200 @@
+"""Local mode latency: step landed -> state-change event, and -> stop signal visible to the hook.
+
+    .venv/bin/python bench/latency.py                     # 1 job x 10 rounds, then 20 concurrent jobs
+    .venv/bin/python bench/latency.py --jobs 5 --rounds 1 # quick
+
+Why: a rule is only useful if its verdict arrives while the run can still be
+stopped. The path measured is the whole local pipeline, as a user runs it
+(``tornasole.local.LocalMode``: moto server, S3 notifications, the
+``on_object_created`` / ``publish_events`` handlers, EventBridge -> SQS):
+
+- each job is registered with ``ExplodingTensor`` and a ``stoptraining`` action;
+- a writer thread per job writes three healthy steps with the real trial
+  writer, one every ``--step-interval`` seconds (1 s), then one step with a NaN;
+  "landed" is when that step's index object PUT returned (the object that
+  triggers the evaluation);
+- "event" is when the first ``SageMaker Training Job State Change`` event with
+  the rule ``IssuesFound`` reaches the bus's SQS target (the CLI prints it);
+- "stop" is when ``<trial>/tornasole_stop_training.json`` exists in S3 (what the
+  hook's stop poller reads), checked every 0.1 s (the hook's own interval, 5 s by
+  default, comes on top).
+
+Prints p50/p99/max per scenario. Target (issue 10): p50 < 1 s, p99 < 3 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "layers"))  # run from a checkout without install
+
+from tornasole.format.writer import StepWriter, TrialWriter  # noqa: E402
+from tornasole.modes import ModeKeys  # noqa: E402
+
+RULE = "ExplodingTensor"
+HEALTHY_STEPS = 3
+# How often each job looks for its stop signal (the hook's default is 5 s): adds up to this much to the
+# "stop" figure, and every look is a HEAD request the local server answers while it evaluates.
+STOP_POLL_SECONDS = 0.1
+COLLECTIONS = {"losses": {"name": "losses", "include_regex": ["loss.*"]}}
+
+
+class Observer:
+    """Timestamps of the first IssuesFound state-change event per job (subscriber of the dispatcher)."""
+
+    def __init__(self) -> None:
+        self.event_at: dict[str, float] = {}
+        self.changed = threading.Condition()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        now = time.monotonic()
+        d = event.get("detail", {})
+        if event.get("detail-type") != "SageMaker Training Job State Change":
+            return
+        statuses = {
+            s["RuleConfigurationName"]: s["RuleEvaluationStatus"]
+            for s in d.get("DebugRuleEvaluationStatuses", [])
+        }
+        if statuses.get(RULE) == "IssuesFound":
+            with self.changed:
+                self.event_at.setdefault(d["TrainingJobName"], now)
+                self.changed.notify_all()
+
+
+def _step(step: int, loss: float) -> StepWriter:
+    sw = StepWriter(step, "worker_0", mode=ModeKeys.TRAIN, mode_step=step)
+    sw.add_tensor("loss", np.float32(loss), wall_time=time.time())
+    return sw
+
+
+def run_job(
+    name: str, trial: str, observer: Observer, timeout: float, step_interval: float
+) -> tuple[float, float]:
+    """Write the job's steps; returns (landed -> event, landed -> stop visible) in seconds."""
+    from tornasole.storage import get_storage
+
+    writer = TrialWriter(trial)
+    writer.write_collections(COLLECTIONS, 1)
+    for step in range(HEALTHY_STEPS):
+        writer.write_step(_step(step, 1.0 / (step + 1)))
+        time.sleep(step_interval)
+    writer.write_step(_step(HEALTHY_STEPS, float("nan")))
+    landed = time.monotonic()
+    stop_path = f"{trial}/tornasole_stop_training.json"
+    storage = get_storage(stop_path)
+    stop_at = None
+    deadline = landed + timeout
+    while time.monotonic() < deadline:
+        if stop_at is None and storage.exists(stop_path):
+            stop_at = time.monotonic()
+        if stop_at is not None and name in observer.event_at:
+            break
+        time.sleep(STOP_POLL_SECONDS)
+    event_at = observer.event_at.get(name)
+    if event_at is None or stop_at is None:
+        raise TimeoutError(
+            f"{name}: no {'event' if event_at is None else 'stop signal'} within {timeout:.0f} s"
+        )
+    return event_at - landed, stop_at - landed
+
+
+def scenario(
+    local: Any, observer: Observer, prefix: str, jobs: int, timeout: float, step_interval: float
+) -> list[tuple[float, float]]:
+    from tornasole.jobs import register_job
+
+    names = [f"{prefix}-{i:02d}" for i in range(jobs)]
+    action = json.dumps({"name": "stoptraining"})
+    for name in names:
+        rules = [
+            {"RuleConfigurationName": RULE, "RuleParameters": {"rule_to_invoke": RULE, "action_json": action}}
+        ]
+        register_job(name, f"{local.trial_root}{name}", rules)
+    results: dict[str, tuple[float, float] | BaseException] = {}
+
+    def one(name: str) -> None:
+        try:
+            results[name] = run_job(name, f"{local.trial_root}{name}", observer, timeout, step_interval)
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [r for r in results.values() if isinstance(r, BaseException)]
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {jobs} jobs failed: {errors[0]}")
+    return [r for r in results.values() if not isinstance(r, BaseException)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def report(label: str, samples: list[tuple[float, float]]) -> None:
+    for kind, values in (
+        ("state-change event", [s[0] for s in samples]),
+        ("stop signal visible", [s[1] for s in samples]),
+    ):
+        print(
+            f"{label}: step landed -> {kind}: p50 {statistics.median(values):.2f} s, "
+            f"p99 {percentile(values, 99):.2f} s, max {max(values):.2f} s (n={len(values)})",
+            flush=True,
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--jobs", type=int, default=20, help="concurrent jobs of the second scenario (default 20)"
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of the concurrent scenario (default 1)")
+    ap.add_argument(
+        "--step-interval",
+        type=float,
+        default=1.0,
+        help="seconds between a job's saved steps (default 1; every job saves at this pace)",
+    )
+    ap.add_argument(
+        "--single-rounds", type=int, default=10, help="rounds of the one-job scenario (default 10)"
+    )
+    ap.add_argument("--timeout", type=float, default=120.0, help="per job, seconds (default 120)")
+    args = ap.parse_args()
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+    from tornasole.local import LocalMode, LocalSettings
+
+    observer = Observer()
+    load = os.getloadavg()[0]
+    print(f"{os.cpu_count()} CPUs, load average {load:.1f} before the run (other work slows every figure)")
+    with LocalMode(LocalSettings(port=0)) as local:
+        assert local.dispatcher is not None
+        local.dispatcher.event_subscribers.append(observer.on_event)
+        single: list[tuple[float, float]] = []
+        for r in range(args.single_rounds):
+            single += scenario(local, observer, f"single-{r:02d}", 1, args.timeout, args.step_interval)
+        report("1 job", single)
+        many: list[tuple[float, float]] = []
+        for r in range(args.rounds):
+            many += scenario(local, observer, f"many-{r:02d}", args.jobs, args.timeout, args.step_interval)
+        report(f"{args.jobs} concurrent jobs", many)
+        if local.dispatcher.errors:
+            print("dispatcher errors: " + "; ".join(local.dispatcher.errors[:5]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

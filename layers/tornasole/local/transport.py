@@ -1,0 +1,107 @@
+"""Requests from the local mode's own process to its endpoint go straight to the moto app, not over TCP.
+
+The embedded server (Werkzeug) closes the connection after every response and
+starts a thread per connection, which costs more than the request itself on a
+busy laptop; the evaluator's handlers, running in the same process as the
+server, make about a dozen requests per step. While a local mode runs, a
+botocore ``before-send`` handler hands requests addressed to its endpoint to
+the same WSGI application the server runs (moto's ``DomainDispatcherApplication``),
+in this thread: the same parsing, the same backends, the same responses, minus
+the socket. Other processes (a training script, the CLI in another shell) use
+the server as before; requests to any other URL are untouched.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["install", "route_to", "unroute"]
+
+_lock = threading.Lock()
+_routes: dict[str, Any] = {}  # endpoint "http://host:port" -> WSGI app
+_installed = False
+
+
+def install() -> None:
+    """Add the handler to botocore's built-in handlers (sessions created from now on carry it)."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        from botocore.handlers import BUILTIN_HANDLERS
+
+        BUILTIN_HANDLERS.append(("before-send", _before_send))
+        _installed = True
+
+
+def route_to(endpoint: str) -> None:
+    """Serve requests for ``endpoint`` in-process from now on."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    install()
+    with _lock:
+        _routes[endpoint.rstrip("/")] = DomainDispatcherApplication(create_backend_app)
+
+
+def unroute(endpoint: str) -> None:
+    with _lock:
+        _routes.pop(endpoint.rstrip("/"), None)
+
+
+# botocore's name for a service (in the event name) -> moto's backend, where they differ.
+_MOTO_BACKENDS = {"dynamodb-streams": "dynamodbstreams", "eventbridge": "events"}
+_KNOWN = {"s3", "sqs", "sns", "dynamodb", "dynamodbstreams", "events", "sts", "logs"}
+
+
+def _app_for(dispatcher: Any, event_name: str) -> Any:
+    """The service's own app; moto's per-request service detection lists directories on every call."""
+    parts = event_name.split(".")
+    service = _MOTO_BACKENDS.get(parts[1], parts[1]) if len(parts) > 1 else ""
+    if service not in _KNOWN:
+        return dispatcher  # anything else: let moto work it out
+    app = dispatcher.app_instances.get(service)
+    if app is None:
+        with dispatcher.lock:
+            app = dispatcher.app_instances.get(service) or dispatcher.create_app(service)
+            dispatcher.app_instances[service] = app
+    return app
+
+
+def _before_send(request: Any, event_name: str = "", **_: Any) -> Any:
+    if not _routes:
+        return None
+    parts = urlsplit(request.url)
+    dispatcher = _routes.get(f"{parts.scheme}://{parts.netloc}")
+    if dispatcher is None:
+        return None
+    app = _app_for(dispatcher, event_name)
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    body = request.body
+    if hasattr(body, "read"):
+        body = body.read()
+    headers = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
+    for name in ("Expect", "Content-Length", "Transfer-Encoding"):  # the builder sets the body's own
+        headers.pop(name, None)
+    environ = EnvironBuilder(
+        path=parts.path or "/",
+        query_string=parts.query,
+        method=request.method,
+        headers=headers,
+        data=body or b"",
+        base_url=f"{parts.scheme}://{parts.netloc}",
+    ).get_environ()
+    app_iter, status, response_headers = run_wsgi_app(app, environ)
+    try:
+        data = b"".join(app_iter)
+    finally:
+        close = getattr(app_iter, "close", None)
+        if close is not None:
+            close()
+    return AWSResponse(
+        request.url, int(status.split(" ", 1)[0]), dict(response_headers), MockRawResponse(data)
+    )
