@@ -10,6 +10,7 @@ order smdebug writes them so files round-trip byte for byte.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -109,6 +110,8 @@ class Collection:
     >>> c.add_tensor_name("custom"); c.matches("custom")
     True
     >>> Collection.from_json_dict(c.to_json_dict()) == c
+    True
+    >>> Collection.from_json(c.to_json()) == c
     True
     """
 
@@ -221,6 +224,27 @@ class Collection:
             save_config=SaveConfig.from_json_dict(d.get("save_config")),
             save_histogram=d.get("save_histogram", True),
         )
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any]) -> Collection:
+        """smdebug's spelling of :meth:`from_json_dict`."""
+        return cls.from_json_dict(params)
+
+    def to_json(self) -> str:
+        """:meth:`to_json_dict` as a JSON string (what smdebug's ``Collection.to_json`` returns)."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_json(cls, json_str: str) -> Collection:
+        """Inverse of :meth:`to_json`; also reads smdebug's strings."""
+        try:
+            d = json.loads(json_str)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"Collection.from_json: not valid JSON: {exc}") from exc
+        return cls.from_json_dict(d)
+
+    def __str__(self) -> str:
+        return str(self.to_json_dict())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Collection):

@@ -10,6 +10,7 @@ default config, but stays ``null`` on disk so files round-trip byte for byte.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -39,6 +40,13 @@ def _as_mode(key: Any) -> ModeKeys:
         return ModeKeys.from_name(str(key))
     except ValueError as exc:
         raise ConfigurationError(f"SaveConfig: unknown mode {key!r} in mode_save_configs") from exc
+
+
+def _loads(what: str, json_str: str) -> Any:
+    try:
+        return json.loads(json_str)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{what}.from_json: not valid JSON: {exc}") from exc
 
 
 class SaveConfigMode:
@@ -112,6 +120,26 @@ class SaveConfigMode:
             raise ConfigurationError(f"SaveConfig: unknown key(s) {sorted(unknown)} in {dict(d)!r}")
         return cls(d.get("save_interval"), d.get("start_step"), d.get("end_step"), d.get("save_steps"))
 
+    @classmethod
+    def from_dict(
+        cls, params: Mapping[str, Any] | None, default_values: Mapping[str, Any] | None = None
+    ) -> SaveConfigMode | None:
+        """smdebug's spelling of :meth:`from_json_dict`; missing keys come from ``default_values``."""
+        if params is None or not default_values:
+            return cls.from_json_dict(params)
+        if not isinstance(default_values, Mapping):
+            raise ConfigurationError(f"SaveConfigMode: default_values={default_values!r} must be a dict")
+        return cls.from_json_dict({**default_values, **params})
+
+    def to_json(self) -> str:
+        """:meth:`to_json_dict` as a JSON string."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_json(cls, json_str: str) -> SaveConfigMode | None:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_json_dict(_loads("SaveConfigMode", json_str))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SaveConfigMode):
             return NotImplemented
@@ -130,28 +158,31 @@ class SaveConfigMode:
 class SaveConfig:
     """Save settings for all four modes.
 
-    Either give the common settings (applied to every mode) or
-    ``mode_save_configs`` mapping modes (``ModeKeys`` or their names) to
+    The parameters are in smdebug's order, so ``SaveConfig({modes.TRAIN:
+    SaveConfigMode(...)})`` works. Either give the common settings (applied
+    to every mode, by keyword) or ``mode_save_configs`` mapping modes (``ModeKeys`` or their names) to
     :class:`SaveConfigMode` (or its JSON dict, or ``None``); unconfigured modes
     save with the defaults but serialize as ``null``, as in smdebug.
 
     Examples
     --------
     >>> from tornasole import modes
-    >>> sc = SaveConfig(mode_save_configs={modes.TRAIN: SaveConfigMode(save_interval=5)})
+    >>> sc = SaveConfig({modes.TRAIN: SaveConfigMode(save_interval=5)})
     >>> sc.should_save_step(modes.TRAIN, 10), sc.should_save_step(modes.TRAIN, 11)
     (True, False)
     >>> sc.to_json_dict()["EVAL"] is None
+    True
+    >>> SaveConfig.from_json(sc.to_json()) == sc
     True
     """
 
     def __init__(
         self,
-        save_interval: int = DEFAULT_SAVE_INTERVAL,
-        start_step: int = 0,
+        mode_save_configs: Mapping[Any, SaveConfigMode | Mapping[str, Any] | None] | None = None,
+        save_interval: int | None = None,
+        start_step: int | None = None,
         end_step: int | None = None,
         save_steps: Iterable[int] | None = None,
-        mode_save_configs: Mapping[Any, SaveConfigMode | Mapping[str, Any] | None] | None = None,
     ) -> None:
         self.mode_save_configs: dict[ModeKeys, SaveConfigMode | None]
         if mode_save_configs is None:
@@ -159,14 +190,23 @@ class SaveConfig:
             self.mode_save_configs = {m: common for m in ModeKeys}
         else:
             if not isinstance(mode_save_configs, Mapping):
-                raise ConfigurationError(
-                    f"SaveConfig: mode_save_configs={mode_save_configs!r} must be a dict"
+                hint = (
+                    " (the first positional parameter is mode_save_configs, as in smdebug;"
+                    f" write SaveConfig(save_interval={mode_save_configs!r}))"
+                    if isinstance(mode_save_configs, int)
+                    else ""
                 )
-            self.mode_save_configs = {m: None for m in ModeKeys}
+                raise ConfigurationError(
+                    f"SaveConfig: mode_save_configs={mode_save_configs!r} must be a dict of modes{hint}"
+                )
+            # given modes first, then the missing ones: smdebug's key order, so to_json() matches its output
+            self.mode_save_configs = {}
             for key, value in mode_save_configs.items():
                 if value is not None and not isinstance(value, SaveConfigMode):
                     value = SaveConfigMode.from_json_dict(value)
                 self.mode_save_configs[_as_mode(key)] = value
+            for m in ModeKeys:
+                self.mode_save_configs.setdefault(m, None)
         self._default = SaveConfigMode()
 
     def get_save_config(self, mode: ModeKeys) -> SaveConfigMode:
@@ -206,6 +246,40 @@ class SaveConfig:
         if not isinstance(d, Mapping):
             raise ConfigurationError(f"SaveConfig: expected an object keyed by mode names, got {d!r}")
         return cls(mode_save_configs=dict(d))
+
+    @classmethod
+    def from_dict(
+        cls, params: Mapping[Any, Any] | None, default_values: Mapping[str, Any] | None = None
+    ) -> SaveConfig | None:
+        """smdebug's spelling of :meth:`from_json_dict`; missing keys from ``default_values``."""
+        if params is None:
+            return None
+        if not isinstance(params, Mapping):
+            raise ConfigurationError(f"SaveConfig: expected an object keyed by mode names, got {params!r}")
+        return cls(
+            mode_save_configs={
+                k: (SaveConfigMode.from_dict(v, default_values) if isinstance(v, Mapping) else v)
+                for k, v in params.items()
+            }
+        )
+
+    def to_json(self) -> str:
+        """:meth:`to_json_dict` as a JSON string (what smdebug's ``SaveConfig.to_json`` returns)."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_json(cls, json_str: str) -> SaveConfig | None:
+        """Inverse of :meth:`to_json`; also reads smdebug's strings."""
+        return cls.from_json_dict(_loads("SaveConfig", json_str))
+
+    @classmethod
+    def from_save_config_mode(cls, save_config_mode: SaveConfigMode) -> SaveConfig:
+        """Every mode with the settings ``save_config_mode``."""
+        return cls(mode_save_configs={m: save_config_mode for m in ModeKeys})
+
+    def merge_default_save_config(self, default_save_config: SaveConfig) -> None:
+        """Fill this config's unconfigured modes from ``default_save_config``, in place (as smdebug)."""
+        self.mode_save_configs = self.merged_with(default_save_config).mode_save_configs
 
     @classmethod
     def parse(cls, obj: Any) -> SaveConfig:
