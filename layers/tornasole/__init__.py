@@ -18,6 +18,10 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Hook": "tornasole.hooks.hook:Hook",
+    "get_hook": "tornasole.hooks:get_hook",
+    "set_hook": "tornasole.hooks:set_hook",
+    "del_hook": "tornasole.hooks:del_hook",
+    "CollectionManager": "tornasole.core.collection_manager:CollectionManager",
     "SaveConfig": "tornasole.core.save_config:SaveConfig",
     "SaveConfigMode": "tornasole.core.save_config:SaveConfigMode",
     "ReductionConfig": "tornasole.core.reduction_config:ReductionConfig",

@@ -69,7 +69,7 @@ class SaveConfigMode:
     True
     """
 
-    __slots__ = ("save_interval", "start_step", "end_step", "save_steps")
+    __slots__ = ("save_interval", "start_step", "end_step", "save_steps", "_alternatives")
 
     def __init__(
         self,
@@ -90,14 +90,60 @@ class SaveConfigMode:
         if isinstance(save_steps, str):
             save_steps = [s for s in save_steps.split(",") if s.strip()]
         self.save_steps = [_as_int("save_steps", s) for s in (save_steps or [])]
+        # Other settings whose steps are saved too (see union()); not part of the JSON shape.
+        self._alternatives: tuple[SaveConfigMode, ...] = ()
 
     def should_save_step(self, mode_step: int) -> bool:
         """Whether ``mode_step`` is saved under this mode's settings."""
         if self.save_steps and mode_step in self.save_steps:
             return True
+        if self._alternatives and any(a.should_save_step(mode_step) for a in self._alternatives):
+            return True
         if mode_step < self.start_step or (self.end_step is not None and mode_step >= self.end_step):
             return False
         return mode_step % self.save_interval == 0
+
+    @classmethod
+    def union(cls, *configs: SaveConfigMode) -> SaveConfigMode:
+        """Settings that save every step any of ``configs`` saves, and no other.
+
+        Why: SageMaker's SDK sends the same collection twice when a rule and the
+        user both configure it (e.g. ``losses`` every 500 steps for the rule,
+        every 10 for the user); keeping only one would lose the other's steps.
+        When one interval divides the others over the same range the result is
+        plain (``save_interval`` 10 plus both ``save_steps``); otherwise the
+        densest settings are what the JSON shows and the others are kept as
+        alternatives that :meth:`should_save_step` also honours.
+
+        Examples
+        --------
+        >>> SaveConfigMode.union(SaveConfigMode(500), SaveConfigMode(10, save_steps=[3]))
+        SaveConfigMode(save_interval=10, start_step=0, end_step=None, save_steps=[3])
+        >>> u = SaveConfigMode.union(SaveConfigMode(4), SaveConfigMode(6))
+        >>> [s for s in range(13) if u.should_save_step(s)]
+        [0, 4, 6, 8, 12]
+        """
+        members: list[SaveConfigMode] = []
+        for c in configs:
+            for m in (c, *c._alternatives):
+                plain = SaveConfigMode(m.save_interval, m.start_step, m.end_step, m.save_steps)
+                if plain not in members:
+                    members.append(plain)
+        if not members:
+            raise ConfigurationError("SaveConfigMode.union needs at least one SaveConfigMode")
+        steps = sorted({s for m in members for s in m.save_steps})
+        primary = min(members, key=lambda m: m.save_interval)
+        others = [m for m in members if m is not primary]
+        out = cls(primary.save_interval, primary.start_step, primary.end_step, steps)
+        out._alternatives = tuple(
+            m
+            for m in others
+            if not (
+                (m.start_step, m.end_step) == (primary.start_step, primary.end_step)
+                and m.save_interval % primary.save_interval == 0
+            )
+        )
+        return out
 
     def to_json_dict(self) -> dict[str, Any]:
         """The per-mode object of a collections file (key order as smdebug writes it)."""
@@ -143,10 +189,12 @@ class SaveConfigMode:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SaveConfigMode):
             return NotImplemented
-        return self.to_json_dict() == other.to_json_dict()
+        return self.to_json_dict() == other.to_json_dict() and self._alternatives == other._alternatives
 
     def __hash__(self) -> int:
-        return hash((self.save_interval, self.start_step, self.end_step, tuple(self.save_steps)))
+        return hash(
+            (self.save_interval, self.start_step, self.end_step, tuple(self.save_steps), self._alternatives)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -223,6 +271,21 @@ class SaveConfig:
     def should_save_step(self, mode: ModeKeys, mode_step: int) -> bool:
         """Whether mode step ``mode_step`` of ``mode`` is saved."""
         return self.get_save_config(mode).should_save_step(mode_step)
+
+    @classmethod
+    def union(cls, *configs: SaveConfig) -> SaveConfig:
+        """Per mode, :meth:`SaveConfigMode.union` of the configured modes (a mode nobody set stays unset)."""
+        if not configs:
+            raise ConfigurationError("SaveConfig.union needs at least one SaveConfig")
+        merged: dict[ModeKeys, SaveConfigMode | None] = {}
+        for mode in ModeKeys:
+            given = [c.mode_save_configs.get(mode) for c in configs]
+            present = [g for g in given if g is not None]
+            if not present:
+                merged[mode] = None
+            else:  # an unset mode saves with the defaults: that counts too
+                merged[mode] = SaveConfigMode.union(*present, *([SaveConfigMode()] if None in given else []))
+        return cls(mode_save_configs=merged)
 
     def merged_with(self, default: SaveConfig) -> SaveConfig:
         """A copy whose unconfigured modes take ``default``'s settings (collection config over the hook's)."""

@@ -168,3 +168,24 @@ def test_collection_manager_load_errors_name_the_file(tmp_path):
         CollectionManager.load(str(tmp_path / "absent.json"))
     with pytest.raises(ConfigurationError, match="not valid JSON"):
         CollectionManager.load_from_string("{")
+
+
+def test_union_of_save_configs_saves_every_step_either_saves():
+    a = SaveConfigMode(save_interval=500)
+    b = SaveConfigMode(save_interval=10, save_steps=[3])
+    u = SaveConfigMode.union(a, b)
+    assert u == SaveConfigMode(save_interval=10, save_steps=[3])  # 10 divides 500: a plain config
+    odd = SaveConfigMode.union(SaveConfigMode(save_interval=4), SaveConfigMode(save_interval=6, start_step=6))
+    assert [s for s in range(25) if odd.should_save_step(s)] == [0, 4, 6, 8, 12, 16, 18, 20, 24]
+    assert odd.to_json_dict()["save_interval"] == 4
+    assert odd != SaveConfigMode(save_interval=4)  # the alternative counts for equality and grouping
+    assert SaveConfigMode.union(odd, odd) == odd
+    sc = SaveConfig.union(
+        SaveConfig({modes.TRAIN: SaveConfigMode(save_interval=5)}),
+        SaveConfig(
+            {modes.TRAIN: SaveConfigMode(save_interval=2), modes.EVAL: SaveConfigMode(save_steps=[1])}
+        ),
+    )
+    assert [s for s in range(11) if sc.should_save_step(modes.TRAIN, s)] == [0, 2, 4, 5, 6, 8, 10]
+    assert sc.should_save_step(modes.EVAL, 1)
+    assert sc.to_json_dict()["PREDICT"] is None
