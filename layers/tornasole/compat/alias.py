@@ -51,6 +51,7 @@ EXTRA_MODULES = {
     "smdebug.core.json_config": "tornasole.hooks.json_config",
     "smdebug.core.singleton_utils": "tornasole.hooks.singleton",
     "smdebug.pytorch.singleton_utils": "tornasole.pytorch",
+    "smdebug.pytorch.collection": "tornasole.core",
     "smdebug.core.tfevent.summary": "tornasole.tensorboard.summary",
     "smdebug.core.writer": "tornasole.format.writer",
 }
@@ -135,10 +136,7 @@ def _real_smdebug_location() -> str | None:
 def install_smdebug_alias() -> None:
     """Turn the alias on for this process (idempotent); :class:`SmdebugAliasError` if smdebug is present.
 
-    Examples
-    --------
-    >>> install_smdebug_alias()  # doctest: +SKIP
-    >>> import smdebug.trials  # doctest: +SKIP
+    After it, ``import smdebug.trials`` is ``tornasole.trials``.
     """
     with _lock:
         if alias_installed():

@@ -187,9 +187,17 @@ class Collection:
     def remove_tensor_name(self, name: str) -> None:
         self.tensor_names.discard(name)
 
+    #: Bumped by every add_module_tensors call, so hooks re-resolve module names only when it moved.
+    modules_version = 0
+
     def add_module_tensors(self, module: Any, inputs: bool = False, outputs: bool = True) -> None:
-        """PyTorch: the module's inputs and/or outputs belong here (names resolved at registration)."""
+        """PyTorch: the module's inputs and/or outputs belong here.
+
+        The hook turns the module into ``<module path>_input_`` / ``_output_``
+        patterns (smdebug's) once the module is part of a registered model.
+        """
         self.modules[module] = (bool(inputs), bool(outputs))
+        Collection.modules_version += 1
 
     def matches(self, name: str) -> bool:
         """Whether the tensor called ``name`` belongs here (exact name, or a regex found in it)."""

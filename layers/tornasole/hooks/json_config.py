@@ -26,6 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tornasole.core.config_constants import (  # noqa: F401 - smdebug.core.json_config exports them
+    CONFIG_FILE_PATH_ENV_STR,
+    DEFAULT_CONFIG_FILE_PATH,
+    DEFAULT_RESOURCE_CONFIG_FILE,
+)
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.exceptions import ConfigurationError

@@ -67,6 +67,10 @@ class SmdebugHookMethods:
         self._submit_collections()
         self.flush()
 
+    def _cleanup(self) -> None:
+        """smdebug's private name for ``close()``, which its examples and tests call."""
+        self.close()
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__module__}.{type(self).__qualname__}: out_dir={self.out_dir!r}, "

@@ -222,3 +222,38 @@ def test_public_methods_of_smdebugs_hook(tmp_path):
     assert (tmp_path / "run" / "collections" / "000000000" / "worker_0_collections.json").exists()
     assert "out_dir=" in repr(hook)
     hook.close()
+
+
+def test_new_pytorch_hook_becomes_the_process_hook_and_cleanup_closes_it(tmp_path):
+    hook = ts.Hook(str(tmp_path / "run"), save_config=SaveConfig(save_interval=1))
+    assert ts.get_hook() is hook
+    hook._cleanup()  # smdebug's examples call it
+    assert hook._closed
+
+
+def test_add_module_tensors_saves_that_modules_outputs(tmp_path):
+    """smdebug's pattern: a model's constructor puts a submodule in a collection through get_hook()."""
+    out = tmp_path / "run"
+    hook = ts.Hook(
+        str(out), save_config=SaveConfig(save_steps=[0, 1]), include_collections=["relu_activations"]
+    )
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 4)
+            self.relu = nn.ReLU()
+            ts.get_hook().get_collection("relu_activations").add_module_tensors(self.relu, inputs=True)
+
+        def forward(self, x):
+            return self.relu(self.fc(x))
+
+    model = Net()
+    hook.register_module(model)
+    outputs = [model(torch.randn(2, 3)) for _ in range(3)]
+    hook.close()
+    trial = create_trial(str(out))
+    assert sorted(trial.tensor_names(collection="relu_activations")) == ["relu_input_0", "relu_output_0"]
+    assert trial.tensor("relu_output_0").steps() == [0, 1]
+    assert np.allclose(trial.tensor("relu_output_0").value(1), outputs[1].detach().numpy())
+    assert hook.get_collection("relu_activations").include_regex == ["relu_input_", "relu_output_"]
