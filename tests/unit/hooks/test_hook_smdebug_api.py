@@ -257,3 +257,15 @@ def test_add_module_tensors_saves_that_modules_outputs(tmp_path):
     assert trial.tensor("relu_output_0").steps() == [0, 1]
     assert np.allclose(trial.tensor("relu_output_0").value(1), outputs[1].detach().numpy())
     assert hook.get_collection("relu_activations").include_regex == ["relu_input_", "relu_output_"]
+
+
+def test_sagemaker_container_hook_and_tensorboard_paths(tmp_path, monkeypatch):
+    """smdebug's SagemakerSimulator scenario: both of SageMaker's files, found through its variables."""
+    hook_cfg = _config(tmp_path, {"LocalPath": str(tmp_path / "tensors"), "S3OutputPath": "s3://b/p"})
+    tb_cfg = _config(tmp_path, {"LocalPath": str(tmp_path / "tb"), "S3OutputPath": "s3://b/tb"}, "tb.json")
+    monkeypatch.setenv("TRAINING_JOB_NAME", "sm-job")
+    monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(hook_cfg))
+    monkeypatch.setenv("TENSORBOARD_CONFIG_FILE_PATH", str(tb_cfg))
+    hook = ts.get_hook(create_if_not_exists=True)
+    assert hook.out_dir == str(tmp_path / "tensors")  # LocalPath: SageMaker uploads it
+    assert hook.tensorboard_dir == str(tmp_path / "tb")

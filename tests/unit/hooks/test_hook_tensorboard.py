@@ -90,6 +90,14 @@ def test_export_tensorboard_matches_smdebug_layout_and_values(tmp_path: Path, fi
         assert sum(hv.bucket) == w.size
         assert hv.bucket[0] == 0
         assert all(a < b for a, b in zip(hv.bucket_limit, hv.bucket_limit[1:]))
+    # same seed, same training: every histogram and scalar equals what smdebug wrote
+    for mode in ("TRAIN", "EVAL"):
+        ours, theirs = _accumulate(out / "tensorboard" / mode), _accumulate(smdebug_tb / mode)
+        for tag in theirs.Tags()["histograms"]:
+            mine = [(h.step, h.histogram_value) for h in ours.Histograms(tag)]
+            assert mine == [(h.step, h.histogram_value) for h in theirs.Histograms(tag)]
+        mine_s = [(s.step, s.value) for s in ours.Scalars("MSELoss_output_0")]
+        assert mine_s == [(s.step, s.value) for s in theirs.Scalars("MSELoss_output_0")]
     eval_scalars = _accumulate(out / "tensorboard" / "EVAL").Scalars("MSELoss_output_0")
     assert [s.step for s in eval_scalars] == [4]  # global step, as smdebug
     assert eval_scalars[0].value == pytest.approx(losses[4], rel=1e-6)
