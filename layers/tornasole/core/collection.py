@@ -45,6 +45,14 @@ class CollectionKeys:
     METRICS = "metrics"
     SM_METRICS = "sm_metrics"
     OPTIMIZER_VARIABLES = "optimizer_variables"
+    TENSORFLOW_SUMMARIES = "tensorflow_summaries"
+    HYPERPARAMETERS = "hyperparameters"
+    PREDICTIONS = "predictions"
+    LABELS = "labels"
+    FEATURE_IMPORTANCE = "feature_importance"
+    AVERAGE_SHAP = "average_shap"
+    FULL_SHAP = "full_shap"
+    TREES = "trees"
 
 
 # Present in every PyTorch collections file, even when empty (FORMAT.md 4), in this order.
@@ -67,9 +75,17 @@ PYTORCH_DEFAULT_REGEXES = {
 }
 # Saved raw, without reductions or histograms, whatever the hook's reduction config says.
 SCALAR_COLLECTIONS = frozenset(
-    {CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionKeys.SM_METRICS, CollectionKeys.SCALARS}
+    {
+        CollectionKeys.LOSSES,
+        CollectionKeys.METRICS,
+        CollectionKeys.SM_METRICS,
+        CollectionKeys.SCALARS,
+        CollectionKeys.FEATURE_IMPORTANCE,
+        CollectionKeys.AVERAGE_SHAP,
+    }
 )
-NON_HISTOGRAM_COLLECTIONS = SCALAR_COLLECTIONS
+# No TensorBoard histograms for these (smdebug's set): scalars, and TF summaries that are already summaries.
+NON_HISTOGRAM_COLLECTIONS = SCALAR_COLLECTIONS | {CollectionKeys.TENSORFLOW_SUMMARIES}
 
 
 def _regex_list(value: str | Iterable[str] | None) -> list[str]:

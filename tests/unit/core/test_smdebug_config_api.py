@@ -189,3 +189,20 @@ def test_union_of_save_configs_saves_every_step_either_saves():
     assert [s for s in range(11) if sc.should_save_step(modes.TRAIN, s)] == [0, 2, 4, 5, 6, 8, 10]
     assert sc.should_save_step(modes.EVAL, 1)
     assert sc.to_json_dict()["PREDICT"] is None
+
+
+def test_collection_keys_have_every_smdebug_name():
+    from tornasole.core.collection import NON_HISTOGRAM_COLLECTIONS, SCALAR_COLLECTIONS, CollectionKeys
+
+    smdebug_keys = {
+        "DEFAULT": "default", "ALL": "all", "INPUTS": "inputs", "OUTPUTS": "outputs", "WEIGHTS": "weights",
+        "GRADIENTS": "gradients", "LOSSES": "losses", "BIASES": "biases", "LAYERS": "layers",
+        "SM_METRICS": "sm_metrics", "OPTIMIZER_VARIABLES": "optimizer_variables",
+        "TENSORFLOW_SUMMARIES": "tensorflow_summaries", "METRICS": "metrics",
+        "HYPERPARAMETERS": "hyperparameters", "PREDICTIONS": "predictions", "LABELS": "labels",
+        "FEATURE_IMPORTANCE": "feature_importance", "AVERAGE_SHAP": "average_shap",
+        "FULL_SHAP": "full_shap", "TREES": "trees",
+    }  # fmt: skip
+    assert {k: getattr(CollectionKeys, k) for k in smdebug_keys} == smdebug_keys
+    assert {"feature_importance", "average_shap", "losses"} <= SCALAR_COLLECTIONS
+    assert "tensorflow_summaries" in NON_HISTOGRAM_COLLECTIONS
