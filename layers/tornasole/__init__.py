@@ -12,12 +12,17 @@ Examples
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Hook": "tornasole.hooks.hook:Hook",
+    "get_hook": "tornasole.hooks:get_hook",
+    "set_hook": "tornasole.hooks:set_hook",
+    "del_hook": "tornasole.hooks:del_hook",
+    "CollectionManager": "tornasole.core.collection_manager:CollectionManager",
     "SaveConfig": "tornasole.core.save_config:SaveConfig",
     "SaveConfigMode": "tornasole.core.save_config:SaveConfigMode",
     "ReductionConfig": "tornasole.core.reduction_config:ReductionConfig",
@@ -28,7 +33,15 @@ _LAZY = {
     "ModeKeys": "tornasole.modes:ModeKeys",
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = [*_LAZY, "install_smdebug_alias", "__version__"]
+
+
+def install_smdebug_alias() -> None:
+    """Resolve ``import smdebug...`` to Tornasole for this process (:mod:`tornasole.compat.alias`)."""
+    from tornasole.compat.alias import install_smdebug_alias as install
+
+    install()
+
 
 
 def __getattr__(name: str) -> Any:
@@ -40,3 +53,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(module, attr) if attr else module
     globals()[name] = value
     return value
+
+
+# Opt-in, for notebooks: the alias is installed once the package is fully initialized.
+if os.environ.get("TORNASOLE_SMDEBUG_ALIAS", "").strip().lower() in ("1", "true", "yes", "on"):
+    install_smdebug_alias()

@@ -7,6 +7,11 @@ TRAINING_END_DELAY_REFRESH = "TORNASOLE_TRAINING_END_DELAY_REFRESH"
 # Hook configuration file (SageMaker DebugHookConfig shape); SageMaker's own path is honoured as well.
 HOOK_CONFIG_PATH = "TORNASOLE_CONFIG_FILE_PATH"
 SAGEMAKER_HOOK_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"
+# The variable SageMaker (and smdebug) use for the same file; read after HOOK_CONFIG_PATH.
+SMDEBUG_HOOK_CONFIG_PATH = "SMDEBUG_CONFIG_FILE_PATH"
+# SageMaker's TensorBoardOutputConfig file ({"LocalPath": ..., "S3OutputPath": ...}) and its override.
+TENSORBOARD_CONFIG_PATH = "TENSORBOARD_CONFIG_FILE_PATH"
+SAGEMAKER_TENSORBOARD_CONFIG_PATH = "/opt/ml/input/config/tensorboardoutputconfig.json"
 # Any of 1/true/yes/on turns every hook into a no-op without touching the training script.
 HOOK_DISABLED = "TORNASOLE_HOOK_DISABLED"
 # Set on SageMaker: the hook does not write the end marker (FORMAT.md 7.1).

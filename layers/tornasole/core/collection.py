@@ -10,6 +10,7 @@ order smdebug writes them so files round-trip byte for byte.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -44,6 +45,14 @@ class CollectionKeys:
     METRICS = "metrics"
     SM_METRICS = "sm_metrics"
     OPTIMIZER_VARIABLES = "optimizer_variables"
+    TENSORFLOW_SUMMARIES = "tensorflow_summaries"
+    HYPERPARAMETERS = "hyperparameters"
+    PREDICTIONS = "predictions"
+    LABELS = "labels"
+    FEATURE_IMPORTANCE = "feature_importance"
+    AVERAGE_SHAP = "average_shap"
+    FULL_SHAP = "full_shap"
+    TREES = "trees"
 
 
 # Present in every PyTorch collections file, even when empty (FORMAT.md 4), in this order.
@@ -66,9 +75,17 @@ PYTORCH_DEFAULT_REGEXES = {
 }
 # Saved raw, without reductions or histograms, whatever the hook's reduction config says.
 SCALAR_COLLECTIONS = frozenset(
-    {CollectionKeys.LOSSES, CollectionKeys.METRICS, CollectionKeys.SM_METRICS, CollectionKeys.SCALARS}
+    {
+        CollectionKeys.LOSSES,
+        CollectionKeys.METRICS,
+        CollectionKeys.SM_METRICS,
+        CollectionKeys.SCALARS,
+        CollectionKeys.FEATURE_IMPORTANCE,
+        CollectionKeys.AVERAGE_SHAP,
+    }
 )
-NON_HISTOGRAM_COLLECTIONS = SCALAR_COLLECTIONS
+# No TensorBoard histograms for these (smdebug's set): scalars, and TF summaries that are already summaries.
+NON_HISTOGRAM_COLLECTIONS = SCALAR_COLLECTIONS | {CollectionKeys.TENSORFLOW_SUMMARIES}
 
 
 def _regex_list(value: str | Iterable[str] | None) -> list[str]:
@@ -109,6 +126,8 @@ class Collection:
     >>> c.add_tensor_name("custom"); c.matches("custom")
     True
     >>> Collection.from_json_dict(c.to_json_dict()) == c
+    True
+    >>> Collection.from_json(c.to_json()) == c
     True
     """
 
@@ -184,9 +203,17 @@ class Collection:
     def remove_tensor_name(self, name: str) -> None:
         self.tensor_names.discard(name)
 
+    #: Bumped by every add_module_tensors call, so hooks re-resolve module names only when it moved.
+    modules_version = 0
+
     def add_module_tensors(self, module: Any, inputs: bool = False, outputs: bool = True) -> None:
-        """PyTorch: the module's inputs and/or outputs belong here (names resolved at registration)."""
+        """PyTorch: the module's inputs and/or outputs belong here.
+
+        The hook turns the module into ``<module path>_input_`` / ``_output_``
+        patterns (smdebug's) once the module is part of a registered model.
+        """
         self.modules[module] = (bool(inputs), bool(outputs))
+        Collection.modules_version += 1
 
     def matches(self, name: str) -> bool:
         """Whether the tensor called ``name`` belongs here (exact name, or a regex found in it)."""
@@ -221,6 +248,27 @@ class Collection:
             save_config=SaveConfig.from_json_dict(d.get("save_config")),
             save_histogram=d.get("save_histogram", True),
         )
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any]) -> Collection:
+        """smdebug's spelling of :meth:`from_json_dict`."""
+        return cls.from_json_dict(params)
+
+    def to_json(self) -> str:
+        """:meth:`to_json_dict` as a JSON string (what smdebug's ``Collection.to_json`` returns)."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_json(cls, json_str: str) -> Collection:
+        """Inverse of :meth:`to_json`; also reads smdebug's strings."""
+        try:
+            d = json.loads(json_str)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"Collection.from_json: not valid JSON: {exc}") from exc
+        return cls.from_json_dict(d)
+
+    def __str__(self) -> str:
+        return str(self.to_json_dict())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Collection):

@@ -9,6 +9,7 @@ instance can be shared by many collections without one edit leaking into all.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,8 @@ class ReductionConfig:
     >>> rc.to_json_dict()
     {'save_raw_tensor': False, 'reductions': 'mean,l2_norm,abs_max', 'save_shape': False}
     >>> ReductionConfig.from_json_dict(rc.to_json_dict()) == rc
+    True
+    >>> ReductionConfig.from_json(rc.to_json()) == rc
     True
     """
 
@@ -157,3 +160,21 @@ class ReductionConfig:
             save_raw_tensor=d.get("save_raw_tensor", False),
             save_shape=d.get("save_shape", False),
         )
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any] | None) -> ReductionConfig | None:
+        """smdebug's spelling of :meth:`from_json_dict`."""
+        return cls.from_json_dict(params)
+
+    def to_json(self) -> str:
+        """:meth:`to_json_dict` as a JSON string (what smdebug's ``ReductionConfig.to_json`` returns)."""
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_json(cls, json_str: str) -> ReductionConfig | None:
+        """Inverse of :meth:`to_json`; also reads smdebug's strings."""
+        try:
+            d = json.loads(json_str)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"ReductionConfig.from_json: not valid JSON: {exc}") from exc
+        return cls.from_json_dict(d)

@@ -11,7 +11,7 @@ Deviations from TF's ``.proto`` that do not change the wire format:
 ``TensorProto.dtype`` is an ``int32`` (TF: the ``DataType`` enum; both are
 varints) so unknown enum values survive parsing and can be reported by number;
 ``SummaryMetadata.plugin_data`` is repeated (smdebug writes two entries; a TF
-singular field would keep the last). Unused TF fields (histograms, images,
+singular field would keep the last). Unused TF fields (images, audio,
 graphs ...) are left out; protobuf keeps them as unknown fields when parsing.
 
 The classes are built once, on first use (never at import).
@@ -43,8 +43,19 @@ _MESSAGES = {
     "Summary.Value": [
         ("tag", 1, _F.TYPE_STRING, _OPT, None, None),
         ("simple_value", 2, _F.TYPE_FLOAT, _OPT, None, 0),
+        ("histo", 5, _F.TYPE_MESSAGE, _OPT, "HistogramProto", 0),
         ("tensor", 8, _F.TYPE_MESSAGE, _OPT, "TensorProto", 0),
         ("metadata", 9, _F.TYPE_MESSAGE, _OPT, "SummaryMetadata", None),
+    ],
+    # TensorBoard histograms (tornasole.tensorboard writes them; bucket lists are packed, as in proto3).
+    "HistogramProto": [
+        ("min", 1, _F.TYPE_DOUBLE, _OPT, None, None),
+        ("max", 2, _F.TYPE_DOUBLE, _OPT, None, None),
+        ("num", 3, _F.TYPE_DOUBLE, _OPT, None, None),
+        ("sum", 4, _F.TYPE_DOUBLE, _OPT, None, None),
+        ("sum_squares", 5, _F.TYPE_DOUBLE, _OPT, None, None),
+        ("bucket_limit", 6, _F.TYPE_DOUBLE, _REP, None, None),
+        ("bucket", 7, _F.TYPE_DOUBLE, _REP, None, None),
     ],
     "SummaryMetadata": [
         ("plugin_data", 1, _F.TYPE_MESSAGE, _REP, "SummaryMetadata.PluginData", None),
@@ -105,7 +116,7 @@ def messages() -> SimpleNamespace:
     -------
     types.SimpleNamespace
         Attributes ``Event``, ``Summary``, ``SummaryValue``, ``SummaryMetadata``,
-        ``PluginData``, ``TensorProto``, ``TensorShapeProto``, ``Dim``.
+        ``PluginData``, ``TensorProto``, ``TensorShapeProto``, ``Dim``, ``HistogramProto``.
 
     Examples
     --------
@@ -128,4 +139,5 @@ def messages() -> SimpleNamespace:
         TensorProto=cls("TensorProto"),
         TensorShapeProto=cls("TensorShapeProto"),
         Dim=cls("TensorShapeProto.Dim"),
+        HistogramProto=cls("HistogramProto"),
     )

@@ -7,7 +7,20 @@ Examples
 
 from __future__ import annotations
 
+from tornasole.hooks.config_paths import HookConfigNotFound
 from tornasole.hooks.hook import DISABLE_ENV, Hook
+from tornasole.hooks.singleton import framework_functions
 from tornasole.hooks.stop_signal import TrainingStopRequested
 
-__all__ = ["Hook", "TrainingStopRequested", "DISABLE_ENV"]
+# The core (numpy) hook's singleton functions; ``tornasole.get_hook`` is this one.
+get_hook, set_hook, del_hook = framework_functions(lambda: Hook)
+
+__all__ = [
+    "Hook",
+    "TrainingStopRequested",
+    "DISABLE_ENV",
+    "HookConfigNotFound",
+    "get_hook",
+    "set_hook",
+    "del_hook",
+]

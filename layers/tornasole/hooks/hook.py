@@ -33,7 +33,14 @@ from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig
 from tornasole.exceptions import ConfigurationError
-from tornasole.hooks.hook_base import DISABLE_ENV, HookBase, _close_at_exit, _env_disabled
+from tornasole.hooks.hook_base import (
+    DISABLE_ENV,
+    HookBase,
+    _close_at_exit,
+    _env_disabled,
+    resolve_tensorboard_dir,
+)
+from tornasole.hooks.smdebug_methods import SmdebugHookMethods
 from tornasole.modes import ModeKeys
 
 __all__ = ["Hook", "DISABLE_ENV"]
@@ -41,13 +48,19 @@ __all__ = ["Hook", "DISABLE_ENV"]
 logger = logging.getLogger(__name__)
 
 
-class Hook(HookBase):
+class Hook(SmdebugHookMethods, HookBase):
     """Save numpy values (and scalars) from any training loop.
 
     Parameters
     ----------
     out_dir : str
         Local directory or ``s3://bucket/prefix`` (the trial directory).
+    export_tensorboard : bool
+        Also write TensorBoard summaries (to ``tensorboard_dir``, default ``<out_dir>/tensorboard``).
+    tensorboard_dir : str, optional
+        Where TensorBoard event files go (giving it turns them on, as in smdebug).
+    dry_run : bool
+        Write nothing (the hook is disabled), as smdebug's ``dry_run``.
     save_config : SaveConfig or SaveConfigMode, optional
         Default save settings (every 500 steps).
     reduction_config : ReductionConfig, optional
@@ -89,8 +102,11 @@ class Hook(HookBase):
     def __init__(
         self,
         out_dir: str | None = None,
-        save_config: SaveConfig | Any = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
         reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | Any = None,
         include_regex: str | list[str] | None = None,
         include_collections: list[str] | None = None,
         save_all: bool = False,
@@ -105,11 +121,16 @@ class Hook(HookBase):
         retry_base_delay: float = 0.2,
     ) -> None:
         self.enabled = (not _env_disabled()) if enabled is None else bool(enabled)
+        self.dry_run = bool(dry_run)
+        if self.dry_run and self.enabled:
+            logger.info("Tornasole: dry_run is set, the hook writes nothing")
+            self.enabled = False
         if include_workers not in ("one", "all"):
             raise ConfigurationError(f"include_workers={include_workers!r} must be 'one' or 'all'")
         if self.enabled and not out_dir:
             raise ConfigurationError("Hook: out_dir is required (a local path or s3://bucket/prefix)")
         self.out_dir = str(out_dir).rstrip("/") if out_dir else ""
+        self.tensorboard_dir = resolve_tensorboard_dir(export_tensorboard, tensorboard_dir, self.out_dir)
         self.include_workers = include_workers
         self.save_all = bool(save_all)
         self.collection_manager = self._default_collections()
@@ -141,8 +162,10 @@ class Hook(HookBase):
         """A hook configured by a SageMaker DebugHookConfig JSON file (:mod:`tornasole.hooks.json_config`).
 
         ``path`` (smdebug's keyword ``json_file_path`` works too) defaults to
-        ``$TORNASOLE_CONFIG_FILE_PATH``, then SageMaker's
-        ``/opt/ml/input/config/debughookconfig.json``; ``overrides`` go to the constructor.
+        ``$TORNASOLE_CONFIG_FILE_PATH``, then ``$SMDEBUG_CONFIG_FILE_PATH``, then SageMaker's
+        ``/opt/ml/input/config/debughookconfig.json`` (a missing file raises
+        :class:`~tornasole.hooks.config_paths.HookConfigNotFound` naming them);
+        ``overrides`` go to the constructor.
 
         Examples
         --------
@@ -171,7 +194,9 @@ class Hook(HookBase):
         return coll
 
     def get_collections(self) -> dict[str, Collection]:
-        return dict(self.collection_manager.collections)
+        """The ``name -> Collection`` mapping (smdebug returns the manager's own dict; so does this)."""
+        self._collections_changed()
+        return self.collection_manager.get_collections()
 
     def add_collection(self, collection: Collection) -> None:
         """Add (or replace by name) a collection."""

@@ -32,7 +32,7 @@ from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
 from tornasole.storage.paths import join
 
-__all__ = ["HookBase", "DISABLE_ENV"]
+__all__ = ["HookBase", "DISABLE_ENV", "resolve_tensorboard_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,19 @@ DISABLE_ENV = config.HOOK_DISABLED
 
 def _env_disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def resolve_tensorboard_dir(
+    export_tensorboard: bool, tensorboard_dir: str | None, out_dir: str
+) -> str | None:
+    """smdebug's rule: a given ``tensorboard_dir`` is used (even without ``export_tensorboard``);
+    ``export_tensorboard`` alone means ``<out_dir>/tensorboard``; neither means no TensorBoard output."""
+    if tensorboard_dir:
+        tb = str(tensorboard_dir)
+        return tb.rstrip("/") if tb.startswith("s3://") else os.path.expanduser(tb).rstrip("/")
+    if export_tensorboard and out_dir:
+        return join(out_dir, "tensorboard")
+    return None
 
 
 class HookBase:
@@ -195,13 +208,27 @@ class HookBase:
         if self._numel(value) == 0:
             return  # smdebug's reader cannot read size-0 tensors; its hooks never write them
         now = wall_time or time.time()
+        pending = self._pending
+        tb = self._tb_enabled
         if plan.save_shape:
-            self._pending.append(("s", name, self._shape_of(value)))
+            pending.append(("s", name, self._shape_of(value)))
         for reduction, abs_ in plan.reductions:
             tag = reduction_tag(name, reduction, abs_)
-            self._pending.append(("t", tag, self._reduce(value, reduction, abs_), now))
+            reduced = self._reduce(value, reduction, abs_)
+            pending.append(("t", tag, reduced, now))
+            if tb:
+                pending.append(("tb_scalar", tag, reduced, now))
+        captured = None
         if plan.save_raw:
-            self._pending.append(("t", name, self._capture(value), now))
+            captured = self._capture(value)
+            pending.append(("t", name, captured, now))
+        if tb and (plan.histogram_of or plan.scalar_summary):
+            # TensorBoard only: summaries of the value, written next to (never into) the step's event file
+            captured = self._capture(value) if captured is None else captured
+            if plan.histogram_of:
+                pending.append(("tb_histogram", f"{plan.histogram_of}/{name}", captured, now))
+            if plan.scalar_summary:
+                pending.append(("tb_scalar", name, captured, now))
 
     @staticmethod
     def _numel(value: Any) -> int:
@@ -232,8 +259,29 @@ class HookBase:
         if self._writer is None:
             max_queue, attempts, base_delay = self._writer_options
             storage = RetryingStorage(self._storage(), attempts=attempts, base_delay=base_delay)
-            self._writer = AsyncTrialWriter(self.out_dir, storage, max_queue=max_queue)
+            self._writer = AsyncTrialWriter(
+                self.out_dir, storage, max_queue=max_queue, tensorboard=self._tensorboard_writer(storage)
+            )
         return self._writer
+
+    def _tensorboard_writer(self, trial_storage: Any) -> Any:
+        tb_dir = getattr(self, "tensorboard_dir", None)
+        if not tb_dir:
+            return None
+        from tornasole.tensorboard import TensorBoardWriter
+
+        if self._storage_override is not None and tb_dir.startswith(self.out_dir + "/"):
+            storage = trial_storage
+        else:
+            from tornasole.storage.registry import get_storage
+
+            _, attempts, base_delay = self._writer_options
+            storage = RetryingStorage(get_storage(tb_dir), attempts=attempts, base_delay=base_delay)
+        return TensorBoardWriter(tb_dir, storage)
+
+    @property
+    def _tb_enabled(self) -> bool:
+        return bool(getattr(self, "tensorboard_dir", None))
 
     def _start_stop_poller(self, interval: float | None) -> None:
         if interval:

@@ -10,28 +10,39 @@ File shape (SageMaker's ``DebugHookConfig``; every ``HookParameters`` /
      "CollectionConfigurations": [
         {"CollectionName": "gradients", "CollectionParameters": {"save_interval": "2"}}]}
 
-Where the file is: the ``path`` argument, else ``$TORNASOLE_CONFIG_FILE_PATH``,
-else SageMaker's ``/opt/ml/input/config/debughookconfig.json``. Output goes to
-``LocalPath`` when given (SageMaker syncs it to ``S3OutputPath``), else straight
-to ``S3OutputPath``. Every error names the file and the field.
+Where the file is and where output goes: :mod:`tornasole.hooks.config_paths`
+(``$TORNASOLE_CONFIG_FILE_PATH``, ``$SMDEBUG_CONFIG_FILE_PATH``, SageMaker's
+path; ``LocalPath``, else ``<S3OutputPath>[/<TrainingJobName>/debug-output]``).
+TensorBoard output: SageMaker's TensorBoardOutputConfig file when present,
+else ``export_tensorboard`` / ``tensorboard_dir`` in ``HookParameters``.
+A collection configured twice (the SDK sends a rule's and the user's) saves
+every step either configuration asks for. Every error names the file and the field.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tornasole.config import HOOK_CONFIG_PATH, SAGEMAKER_HOOK_CONFIG_PATH
+from tornasole.core.config_constants import (  # noqa: F401 - smdebug.core.json_config exports them
+    CONFIG_FILE_PATH_ENV_STR,
+    DEFAULT_CONFIG_FILE_PATH,
+    DEFAULT_RESOURCE_CONFIG_FILE,
+)
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.exceptions import ConfigurationError
+from tornasole.hooks.config_paths import (
+    debug_output_dir,
+    read_config_file,
+    resolve_config_path,
+    tensorboard_dir_from_config,
+)
 from tornasole.modes import ModeKeys
 
-__all__ = ["HookConfig", "load_hook_config", "resolve_config_path"]
+__all__ = ["HookConfig", "load_hook_config", "resolve_config_path", "apply_collection_configs"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +53,18 @@ _MODE_PREFIX = {
     "predict.": ModeKeys.PREDICT,
     "global.": ModeKeys.GLOBAL,
 }
-_HOOK_KEYS = {"include_regex", "reductions", "save_raw_tensor", "save_shape", "save_all", "include_workers"}
-_KNOWN_IGNORED = {"export_tensorboard", "tensorboard_dir", "dry_run", "save_histogram"}
+_HOOK_KEYS = {
+    "include_regex",
+    "reductions",
+    "save_raw_tensor",
+    "save_shape",
+    "save_all",
+    "include_workers",
+    "export_tensorboard",
+    "tensorboard_dir",
+    "dry_run",
+}
+_KNOWN_IGNORED = {"save_histogram"}
 
 
 @dataclass
@@ -57,13 +78,6 @@ class HookConfig:
     collections: list[tuple[str, list[str], SaveConfig, ReductionConfig | None, bool | None]] = field(
         default_factory=list
     )
-
-
-def resolve_config_path(path: str | None = None) -> str:
-    """The configuration file to read (argument, then environment variable, then SageMaker's path)."""
-    if path:
-        return str(path)
-    return os.environ.get(HOOK_CONFIG_PATH) or SAGEMAKER_HOOK_CONFIG_PATH
 
 
 def _bool(where: str, value: Any) -> bool:
@@ -143,18 +157,8 @@ def load_hook_config(path: str | None = None) -> HookConfig:
     >>> cfg.out_dir, cfg.hook_kwargs["save_config"].get_save_config(ModeKeys.TRAIN).save_interval
     ('/tmp/out', 7)
     """
-    file = resolve_config_path(path)
-    try:
-        with open(file, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise ConfigurationError(f"hook configuration file {file} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"{file}: not valid JSON: {exc}") from exc
-    doc = _object(file, doc)
-    out_dir = doc.get("LocalPath") or doc.get("S3OutputPath")
-    if not out_dir:
-        raise ConfigurationError(f"{file}: neither 'LocalPath' nor 'S3OutputPath' is set")
+    file, doc = read_config_file(path)
+    out_dir = debug_output_dir(file, doc)
     where = f"{file}: HookParameters"
     hp = _object(where, doc.get("HookParameters"))
     unknown = set(hp) - _HOOK_KEYS - _KNOWN_IGNORED
@@ -177,6 +181,16 @@ def load_hook_config(path: str | None = None) -> HookConfig:
                 f"{where}.include_workers={hp['include_workers']!r} must be 'one' or 'all'"
             )
         kwargs["include_workers"] = hp["include_workers"]
+    if "dry_run" in hp:
+        kwargs["dry_run"] = _bool(f"{where}.dry_run", hp["dry_run"])
+    tb_dir = tensorboard_dir_from_config()
+    if tb_dir is not None:
+        kwargs["tensorboard_dir"] = tb_dir
+    else:
+        if "export_tensorboard" in hp:
+            kwargs["export_tensorboard"] = _bool(f"{where}.export_tensorboard", hp["export_tensorboard"])
+        if hp.get("tensorboard_dir"):
+            kwargs["tensorboard_dir"] = str(hp["tensorboard_dir"])
     cfg = HookConfig(path=file, out_dir=str(out_dir), hook_kwargs=kwargs)
 
     colls = doc.get("CollectionConfigurations") or []
@@ -200,9 +214,48 @@ def load_hook_config(path: str | None = None) -> HookConfig:
         cfg.collections.append(
             (name, regex, _save_config(cwhere, params, hook_modes), _reduction_config(cwhere, params), hist)
         )
+    cfg.collections = _merge_duplicates(cfg.collections)
     if cfg.collections:
         kwargs["include_collections"] = [c[0] for c in cfg.collections]
     return cfg
+
+
+def _merge_duplicates(
+    entries: list[tuple[str, list[str], SaveConfig, ReductionConfig | None, bool | None]],
+) -> list[tuple[str, list[str], SaveConfig, ReductionConfig | None, bool | None]]:
+    """One entry per collection name, first-seen order: steps, regexes and reductions of all entries."""
+    merged: dict[str, tuple[str, list[str], SaveConfig, ReductionConfig | None, bool | None]] = {}
+    for name, regex, save_config, rc, hist in entries:
+        prev = merged.get(name)
+        if prev is None:
+            merged[name] = (name, list(regex), save_config, rc, hist)
+            continue
+        _, p_regex, p_save, p_rc, p_hist = prev
+        merged[name] = (
+            name,
+            p_regex + [r for r in regex if r not in p_regex],
+            SaveConfig.union(p_save, save_config),
+            _union_reductions(p_rc, rc),
+            hist if p_hist is None else (p_hist if hist is None else p_hist or hist),
+        )
+    return list(merged.values())
+
+
+def _union_reductions(a: ReductionConfig | None, b: ReductionConfig | None) -> ReductionConfig | None:
+    if a is None or b is None:
+        return a if b is None else b
+
+    def both(x: tuple[str, ...], y: tuple[str, ...]) -> list[str]:
+        return list(dict.fromkeys(x + y))
+
+    return ReductionConfig(
+        both(a.reductions, b.reductions),
+        both(a.abs_reductions, b.abs_reductions),
+        both(a.norms, b.norms),
+        both(a.abs_norms, b.abs_norms),
+        save_raw_tensor=a.save_raw_tensor or b.save_raw_tensor,
+        save_shape=a.save_shape or b.save_shape,
+    )
 
 
 def apply_collection_configs(hook: Any, cfg: HookConfig) -> None:

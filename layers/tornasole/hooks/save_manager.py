@@ -20,7 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tornasole.core.collection import SCALAR_COLLECTIONS, Collection, CollectionKeys
+from tornasole.core.collection import (
+    NON_HISTOGRAM_COLLECTIONS,
+    SCALAR_COLLECTIONS,
+    Collection,
+    CollectionKeys,
+)
 from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig, SaveConfigMode
@@ -38,6 +43,10 @@ class WritePlan:
     save_shape: bool
     reductions: tuple[tuple[str, bool], ...]
     save_raw: bool
+    # TensorBoard: the collection naming the histogram (None: no histogram), and whether a scalar summary
+    # is wanted (the tensor is in a scalar collection such as ``losses``), as smdebug decides them.
+    histogram_of: str | None = None
+    scalar_summary: bool = False
 
 
 class SaveManager:
@@ -165,8 +174,13 @@ def _make_plan(colls: list[Collection]) -> WritePlan:
         ]:
             if item not in reductions:
                 reductions.append(item)
+    histogram_of = next(
+        (c.name for c in colls if c.name not in NON_HISTOGRAM_COLLECTIONS and c.save_histogram), None
+    )
     return WritePlan(
         save_shape=any(c.reduction_config.save_shape for c in colls),
         reductions=tuple(reductions),
         save_raw=any(c.reduction_config.save_raw_tensor for c in colls),
+        histogram_of=histogram_of,
+        scalar_summary=any(c.name in SCALAR_COLLECTIONS for c in colls),
     )

@@ -76,8 +76,9 @@ class RetryingStorage:
 
 @dataclass
 class StepJob:
-    """Everything saved for one (step, worker): records are ``("t", tag, value, wall_time)`` or
-    ``("s", name, shape)``; ``materialize`` turns framework values into numpy on the writer thread."""
+    """Everything saved for one (step, worker): records are ``("t", tag, value, wall_time)``,
+    ``("s", name, shape)`` or TensorBoard-only ``("tb_scalar" | "tb_histogram", tag, value, wall_time)``;
+    ``materialize`` turns framework values into numpy on the writer thread."""
 
     step: int
     mode: ModeKeys
@@ -93,9 +94,12 @@ _STOP = object()
 class AsyncTrialWriter:
     """Publishes :class:`StepJob` s, the collections file and the end marker from one daemon thread."""
 
-    def __init__(self, trial_dir: str, storage: Storage, *, max_queue: int = 16) -> None:
+    def __init__(
+        self, trial_dir: str, storage: Storage, *, max_queue: int = 16, tensorboard: Any = None
+    ) -> None:
         self.trial_dir = trial_dir
         self.storage = storage
+        self.tensorboard = tensorboard  # a tornasole.tensorboard.TensorBoardWriter, or None
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, max_queue))
         self._writers: dict[str, Any] = {}
         self._thread: threading.Thread | None = None
@@ -176,18 +180,34 @@ class AsyncTrialWriter:
 
         records = job.materialize(job.records) if job.materialize is not None else job.records
         sw = StepWriter(job.step, job.worker, mode=job.mode, mode_step=job.mode_step)
+        summaries = []
         for rec in records:
-            if rec[0] == "s":
-                sw.add_shape(rec[1], rec[2])
-            else:
+            kind = rec[0]
+            if kind == "t":
                 _, tag, value, wall_time = rec
                 sw.add_tensor(tag, value, wall_time=wall_time)
-        self._trial_writer(job.worker).write_step(sw)
-        self.steps_written += 1
+            elif kind == "s":
+                sw.add_shape(rec[1], rec[2])
+            else:  # "tb_scalar" / "tb_histogram": TensorBoard only
+                summaries.append((kind[3:], rec[1], rec[2], rec[3]))
+        if not (sw.is_empty and summaries):
+            self._trial_writer(job.worker).write_step(sw)
+            self.steps_written += 1
+        if summaries and self.tensorboard is not None:
+            try:
+                self.tensorboard.write_step(job.mode, job.step, summaries)
+            except Exception as exc:  # noqa: BLE001 - reported like any other write; the step is written
+                self._report(("tensorboard", job), exc)
 
     def _report(self, item: tuple[Any, ...], exc: BaseException) -> None:
         self.failures += 1
-        what = f"step {item[1].step}" if item[0] == "step" else item[0]
+        what = (
+            f"step {item[1].step}"
+            if item[0] == "step"
+            else f"TensorBoard summaries of step {item[1].step}"
+            if item[0] == "tensorboard"
+            else item[0]
+        )
         if self.failures == 1:
             logger.error(
                 "Tornasole: could not write %s to %s: %s: %s. Training continues; "

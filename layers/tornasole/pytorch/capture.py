@@ -88,7 +88,7 @@ class TorchCapture:
                 event.synchronize()  # once per step, on the writer thread
             out = []
             for rec in records:
-                if rec[0] == "t" and isinstance(rec[2], torch.Tensor):
+                if rec[0] != "s" and isinstance(rec[2], torch.Tensor):
                     rec = (rec[0], rec[1], rec[2].numpy(), rec[3])
                 out.append(rec)
             return out

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tornasole.core.collection import Collection
 from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
@@ -77,6 +78,12 @@ class Hook(_CoreHook):
         self._io_counts: dict[str, int] = {}
         self._firing: _Model | None = None
         self._broken = False
+        self._modules_seen = -1  # Collection.modules_version last resolved
+        self._resolved_modules: set[tuple[int, int]] = set()
+        # as smdebug: the newest PyTorch hook is the one ``tornasole.pytorch.get_hook()`` returns
+        from tornasole.hooks.singleton import set_hook
+
+        set_hook(self)
 
     # -- registration -------------------------------------------------------------------------
     def register_module(self, module: nn.Module) -> None:
@@ -93,6 +100,7 @@ class Hook(_CoreHook):
         model = _Model(module, cls_name, subs, params)
         self._models.append(model)
         self._permanent.append(module.register_forward_pre_hook(_Callback(self._pre_hook_for(model), self)))
+        self._modules_seen = -1
 
     register_hook = register_module  # smdebug's older name
 
@@ -111,10 +119,30 @@ class Hook(_CoreHook):
     # -- step callbacks -----------------------------------------------------------------------
     def _pre_hook_for(self, model: _Model) -> Callable[[nn.Module, Any], None]:
         def pre_hook(_module: nn.Module, _inputs: Any) -> None:
+            if self._modules_seen != Collection.modules_version:
+                self._resolve_module_collections()
             self._firing = model
             self._begin_step()
 
         return pre_hook
+
+    def _resolve_module_collections(self) -> None:
+        """Collections given modules (``add_module_tensors``) get smdebug's ``<path>_output_`` patterns."""
+        self._modules_seen = Collection.modules_version
+        names = {id(m): mname for model in self._models for mname, m in model.submodules}
+        changed = False
+        for coll in self.collection_manager:
+            for module, (inputs, outputs) in list(coll.modules.items()):
+                mname = names.get(id(module))
+                key = (id(coll), id(module))
+                if mname is None or key in self._resolved_modules:
+                    continue
+                self._resolved_modules.add(key)
+                wanted = (("_input_", inputs), ("_output_", outputs))
+                coll.include([mname + suffix for suffix, on in wanted if on])
+                changed = True
+        if changed:
+            self._collections_changed()
 
     def _wanted(self, name: str) -> bool:
         return self._saves.plan(name, self._current_step_colls(), self.mode) is not None

@@ -124,3 +124,25 @@ def test_stop_signal_on_s3(s3_bucket: str):
         assert hook.stop_requested
     finally:
         hook.close()
+
+
+def test_tensorboard_output_to_s3_reads_back_with_tensorboard(s3_bucket: str, tmp_path):
+    """``export_tensorboard`` with an ``s3://`` trial: the event files land next to it, one per saved step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    path = f"s3://{s3_bucket}/jobs/tb"
+    hook = ts.Hook(path, export_tensorboard=True, save_config=ts.SaveConfig(save_interval=2))
+    assert hook.tensorboard_dir == f"{path}/tensorboard"
+    _train(hook)
+    tb_keys = sorted(k for k in _keys(s3_bucket) if k.startswith("jobs/tb/tensorboard/"))
+    assert [k.rsplit("/", 1)[0] for k in tb_keys] == ["jobs/tb/tensorboard/TRAIN"] * 2
+    local = tmp_path / "TRAIN"
+    local.mkdir()
+    for key in tb_keys:
+        body = s3_client().get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+        (local / key.rsplit("/", 1)[1]).write_bytes(body)
+    ea = EventAccumulator(str(local), size_guidance={"scalars": 0})
+    ea.Reload()
+    losses = create_trial(path).tensor("MSELoss_output_0")
+    expected = [(step, float(np.asarray(losses.value(step)).reshape(-1)[0])) for step in (0, 2)]
+    assert [(s.step, s.value) for s in ea.Scalars("MSELoss_output_0")] == expected
