@@ -66,7 +66,7 @@ def exit_code_for(exc: BaseException) -> int:
     from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
 
     # LookupError covers NotFoundError, unknown rules and JobNotFoundError (a KeyError)
-    not_found = (LookupError, FileNotFoundError, TensorUnavailable, MissingCollectionFiles)
+    not_found = (LookupError, FileNotFoundError, TimeoutError, TensorUnavailable, MissingCollectionFiles)
     if isinstance(exc, not_found) or _aws_code(exc) in _AWS_NOT_FOUND:
         return EXIT_NOT_FOUND
     return EXIT_USAGE
