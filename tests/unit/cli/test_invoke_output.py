@@ -201,3 +201,21 @@ def test_a_live_trial_is_evaluated_as_its_steps_land(tmp_path: Path, capsys) -> 
         late.join()
     assert (summary.steps_evaluated, summary.steps_skipped, summary.fired_steps) == (4, 0, [2, 3])
     assert err.getvalue().strip().splitlines()[-1].endswith("4/4 steps, fired 2 times")
+
+
+def test_plot_a_misspelt_tensor_suggests_the_saved_one(tmp_path: Path, capsys) -> None:
+    trial = _sparse_trial(tmp_path / "run")
+    assert main(["plot", trial, "--tensor", "gradients/v", "-o", str(tmp_path / "x.png")]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "tornasole: error: trial run: no tensor 'gradients/v' (did you mean 'gradients/w'?) "
+        "(tornasole trial summary lists them)"
+    )
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_trial_summary_waits_when_asked(tmp_path: Path, capsys) -> None:
+    started = time.monotonic()
+    assert main(["trial", "summary", str(tmp_path / "nope"), "--timeout", "0.5"]) == 3
+    assert 0.4 < time.monotonic() - started < 5
+    assert "waited 0.5 s" in capsys.readouterr().err
