@@ -75,18 +75,27 @@ def _rule_source(args: argparse.Namespace) -> str:
 
 
 def register(args: argparse.Namespace) -> int:
-    from tornasole.cli.jobs_cmd import jobs_of
+    from tornasole.cli.jobs_cmd import jobs_of, state_of
+    from tornasole.jobs import register_job, update_job_rules
 
     if args.from_request:
         return _register_from_request(args)
     if not (args.name and args.s3_output):
         args.parser.error("give --name and --s3-output (or --from-request FILE)")
     jobs = jobs_of(args)
-    rules = rule_configurations(args)
     if args.update:
-        desc = jobs.update_job_rules(args.name, rules)
+        current = state_of(jobs, args.name).trial_path
+        if current.rstrip("/") != args.s3_output.rstrip("/"):
+            raise ValueError(
+                f"--update changes the rules of job {args.name!r} only; its output stays {current}, so "
+                f"--s3-output {args.s3_output} is refused (register a new job name to write elsewhere)"
+            )
+        desc = update_job_rules(args.name, rule_configurations(args), table_name=jobs.table.name)
     else:
-        desc = jobs.register_job(args.name, args.s3_output, rules, num_workers=args.num_workers)
+        rules = rule_configurations(args)
+        desc = register_job(
+            args.name, args.s3_output, rules, num_workers=args.num_workers, table_name=jobs.table.name
+        )
     output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
     print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {output}")
     return _after_registration(jobs, args.name)
