@@ -9,6 +9,7 @@ it sets. The registration mistakes are in ``test_cli_registration_mistakes.py``.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -194,6 +195,17 @@ def test_watch_on_a_job_whose_bucket_does_not_exist(local) -> None:
     proc, took = run([TORNASOLE, "jobs", "status", "nobucket", "--watch"], 60)
     assert_one_error_line(proc, 3, "bucket 'soon-gone' of job 'nobucket' does not exist")
     assert took < 30
+
+
+def test_update_with_a_new_output_is_refused_not_silently_ignored(local) -> None:
+    old, new = f"{local.trial_root}upd-old", f"{local.trial_root}upd-new"
+    base = [TORNASOLE, "jobs", "register", "--name", "upd", "--rule", "DeadRelu"]
+    assert run([*base, "--s3-output", old], 60)[0].returncode == 0
+    proc, _ = run([*base, "--s3-output", new, "--update"], 60)
+    assert_one_error_line(proc, 2, f"its output stays {old}, so --s3-output {new} is refused")
+    assert proc.stdout == ""  # no "registered ... on NEW"
+    described = json.loads(run([TORNASOLE, "jobs", "status", "upd", "--json"], 60)[0].stdout)
+    assert described["DebugHookConfig"]["S3OutputPath"] == old
 
 
 # -- not found, did you mean -----------------------------------------------------------------------
