@@ -96,12 +96,13 @@ def jobs_of(args: argparse.Namespace) -> Any:
 def _list(args: argparse.Namespace) -> int:
     from tornasole.jobs.listing import list_jobs
 
-    rows = [
-        [j["name"], j["status"], j["rules"], j["issues"], j["trial_path"]]
-        for j in list_jobs(jobs_of(args).table)
-    ]
+    table = jobs_of(args).table
+    rows = [[j["name"], j["status"], j["rules"], j["issues"], j["trial_path"]] for j in list_jobs(table)]
+    if not rows:
+        print(f"no jobs registered in table {table.name} (tornasole jobs register adds one)")
+        return EXIT_OK
     print(format_table(["job", "status", "rules", "issues found", "trial"], rows, max_width=cell_width(80)))
-    return 0
+    return EXIT_OK
 
 
 def state_of(jobs: Any, name: str) -> Any:

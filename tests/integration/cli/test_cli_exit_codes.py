@@ -190,3 +190,10 @@ def test_update_with_another_output_is_refused_and_the_job_keeps_its_own(stack: 
         == 0
     )
     assert "registered j1 (InProgress) on s3://trials/old" in capsys.readouterr().out
+
+
+def test_list_with_no_jobs_says_so(stack: None, capsys) -> None:
+    assert main(["jobs", "list"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "no jobs registered in table tornasole-state (tornasole jobs register adds one)"
+    )
