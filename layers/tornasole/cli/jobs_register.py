@@ -142,12 +142,16 @@ def _register_from_request(args: argparse.Namespace) -> int:
     request = read_request(args.from_request)
     if args.table:
         os.environ["TORNASOLE_STATE_TABLE"] = args.table  # register_from_request reads the standard variable
+    from tornasole.cli.jobs_cmd import jobs_of
     from tornasole.jobs import register_from_request
 
-    desc = register_from_request(request)
-    name = desc["TrainingJobName"]
+    result = register_from_request(request)
+    name = result.get("TrainingJobName") if isinstance(result, dict) else None
+    name = name or request.get("TrainingJobName")
+    if not name:
+        raise ValueError(f"{args.from_request}: the request has no TrainingJobName")
+    jobs = jobs_of(args)
+    desc = jobs.describe(name)
     output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath", "")
     print(f"registered {name} ({desc['TrainingJobStatus']}) on {output}".rstrip())
-    from tornasole.cli.jobs_cmd import jobs_of
-
-    return _after_registration(jobs_of(args), name)
+    return _after_registration(jobs, name)

@@ -197,3 +197,39 @@ def test_list_with_no_jobs_says_so(stack: None, capsys) -> None:
     assert capsys.readouterr().out.strip() == (
         "no jobs registered in table tornasole-state (tornasole jobs register adds one)"
     )
+
+
+def test_register_from_request_hands_the_whole_request_to_the_library(
+    stack: None, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's part only: read the file, pass the dict as it is, report what got registered.
+
+    (The library's ``register_from_request`` is tested with the jobs API; here it is replaced by a
+    recorder that registers through ``register_job`` so the CLI's reporting runs against moto.)
+    """
+    import tornasole.jobs
+
+    seen: list[dict] = []
+
+    def register_from_request(request: dict) -> dict:
+        seen.append(request)
+        hook = request["DebugHookConfig"]
+        return tornasole.jobs.register_job(
+            request["TrainingJobName"], hook["S3OutputPath"], request["DebugRuleConfigurations"]
+        )
+
+    monkeypatch.setattr(tornasole.jobs, "register_from_request", register_from_request, raising=False)
+    request = {
+        "TrainingJobName": "req-job",
+        "DebugHookConfig": {"S3OutputPath": "s3://trials/req-job"},
+        "DebugRuleConfigurations": [
+            {"RuleConfigurationName": "DeadRelu", "RuleParameters": {"rule_to_invoke": "DeadRelu"}}
+        ],
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    assert main(["jobs", "register", "--from-request", str(path)]) == 0
+    assert seen == [request]
+    out = capsys.readouterr().out
+    assert out.startswith("registered req-job (InProgress) on s3://trials/req-job\n")
+    assert "DeadRelu  InProgress" in out
