@@ -9,6 +9,7 @@ it sets. The registration mistakes are in ``test_cli_registration_mistakes.py``.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def trial(tmp_path_factory: pytest.TempPathFactory) -> str:
 def local_mode() -> Iterator[object]:
     from tornasole.local import LocalMode, LocalSettings
 
-    with LocalMode(LocalSettings(port=0)) as mode:
+    with LocalMode(LocalSettings(port=0, schedule_seconds=2)) as mode:
         yield mode
 
 
@@ -136,6 +137,40 @@ def test_watch_with_nothing_arriving_says_what_it_waits_for_and_gives_up(local) 
     assert took < 30
 
 
+def test_watch_follows_a_job_until_it_ends(local) -> None:
+    from tornasole import Hook, SaveConfig
+
+    output = f"{local.trial_root}watched"
+    proc, _ = run(
+        [
+            TORNASOLE,
+            "jobs",
+            "register",
+            "--name",
+            "watched",
+            "--s3-output",
+            output,
+            "--rule",
+            "ExplodingTensor",
+        ],
+        60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    hook = Hook(out_dir=output, save_config=SaveConfig(save_interval=1))
+    for _ in range(4):
+        hook.save_tensor("gradients/w", np.ones(4, np.float32), "gradients")
+        hook.next_step()
+    hook.close()
+    proc, took = run(
+        [TORNASOLE, "jobs", "status", "watched", "--watch", "--interval", "0.5", "--timeout", "60"], 120
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.stdout.rstrip().splitlines()[0].startswith("job watched: ")
+    assert "job watched: Completed" in proc.stdout
+    assert "ExplodingTensor  NoIssuesFound" in proc.stdout
+    assert took < 90
+
+
 def test_watch_on_a_job_whose_bucket_does_not_exist(local) -> None:
     from tornasole.aws.clients import client
 
@@ -160,6 +195,17 @@ def test_watch_on_a_job_whose_bucket_does_not_exist(local) -> None:
     proc, took = run([TORNASOLE, "jobs", "status", "nobucket", "--watch"], 60)
     assert_one_error_line(proc, 3, "bucket 'soon-gone' of job 'nobucket' does not exist")
     assert took < 30
+
+
+def test_update_with_a_new_output_is_refused_not_silently_ignored(local) -> None:
+    old, new = f"{local.trial_root}upd-old", f"{local.trial_root}upd-new"
+    base = [TORNASOLE, "jobs", "register", "--name", "upd", "--rule", "DeadRelu"]
+    assert run([*base, "--s3-output", old], 60)[0].returncode == 0
+    proc, _ = run([*base, "--s3-output", new, "--update"], 60)
+    assert_one_error_line(proc, 2, f"its output stays {old}, so --s3-output {new} is refused")
+    assert proc.stdout == ""  # no "registered ... on NEW"
+    described = json.loads(run([TORNASOLE, "jobs", "status", "upd", "--json"], 60)[0].stdout)
+    assert described["DebugHookConfig"]["S3OutputPath"] == old
 
 
 # -- not found, did you mean -----------------------------------------------------------------------

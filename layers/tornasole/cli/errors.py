@@ -26,6 +26,7 @@ __all__ = [
     "NotFoundError",
     "did_you_mean",
     "exit_code_for",
+    "hint",
     "one_line",
 ]
 
@@ -66,7 +67,7 @@ def exit_code_for(exc: BaseException) -> int:
     from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
 
     # LookupError covers NotFoundError, unknown rules and JobNotFoundError (a KeyError)
-    not_found = (LookupError, FileNotFoundError, TensorUnavailable, MissingCollectionFiles)
+    not_found = (LookupError, FileNotFoundError, TimeoutError, TensorUnavailable, MissingCollectionFiles)
     if isinstance(exc, not_found) or _aws_code(exc) in _AWS_NOT_FOUND:
         return EXIT_NOT_FOUND
     return EXIT_USAGE
@@ -78,3 +79,26 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, KeyError) and len(exc.args) == 1 and text.startswith(("'", '"')):
         text = text[1:-1]  # KeyError's str() quotes its message
     return text or type(exc).__name__
+
+
+def hint(exc: BaseException) -> str:
+    """What to check, for the AWS errors whose own text does not say (unreachable endpoint, no table)."""
+    import os
+
+    from tornasole import config
+
+    if type(exc).__name__ in ("EndpointConnectionError", "ConnectTimeoutError"):
+        where = os.environ.get("AWS_ENDPOINT_URL")
+        target = (
+            f"is `tornasole local up` running at {where}?" if where else "is the network or region right?"
+        )
+        return f" ({target})"
+    if _aws_code(exc) == "ResourceNotFoundException":
+        from tornasole.evaluator.state import StateTable
+
+        table = StateTable(os.environ.get(config.STATE_TABLE)).name
+        return (
+            f" (state table {table!r} or another resource is missing: deploy the stack, start "
+            f"`tornasole local up`, or set {config.STATE_TABLE} / --table)"
+        )
+    return ""

@@ -17,15 +17,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 from typing import Any
 
-from tornasole.cli.errors import EXIT_ISSUES, EXIT_OK, EXIT_USAGE, NotFoundError, did_you_mean
-from tornasole.cli.rules_cmd import parse_rule_spec
+from tornasole.cli.errors import EXIT_ISSUES, EXIT_OK, NotFoundError, did_you_mean
+from tornasole.cli.jobs_register import register
 from tornasole.cli.table import cell_width, format_table
 
-__all__ = ["add_parser", "print_status", "rule_configurations", "status_rows"]
+__all__ = ["add_parser", "check_rule_of_job", "jobs_of", "print_status", "state_of", "status_rows"]
 
 
 def add_parser(sub: Any) -> None:
@@ -54,7 +53,7 @@ def add_parser(sub: Any) -> None:
     )
     reg.add_argument("--num-workers", type=int, help="workers writing each step (default: from the trial)")
     reg.add_argument("--update", action="store_true", help="replace the rules of an existing job")
-    reg.set_defaults(func=_register, parser=reg)
+    reg.set_defaults(func=register, parser=reg)
 
     ls = jsub.add_parser("list", help="registered jobs")
     ls.set_defaults(func=_list)
@@ -88,139 +87,25 @@ def add_parser(sub: Any) -> None:
     lg.set_defaults(func=_logs)
 
 
-def _jobs(args: argparse.Namespace) -> Any:
+def jobs_of(args: argparse.Namespace) -> Any:
     from tornasole.jobs import TornasoleJobs
 
     return TornasoleJobs(getattr(args, "table", None))
 
 
-def _action_json(actions: list[str]) -> str | None:
-    items = []
-    for a in actions:
-        kind, _, endpoint = a.partition(":")
-        kind = kind.strip().lower()
-        if kind == "stoptraining":
-            items.append({"name": "stoptraining"})
-        elif kind in ("email", "sms") and endpoint.strip():
-            items.append({"name": kind, "endpoint": endpoint.strip()})
-        else:
-            raise ValueError(f"--action {a!r}: expected stoptraining, email:ADDRESS or sms:NUMBER")
-    return json.dumps(items) if items else None
-
-
-def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """``DebugRuleConfigurations`` entries from the command line (all parameters as strings)."""
-    actions = _action_json(args.action)
-    rules = []
-    for spec in args.rule:
-        name, params = parse_rule_spec(spec)
-        params = {"rule_to_invoke": name, **params}
-        if actions:
-            params["action_json"] = actions
-        rules.append({"RuleConfigurationName": name, "RuleParameters": params})
-    if args.rule_file or args.rule_class:
-        if not (args.rule_file and args.rule_class):
-            raise ValueError("--rule-file and --rule-class go together")
-        params = {"rule_to_invoke": args.rule_class, "source_s3_uri": _rule_source(args)}
-        for item in args.rule_param:
-            params.update(parse_rule_spec(f"{args.rule_class}:{item}")[1])
-        if actions:
-            params["action_json"] = actions
-        rules.append({"RuleConfigurationName": args.rule_class, "RuleParameters": params})
-    if not rules:
-        raise ValueError("give at least one --rule NAME or --rule-file F --rule-class C")
-    return rules
-
-
-def _rule_source(args: argparse.Namespace) -> str:
-    """A local rule file is uploaded next to the job's output, where the evaluator can read it."""
-    if args.rule_file.startswith("s3://"):
-        return args.rule_file
-    from tornasole.storage import get_storage, join
-
-    with open(args.rule_file, "rb") as f:
-        data = f.read()
-    target = join(args.s3_output, "tornasole_rules", os.path.basename(args.rule_file))
-    get_storage(target).write_atomic(target, data)
-    return target
-
-
-def _register(args: argparse.Namespace) -> int:
-    if args.from_request:
-        return _register_from_request(args)
-    if not (args.name and args.s3_output):
-        args.parser.error("give --name and --s3-output (or --from-request FILE)")
-    jobs = _jobs(args)
-    rules = rule_configurations(args)
-    if args.update:
-        desc = jobs.update_job_rules(args.name, rules)
-    else:
-        desc = jobs.register_job(args.name, args.s3_output, rules, num_workers=args.num_workers)
-    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
-    print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {output}")
-    return _after_registration(jobs, args.name)
-
-
-def _after_registration(jobs: Any, name: str) -> int:
-    """Print the job's rules; a rule already in ``Error`` is an invalid input: its full reason, exit 2."""
-    state = _state(jobs, name)
-    print_status(jobs, name)
-    failed = [r for r in state.rules if r.status.value == "Error"]
-    for r in failed:
-        print(
-            f"tornasole: error: rule {r.config.name} of job {name}: {r.details or 'Error'}", file=sys.stderr
-        )
-    return EXIT_USAGE if failed else EXIT_OK
-
-
-def read_request(path: str) -> dict[str, Any]:
-    """A saved ``CreateTrainingJob`` request: a JSON object (errors name the file and the position)."""
-    with open(path, encoding="utf-8") as f:  # FileNotFoundError names the path: exit 3
-        text = f.read()
-    try:
-        request = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
-    if not isinstance(request, dict):
-        raise ValueError(
-            f"{path}: expected a JSON object (a CreateTrainingJob request), got {type(request).__name__}"
-        )
-    return request
-
-
-def _register_from_request(args: argparse.Namespace) -> int:
-    clash = [
-        o for o, v in (("--name", args.name), ("--s3-output", args.s3_output), ("--rule", args.rule)) if v
-    ]
-    if clash or args.rule_file or args.update:
-        extra = ", ".join(clash) or "--update/--rule-file"
-        args.parser.error(f"--from-request takes name, output and rules from the file; drop {extra}")
-    request = read_request(args.from_request)
-    if args.table:
-        os.environ["TORNASOLE_STATE_TABLE"] = args.table  # register_from_request reads the standard variable
-    from tornasole.jobs import register_from_request
-
-    desc = register_from_request(request)
-    name = desc["TrainingJobName"]
-    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath", "")
-    print(f"registered {name} ({desc['TrainingJobStatus']}) on {output}".rstrip())
-    return _after_registration(_jobs(args), name)
-
-
 def _list(args: argparse.Namespace) -> int:
     from tornasole.jobs.listing import list_jobs
 
-    rows = [
-        [j["name"], j["status"], j["rules"], j["issues"], j["trial_path"]]
-        for j in list_jobs(_jobs(args).table)
-    ]
+    table = jobs_of(args).table
+    rows = [[j["name"], j["status"], j["rules"], j["issues"], j["trial_path"]] for j in list_jobs(table)]
+    if not rows:
+        print(f"no jobs registered in table {table.name} (tornasole jobs register adds one)")
+        return EXIT_OK
     print(format_table(["job", "status", "rules", "issues found", "trial"], rows, max_width=cell_width(80)))
-    return 0
+    return EXIT_OK
 
 
-def _state(jobs: Any, name: str) -> Any:
+def state_of(jobs: Any, name: str) -> Any:
     from tornasole.jobs import JobNotFoundError
 
     state = jobs.table.load_job(name)
@@ -231,7 +116,7 @@ def _state(jobs: Any, name: str) -> Any:
 
 def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
     """The job's status and one row per rule: name, status, first issue step, details."""
-    state = _state(jobs, name)
+    state = state_of(jobs, name)
     rows = [[r.config.name, r.status.value, r.issue_step, r.details or ""] for r in state.rules]
     return state.status.value, rows
 
@@ -256,7 +141,7 @@ def _issue_code(args: argparse.Namespace, rows: list[list[Any]]) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    jobs = _jobs(args)
+    jobs = jobs_of(args)
     if args.json:
         desc = jobs.describe(args.name)
         print(json.dumps(desc, indent=2, default=_json_default))
@@ -301,8 +186,8 @@ def check_rule_of_job(state: Any, rule: str) -> None:
 def _logs(args: argparse.Namespace) -> int:
     if args.log_group:
         return _cloudwatch_logs(args)
-    jobs = _jobs(args)
-    state = _state(jobs, args.name)
+    jobs = jobs_of(args)
+    state = state_of(jobs, args.name)
     if args.rule:
         check_rule_of_job(state, args.rule)
     names = [args.rule] if args.rule else [r.config.name for r in state.rules]

@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tornasole.cli.errors import EXIT_OK, exit_code_for, one_line
+from tornasole.cli.errors import EXIT_OK, exit_code_for, hint, one_line
 
 __all__ = ["main", "build_parser"]
 
@@ -100,7 +100,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except _user_errors() as exc:
         if args.debug:
             raise
-        print(f"tornasole: error: {one_line(exc)}", file=sys.stderr)
+        print(f"tornasole: error: {one_line(exc)}{hint(exc)}", file=sys.stderr)
         return exit_code_for(exc)
 
 

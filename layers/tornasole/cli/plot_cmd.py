@@ -12,6 +12,8 @@ import argparse
 from typing import Any
 
 from tornasole.analysis.plot import plot_trial, series
+from tornasole.cli.errors import NotFoundError, did_you_mean
+from tornasole.cli.trial_cmd import add_timeout_option
 from tornasole.modes import ModeKeys
 
 __all__ = ["add_parser", "plot_trial", "series"]
@@ -20,6 +22,7 @@ __all__ = ["add_parser", "plot_trial", "series"]
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("plot", help="plot tensors over steps to a PNG")
     p.add_argument("path", help="trial directory or s3://bucket/prefix")
+    add_timeout_option(p)
     p.add_argument("--tensor", action="append", default=[], help="tensor name (repeatable)")
     p.add_argument(
         "--collection", action="append", default=[], help="every tensor of a collection (repeatable)"
@@ -39,7 +42,7 @@ def add_parser(sub: Any) -> None:
 def _plot(args: argparse.Namespace) -> int:
     from tornasole.cli.trial_cmd import open_trial
 
-    trial = open_trial(args.path)
+    trial = open_trial(args.path, args.timeout)
     names: list[str] = list(args.tensor)
     for c in args.collection:
         names += sorted(trial.tensor_names(collection=c))
@@ -48,8 +51,13 @@ def _plot(args: argparse.Namespace) -> int:
     if not names:
         raise ValueError("name what to plot: --tensor NAME, --collection NAME or --regex PATTERN")
     names = list(dict.fromkeys(names))
+    known = trial.tensor_names()
     for name in names:
-        trial.tensor(name)  # fails with TensorUnavailable naming it
+        if name not in known:
+            hint = did_you_mean(name, known)
+            raise NotFoundError(
+                f"trial {trial.name}: no tensor {name!r}{hint} (tornasole trial summary lists them)"
+            )
     fired = None
     if args.job:
         from tornasole.jobs.listing import fired_steps

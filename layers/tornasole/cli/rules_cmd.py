@@ -44,6 +44,12 @@ def add_parser(sub: Any) -> None:
         default=10.0,
         help="seconds to wait for a trial to appear at PATH (default 10)",
     )
+    inv.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=1800.0,
+        help="live trial: give up when no new step lands for this many seconds (default 1800)",
+    )
     inv.set_defaults(func=_invoke)
 
 
@@ -128,5 +134,7 @@ def _invoke(args: argparse.Namespace) -> int:
         rule = load_rule(args.rule_file, name, trial, other_trials=others or None, params=params)
     else:
         rule = create_rule(name, trial, other_trials=others or None, **params)
-    summary = run_rule(rule, start_step=args.start_step, end_step=args.end_step)
+    summary = run_rule(
+        rule, start_step=args.start_step, end_step=args.end_step, idle_timeout=args.idle_timeout
+    )
     return print_verdict(summary)

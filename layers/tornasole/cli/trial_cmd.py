@@ -7,7 +7,7 @@ from typing import Any
 
 from tornasole.cli.table import format_table
 
-__all__ = ["add_parser", "open_trial", "summarize"]
+__all__ = ["add_parser", "add_timeout_option", "open_trial", "summarize"]
 
 
 def add_parser(sub: Any) -> None:
@@ -15,8 +15,18 @@ def add_parser(sub: Any) -> None:
     tsub = p.add_subparsers(dest="trial_command", metavar="SUBCOMMAND", required=True)
     s = tsub.add_parser("summary", help="steps, modes, workers, collections and tensors of a trial")
     s.add_argument("path", help="trial directory or s3://bucket/prefix")
+    add_timeout_option(s)
     s.add_argument("--tensors", type=int, default=50, help="list at most this many tensors (default 50)")
     s.set_defaults(func=_summary)
+
+
+def add_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="seconds to wait for a trial to appear at PATH (default 0: it must be there)",
+    )
 
 
 def open_trial(path: str, timeout: float = 0.0) -> Any:
@@ -44,7 +54,7 @@ def summarize(trial: Any) -> dict[str, Any]:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    trial = open_trial(args.path)
+    trial = open_trial(args.path, args.timeout)
     info = summarize(trial)
     print(f"trial      {info['path']}")
     if info["steps"]:

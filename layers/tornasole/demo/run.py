@@ -95,15 +95,19 @@ def run_demo(
             out(f"\ntraining {job}: {settings.steps} steps, lr={lr} ({'far too high' if broken else 'sane'})")
             losses = train(f"{local.trial_root}{job}", broken=broken, settings=settings)
             out(f"  loss: first {losses[0]:.3f}, last {losses[-1]:.3f}")
-        out("\nwaiting for the evaluator to finish every step ...")
+        out(f"\nwaiting (at most {timeout:.0f} s) for the evaluator to finish every step ...")
         deadline = time.monotonic() + timeout
+        pending = list(JOBS)
         while time.monotonic() < deadline:
             local.drain(timeout=5)
             from tornasole.jobs import describe
 
-            if all(describe(j)["TrainingJobStatus"] != "InProgress" for j in JOBS):
+            pending = [j for j in JOBS if describe(j)["TrainingJobStatus"] == "InProgress"]
+            if not pending:
                 break
             local.dispatcher.run_scheduled_check()
+        if pending:
+            out(f"gave up waiting after {timeout:.0f} s: still InProgress: {', '.join(pending)}")
         local.drain(timeout=10)  # the last events still travel bus -> SQS target
         out("")
         for job in JOBS:

@@ -16,7 +16,8 @@ otherwise ``--rule-name`` is a built-in.
 ``--trial-dir`` (a collections file, an index file or the end marker): a path
 where nothing arrives is an error naming the path and what was looked for,
 not a silent wait. A trial without its end marker is live: the invoker says
-so, then waits for new steps until training ends (or ``--end-step``).
+so, then evaluates steps as they land until training ends (or ``--end-step``),
+giving up after ``--idle-timeout`` seconds (default 1800) without a new step.
 Progress goes to stderr ("3/5 steps, fired 2 times").
 
 Output: the details of each fire (at most 20), then one line a script can parse, last on stdout::
@@ -28,7 +29,8 @@ Output: the details of each fire (at most 20), then one line a script can parse,
 never fired; ``fired_steps`` is comma-separated, at most 20 listed; ``steps_skipped`` counts saved
 steps where the rule's tensors were missing). ``tornasole invoke`` prints the same line (same
 function, :func:`result_line`). Exit code: 0 no issue, 1 issues found, 2 usage or invalid input,
-3 not found (no trial at the path, unknown rule, missing file); errors are one line on stderr,
+3 not found (no trial at the path, unknown rule, missing file) or a wait that timed out; errors are
+one line on stderr,
 ``ERROR ...``.
 
 This module also exports :func:`invoke_rule` (smdebug's
@@ -82,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         help="seconds to wait for a trial to appear at --trial-dir (default 10)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        "--idle_timeout",
+        dest="idle_timeout",
+        type=float,
+        default=1800.0,
+        help="live trial: give up when no new step lands for this many seconds (default 1800)",
     )
     p.add_argument("--log-level", "--log_level", dest="log_level", default="WARNING")
     return p
@@ -140,7 +150,7 @@ def _build_rule(ns: argparse.Namespace, params: dict[str, str]):
 def _exit_code(exc: BaseException) -> int:
     from tornasole.exceptions import MissingCollectionFiles, TensorUnavailable
 
-    not_found = (LookupError, FileNotFoundError, TensorUnavailable, MissingCollectionFiles)
+    not_found = (LookupError, FileNotFoundError, TimeoutError, TensorUnavailable, MissingCollectionFiles)
     return EXIT_NOT_FOUND if isinstance(exc, not_found) else EXIT_ERROR
 
 
@@ -167,7 +177,7 @@ def _main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=getattr(logging, str(ns.log_level).upper(), logging.WARNING))
     try:
         rule = _build_rule(ns, params)
-        summary = run_rule(rule, start_step=ns.start_step, end_step=ns.end_step)
+        summary = run_rule(rule, start_step=ns.start_step, end_step=ns.end_step, idle_timeout=ns.idle_timeout)
     except KeyboardInterrupt:
         print("ERROR interrupted", file=sys.stderr)
         return 130

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_LISTED",
     "NONE",
     "Progress",
+    "StepWaitTimeoutError",
     "TrialNotFoundError",
     "UnknownRuleError",
     "check_builtin_rule",
@@ -135,40 +136,105 @@ class Progress:
         bar = "#" * filled + "." * (self.width - filled)
         return f"[{bar}] {done}/{total} steps, fired {_times(fired)}"
 
-    def update(self, done: int, fired: int, *, final: bool = False) -> None:
+    def update(self, done: int, fired: int, *, final: bool = False, note: str = "") -> None:
         now = time.monotonic()
+        text = self.text(done, fired) + (f"; {note}" if note else "")
         if self.tty:
             if final or now - self._last >= 0.1:
-                self.stream.write("\r" + self.text(done, fired) + ("\n" if final else ""))
+                self.stream.write("\r\033[K" + text + ("\n" if final else ""))
                 self.stream.flush()
                 self._last = now
         elif final or now - self._last >= self.every:
-            self.stream.write(self.text(done, fired) + "\n")
+            self.stream.write(text + "\n")
             self.stream.flush()
             self._last = now
 
 
+class StepWaitTimeoutError(TimeoutError):
+    """A live trial wrote no new step for the idle timeout; the message names the trial and the step."""
+
+
+def _merge(total: InvokeSummary, part: InvokeSummary) -> None:
+    total.fired += part.fired
+    total.steps_evaluated += part.steps_evaluated
+    total.steps_skipped += part.steps_skipped
+    total.next_step = part.next_step
+
+
 def run_rule(
-    rule: Any, start_step: int = 0, end_step: int | None = None, *, err: TextIO | None = None
+    rule: Any,
+    start_step: int = 0,
+    end_step: int | None = None,
+    *,
+    idle_timeout: float | None = None,
+    poll: float = 1.0,
+    err: TextIO | None = None,
 ) -> InvokeSummary:
-    """:func:`invoke_rule` over ``[start_step, end_step)`` with a progress line on ``err``."""
+    """:func:`invoke_rule` over ``[start_step, end_step)`` with a progress line on ``err``.
+
+    A live trial (no end marker) is evaluated as its steps land; with
+    ``idle_timeout``, waiting more than that many seconds for a new step raises
+    :class:`StepWaitTimeoutError` (a training that died without closing its hook
+    never writes the end marker).
+    """
     err = sys.stderr if err is None else err
     trial = rule.base_trial
-    saved = [s for s in trial.steps() if s >= start_step and (end_step is None or s < end_step)]
-    if end_step is None and not trial.training_ended():
-        print(
-            f"trial {trial.path} is live (no end marker yet): evaluating new steps until training ends; "
-            "Ctrl-C stops, --end-step N stops earlier",
-            file=err,
-            flush=True,
+
+    def in_range(s: int) -> bool:
+        return s >= start_step and (end_step is None or s < end_step)
+
+    progress = Progress(len([s for s in trial.steps() if in_range(s)]), err)
+    total = InvokeSummary(rule_name=getattr(rule, "rule_name", type(rule).__name__), start_step=start_step)
+    if trial.training_ended():
+        part = invoke_rule(
+            rule, start_step=start_step, end_step=end_step, on_step=_progress_of(progress, total)
         )
-    progress = Progress(len(saved), err)
-    on_step: Callable[[InvokeSummary], None] = lambda s: progress.update(  # noqa: E731
-        s.steps_evaluated + s.steps_skipped, len(s.fired)
+        _merge(total, part)
+        progress.update(total.steps_evaluated + total.steps_skipped, len(total.fired), final=True)
+        return total
+    limit = "" if idle_timeout is None else f", or no new step for {idle_timeout:g} s (--idle-timeout)"
+    print(
+        f"trial {trial.path} is live (no end marker yet): evaluating its steps as they land until training "
+        f"ends{' or step ' + str(end_step) if end_step is not None else ''}{limit}; Ctrl-C stops",
+        file=err,
+        flush=True,
     )
-    summary = invoke_rule(rule, start_step=start_step, end_step=end_step, on_step=on_step)
-    progress.update(summary.steps_evaluated + summary.steps_skipped, len(summary.fired), final=True)
-    return summary
+    step, idle_since = start_step, time.monotonic()
+    while end_step is None or step < end_step:
+        ended = trial.training_ended()  # before listing: a step written before the marker is not missed
+        steps = [s for s in trial.steps() if s >= step and in_range(s)]
+        if steps:
+            last = steps[-1]
+            part = invoke_rule(
+                rule, start_step=step, end_step=last + 1, on_step=_progress_of(progress, total)
+            )
+            _merge(total, part)
+            step, idle_since = last + 1, time.monotonic()
+            continue
+        if ended:
+            break
+        waited = time.monotonic() - idle_since
+        if idle_timeout is not None and waited >= idle_timeout:
+            progress.update(total.steps_evaluated + total.steps_skipped, len(total.fired), final=True)
+            raise StepWaitTimeoutError(
+                f"trial {trial.path}: no new step after step {step - 1} for {idle_timeout:g} s and no end "
+                "marker (did the training stop without closing its hook? --idle-timeout waits longer)"
+            )
+        note = f"waiting for new steps ({waited:.0f} s)"
+        progress.update(total.steps_evaluated + total.steps_skipped, len(total.fired), note=note)
+        time.sleep(poll)
+        trial.refresh()
+    total.next_step = step
+    progress.update(total.steps_evaluated + total.steps_skipped, len(total.fired), final=True)
+    return total
+
+
+def _progress_of(progress: Progress, total: InvokeSummary) -> Callable[[InvokeSummary], None]:
+    def on_step(part: InvokeSummary) -> None:
+        done = total.steps_evaluated + total.steps_skipped + part.steps_evaluated + part.steps_skipped
+        progress.update(done, len(total.fired) + len(part.fired))
+
+    return on_step
 
 
 def result_line(summary: InvokeSummary) -> str:

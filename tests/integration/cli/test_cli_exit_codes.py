@@ -150,3 +150,86 @@ def test_register_needs_a_name_and_an_output(stack: None, capsys) -> None:
         main(["jobs", "register", "--rule", "DeadRelu"])
     assert exc.value.code == 2
     assert "give --name and --s3-output (or --from-request FILE)" in capsys.readouterr().err
+
+
+def test_update_with_another_output_is_refused_and_the_job_keeps_its_own(stack: None, capsys) -> None:
+    assert _register("j1", "s3://trials/old", "DeadRelu") == 0
+    capsys.readouterr()
+    argv = [
+        "jobs",
+        "register",
+        "--name",
+        "j1",
+        "--s3-output",
+        "s3://trials/new",
+        "--rule",
+        "DeadRelu",
+        "--update",
+    ]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == (
+        "tornasole: error: --update changes the rules of job 'j1' only; its output stays s3://trials/old, "
+        "so --s3-output s3://trials/new is refused (register a new job name to write elsewhere)"
+    )
+    assert (
+        main(
+            [
+                "jobs",
+                "register",
+                "--name",
+                "j1",
+                "--s3-output",
+                "s3://trials/old",
+                "--rule",
+                "ExplodingTensor",
+                "--update",
+            ]
+        )
+        == 0
+    )
+    assert "registered j1 (InProgress) on s3://trials/old" in capsys.readouterr().out
+
+
+def test_list_with_no_jobs_says_so(stack: None, capsys) -> None:
+    assert main(["jobs", "list"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "no jobs registered in table tornasole-state (tornasole jobs register adds one)"
+    )
+
+
+def test_register_from_request_hands_the_whole_request_to_the_library(
+    stack: None, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's part only: read the file, pass the dict as it is, report what got registered.
+
+    (The library's ``register_from_request`` is tested with the jobs API; here it is replaced by a
+    recorder that registers through ``register_job`` so the CLI's reporting runs against moto.)
+    """
+    import tornasole.jobs
+
+    seen: list[dict] = []
+
+    def register_from_request(request: dict) -> dict:
+        seen.append(request)
+        hook = request["DebugHookConfig"]
+        return tornasole.jobs.register_job(
+            request["TrainingJobName"], hook["S3OutputPath"], request["DebugRuleConfigurations"]
+        )
+
+    monkeypatch.setattr(tornasole.jobs, "register_from_request", register_from_request, raising=False)
+    request = {
+        "TrainingJobName": "req-job",
+        "DebugHookConfig": {"S3OutputPath": "s3://trials/req-job"},
+        "DebugRuleConfigurations": [
+            {"RuleConfigurationName": "DeadRelu", "RuleParameters": {"rule_to_invoke": "DeadRelu"}}
+        ],
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    assert main(["jobs", "register", "--from-request", str(path)]) == 0
+    assert seen == [request]
+    out = capsys.readouterr().out
+    assert out.startswith("registered req-job (InProgress) on s3://trials/req-job\n")
+    assert "DeadRelu  InProgress" in out

@@ -151,3 +151,71 @@ def test_table_cuts_only_for_a_terminal() -> None:
     assert cell_width(70, Tty()) == 70
     assert cell_width(70, io.StringIO()) is None
     assert format_table(["a"], [["x" * 200]], max_width=None).splitlines()[2] == "x" * 200
+
+
+def _live_trial(path: Path, steps: int) -> Hook:
+    """A hook that wrote ``steps`` steps and is still open (no end marker)."""
+    hook = Hook(out_dir=str(path), save_config=SaveConfig(save_interval=1))
+    for _ in range(steps):
+        hook.save_tensor("gradients/w", np.full(4, 1e-2, np.float32), "gradients")
+        hook.next_step()
+    return hook
+
+
+def test_a_live_trial_that_stops_writing_ends_after_the_idle_timeout(tmp_path: Path, capsys) -> None:
+    hook = _live_trial(tmp_path / "live", 3)
+    try:
+        started = time.monotonic()
+        argv = ["invoke", str(tmp_path / "live"), "--rule", "VanishingGradient", "--idle-timeout", "1"]
+        assert main(argv) == 3
+        assert time.monotonic() - started < 15
+    finally:
+        hook.close()
+    err = capsys.readouterr().err
+    assert f"trial {tmp_path / 'live'} is live (no end marker yet)" in err
+    assert "or no new step for 1 s (--idle-timeout)" in err
+    assert "tornasole: error: trial " in err
+    assert "no new step after step" in err
+
+
+def test_a_live_trial_is_evaluated_as_its_steps_land(tmp_path: Path, capsys) -> None:
+    from tornasole.rules import create_rule
+    from tornasole.rules.run_report import run_rule
+
+    path = tmp_path / "live"
+    hook = _live_trial(path, 2)
+
+    def finish() -> None:
+        for _ in range(2):
+            hook.save_tensor("gradients/w", np.full(4, 1e-9, np.float32), "gradients")
+            hook.next_step()
+        hook.close()
+
+    trial = wait_for_trial(str(path), timeout=5, err=io.StringIO())
+    late = threading.Timer(0.5, finish)
+    late.start()
+    try:
+        err = io.StringIO()
+        summary = run_rule(create_rule("VanishingGradient", trial), idle_timeout=30, poll=0.1, err=err)
+    finally:
+        late.join()
+    assert (summary.steps_evaluated, summary.steps_skipped, summary.fired_steps) == (4, 0, [2, 3])
+    assert err.getvalue().strip().splitlines()[-1].endswith("4/4 steps, fired 2 times")
+
+
+def test_plot_a_misspelt_tensor_suggests_the_saved_one(tmp_path: Path, capsys) -> None:
+    trial = _sparse_trial(tmp_path / "run")
+    assert main(["plot", trial, "--tensor", "gradients/v", "-o", str(tmp_path / "x.png")]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "tornasole: error: trial run: no tensor 'gradients/v' (did you mean 'gradients/w'?) "
+        "(tornasole trial summary lists them)"
+    )
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_trial_summary_waits_when_asked(tmp_path: Path, capsys) -> None:
+    started = time.monotonic()
+    assert main(["trial", "summary", str(tmp_path / "nope"), "--timeout", "0.5"]) == 3
+    assert 0.4 < time.monotonic() - started < 5
+    assert "waited 0.5 s" in capsys.readouterr().err

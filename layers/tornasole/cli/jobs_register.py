@@ -1,0 +1,157 @@
+"""``tornasole jobs register``: build rule configurations from options or a saved request, register, report.
+
+Options (``--rule NAME[:k=v,...]``, ``--rule-file``/``--rule-class``,
+``--action``) become SageMaker-shaped ``DebugRuleConfigurations``; a saved
+``CreateTrainingJob`` request (``--from-request FILE``) goes to
+:func:`tornasole.jobs.register_from_request` whole. Validation is the library's
+(:func:`tornasole.jobs.register_job` raises on a bad rule, parameter or bucket,
+printed whole, exit 2); a rule that still ends up in ``Error`` right after
+registration is reported with its full reason, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from tornasole.cli.errors import EXIT_OK, EXIT_USAGE
+from tornasole.cli.rules_cmd import parse_rule_spec
+
+__all__ = ["read_request", "register", "rule_configurations"]
+
+
+def _action_json(actions: list[str]) -> str | None:
+    items = []
+    for a in actions:
+        kind, _, endpoint = a.partition(":")
+        kind = kind.strip().lower()
+        if kind == "stoptraining":
+            items.append({"name": "stoptraining"})
+        elif kind in ("email", "sms") and endpoint.strip():
+            items.append({"name": kind, "endpoint": endpoint.strip()})
+        else:
+            raise ValueError(f"--action {a!r}: expected stoptraining, email:ADDRESS or sms:NUMBER")
+    return json.dumps(items) if items else None
+
+
+def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``DebugRuleConfigurations`` entries from the command line (all parameters as strings)."""
+    actions = _action_json(args.action)
+    rules = []
+    for spec in args.rule:
+        name, params = parse_rule_spec(spec)
+        params = {"rule_to_invoke": name, **params}
+        if actions:
+            params["action_json"] = actions
+        rules.append({"RuleConfigurationName": name, "RuleParameters": params})
+    if args.rule_file or args.rule_class:
+        if not (args.rule_file and args.rule_class):
+            raise ValueError("--rule-file and --rule-class go together")
+        params = {"rule_to_invoke": args.rule_class, "source_s3_uri": _rule_source(args)}
+        for item in args.rule_param:
+            params.update(parse_rule_spec(f"{args.rule_class}:{item}")[1])
+        if actions:
+            params["action_json"] = actions
+        rules.append({"RuleConfigurationName": args.rule_class, "RuleParameters": params})
+    if not rules:
+        raise ValueError("give at least one --rule NAME or --rule-file F --rule-class C")
+    return rules
+
+
+def _rule_source(args: argparse.Namespace) -> str:
+    """A local rule file is uploaded next to the job's output, where the evaluator can read it."""
+    if args.rule_file.startswith("s3://"):
+        return args.rule_file
+    from tornasole.storage import get_storage, join
+
+    with open(args.rule_file, "rb") as f:
+        data = f.read()
+    target = join(args.s3_output, "tornasole_rules", os.path.basename(args.rule_file))
+    get_storage(target).write_atomic(target, data)
+    return target
+
+
+def register(args: argparse.Namespace) -> int:
+    from tornasole.cli.jobs_cmd import jobs_of, state_of
+    from tornasole.jobs import register_job, update_job_rules
+
+    if args.from_request:
+        return _register_from_request(args)
+    if not (args.name and args.s3_output):
+        args.parser.error("give --name and --s3-output (or --from-request FILE)")
+    jobs = jobs_of(args)
+    if args.update:
+        current = state_of(jobs, args.name).trial_path
+        if current.rstrip("/") != args.s3_output.rstrip("/"):
+            raise ValueError(
+                f"--update changes the rules of job {args.name!r} only; its output stays {current}, so "
+                f"--s3-output {args.s3_output} is refused (register a new job name to write elsewhere)"
+            )
+        desc = update_job_rules(args.name, rule_configurations(args), table_name=jobs.table.name)
+    else:
+        rules = rule_configurations(args)
+        desc = register_job(
+            args.name, args.s3_output, rules, num_workers=args.num_workers, table_name=jobs.table.name
+        )
+    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
+    print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {output}")
+    return _after_registration(jobs, args.name)
+
+
+def _after_registration(jobs: Any, name: str) -> int:
+    """Print the job's rules; a rule already in ``Error`` is an invalid input: its full reason, exit 2."""
+    from tornasole.cli.jobs_cmd import print_status, state_of
+
+    state = state_of(jobs, name)
+    print_status(jobs, name)
+    failed = [r for r in state.rules if r.status.value == "Error"]
+    for r in failed:
+        print(
+            f"tornasole: error: rule {r.config.name} of job {name}: {r.details or 'Error'}", file=sys.stderr
+        )
+    return EXIT_USAGE if failed else EXIT_OK
+
+
+def read_request(path: str) -> dict[str, Any]:
+    """A saved ``CreateTrainingJob`` request: a JSON object (errors name the file and the position)."""
+    with open(path, encoding="utf-8") as f:  # FileNotFoundError names the path: exit 3
+        text = f.read()
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    if not isinstance(request, dict):
+        raise ValueError(
+            f"{path}: expected a JSON object (a CreateTrainingJob request), got {type(request).__name__}"
+        )
+    return request
+
+
+def _register_from_request(args: argparse.Namespace) -> int:
+    clash = [
+        o for o, v in (("--name", args.name), ("--s3-output", args.s3_output), ("--rule", args.rule)) if v
+    ]
+    if clash or args.rule_file or args.update:
+        extra = ", ".join(clash) or "--update/--rule-file"
+        args.parser.error(f"--from-request takes name, output and rules from the file; drop {extra}")
+    request = read_request(args.from_request)
+    if args.table:
+        os.environ["TORNASOLE_STATE_TABLE"] = args.table  # register_from_request reads the standard variable
+    from tornasole.cli.jobs_cmd import jobs_of
+    from tornasole.jobs import register_from_request
+
+    result = register_from_request(request)
+    name = result.get("TrainingJobName") if isinstance(result, dict) else None
+    name = name or request.get("TrainingJobName")
+    if not name:
+        raise ValueError(f"{args.from_request}: the request has no TrainingJobName")
+    jobs = jobs_of(args)
+    desc = jobs.describe(name)
+    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath", "")
+    print(f"registered {name} ({desc['TrainingJobStatus']}) on {output}".rstrip())
+    return _after_registration(jobs, name)
