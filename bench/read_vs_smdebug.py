@@ -135,10 +135,17 @@ def run_smdebug(path: str, phases: str, s3_endpoint: str | None, timeout: float)
     return res.data
 
 
-def _line(name: str, ours: float, theirs: float, per: int | None = None) -> str:
-    ratio = theirs / ours if ours > 0 else float("inf")
-    each = f" ({ours / per * 1e6:.1f} us vs {theirs / per * 1e6:.1f} us each)" if per else ""
-    return f"{name}: ours {ours:.3f} s, smdebug {theirs:.3f} s, ratio {ratio:.1f}{each}"
+def _line(name: str, ours: dict, theirs: dict, key: str, per: int | None = None) -> str:
+    """Wall seconds of both sides and their ratio, per value if ``per``, then the same in CPU seconds."""
+    o, t = ours[f"{key}_s"], theirs[f"{key}_s"]
+    ratio = t / o if o > 0 else float("inf")
+    each = f" ({o / per * 1e6:.1f} us vs {t / per * 1e6:.1f} us each)" if per else ""
+    line = f"{name}: ours {o:.3f} s, smdebug {t:.3f} s, ratio {ratio:.1f}{each}"
+    oc, tc = ours.get(f"{key}_cpu"), theirs.get(f"{key}_cpu")
+    if oc and tc:
+        cpu_each = f", {oc / per * 1e6:.1f} us vs {tc / per * 1e6:.1f} us each" if per else ""
+        line += f"; CPU ours {oc:.3f} s, smdebug {tc:.3f} s, ratio {tc / oc:.1f}{cpu_each}"
+    return line
 
 
 def _rate(name: str, nbytes: int, seconds: float, cat_mbs: float | None) -> str:
@@ -164,7 +171,7 @@ def report(label: str, info: dict, ours: dict, theirs: dict, cat_mbs: float | No
     lines = []
     what = f"{info['steps']} steps x {info['tensors']} tensors"
     if "open_s" in ours:
-        lines.append(_line(f"{label} create_trial+steps ({what})", ours["open_s"], theirs["open_s"]))
+        lines.append(_line(f"{label} create_trial+steps ({what})", ours, theirs, "open"))
     for key, title in (("values", "by tensor then step"), ("bystep", "by step then tensor")):
         if f"{key}_s" not in ours:
             continue
@@ -174,19 +181,24 @@ def report(label: str, info: dict, ours: dict, theirs: dict, cat_mbs: float | No
         lines.append(
             _line(
                 f"{label} read every value, {title} ({n} values, {mb:.0f} MB)",
-                ours[f"{key}_s"],
-                theirs[f"{key}_s"],
+                ours,
+                theirs,
+                key,
                 n,
             )
         )
         lines.append(_rate(f"{label}   ours {title}", ours[f"{key}_bytes"], ours[f"{key}_s"], cat_mbs))
+        if ours.get(f"{key}_cpu"):
+            title_cpu = f"{label}   ours {title}, per CPU second"
+            lines.append(_rate(title_cpu, ours[f"{key}_bytes"], ours[f"{key}_cpu"], cat_mbs))
     if "bulk_s" in ours:
         assert ours["bulk_n"] == theirs["bulk_n"], (ours["bulk_n"], theirs["bulk_n"])
         lines.append(
             _line(
                 f"{label} read every value via tensor.values() ({ours['bulk_n']} values)",
-                ours["bulk_s"],
-                theirs["bulk_s"],
+                ours,
+                theirs,
+                "bulk",
                 ours["bulk_n"],
             )
         )
@@ -194,8 +206,9 @@ def report(label: str, info: dict, ours: dict, theirs: dict, cat_mbs: float | No
         lines.append(
             _line(
                 f"{label} reduction_value mean abs ({ours['reduce_n']} calls)",
-                ours["reduce_s"],
-                theirs["reduce_s"],
+                ours,
+                theirs,
+                "reduce",
                 ours["reduce_n"],
             )
         )
@@ -209,8 +222,9 @@ def report(label: str, info: dict, ours: dict, theirs: dict, cat_mbs: float | No
         lines.append(
             _line(
                 f"{label} one rule over the run, open included ({ours['rule_n']} values checked)",
-                ours["rule_s"],
-                theirs["rule_s"],
+                ours,
+                theirs,
+                "rule",
             )
         )
     if "memory_worst" in ours:

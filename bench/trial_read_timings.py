@@ -26,6 +26,8 @@ Phases (``--phases``, comma separated):
            traced memory while reading that one value, against the size of the
            value's event file (how much a reader holds for one value)
 
+Each phase records wall seconds (``<phase>_s``) and the process's CPU seconds
+(``<phase>_cpu``, all threads: what a busy, shared machine distorts least).
 Writes ``result.json`` (seconds, counts, ru_maxrss after each phase) into
 ``--oracle-out`` (the same flag ``tests/oracle/smdebug_runner.py`` passes).
 """
@@ -90,10 +92,12 @@ def _event_file_sizes(path: str) -> dict[int, int]:
 
 def phase_open(create_trial, path: str, res: dict) -> None:
     t0 = time.perf_counter()
+    c0 = time.process_time()
     trial = create_trial(path)
     steps = trial.steps()
     names = sorted(trial.tensor_names())
     res["open_s"] = time.perf_counter() - t0
+    res["open_cpu"] = time.process_time() - c0
     res["steps"] = len(steps)
     res["tensors"] = len(names)
     res["rss_after_open"] = _maxrss_bytes()
@@ -104,6 +108,7 @@ def phase_values(create_trial, path: str, res: dict) -> None:
     names = sorted(trial.tensor_names())
     n = nbytes = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in names:
         tensor = trial.tensor(name)
         for step in tensor.steps():
@@ -111,6 +116,7 @@ def phase_values(create_trial, path: str, res: dict) -> None:
             n += 1
             nbytes += v.nbytes
     res["values_s"] = time.perf_counter() - t0
+    res["values_cpu"] = time.process_time() - c0
     res["values_n"] = n
     res["values_bytes"] = nbytes
     res["rss_after_values"] = _maxrss_bytes()
@@ -122,12 +128,14 @@ def phase_bystep(create_trial, path: str, res: dict) -> None:
     names = sorted(trial.tensor_names())
     n = nbytes = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for step in trial.steps():
         for name in names:
             v = trial.tensor(name).value(step)
             n += 1
             nbytes += v.nbytes
     res["bystep_s"] = time.perf_counter() - t0
+    res["bystep_cpu"] = time.process_time() - c0
     res["bystep_n"] = n
     res["bystep_bytes"] = nbytes
 
@@ -162,11 +170,13 @@ def _finite_rule(impl: str):
 def phase_rule(create_trial, path: str, res: dict, impl: str) -> None:
     rule_class, invoke_rule = _finite_rule(impl)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     trial = create_trial(path)
     steps = trial.steps()
     rule = rule_class(trial)
     invoke_rule(rule, start_step=0, end_step=steps[-1] + 1 if steps else 0)
     res["rule_s"] = time.perf_counter() - t0
+    res["rule_cpu"] = time.process_time() - c0
     res["rule_n"] = rule.checked
 
 
@@ -175,11 +185,13 @@ def phase_bulk(create_trial, path: str, res: dict) -> None:
     names = sorted(trial.tensor_names())
     n = nbytes = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in names:
         for v in trial.tensor(name).values().values():
             n += 1
             nbytes += v.nbytes
     res["bulk_s"] = time.perf_counter() - t0
+    res["bulk_cpu"] = time.process_time() - c0
     res["bulk_n"] = n
     res["bulk_bytes"] = nbytes
     res["rss_after_bulk"] = _maxrss_bytes()
@@ -191,12 +203,14 @@ def phase_reduce(create_trial, path: str, res: dict) -> None:
     n = 0
     checksum = 0.0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in names:
         tensor = trial.tensor(name)
         for step in tensor.steps():
             checksum += float(tensor.reduction_value(step, "mean", abs=True).ravel()[0])
             n += 1
     res["reduce_s"] = time.perf_counter() - t0
+    res["reduce_cpu"] = time.process_time() - c0
     res["reduce_n"] = n
     res["reduce_checksum"] = checksum
     res["rss_after_reduce"] = _maxrss_bytes()

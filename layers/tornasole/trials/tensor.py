@@ -42,6 +42,18 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "ValueSource"]
 
 
+def _step_from_kwargs(method: str, step: int | None, kwargs: dict[str, Any]) -> int:
+    """``step`` given as smdebug's ``step_num=`` keyword (and nothing else unexpected)."""
+    step_num = kwargs.pop("step_num", None)
+    if kwargs:
+        raise TypeError(f"{method}() got unexpected keyword arguments {sorted(kwargs)}")
+    if step is not None and step_num is not None:
+        raise TypeError(f"{method}() got both 'step' and 'step_num'")
+    if step is None and step_num is None:
+        raise TypeError(f"{method}() missing required argument: 'step'")
+    return step if step is not None else step_num
+
+
 class ValueSource(Protocol):
     """What a Tensor needs of a value reader (local: mapped files; remote: ranged reads and a cache)."""
 
@@ -130,9 +142,17 @@ class Tensor:
         return sorted(entries)
 
     # -- values --------------------------------------------------------------------------------
-    @_step_num_alias
-    def value(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
-        """The saved value at ``step`` as a numpy array of its own (writable)."""
+    def value(
+        self, step: int | None = None, mode: ModeKeys = GLOBAL, worker: str | None = None, **kwargs: Any
+    ) -> np.ndarray:
+        """The saved value at ``step`` as a numpy array of its own (writable).
+
+        ``step_num=`` (smdebug's keyword) is accepted for ``step``; spelled out
+        here rather than through the alias decorator because this is the call a
+        read loop makes once per value.
+        """
+        if kwargs or step is None:
+            step = _step_from_kwargs("value", step, kwargs)
         if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
             found = self._table.first_entry(self.name, step)
             if found is not None and found[1].location is not None:
