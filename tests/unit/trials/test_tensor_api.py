@@ -302,3 +302,7 @@ def test_smdebug_step_num_keyword_is_accepted(moded_dir):
         t.value()
     with pytest.raises(TypeError, match="unexpected keyword arguments \\['stepnum'\\]"):
         t.value(stepnum=2)
+    with pytest.raises(TypeError, match="'reduction_name'"):
+        t.reduction_value(2)
+    with pytest.raises(TypeError, match="both"):
+        t.reduction_value(2, "mean", step_num=2)
