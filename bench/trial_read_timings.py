@@ -12,16 +12,22 @@ protobuf 3.20). ``bench/read_vs_smdebug.py`` drives it and prints the ratios.
 
 Phases (``--phases``, comma separated):
   open     create_trial + steps() (+ tensor_names(), which every analysis needs)
-  values   every value of every tensor at every step
+  values   every value of every tensor at every step, tensor by tensor (for each tensor its steps)
+  bystep   the same, step by step (for each step every tensor), on a fresh trial
   bulk     the same through ``tensor.values()`` (one call per tensor; our reader
            fetches the steps concurrently, smdebug's loops over value()), fresh trial
   reduce   reduction_value(step, "mean", abs=True) of every tensor at every step,
            on a fresh trial (our reader caches values; this phase must not profit
            from the previous one); the trial opening is not counted here
+  rule     one rule over the run: a rule requiring every tensor at every step and checking
+           that each value is finite, run by the package's own ``invoke_rule`` on a fresh
+           trial (the trial opening is counted: that is what a rule job does)
   memory   on a fresh trial under tracemalloc: for a sample of values the peak
            traced memory while reading that one value, against the size of the
            value's event file (how much a reader holds for one value)
 
+Each phase records wall seconds (``<phase>_s``) and the process's CPU seconds
+(``<phase>_cpu``, all threads: what a busy, shared machine distorts least).
 Writes ``result.json`` (seconds, counts, ru_maxrss after each phase) into
 ``--oracle-out`` (the same flag ``tests/oracle/smdebug_runner.py`` passes).
 """
@@ -35,6 +41,8 @@ import resource
 import sys
 import time
 import tracemalloc
+
+import numpy as np
 
 
 def _load(impl: str, path: str):
@@ -56,6 +64,18 @@ def _maxrss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
+def _rss_anon_bytes() -> int:
+    """Anonymous resident memory now (the heap, not mapped file pages: those are page cache); 0 if unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _event_file_sizes(path: str) -> dict[int, int]:
     """Size of each step's event file (local paths only; {} for s3://)."""
     if path.startswith("s3://"):
@@ -72,10 +92,12 @@ def _event_file_sizes(path: str) -> dict[int, int]:
 
 def phase_open(create_trial, path: str, res: dict) -> None:
     t0 = time.perf_counter()
+    c0 = time.process_time()
     trial = create_trial(path)
     steps = trial.steps()
     names = sorted(trial.tensor_names())
     res["open_s"] = time.perf_counter() - t0
+    res["open_cpu"] = time.process_time() - c0
     res["steps"] = len(steps)
     res["tensors"] = len(names)
     res["rss_after_open"] = _maxrss_bytes()
@@ -86,6 +108,7 @@ def phase_values(create_trial, path: str, res: dict) -> None:
     names = sorted(trial.tensor_names())
     n = nbytes = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in names:
         tensor = trial.tensor(name)
         for step in tensor.steps():
@@ -93,9 +116,68 @@ def phase_values(create_trial, path: str, res: dict) -> None:
             n += 1
             nbytes += v.nbytes
     res["values_s"] = time.perf_counter() - t0
+    res["values_cpu"] = time.process_time() - c0
     res["values_n"] = n
     res["values_bytes"] = nbytes
     res["rss_after_values"] = _maxrss_bytes()
+    res["rss_anon_after_values"] = _rss_anon_bytes()
+
+
+def phase_bystep(create_trial, path: str, res: dict) -> None:
+    trial = create_trial(path)
+    names = sorted(trial.tensor_names())
+    n = nbytes = 0
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    for step in trial.steps():
+        for name in names:
+            v = trial.tensor(name).value(step)
+            n += 1
+            nbytes += v.nbytes
+    res["bystep_s"] = time.perf_counter() - t0
+    res["bystep_cpu"] = time.process_time() - c0
+    res["bystep_n"] = n
+    res["bystep_bytes"] = nbytes
+
+
+def _finite_rule(impl: str):
+    """The same rule class written against either package (a custom rule ports unchanged)."""
+    if impl == "smdebug":
+        from smdebug.rules import Rule, invoke_rule
+    else:
+        from tornasole.rules import Rule, invoke_rule
+
+    class EveryValueFinite(Rule):
+        def __init__(self, base_trial):
+            super().__init__(base_trial, action_str="")
+            self.checked = 0
+
+        def set_required_tensors(self, step):
+            for name in self.base_trial.tensor_names():
+                self.req_tensors.add(name, steps=[step])
+
+        def invoke_at_step(self, step):
+            for tensor in self.req_tensors.get():
+                value = tensor.value(step)
+                self.checked += 1
+                if not np.isfinite(value).all():
+                    return True
+            return False
+
+    return EveryValueFinite, invoke_rule
+
+
+def phase_rule(create_trial, path: str, res: dict, impl: str) -> None:
+    rule_class, invoke_rule = _finite_rule(impl)
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    trial = create_trial(path)
+    steps = trial.steps()
+    rule = rule_class(trial)
+    invoke_rule(rule, start_step=0, end_step=steps[-1] + 1 if steps else 0)
+    res["rule_s"] = time.perf_counter() - t0
+    res["rule_cpu"] = time.process_time() - c0
+    res["rule_n"] = rule.checked
 
 
 def phase_bulk(create_trial, path: str, res: dict) -> None:
@@ -103,11 +185,13 @@ def phase_bulk(create_trial, path: str, res: dict) -> None:
     names = sorted(trial.tensor_names())
     n = nbytes = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in names:
         for v in trial.tensor(name).values().values():
             n += 1
             nbytes += v.nbytes
     res["bulk_s"] = time.perf_counter() - t0
+    res["bulk_cpu"] = time.process_time() - c0
     res["bulk_n"] = n
     res["bulk_bytes"] = nbytes
     res["rss_after_bulk"] = _maxrss_bytes()
@@ -119,12 +203,14 @@ def phase_reduce(create_trial, path: str, res: dict) -> None:
     n = 0
     checksum = 0.0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for name in names:
         tensor = trial.tensor(name)
         for step in tensor.steps():
             checksum += float(tensor.reduction_value(step, "mean", abs=True).ravel()[0])
             n += 1
     res["reduce_s"] = time.perf_counter() - t0
+    res["reduce_cpu"] = time.process_time() - c0
     res["reduce_n"] = n
     res["reduce_checksum"] = checksum
     res["rss_after_reduce"] = _maxrss_bytes()
@@ -167,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--impl", required=True, choices=["tornasole", "smdebug"])
     p.add_argument("--path", required=True)
-    p.add_argument("--phases", default="open,values,bulk,reduce,memory")
+    p.add_argument("--phases", default="open,values,bystep,bulk,reduce,rule,memory")
     p.add_argument("--memory-sample", type=int, default=200)
     p.add_argument("--oracle-out", required=True, help="directory for result.json")
     p.add_argument("--oracle-in", help="ignored (passed by smdebug_runner)")
@@ -179,12 +265,17 @@ def main(argv: list[str] | None = None) -> int:
         "path": a.path,
         "import_s": time.perf_counter() - t0,
         "rss_after_import": _maxrss_bytes(),
+        "rss_anon_after_import": _rss_anon_bytes(),
     }
     for phase in [x for x in a.phases.split(",") if x]:
         if phase == "open":
             phase_open(create_trial, a.path, res)
         elif phase == "values":
             phase_values(create_trial, a.path, res)
+        elif phase == "bystep":
+            phase_bystep(create_trial, a.path, res)
+        elif phase == "rule":
+            phase_rule(create_trial, a.path, res, a.impl)
         elif phase == "bulk":
             phase_bulk(create_trial, a.path, res)
         elif phase == "reduce":

@@ -12,7 +12,12 @@ mapping keeps showing the file it was made on, even after a rename replaced the
 path, exactly as the index files the trial loaded describe that file. Readers
 re-check only on error: :meth:`MappedFiles.forget` drops a mapping, and the next
 :meth:`MappedFiles.view` maps the file now at the path (a record past the end of
-a mapping, or one that does not decode, gets one such second look).
+a mapping, or one that does not decode, gets one such second look). The one
+thing a mapping cannot survive is a file truncated *in place* while mapped
+(``open(path, "w")`` over a published event file, which no writer of this format
+does): touching the vanished pages faults the process (SIGBUS). Hence mappings
+serve local event files only; index files, collections and anything remote are
+read with ordinary reads.
 
 Memory: a mapping costs address space, not memory; pages come from the page
 cache when first touched, so reading one value touches that value's pages

@@ -60,6 +60,16 @@ class MappedValueReader:
             The event file is missing or unreadable, or the record is cut short or
             corrupt; names the event file, the index file, the step and the tensor.
         """
+        value = self.fetch(loc)
+        if not value.flags.writeable:  # a view of the parsed record: the caller gets its own copy
+            value = value.copy()
+        return value
+
+    def fetch(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
+        """The value of the record at ``loc``, possibly a read-only view of the parsed record.
+
+        For values used internally (computed reductions, shapes); raises as :meth:`read_value`.
+        """
         try:
             data = self._view(loc.event_path)
         except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor
@@ -70,12 +80,7 @@ class MappedValueReader:
                 value = decode_location(loc, data[loc.start : loc.start + loc.length])
             except IndexReaderException:
                 value = self._second_look(loc)
-        if not value.flags.writeable:  # a view of the parsed record: the caller gets its own copy
-            value = value.copy()
         return value
-
-    #: Reads of local values return fresh arrays: fetching and reading are the same.
-    fetch = read_value
 
     def read_values(
         self, locs: Sequence[RecordLocation], neighbors: Neighbors | None = None

@@ -42,6 +42,22 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "ValueSource"]
 
 
+#: Reduction names already canonical (the usual spelling): one dict lookup instead of a validation.
+_CANONICAL = {name: name for name in reductions.ALL_REDUCTIONS}
+
+
+def _step_from_kwargs(method: str, step: int | None, kwargs: dict[str, Any]) -> int:
+    """``step`` given as smdebug's ``step_num=`` keyword (and nothing else unexpected)."""
+    step_num = kwargs.pop("step_num", None)
+    if kwargs:
+        raise TypeError(f"{method}() got unexpected keyword arguments {sorted(kwargs)}")
+    if step is not None and step_num is not None:
+        raise TypeError(f"{method}() got both 'step' and 'step_num'")
+    if step is None and step_num is None:
+        raise TypeError(f"{method}() missing required argument: 'step'")
+    return step if step is not None else step_num
+
+
 class ValueSource(Protocol):
     """What a Tensor needs of a value reader (local: mapped files; remote: ranged reads and a cache)."""
 
@@ -130,9 +146,17 @@ class Tensor:
         return sorted(entries)
 
     # -- values --------------------------------------------------------------------------------
-    @_step_num_alias
-    def value(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
-        """The saved value at ``step`` as a numpy array of its own (writable)."""
+    def value(
+        self, step: int | None = None, mode: ModeKeys = GLOBAL, worker: str | None = None, **kwargs: Any
+    ) -> np.ndarray:
+        """The saved value at ``step`` as a numpy array of its own (writable).
+
+        ``step_num=`` (smdebug's keyword) is accepted for ``step``; spelled out
+        here rather than through the alias decorator because this is the call a
+        read loop makes once per value.
+        """
+        if kwargs or step is None:
+            step = _step_from_kwargs("value", step, kwargs)
         if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
             found = self._table.first_entry(self.name, step)
             if found is not None and found[1].location is not None:
@@ -179,21 +203,26 @@ class Tensor:
         """Whether reduction records were saved for this tensor at ``step``."""
         return bool(self._entry(step, mode, worker).reductions)
 
-    @_step_num_alias
     def reduction_value(
         self,
-        step: int,
-        reduction_name: str,
+        step: int | None = None,
+        reduction_name: str | None = None,
         mode: ModeKeys = GLOBAL,
         worker: str | None = None,
         abs: bool = False,  # noqa: A002 - smdebug's keyword
+        **kwargs: Any,
     ) -> np.ndarray:
         """A reduction: the saved record if there is one, else computed from the full value and cached.
 
         ``reduction_name`` is one of min max mean prod std sum variance l1 l2
-        (``l1_norm``/``l2_norm`` accepted).
+        (``l1_norm``/``l2_norm`` accepted). ``step_num=`` is accepted for ``step``
+        (spelled out, as in :meth:`value`: rules call this once per tensor and step).
         """
-        red = reductions.canonical_reduction(reduction_name)
+        if kwargs or step is None:
+            step = _step_from_kwargs("reduction_value", step, kwargs)
+        if reduction_name is None:
+            raise TypeError("reduction_value() missing required argument: 'reduction_name'")
+        red = _CANONICAL.get(reduction_name) or reductions.canonical_reduction(reduction_name)
         mode = GLOBAL if mode is None else mode
         g, w, entry = self._resolve(step, mode, worker)
         loc = entry.reductions.get((red, bool(abs)))

@@ -9,7 +9,8 @@ The listing that follows the first sight of the end marker is final: writers
 local directory and S3 (strongly consistent since 2020) show a listing made
 after that marker everything written before it. So a finished local trial opens
 as fast as its index files can be read, with no sleep; a remote trial lists
-once more, at once, to cover a marker seen between two pages of a listing.
+once more, at once: one request, a second look for stores or copies (an S3
+replica, a sync tool) that may lag behind the marker.
 ``$TORNASOLE_TRAINING_END_DELAY_REFRESH`` (seconds, default 0) adds a wait
 before that last listing, for writers that put the marker first (smdebug's
 ``TRAINING_END_DELAY_REFRESH``). From then on every step is complete and

@@ -227,3 +227,25 @@ def test_bad_index_of_one_worker_does_not_hide_the_other_workers_step(tmp_path):
     assert trial.tensor("loss").value(0, worker="worker_0").shape == (2, 3)
     with pytest.raises(IndexReaderException, match="must be a JSON object"):
         trial.tensor("loss").value(0, worker="worker_1")
+
+
+def test_an_event_file_completed_after_a_failed_read_is_read_on_the_next_call(tmp_path):
+    # GIVEN a local trial whose step-1 event file is cut short when first read
+    d = _trial_dir(tmp_path)
+    path = os.path.join(d, EVENT_1)
+    with open(path, "rb") as f:
+        full = f.read()
+    cut = path + ".cut"
+    with open(cut, "wb") as f:
+        f.write(full[:-10])
+    os.replace(cut, path)
+    trial = create_trial(d)
+    with pytest.raises(IndexReaderException, match="past the end"):
+        trial.tensor("loss").value(1)
+    # WHEN the complete file is published (renamed over the path)
+    done = path + ".done"
+    with open(done, "wb") as f:
+        f.write(full)
+    os.replace(done, path)
+    # THEN the failed read's second look maps the file now there
+    np.testing.assert_array_equal(trial.tensor("loss").value(1), tensor_value(1, "worker_0", "loss"))

@@ -297,3 +297,12 @@ def test_smdebug_step_num_keyword_is_accepted(moded_dir):
     assert t.workers(step_num=1) == ["worker_0"]
     with pytest.raises(TypeError, match="both"):
         t.value(2, step_num=2)
+    np.testing.assert_array_equal(t.value(step_num=4, mode=modes.TRAIN), t.value(6))
+    with pytest.raises(TypeError, match="missing required argument: 'step'"):
+        t.value()
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['stepnum'\\]"):
+        t.value(stepnum=2)
+    with pytest.raises(TypeError, match="'reduction_name'"):
+        t.reduction_value(2)
+    with pytest.raises(TypeError, match="both"):
+        t.reduction_value(2, "mean", step_num=2)
