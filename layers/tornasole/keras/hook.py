@@ -347,7 +347,10 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         return super()._capture_scalar(to_numpy(value))
 
     def _reduce(self, value: Any, reduction: str, abs_: bool) -> np.ndarray:
-        return super()._reduce(to_numpy(value), reduction, abs_)
+        """A 0-d reduction, as smdebug's TF hooks and the PyTorch hook write them."""
+        from tornasole.format.reductions import compute
+
+        return np.asarray(compute(to_numpy(value), reduction, abs_)).reshape(())
 
     @staticmethod
     def _shape_of(value: Any) -> tuple[int, ...]:
