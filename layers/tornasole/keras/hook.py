@@ -18,10 +18,11 @@ Names (collection in brackets):
 * ``<layer name>/inputs`` and ``<layer name>/outputs`` (inputs, outputs, or any
   collection whose regex matches them, e.g. ``include_regex="dense_1"``).
 
-Backends (what is tested): TensorFlow supports every collection above; on JAX
-and PyTorch the hook is a plain callback and saves weights, biases, optimizer
-variables, losses and metrics only (gradients and layer inputs/outputs need the
-TensorFlow taps and are skipped with one warning).
+Backends (what is tested): TensorFlow supports every collection above. On
+PyTorch the hook is a plain callback and saves weights, biases, optimizer
+variables, losses and metrics (tested); gradients and layer inputs/outputs need
+the TensorFlow taps and are skipped with one warning. JAX is untested (the
+same plain-callback path applies).
 
 The same class serves TensorFlow 2 custom training loops: :meth:`Hook.wrap_tape`
 (see :mod:`tornasole.keras.tape`), ``save_tensor``, ``save_scalar`` and ``set_mode``.
