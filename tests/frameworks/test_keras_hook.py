@@ -151,3 +151,33 @@ def test_disabled_hook_is_a_no_op_callback(keras_tf, tmp_path):
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
     assert not (tmp_path / "none").exists()
+
+
+def test_subclassed_model_built_inside_fit_gets_its_gradients(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__(name="sub")
+            self.hidden = keras.layers.Dense(3, activation="relu", name="hidden")
+            self.head = keras.layers.Dense(1, name="head")
+
+        def call(self, x):
+            return self.head(self.hidden(x))
+
+    keras.utils.set_random_seed(0)
+    model = Net()  # no weights until the first traced step
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = regression_data(8)
+    rec = _Recorder(keras, model)
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=1), include_collections=["gradients"])
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook, rec.callback])
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    kernel = model.hidden.kernel.path
+    assert trial.tensor(f"gradients/{kernel}Grad").steps() == [0, 1]
+    applied = (rec.before[1][kernel] - rec.after[1][kernel]) / 0.1
+    np.testing.assert_allclose(
+        trial.tensor(f"gradients/{kernel}Grad").value(1), applied, rtol=1e-4, atol=1e-6
+    )

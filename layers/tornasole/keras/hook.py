@@ -256,8 +256,8 @@ class Hook(_CoreHook, keras.callbacks.Callback):
 
         if self._flag is None:
             self._flag = tf.Variable(False, trainable=False)
-        if want_grads and self._optimizer is not None and model.trainable_weights:
-            self._grad_tap = GradientTap(self._optimizer, list(model.trainable_weights), self._flag)
+        if want_grads and self._optimizer is not None:
+            self._grad_tap = GradientTap(self._optimizer, self._flag)
         for layer, want_in, want_out in io:
             self._layer_taps.append(LayerTap(layer, self._flag, self._sink, want_in, want_out))
         if io and getattr(model, "jit_compile", False):
