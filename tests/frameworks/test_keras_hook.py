@@ -181,3 +181,20 @@ def test_subclassed_model_built_inside_fit_gets_its_gradients(keras_tf, tmp_path
     np.testing.assert_allclose(
         trial.tensor(f"gradients/{kernel}Grad").value(1), applied, rtol=1e-4, atol=1e-6
     )
+
+
+def test_stop_signal_ends_fit_after_the_current_batch(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.format.paths import STOP_SIGNAL
+    from tornasole.keras import Hook
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / STOP_SIGNAL).write_text("{}")
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=1), stop_check_interval=0.01)
+    assert hook._stop_poller.wait(5)
+    model = tiny_model(keras)
+    x, y = regression_data()
+    history = model.fit(x, y, batch_size=4, epochs=3, verbose=0, callbacks=[hook])
+    hook.close()
+    assert len(history.history["loss"]) == 1  # the first epoch ended at its first batch
+    assert create_trial(str(tmp_path)).steps() == [0]

@@ -24,6 +24,10 @@ variables, losses and metrics (tested); gradients and layer inputs/outputs need
 the TensorFlow taps and are skipped with one warning. JAX is untested (the
 same plain-callback path applies).
 
+When a rule's ``stoptraining`` action asks the job to stop, the hook sets
+``model.stop_training`` after the current batch, so ``fit`` ends as with
+Keras's own ``EarlyStopping`` (with ``raise_on_stop=True`` it raises instead).
+
 The same class serves TensorFlow 2 custom training loops: :meth:`Hook.wrap_tape`
 (see :mod:`tornasole.keras.tape`), ``save_tensor``, ``save_scalar`` and ``set_mode``.
 """
@@ -108,6 +112,7 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         self._optimizer: Any = None
         self._tape: Any = None
         self._warned_backend = False
+        self._stop_seen = False
         self._broken = False
 
     @classmethod
@@ -176,6 +181,11 @@ class Hook(_CoreHook, keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._saving:
             self._guard(self._batch_end, logs)
+        if self._stop_poller is not None and self._stop_poller.requested and not self._stop_seen:
+            self._stop_seen = True  # a rule asked the job to stop: end fit the Keras way, gracefully
+            logger.warning("Tornasole: a rule asked this job to stop; setting model.stop_training")
+            if self.model is not None:
+                self.model.stop_training = True
 
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._saving:
