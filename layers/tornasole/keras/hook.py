@@ -285,23 +285,28 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         self._tapped_model = None
 
     def _sink(self, name: str, value: np.ndarray) -> None:
-        self._io_values.append((name, value))
+        if self._saving:  # a forward pass outside a saved step (the flag is still on) keeps nothing
+            self._io_values.append((name, value))
+
+    def set_mode(self, mode: ModeKeys) -> None:
+        """Switch mode (ends a step that saved something, and turns the in-graph taps off)."""
+        super().set_mode(mode)
+        self._sync_taps()
 
     def _batch_begin(self, mode: ModeKeys) -> None:
         if mode is not self.mode:
             self._switch_mode(mode)
         self._begin_step()
+        self._sync_taps()
+
+    def _sync_taps(self) -> None:
+        """Turn the in-graph taps on for a saved step, off for the others (one assign, only on change)."""
+        if self._flag is not None and self._saving != self._flag_on:
+            self._flag.assign(self._saving, read_value=False)
+            self._flag_on = self._saving
 
     def _on_step_begin(self) -> None:
         self._io_values = []
-        if self._flag is not None:
-            self._flag.assign(True)
-            self._flag_on = True
-
-    def _on_step_end(self) -> None:
-        if self._flag_on:
-            self._flag.assign(False)
-            self._flag_on = False
 
     def _save_layer_values(self) -> None:
         values, self._io_values = self._io_values, []
@@ -337,6 +342,7 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         if self._open:
             self._end_step()
             self._open = False
+        self._sync_taps()
         self.flush()
 
     def close(self) -> None:
