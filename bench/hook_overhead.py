@@ -17,6 +17,14 @@ Prints, per save interval, each hook's slowdown against no hook and the ratio
 of our overhead to smdebug's (targets: < 3 % at interval 100; ratio <= 0.5),
 both in wall time and in process CPU time (all threads: our writer thread's
 work is counted). On a busy machine the CPU-time table is the steadier one.
+
+Keras and XGBoost rows (``--frameworks keras,xgboost``; tornasole only: smdebug
+1.0.34 runs neither Keras 3 nor XGBoost 3): ``model.fit`` of a small dense
+model (batch 32, TensorFlow backend) saving losses, metrics, weights and
+gradients, and ``xgboost.train`` (depth 4, 2000x10) saving metrics and feature
+importances, each against the same run without a hook (both after an untimed
+warm-up that traces the step function). Also the hook's own time on a step
+that saves nothing (its callbacks called directly, µs; target < 20 µs).
 """
 
 from __future__ import annotations
@@ -104,16 +112,138 @@ def worker(impl: str, steps: int, repeats: int, collections: list[str]) -> dict[
     return results
 
 
+def _keras_run(steps: int, interval: int | None) -> float:
+    """Wall seconds of ``steps`` fit steps (after a traced warm-up), with a hook at ``interval`` or none."""
+    import keras
+    import numpy as np
+
+    from tornasole.keras import Hook, SaveConfig
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    rng = np.random.default_rng(0)
+    x, y = rng.random((32 * steps, 32), dtype=np.float32), rng.random((32 * steps, 1), dtype=np.float32)
+    out = tempfile.mkdtemp(prefix="bench-keras-")
+    cbs = []
+    if interval is not None:
+        colls = ["weights", "gradients"]
+        cbs = [Hook(out, save_config=SaveConfig(save_interval=interval), include_collections=colls)]
+    model.fit(x[:640], y[:640], batch_size=32, verbose=0, callbacks=cbs)  # warm-up: traces the step
+    start = time.perf_counter()
+    model.fit(x, y, batch_size=32, verbose=0, callbacks=cbs)
+    for hook in cbs:
+        hook.close()
+    took = time.perf_counter() - start
+    shutil.rmtree(out, ignore_errors=True)
+    return took
+
+
+def _xgboost_run(rounds: int, interval: int | None) -> float:
+    import numpy as np
+    import xgboost as xgb
+
+    from tornasole.xgboost import Hook, SaveConfig
+
+    rng = np.random.default_rng(0)
+    x = rng.random((2000, 10))
+    d = xgb.DMatrix(x, label=x @ rng.random(10))
+    out = tempfile.mkdtemp(prefix="bench-xgb-")
+    cbs = []
+    if interval is not None:
+        colls = ["metrics", "feature_importance"]
+        cbs = [Hook(out, save_config=SaveConfig(save_interval=interval), include_collections=colls)]
+    params = {"max_depth": 4, "nthread": 1}
+    xgb.train(params, d, 5, evals=[(d, "train")], verbose_eval=False)  # warm-up
+    start = time.perf_counter()
+    xgb.train(params, d, rounds, evals=[(d, "train")], callbacks=cbs, verbose_eval=False)
+    for hook in cbs:
+        hook.close()
+    took = time.perf_counter() - start
+    shutil.rmtree(out, ignore_errors=True)
+    return took
+
+
+def _idle_step_us(framework: str, n: int = 20000) -> float:
+    """The hook's own time (µs) on a step that saves nothing: its per-step callbacks called directly."""
+    out = tempfile.mkdtemp(prefix="bench-idle-")
+    if framework == "keras":
+        from tornasole.keras import Hook, SaveConfig
+
+        hook = Hook(out, save_config=SaveConfig(save_interval=10**9, start_step=1))
+        logs = {"loss": 0.5, "mae": 0.1}
+        start = time.perf_counter()
+        for i in range(n):
+            hook.on_train_batch_begin(i)
+            hook.on_train_batch_end(i, logs)
+    else:
+        from tornasole.xgboost import Hook, SaveConfig
+
+        hook = Hook(out, save_config=SaveConfig(save_interval=10**9, start_step=1))
+        evals_log = {"train": {"rmse": [0.5]}}
+        start = time.perf_counter()
+        for i in range(n):
+            hook.after_iteration(None, i, evals_log)
+    took = (time.perf_counter() - start) / n * 1e6
+    hook.close()
+    shutil.rmtree(out, ignore_errors=True)
+    return took
+
+
+def framework_worker(framework: str, steps: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Best-of-``repeats`` no-hook and hooked wall times per interval, plus the idle-step hook time."""
+    run = _keras_run if framework == "keras" else _xgboost_run
+    results: dict[str, dict[str, float]] = {}
+    for interval in INTERVALS:
+        base, hooked = [], []
+        for r in range(repeats):
+            pair = [(base, None), (hooked, interval)]
+            for bucket, arg in pair if r % 2 else pair[::-1]:
+                bucket.append(run(steps, arg))
+        results[str(interval)] = {"base": min(base), "hook": min(hooked)}
+    results["idle_us"] = {"value": _idle_step_us(framework)}
+    return results
+
+
+def _framework_rows(frameworks: list[str], steps: int, repeats: int) -> None:
+    for fw in frameworks:
+        cmd = [sys.executable, __file__, "--worker", fw, "--steps", str(steps), "--repeats", str(repeats)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
+        if proc.returncode != 0:
+            sys.exit(f"{fw} worker failed:\n{proc.stderr[-3000:]}")
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        what = {
+            "keras": f"Keras fit, dense 32-64-1, batch 32, {steps} steps; losses, metrics, weights, grads",
+            "xgboost": f"xgboost.train, depth 4, 2000x10, {steps} rounds; metrics, feature importances",
+        }[fw]
+        print(f"-- {what}; best of {repeats}, wall time, tornasole vs no hook")
+        print(f"{'interval':>8} {'no hook ms/step':>16} {'tornasole':>10}")
+        for interval in INTERVALS:
+            r = res[str(interval)]
+            print(f"{interval:>8} {r['base'] / steps * 1e3:>16.3f} {r['hook'] / r['base'] - 1.0:>+10.1%}")
+        print(f"   hook time on a step that saves nothing: {res['idle_us']['value']:.1f} us")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--collections", default="", help="extra collections to save, comma separated")
-    ap.add_argument("--worker", choices=("tornasole", "smdebug"), help=argparse.SUPPRESS)
+    ap.add_argument("--frameworks", default="torch,keras,xgboost", help="rows to run, comma separated")
+    ap.add_argument("--worker", choices=("tornasole", "smdebug", "keras", "xgboost"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     colls = [c for c in args.collections.split(",") if c]
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    if args.worker in ("keras", "xgboost"):
+        print(json.dumps(framework_worker(args.worker, args.steps, args.repeats)))
+        return
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps, args.repeats, colls)))
+        return
+    if "torch" not in frameworks:
+        _framework_rows(frameworks, args.steps, args.repeats)
         return
     if not SMDEBUG_PYTHON.exists():
         sys.exit(f"{SMDEBUG_PYTHON} is missing: build the smdebug venv first (make setup-smdebug)")
@@ -140,6 +270,7 @@ def main() -> None:
             ratio = slow["tornasole"] / slow["smdebug"] if slow["smdebug"] > 0 else float("nan")
             ours, theirs = slow["tornasole"], slow["smdebug"]
             print(f"{interval:>8} {base_ms:>16.3f} {ours:>+10.1%} {theirs:>+10.1%} {ratio:>13.2f}")
+    _framework_rows([f for f in frameworks if f != "torch"], args.steps, args.repeats)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ def test_fit_weights_after_step_and_tape_gradients_read_back(keras_tf, tmp_path)
         # gradients: the ones SGD applied (w_after = w_before - lr * g), from the step's own tape
         applied = (rec.before[step]["net/d1/kernel"] - rec.after[step]["net/d1/kernel"]) / lr
         np.testing.assert_allclose(trial.tensor(G1).value(step), applied, rtol=1e-4, atol=1e-6)
-    assert trial.tensor("optimizer_variables/sgd/iteration").value(3).item() == 4
+    iterations = f"optimizer_variables/{model.optimizer.iterations.path}"  # sgd, sgd_1... per process
+    assert trial.tensor(iterations).value(3).item() == 4
     losses = trial.tensor("loss").values()
     assert sorted(losses) == [0, 1, 2, 3]
     assert all(np.isfinite(v).all() for v in losses.values())
@@ -150,3 +151,50 @@ def test_disabled_hook_is_a_no_op_callback(keras_tf, tmp_path):
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
     assert not (tmp_path / "none").exists()
+
+
+def test_subclassed_model_built_inside_fit_gets_its_gradients(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__(name="sub")
+            self.hidden = keras.layers.Dense(3, activation="relu", name="hidden")
+            self.head = keras.layers.Dense(1, name="head")
+
+        def call(self, x):
+            return self.head(self.hidden(x))
+
+    keras.utils.set_random_seed(0)
+    model = Net()  # no weights until the first traced step
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = regression_data(8)
+    rec = _Recorder(keras, model)
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=1), include_collections=["gradients"])
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook, rec.callback])
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    kernel = model.hidden.kernel.path
+    assert trial.tensor(f"gradients/{kernel}Grad").steps() == [0, 1]
+    applied = (rec.before[1][kernel] - rec.after[1][kernel]) / 0.1
+    np.testing.assert_allclose(
+        trial.tensor(f"gradients/{kernel}Grad").value(1), applied, rtol=1e-4, atol=1e-6
+    )
+
+
+def test_stop_signal_ends_fit_after_the_current_batch(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.format.paths import STOP_SIGNAL
+    from tornasole.keras import Hook
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / STOP_SIGNAL).write_text("{}")
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=1), stop_check_interval=0.01)
+    assert hook._stop_poller.wait(5)
+    model = tiny_model(keras)
+    x, y = regression_data()
+    history = model.fit(x, y, batch_size=4, epochs=3, verbose=0, callbacks=[hook])
+    hook.close()
+    assert len(history.history["loss"]) == 1  # the first epoch ended at its first batch
+    assert create_trial(str(tmp_path)).steps() == [0]

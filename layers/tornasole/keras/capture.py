@@ -64,19 +64,26 @@ def variable_name(var: Any) -> str:
 class GradientTap:
     """Copies the gradients given to ``optimizer.apply`` into variables on flagged steps."""
 
-    def __init__(self, optimizer: Any, variables: list[Any], flag: Any) -> None:
-        import tensorflow as tf
-
+    def __init__(self, optimizer: Any, flag: Any) -> None:
         self.optimizer = optimizer
         self.flag = flag
-        self.slots: dict[str, Any] = {
-            variable_name(v): tf.Variable(tf.zeros(tuple(v.shape), dtype=v.dtype), trainable=False)
-            for v in variables
-        }
-        self.order = [variable_name(v) for v in variables]
-        self.filled = False
+        # one slot per trainable variable, made on the first apply (subclassed models build late)
+        self.slots: dict[str, Any] = {}
+        self.order: list[str] = []
         self._original = optimizer.__dict__.get("apply")
         object.__setattr__(optimizer, "apply", self._wrap(optimizer.apply))
+
+    def _slot(self, var: Any) -> Any:
+        import tensorflow as tf
+
+        name = variable_name(var)
+        slot = self.slots.get(name)
+        if slot is None:
+            with tf.init_scope():  # created eagerly, outside the step function being traced
+                slot = tf.Variable(tf.zeros(tuple(var.shape), dtype=var.dtype), trainable=False)
+            self.slots[name] = slot
+            self.order.append(name)
+        return slot
 
     def _wrap(self, apply: Callable[..., Any]) -> Callable[..., Any]:
         import tensorflow as tf
@@ -85,11 +92,7 @@ class GradientTap:
             variables = (
                 self.optimizer._trainable_variables if trainable_variables is None else trainable_variables
             )
-            pairs = [
-                (self.slots[variable_name(v)], g)
-                for g, v in zip(list(grads), list(variables))
-                if g is not None and variable_name(v) in self.slots
-            ]
+            pairs = [(self._slot(v), g) for g, v in zip(list(grads), list(variables)) if g is not None]
 
             def copy() -> Any:
                 for slot, g in pairs:
@@ -98,7 +101,6 @@ class GradientTap:
 
             if pairs:
                 tf.cond(self.flag, copy, lambda: tf.constant(False))
-            self.filled = True
             return apply(grads, trainable_variables)
 
         return apply_and_tap

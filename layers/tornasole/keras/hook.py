@@ -18,10 +18,15 @@ Names (collection in brackets):
 * ``<layer name>/inputs`` and ``<layer name>/outputs`` (inputs, outputs, or any
   collection whose regex matches them, e.g. ``include_regex="dense_1"``).
 
-Backends (what is tested): TensorFlow supports every collection above; on JAX
-and PyTorch the hook is a plain callback and saves weights, biases, optimizer
-variables, losses and metrics only (gradients and layer inputs/outputs need the
-TensorFlow taps and are skipped with one warning).
+Backends (what is tested): TensorFlow supports every collection above. On
+PyTorch the hook is a plain callback and saves weights, biases, optimizer
+variables, losses and metrics (tested); gradients and layer inputs/outputs need
+the TensorFlow taps and are skipped with one warning. JAX is untested (the
+same plain-callback path applies).
+
+When a rule's ``stoptraining`` action asks the job to stop, the hook sets
+``model.stop_training`` after the current batch, so ``fit`` ends as with
+Keras's own ``EarlyStopping`` (with ``raise_on_stop=True`` it raises instead).
 
 The same class serves TensorFlow 2 custom training loops: :meth:`Hook.wrap_tape`
 (see :mod:`tornasole.keras.tape`), ``save_tensor``, ``save_scalar`` and ``set_mode``.
@@ -107,6 +112,7 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         self._optimizer: Any = None
         self._tape: Any = None
         self._warned_backend = False
+        self._stop_seen = False
         self._broken = False
 
     @classmethod
@@ -175,6 +181,11 @@ class Hook(_CoreHook, keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._saving:
             self._guard(self._batch_end, logs)
+        if self._stop_poller is not None and self._stop_poller.requested and not self._stop_seen:
+            self._stop_seen = True  # a rule asked the job to stop: end fit the Keras way, gracefully
+            logger.warning("Tornasole: a rule asked this job to stop; setting model.stop_training")
+            if self.model is not None:
+                self.model.stop_training = True
 
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._saving:
@@ -255,8 +266,8 @@ class Hook(_CoreHook, keras.callbacks.Callback):
 
         if self._flag is None:
             self._flag = tf.Variable(False, trainable=False)
-        if want_grads and self._optimizer is not None and model.trainable_weights:
-            self._grad_tap = GradientTap(self._optimizer, list(model.trainable_weights), self._flag)
+        if want_grads and self._optimizer is not None:
+            self._grad_tap = GradientTap(self._optimizer, self._flag)
         for layer, want_in, want_out in io:
             self._layer_taps.append(LayerTap(layer, self._flag, self._sink, want_in, want_out))
         if io and getattr(model, "jit_compile", False):
@@ -274,23 +285,28 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         self._tapped_model = None
 
     def _sink(self, name: str, value: np.ndarray) -> None:
-        self._io_values.append((name, value))
+        if self._saving:  # a forward pass outside a saved step (the flag is still on) keeps nothing
+            self._io_values.append((name, value))
+
+    def set_mode(self, mode: ModeKeys) -> None:
+        """Switch mode (ends a step that saved something, and turns the in-graph taps off)."""
+        super().set_mode(mode)
+        self._sync_taps()
 
     def _batch_begin(self, mode: ModeKeys) -> None:
         if mode is not self.mode:
             self._switch_mode(mode)
         self._begin_step()
+        self._sync_taps()
+
+    def _sync_taps(self) -> None:
+        """Turn the in-graph taps on for a saved step, off for the others (one assign, only on change)."""
+        if self._flag is not None and self._saving != self._flag_on:
+            self._flag.assign(self._saving, read_value=False)
+            self._flag_on = self._saving
 
     def _on_step_begin(self) -> None:
         self._io_values = []
-        if self._flag is not None:
-            self._flag.assign(True)
-            self._flag_on = True
-
-    def _on_step_end(self) -> None:
-        if self._flag_on:
-            self._flag.assign(False)
-            self._flag_on = False
 
     def _save_layer_values(self) -> None:
         values, self._io_values = self._io_values, []
@@ -326,6 +342,7 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         if self._open:
             self._end_step()
             self._open = False
+        self._sync_taps()
         self.flush()
 
     def close(self) -> None:
@@ -347,7 +364,10 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         return super()._capture_scalar(to_numpy(value))
 
     def _reduce(self, value: Any, reduction: str, abs_: bool) -> np.ndarray:
-        return super()._reduce(to_numpy(value), reduction, abs_)
+        """A 0-d reduction, as smdebug's TF hooks and the PyTorch hook write them."""
+        from tornasole.format.reductions import compute
+
+        return np.asarray(compute(to_numpy(value), reduction, abs_)).reshape(())
 
     @staticmethod
     def _shape_of(value: Any) -> tuple[int, ...]:

@@ -43,6 +43,7 @@ class WrappedTape:
                 hook._tapped_model = model
                 hook._install_taps(model)
             hook._begin_step()
+            hook._sync_taps()
         self._tape.__enter__()
         return self
 

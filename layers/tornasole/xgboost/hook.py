@@ -188,7 +188,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         want = {name: all_ or name in saved for name in XGBOOST_REGEXES}
         if want[K.HYPERPARAMETERS]:
             for name, value in self.hyperparameters.items():
-                self._save_named(f"hyperparameters/{name}", np.asarray([value]))
+                self._save_named(f"hyperparameters/{name}", _flat(value))
         if want[K.METRICS] or want[K.LOSSES] or all_:
             for name, value in _metrics(evals_log):
                 if want[K.METRICS] or all_ or not name.endswith(_INCREASING):
@@ -225,6 +225,14 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named(f"full_shap/{name}", column)
             if average:
                 self._save_named(f"average_shap/{name}", np.asarray([column.mean()]))
+
+
+def _flat(value: Any) -> np.ndarray:
+    """A hyperparameter as a 1-d array (smdebug reads strings only 1-d; mixed or nested values as text)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "O":
+        arr = np.asarray(str(value))
+    return arr.reshape(-1)
 
 
 def _metrics(evals_log: Any) -> list[tuple[str, Any]]:
