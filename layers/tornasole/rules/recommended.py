@@ -20,8 +20,8 @@ Overtraining fire on every run, healthy or not: an alarm that always rings.
 Held-out misses are runs labelled only by AUTOTRAINER's oscillation criterion
 (validation-accuracy swings on healthy twins), a warm-up run its
 slow-convergence criterion labels, and a per-seed dying-ReLU label; the false
-alarms are slow-but-healthy runs (LossNotDecreasing, 4) and one overfitting run
-the UMLAUT label missed (Overfit, 1). See ``bench/README.md``.
+alarms are 3 slow-but-healthy runs and a batch-1 SGD run (LossNotDecreasing) and
+one overfitting run the UMLAUT label missed (Overfit). See ``bench/README.md``.
 """
 
 from __future__ import annotations
