@@ -69,6 +69,11 @@ bench: setup setup-smdebug
 	$(BIN)/python bench/rules_vs_smdebug.py
 	$(BIN)/python bench/step_cost.py
 
+# detection quality: labelled runs (bench/detection), SageMaker's defaults vs recommended_rules(); < 5 min on 2 cores
+.PHONY: bench-detection
+bench-detection: setup
+	$(BIN)/python bench/detection/run.py
+
 clean:
 	rm -rf build cdk.out .pytest_cache
 

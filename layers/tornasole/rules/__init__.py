@@ -13,6 +13,7 @@ from tornasole.rules.actions import Action, parse_actions
 from tornasole.rules.invoker import InvokeSummary, RuleInvocationError, invoke_rule
 from tornasole.rules.loader import create_custom_rule, load_rule_class
 from tornasole.rules.params import Param, parse_params
+from tornasole.rules.recommended import recommended_rules
 from tornasole.rules.registry import create_rule, get_rule, rule_names
 from tornasole.rules.report import RuleOutcome
 from tornasole.rules.req_tensors import RequiredTensors, RequiredTensorsForTrial
@@ -34,5 +35,6 @@ __all__ = [
     "load_rule_class",
     "parse_actions",
     "parse_params",
+    "recommended_rules",
     "rule_names",
 ]

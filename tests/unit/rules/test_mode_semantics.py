@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hook_trials import epochs
 
+from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import (
     DeadRelu,
@@ -17,6 +18,7 @@ from tornasole.rules.generic import (
     Overfit,
     Overtraining,
     PoorWeightInitialization,
+    UnchangedTensor,
     WeightUpdateRatio,
 )
 
@@ -147,3 +149,60 @@ def test_dead_relu_pools_samples_at_batch_size_one(tmp_path):
     assert summary.first_step == 31
     assert summary.fired[0].values["samples"] == 32
     assert "75% of the 8 ReLUs in fc1_relu_output" in summary.fired[0].details
+
+
+def test_loss_not_decreasing_window_and_first_reference(tmp_path):
+    # a healthy run: steep descent, then a plateau with batch noise
+    values = [1.0 - 0.09 * i for i in range(10)] + [0.2 + (0.03 if i % 2 else -0.03) for i in range(20)]
+    trial = epochs(str(tmp_path / "a"), [[_loss(v) for v in values]])
+    # single batch losses 2 steps apart "rise" on the plateau (SageMaker's reading)
+    assert invoke_rule(LossNotDecreasing(trial, num_steps="2")).fired
+    # means over 4 steps against the run's first 4: far below the start, never fires (and a rebound
+    # check at 100% ignores the plateau's noise)
+    first = LossNotDecreasing(
+        trial,
+        num_steps="2",
+        window="4",
+        reference="first",
+        diff_percent="5",
+        increase_threshold_percent="100",
+    )
+    assert invoke_rule(first).fired == []
+    # a run that never learns: 2% down from its start after 30 steps
+    stuck = epochs(str(tmp_path / "b"), [[_loss(1.0 - 0.0007 * i) for i in range(30)]])
+    summary = invoke_rule(
+        LossNotDecreasing(stuck, num_steps="4", window="4", reference="first", diff_percent="5")
+    )
+    outcome = summary.fired[0]
+    # the first evaluation point whose window (steps 5..8) does not overlap the first window (0..3)
+    assert outcome.step == 8
+    assert "mean loss over 4 saved steps (TRAIN step 8)" in outcome.details
+    assert outcome.values["previous_step"] == 3
+
+
+def test_loss_not_decreasing_rejects_an_unknown_reference(trial_factory):
+    trial = trial_factory({0: {"loss": np.float32(1)}})
+    with pytest.raises(RuleParameterError, match="reference"):
+        LossNotDecreasing(trial, reference="last")
+
+
+def test_overfit_min_difference_ignores_ratios_of_near_zero_losses(tmp_path):
+    train = [[_loss(0.0001)] * 2 for _ in range(3)]
+    evals = [[_loss(0.0004)] * 2 for _ in range(3)]
+    trial = epochs(str(tmp_path / "a"), train, evals)
+    assert invoke_rule(Overfit(trial)).fired  # 300% "over" by ratio alone
+    assert invoke_rule(Overfit(trial, min_difference="0.05")).fired == []
+
+
+def test_unchanged_tensor_compares_within_a_mode_and_skips_parameters_outside_training(tmp_path):
+    # weights change every TRAIN step; during validation they are constant, as they must be
+    train = [[{"weights/fc.weight": _w(3 * e + i)} for i in range(3)] for e in range(2)]
+    evals = [[{"weights/fc.weight": _w(3 * e + 2)} for _ in range(4)] for e in range(2)]
+    trial = epochs(str(tmp_path / "a"), train, evals)
+    assert invoke_rule(UnchangedTensor(trial, collection_names="weights", num_steps="3")).fired == []
+    frozen = [[{"weights/fc.weight": _w(0)} for _ in range(3)] for _ in range(2)]
+    summary = invoke_rule(
+        UnchangedTensor(epochs(str(tmp_path / "b"), frozen, evals), collection_names="weights", num_steps="3")
+    )
+    assert {o.mode for o in summary.fired} == {"TRAIN"}
+    assert summary.fired[0].step == 2

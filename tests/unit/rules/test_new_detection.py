@@ -33,7 +33,7 @@ def test_oscillating_loss_fires_on_a_validation_loss_that_swings(tmp_path):
     assert first.mode == "EVAL"
     assert first.step == 28
     assert first.values["value"] == 2
-    assert "loss (EVAL): 2 swings of >= 10% in 5 phase means" in first.details
+    assert "loss (EVAL): 2 swings of >= 10% of the range 1.3 in 5 phase means" in first.details
     assert "0.9 -> 2.1 -> 0.8 (steps 22..23)" in first.details
 
 
@@ -57,7 +57,11 @@ def test_oscillating_loss_groups_steps_when_the_trial_has_no_phases(tmp_path):
 
 def test_count_swings_and_parameter_checks(trial_factory):
     assert count_swings([1.0, 2.0, 1.0], 10) == [1]
-    assert count_swings([1.0, 1.05, 1.0], 10) == []
+    # relative to the range, a flat series' jitter is a swing; relative to its value it is not
+    assert count_swings([1.0, 1.05, 1.0], 10) == [1]
+    assert count_swings([1.0, 1.05, 1.0], 10, min_swing_percent=10) == []
+    # a late bump near 0 is small next to the initial descent
+    assert count_swings([1.0, 0.1, 0.0004, 0.0009, 0.0003], 10) == []
     trial = trial_factory({0: {"loss": np.float32(1)}})
     with pytest.raises(RuleParameterError, match="min_points"):
         OscillatingLoss(trial, min_points="2")
@@ -128,3 +132,10 @@ def test_similar_across_runs_keeps_its_verdict_after_the_other_run_ended(tmp_pat
     assert "weights/w at step 2 differs from trial" in summary.fired[0].details
     rule = SimilarAcrossRuns(base, other_trials=[other])
     assert rule.evaluate(5).status == "NoIssuesFound"
+
+
+def test_oscillating_loss_ignores_the_jitter_of_a_flat_loss(tmp_path):
+    flat = [0.836, 0.818, 0.808, 0.815, 0.811, 0.807, 0.82, 0.816]
+    trial = _run(str(tmp_path / "a"), [0.8] * 8, flat)
+    assert invoke_rule(OscillatingLoss(trial)).fired == []
+    assert invoke_rule(OscillatingLoss(trial, min_swing_percent="0")).fired != []

@@ -22,6 +22,16 @@ Choices:
   ``increase_threshold_percent`` % above the lowest loss of the earlier
   evaluation points the trial holds (a rebound, even when the previous point
   was already bad).
+* ``window`` (Tornasole's addition; 1 = SageMaker's reading): each compared
+  loss is the mean over the ``window`` newest saved steps of the mode ending at
+  the compared step. One training batch's loss is noisy enough to "rise" over
+  any interval on a healthy run; a mean over a few saved steps is not.
+* ``reference`` (Tornasole's addition; ``previous`` = SageMaker's reading):
+  ``first`` compares with the run's start instead (the first ``window`` saved
+  steps of the mode): "the loss has not come down by ``diff_percent`` % since
+  training began". Why: a healthy run that has converged also stops
+  decreasing from one interval to the next, so ``previous`` cannot tell it from
+  a run that never learned; only the distance from the start can.
 """
 
 from __future__ import annotations
@@ -61,18 +71,41 @@ class LossNotDecreasing(BuiltinRule):
         Param("num_steps", "int", "10", "steps between comparisons"),
         Param("diff_percent", "float", "0.1", "minimum decrease (%) expected over num_steps"),
         Param("increase_threshold_percent", "float", "5", "rise (%) above the lowest loss that fires"),
-        Param("mode", "mode", None, "TRAIN, EVAL or GLOBAL (unset: EVAL, then TRAIN, then GLOBAL)"),
+        Param("mode", "mode", None, "TRAIN, EVAL or GLOBAL (unset: each mode in its own steps)"),
+        Param("window", "int", "1", "saved steps of the mode averaged into each compared loss"),
+        Param(
+            "reference",
+            "str",
+            "previous",
+            "previous: the loss num_steps earlier; first: the run's first loss",
+        ),
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
         if self.num_steps < 1:
             raise self.param_error("num_steps", f"value {self.num_steps} must be >= 1")
+        if self.reference not in ("previous", "first"):
+            raise self.param_error("reference", f"value {self.reference!r} must be 'previous' or 'first'")
+        if self.window < 1:
+            raise self.param_error("window", f"value {self.window} must be >= 1")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
     def history_steps(self) -> int | None:
-        return 2 * (self.num_steps + 1)  # the other mode's steps may be interleaved
+        if self.reference == "first":
+            return None  # the run's first steps
+        return 2 * (self.num_steps + self.window)  # the other mode's steps may be interleaved
+
+    def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
+        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``."""
+        if self.window == 1:
+            return self.scalar(name, at, mode=mode)
+        i = steps.index(at)
+        values = [self.scalar(name, s, mode=mode) for s in steps[max(0, i - self.window + 1) : i + 1]]
+        if any(v is None for v in values):
+            return None
+        return sum(values) / len(values)
 
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.use_losses_collection):
@@ -88,11 +121,15 @@ class LossNotDecreasing(BuiltinRule):
             older = [s for s in steps if s <= cur - self.num_steps]
             if not older:
                 continue
-            prev = older[-1]
-            loss, before = self.scalar(name, cur, mode=mode), self.scalar(name, prev, mode=mode)
+            prev = older[-1] if self.reference == "previous" else steps[min(self.window, len(steps)) - 1]
+            if steps.index(cur) - steps.index(prev) < self.window:
+                continue  # the compared windows would overlap
+            loss, before = self._loss(name, steps, cur, mode), self._loss(name, steps, prev, mode)
             if loss is None or before is None:
                 continue
             where = f"{name} ({mode.name} step {cur})"
+            if self.window > 1:
+                where = f"mean {name} over {self.window} saved steps ({mode.name} step {cur})"
             # A NaN loss has not decreased (the comparison alone would say nothing about it).
             if math.isnan(loss) or loss > before - abs(before) * self.diff_percent / 100.0:
                 self.report_issue(
@@ -105,7 +142,7 @@ class LossNotDecreasing(BuiltinRule):
                     threshold=before - abs(before) * self.diff_percent / 100.0,
                 )
                 return True
-            earlier = [v for v in (self.scalar(name, p, mode=mode) for p in points[:-1]) if v is not None]
+            earlier = [v for v in (self._loss(name, steps, p, mode) for p in points[:-1]) if v is not None]
             if earlier:
                 best = min(earlier)
                 if loss > best + abs(best) * self.increase_threshold_percent / 100.0:

@@ -16,8 +16,12 @@ away batch noise:
   validation pass), else TRAIN, else GLOBAL. The rule is evaluated at that
   mode's steps only.
 * Swing: a point higher than both neighbours by at least ``swing_percent`` % of
-  its value on *each* side (a rise and a fall: a single bump on a falling curve
-  that drops back only slightly is not a swing).
+  the range of the points so far (max - min) on *each* side: a rise and a fall.
+  Relative to the range, not to the value, so that a healthy run's late bumps
+  on a loss near 0 (0.0004 -> 0.0009) are small next to its initial descent,
+  while a loss that bounces around one level swings by most of its range. The
+  rise must also be at least ``min_swing_percent`` % of the point's own value,
+  so that a flat loss's jitter (0.808 -> 0.815 -> 0.811) is not a swing.
 * Fires when there are at least ``min_points`` points and the swings number at
   least ``min_swings`` and at least ``swing_fraction`` x the number of points.
 """
@@ -36,8 +40,8 @@ from tornasole.rules.params import Param
 __all__ = ["OscillatingLoss", "count_swings"]
 
 
-def count_swings(points: list[float], swing_percent: float) -> list[int]:
-    """Indices of the points that rise over both neighbours by ``swing_percent`` % of their value.
+def count_swings(points: list[float], swing_percent: float, min_swing_percent: float = 0.0) -> list[int]:
+    """Indices of the points that rise over both neighbours by ``swing_percent`` % of the points' range.
 
     Examples
     --------
@@ -46,11 +50,14 @@ def count_swings(points: list[float], swing_percent: float) -> list[int]:
     >>> count_swings([1.0, 0.8, 0.82, 0.6], 10)
     []
     """
+    if len(points) < 3:
+        return []
+    span = max(points) - min(points)
     out = []
     for i in range(1, len(points) - 1):
         p = points[i]
         rise = min(p - points[i - 1], p - points[i + 1])
-        if rise > 0 and rise >= abs(p) * swing_percent / 100.0:
+        if rise > 0 and rise >= span * swing_percent / 100.0 and rise >= abs(p) * min_swing_percent / 100.0:
             out.append(i)
     return out
 
@@ -66,7 +73,10 @@ class OscillatingLoss(BuiltinRule):
     PARAMETERS = (
         Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
         Param("mode", "mode", None, "TRAIN, EVAL or GLOBAL (unset: EVAL, then TRAIN, then GLOBAL)"),
-        Param("swing_percent", "float", "10", "a swing rises over both neighbours by this % of its value"),
+        Param(
+            "swing_percent", "float", "10", "a swing rises over both neighbours by this % of the loss range"
+        ),
+        Param("min_swing_percent", "float", "5", "a swing also rises by this % of the point's own value"),
         Param("swing_fraction", "float", "0.2", "swings / points at or above this fires (AUTOTRAINER: 0.2)"),
         Param("min_swings", "int", "2", "fewest swings that fire"),
         Param("min_points", "int", "5", "fewest points (phase means) before judging"),
@@ -133,7 +143,7 @@ class OscillatingLoss(BuiltinRule):
             if len(points) < self.min_points:
                 continue
             means = [p for _, p in points]
-            swings = count_swings(means, self.swing_percent)
+            swings = count_swings(means, self.swing_percent, self.min_swing_percent)
             needed = max(self.min_swings, math.ceil(self.swing_fraction * len(points)))
             if len(swings) >= needed:
                 shown = ", ".join(
@@ -142,9 +152,10 @@ class OscillatingLoss(BuiltinRule):
                     for i in swings[-3:]
                 )
                 self.report_issue(
-                    f"{name} ({mode.name}): {len(swings)} swings of >= {self.fmt(self.swing_percent)}% in "
-                    f"{len(points)} phase means (>= {needed} = max(min_swings, swing_fraction "
-                    f"{self.fmt(self.swing_fraction)} x points)); last: {shown}",
+                    f"{name} ({mode.name}): {len(swings)} swings of >= {self.fmt(self.swing_percent)}% of "
+                    f"the range {self.fmt(max(means) - min(means))} in {len(points)} phase means "
+                    f"(>= {needed} = max(min_swings, swing_fraction {self.fmt(self.swing_fraction)} "
+                    f"x points)); last: {shown}",
                     tensor=name,
                     value=len(swings),
                     points=len(points),

@@ -18,6 +18,11 @@ run look overfitted. The rule fires at e when the ratio exceeds
 e's (each phase judged by its mean up to its last step, e's by its mean so far).
 Loss tensors: ``tensor_regex`` if given, else the ``losses`` collection; each
 tensor is judged alone and needs both modes.
+
+``min_difference`` (Tornasole's addition, default 0 = SageMaker's reading):
+the gap val - train must also be at least this, in loss units. Why: near a
+loss of 0 a ratio means nothing (validation 0.0004 against training 0.0001 is
+"300% over" for a model that is right on nearly every sample).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class Overfit(BuiltinRule):
         Param("start_step", "int", "0", "global steps before this are not judged"),
         Param("patience", "int", "1", "consecutive validation phases over the threshold needed"),
         Param("ratio_threshold", "float", "0.1", "(mean val - mean train) / mean train above this counts"),
+        Param("min_difference", "float", "0", "mean val - mean train must also be at least this"),
     )
 
     def check_params(self) -> None:
@@ -98,7 +104,7 @@ class Overfit(BuiltinRule):
                 if val is None or train is None or train == 0:
                     break
                 ratio = (val - train) / abs(train)
-                if not ratio > self.ratio_threshold:
+                if not (ratio > self.ratio_threshold and val - train >= self.min_difference):
                     break
                 found.append((ratio, val, train, train_steps, eval_steps))
             if len(found) == self.patience:
@@ -107,7 +113,12 @@ class Overfit(BuiltinRule):
                     f"{name}: (mean EVAL loss {self.fmt(val)} over steps {eval_steps[0]}..{eval_steps[-1]} - "
                     f"mean TRAIN loss {self.fmt(train)} over steps {train_steps[0]}..{train_steps[-1]}) / "
                     f"train = {self.fmt(ratio)} > ratio_threshold {self.fmt(self.ratio_threshold)} "
-                    f"for {self.patience} validation phase(s)",
+                    f"for {self.patience} validation phase(s)"
+                    + (
+                        f" (gap >= min_difference {self.fmt(self.min_difference)})"
+                        if self.min_difference
+                        else ""
+                    ),
                     tensor=name,
                     value=ratio,
                     val_loss=val,

@@ -6,12 +6,20 @@ rule fires when every consecutive pair is ``numpy.allclose(rtol, atol,
 equal_nan)`` (so the first step where it can fire is the ``num_steps``-th
 saved step of an unchanged tensor). One of ``collection_names``/``tensor_regex``
 is required.
+
+Modes: the steps compared are the saved steps of the evaluated step's own mode
+(TRAIN with TRAIN; a trial without modes is GLOBAL), so a validation phase
+between two training steps is never part of the window. At EVAL and PREDICT
+steps the ``weights`` and ``biases`` collections are not judged: parameters do
+not change outside training, so "unchanged" there is the expected state, not
+a frozen layer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tornasole.modes import EVAL, PREDICT
 from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.params import Param
 
@@ -43,9 +51,22 @@ class UnchangedTensor(BuiltinRule):
     def history_steps(self) -> int | None:
         return self.num_steps
 
+    def _parameters(self) -> set[str]:
+        names: set[str] = set()
+        for coll in ("weights", "biases"):
+            try:
+                names.update(self.base_trial.tensor_names(collection=coll))
+            except (KeyError, ValueError):
+                continue
+        return names
+
     def invoke_at_step(self, step: int) -> bool:
+        mode = self.step_mode(step)
+        skip = self._parameters() if mode in (EVAL, PREDICT) else set()
         for name in self.selected(step):
-            steps = self.base_trial.tensor(name).prev_steps(step, self.num_steps)
+            if name in skip:
+                continue
+            steps = self.same_mode_steps(name, step, mode)[-self.num_steps :]
             if len(steps) < self.num_steps or steps[-1] != step:
                 continue
             values = [self.value(name, s) for s in steps]
@@ -57,7 +78,9 @@ class UnchangedTensor(BuiltinRule):
                 for a, b in zip(values, values[1:])
             ):
                 self.report_issue(
-                    f"{name} unchanged over steps {steps[0]}..{steps[-1]} ({self.num_steps} saved steps)",
+                    f"{name} ({mode.name}) allclose (rtol {self.fmt(self.rtol)}, atol {self.fmt(self.atol)}) "
+                    f"over "
+                    f"steps {steps[0]}..{steps[-1]} ({self.num_steps} saved steps)",
                     tensor=name,
                     steps=steps,
                 )

@@ -1,0 +1,262 @@
+"""Detection benchmark: do the rules catch broken training runs, and stay quiet on healthy ones?
+
+Usage::
+
+    python bench/detection/run.py                 # train every case x 3 seeds, evaluate, print the tables
+    python bench/detection/run.py --reuse DIR     # re-evaluate trials a previous run left in DIR
+    python bench/detection/run.py --split cal     # only the calibration cases
+
+Runs: :mod:`cases` (broken runs re-implemented from AUTOTRAINER, DeepDiagnosis, DeepLocalize, UMLAUT and
+TrainCheck, their healthy twins, hard negatives), 3 seeds each, trained by :mod:`training` (tiny PyTorch
+MLPs, one thread, a validation pass every epoch), labelled by :mod:`labels` from the published criteria
+while they train. Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
+(``rule_configs``, every deep-learning rule) and ``tornasole.rules.recommended_rules()``.
+
+Printed per split (calibration / held-out) and rule set: per-rule precision (runs it fired on that are
+labelled broken) and recall (labelled runs of the problems it targets that it fired on), run-level recall
+(broken runs where any rule fired), the false-alarm rate (healthy runs where any rule fired) and the median
+latency from onset to first firing, in TRAIN steps (a firing at an EVAL step counts the TRAIN steps before
+it), with the share of detections within one save interval (``training.SAVE_INTERVAL`` TRAIN steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cases import CASES  # noqa: E402
+from training import SAVE_INTERVAL, run  # noqa: E402
+
+SEEDS = (0, 1, 2)
+#: The problems (labels) each rule is meant to catch: its recall is measured on runs with these labels.
+TARGETS = {
+    "VanishingGradient": {"vanishing"},
+    "ExplodingTensor": {"nan"},
+    "WeightUpdateRatio": {"exploding", "unchanged"},
+    "DeadRelu": {"dying_relu"},
+    "PoorWeightInitialization": {"vanishing", "exploding", "dying_relu", "saturation"},
+    "SaturatedActivation": {"saturation"},
+    "LossNotDecreasing": {"slow", "unchanged"},
+    "Overfit": {"overfit"},
+    "Overtraining": {"overfit", "slow"},
+    "OscillatingLoss": {"oscillating"},
+    "UnchangedTensor": {"unchanged"},
+}
+SAGEMAKER_DL_RULES = (
+    "VanishingGradient",
+    "ExplodingTensor",
+    "WeightUpdateRatio",
+    "DeadRelu",
+    "PoorWeightInitialization",
+    "SaturatedActivation",
+    "LossNotDecreasing",
+    "Overfit",
+    "Overtraining",
+)
+
+
+def rule_sets() -> dict[str, list[tuple[str, str, dict[str, str]]]]:
+    """``{set name: [(configuration name, rule_to_invoke, parameters)]}``."""
+    from tornasole.rules import recommended_rules, rule_configs
+
+    def entries(configs: list[dict]) -> list[tuple[str, str, dict[str, str]]]:
+        out = []
+        for c in configs:
+            c = c.get("DebugRuleConfiguration", c)
+            params = dict(c["RuleParameters"])
+            out.append((c["RuleConfigurationName"], params.pop("rule_to_invoke"), params))
+        return out
+
+    sagemaker = [getattr(rule_configs, _snake(n))() for n in SAGEMAKER_DL_RULES]
+    return {"sagemaker-defaults": entries(sagemaker), "recommended": entries(recommended_rules())}
+
+
+def _snake(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def train_one(job: tuple[str, int, str]) -> dict:
+    name, seed, root = job
+    kind, split, spec = CASES[name]
+    path = os.path.join(root, f"{name}-s{seed}")
+    shutil.rmtree(path, ignore_errors=True)
+    r = run(name, spec, seed, path)
+    return {
+        "case": name,
+        "seed": seed,
+        "kind": kind,
+        "split": split,
+        "path": path,
+        "labels": r.labels,
+        "onset": r.onset,
+        "train_before": r.train_before,
+        "final_val_acc": r.final_val_acc,
+    }
+
+
+def evaluate_one(job: tuple[dict, dict]) -> dict:
+    """First firing step of every configured rule on one trial, per rule set."""
+    import logging
+
+    from tornasole.rules import create_rule, invoke_rule
+    from tornasole.trials import create_trial
+
+    logging.disable(logging.WARNING)
+    meta, sets = job
+    trial = create_trial(meta["path"], collections_timeout=5.0, poll_interval=0.05)
+    firings: dict[str, dict[str, dict]] = {}
+    for set_name, entries in sets.items():
+        firings[set_name] = {}
+        for conf_name, rule_name, params in entries:
+            rule = create_rule(rule_name, trial, **params)
+            summary = invoke_rule(rule)
+            first = summary.fired[0] if summary.fired else None
+            firings[set_name][conf_name] = {
+                "rule": rule_name,
+                "first_step": None if first is None else first.step,
+                "details": None if first is None else first.details,
+            }
+    return {**meta, "firings": firings}
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def metrics(results: list[dict], set_name: str) -> dict:
+    broken = [r for r in results if r["labels"]]
+    healthy = [r for r in results if not r["labels"]]
+    per_rule: dict[str, dict] = {}
+    latencies, within = [], 0
+    detected = 0
+    for r in broken:
+        fires = [f["first_step"] for f in r["firings"][set_name].values() if f["first_step"] is not None]
+        if fires:
+            detected += 1
+            first = min(fires)
+            tb = r["train_before"]
+            lat = tb[first] - tb[r["onset"]] if first < len(tb) else None
+            if lat is not None:
+                latencies.append(lat)
+                within += lat <= SAVE_INTERVAL
+    alarms = sum(
+        1 for r in healthy if any(f["first_step"] is not None for f in r["firings"][set_name].values())
+    )
+    conf_names = list(results[0]["firings"][set_name]) if results else []
+    for conf in conf_names:
+        rule = results[0]["firings"][set_name][conf]["rule"]
+        fired = [r for r in results if r["firings"][set_name][conf]["first_step"] is not None]
+        targets = TARGETS.get(rule, set())
+        targeted = [r for r in results if targets & set(r["labels"])]
+        hit = [r for r in targeted if r["firings"][set_name][conf]["first_step"] is not None]
+        per_rule[conf] = {
+            "fired": len(fired),
+            "precision": (sum(1 for r in fired if r["labels"]) / len(fired)) if fired else None,
+            "recall": (len(hit) / len(targeted)) if targeted else None,
+            "targeted": len(targeted),
+            "false_alarms": sum(1 for r in fired if not r["labels"]),
+        }
+    return {
+        "runs": len(results),
+        "broken": len(broken),
+        "healthy": len(healthy),
+        "run_recall": detected / len(broken) if broken else None,
+        "detected": detected,
+        "false_alarm_rate": alarms / len(healthy) if healthy else None,
+        "false_alarms": alarms,
+        "median_latency_train_steps": _median(latencies),
+        "within_one_save_interval": (within / len(latencies)) if latencies else None,
+        "per_rule": per_rule,
+    }
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.0f}%" if pct else f"{x:.2f}"
+
+
+def report(results: list[dict], set_names: list[str]) -> dict:
+    out = {}
+    for split in ("cal", "held"):
+        rs = [r for r in results if r["split"] == split]
+        if not rs:
+            continue
+        title = {"cal": "calibration cases", "held": "HELD-OUT cases"}[split]
+        print(f"\n=== {title}: {len(rs)} runs, {sum(1 for r in rs if r['labels'])} labelled broken ===")
+        ms = {s: metrics(rs, s) for s in set_names}
+        out[split] = ms
+        print(f"{'':28s}" + "".join(f"{s:>24s}" for s in set_names))
+        rows = [
+            ("run-level recall", lambda m: f"{m['detected']}/{m['broken']} = {_fmt(m['run_recall'])}"),
+            (
+                "false alarms (healthy)",
+                lambda m: f"{m['false_alarms']}/{m['healthy']} = {_fmt(m['false_alarm_rate'], True)}",
+            ),
+            ("median latency (TRAIN st)", lambda m: _fmt(m["median_latency_train_steps"])),
+            (f"within {SAVE_INTERVAL} TRAIN steps", lambda m: _fmt(m["within_one_save_interval"], True)),
+        ]
+        for label, fn in rows:
+            print(f"{label:28s}" + "".join(f"{fn(ms[s]):>24s}" for s in set_names))
+        for s in set_names:
+            print(f"  {s}: per rule (fired / precision / recall on targeted runs / false alarms)")
+            for conf, v in ms[s]["per_rule"].items():
+                print(
+                    f"    {conf:34s} fired {v['fired']:3d}  precision {_fmt(v['precision']):>5s}  "
+                    f"recall {_fmt(v['recall']):>5s} (of {v['targeted']:2d})  "
+                    f"false alarms {v['false_alarms']:2d}"
+                )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="directory for the trials (default: a temporary one, removed at the end)")
+    ap.add_argument("--reuse", help="evaluate the trials and labels a previous run left in this directory")
+    ap.add_argument("--split", choices=("cal", "held"), help="only these cases")
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--json", help="write the numbers here")
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    ctx = get_context("fork")
+    root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-detection-")
+    runs_file = os.path.join(root, "runs.json")
+    with ctx.Pool(args.processes) as pool:
+        if args.reuse:
+            runs = json.loads(Path(runs_file).read_text())
+        else:
+            jobs = [(n, s, root) for n in CASES for s in SEEDS]
+            runs = pool.map(train_one, jobs, chunksize=1)
+            Path(runs_file).write_text(json.dumps(runs))
+        trained = time.perf_counter()
+        if args.split:
+            runs = [r for r in runs if r["split"] == args.split]
+        sets = rule_sets()
+        results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
+    evaluated = time.perf_counter()
+    numbers = report(results, list(sets))
+    print(
+        f"\n{len(runs)} runs; training {trained - start:.0f} s, rules {evaluated - trained:.0f} s, "
+        f"total {evaluated - start:.0f} s ({args.processes} processes)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+    if not (args.out or args.reuse):
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
