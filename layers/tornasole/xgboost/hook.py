@@ -137,14 +137,16 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         if reduction_config is not None:
             logger.warning("Tornasole: the XGBoost hook does not use reduction_config; it is ignored")
         xgb.callback.TrainingCallback.__init__(self)
-        super().__init__(
-            out_dir,
-            save_config if save_config is not None else SaveConfig(save_interval=DEFAULT_SAVE_INTERVAL),
-            None,
-            include_regex,
-            include_collections,
-            save_all,
-            include_workers,
+        if save_config is None:
+            save_config = SaveConfig(save_interval=DEFAULT_SAVE_INTERVAL)
+        super().__init__(  # keywords: the base follows smdebug's positional order
+            out_dir=out_dir,
+            save_config=save_config,
+            reduction_config=None,
+            include_regex=include_regex,
+            include_collections=include_collections,
+            save_all=save_all,
+            include_workers=include_workers,
             **kwargs,
         )
         self.hyperparameters = dict(hyperparameters or {})
