@@ -1,0 +1,152 @@
+"""Registration mistakes, driven as a user would (subprocesses against the local mode).
+
+A misspelt rule, a bad or unknown parameter, a bucket that does not exist and a saved
+``CreateTrainingJob`` request: each gets an exit code, a whole message with what to type
+instead, in bounded time, and nothing half-registered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TORNASOLE = str(Path(sys.executable).parent / "tornasole")
+
+
+def run(*args: str, limit: float = 60) -> subprocess.CompletedProcess:
+    started = time.monotonic()
+    proc = subprocess.run([TORNASOLE, *args], capture_output=True, text=True, timeout=limit)
+    assert time.monotonic() - started < limit
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def local_mode() -> Iterator[object]:
+    from tornasole.local import LocalMode, LocalSettings
+
+    with LocalMode(LocalSettings(port=0)) as mode:
+        yield mode
+
+
+@pytest.fixture
+def local(local_mode, monkeypatch: pytest.MonkeyPatch) -> object:
+    from tornasole.aws.clients import clear_client_cache
+
+    for key, value in local_mode.environment().items():
+        monkeypatch.setenv(key, value)
+    clear_client_cache()
+    return local_mode
+
+
+def _suggests(stderr: str, name: str) -> bool:
+    """A "did you mean" naming ``name`` (quoted or not)."""
+    _, said, rest = stderr.partition("did you mean")
+    return bool(said) and name in rest
+
+
+def _not_registered(name: str) -> None:
+    proc = run("jobs", "status", name)
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+
+
+def test_misspelt_rule_is_refused_with_a_suggestion(local) -> None:
+    proc = run(
+        "jobs",
+        "register",
+        "--name",
+        "typo",
+        "--s3-output",
+        f"{local.trial_root}typo",
+        "--rule",
+        "VanishingGradiant",
+    )
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "VanishingGradiant" in proc.stderr
+    assert _suggests(proc.stderr, "VanishingGradient"), proc.stderr
+    assert "…" not in proc.stderr
+    _not_registered("typo")
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "fragments", "suggestion"),
+    [
+        ("badparam-value", "LossNotDecreasing:num_steps=twenty", ["num_steps", "twenty"], None),
+        ("badparam-name", "LossNotDecreasing:numsteps=3", ["numsteps", "diff_percent"], "num_steps"),
+    ],
+)
+def test_bad_parameter_is_refused_naming_it(
+    local, name: str, spec: str, fragments: list[str], suggestion: str | None
+) -> None:
+    proc = run("jobs", "register", "--name", name, "--s3-output", f"{local.trial_root}{name}", "--rule", spec)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    for fragment in fragments:  # the parameter, and for an unknown one the valid ones
+        assert fragment in proc.stderr, (fragment, proc.stderr)
+    if suggestion:
+        assert _suggests(proc.stderr, suggestion), proc.stderr
+    assert "…" not in proc.stderr
+    _not_registered(name)
+
+
+def test_missing_bucket_is_an_error_at_registration(local) -> None:
+    proc = run(
+        "jobs",
+        "register",
+        "--name",
+        "nobucket",
+        "--s3-output",
+        "s3://no-such-bucket-here/run",
+        "--rule",
+        "VanishingGradient",
+    )
+    assert proc.returncode in (2, 3), (proc.stdout, proc.stderr)
+    assert "no-such-bucket-here" in proc.stderr
+    _not_registered("nobucket")
+
+
+def _request(name: str, output: str, rule: str) -> dict:
+    return {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {"TrainingImage": "example/train:latest", "TrainingInputMode": "File"},
+        "RoleArn": "arn:aws:iam::123456789012:role/train",
+        "OutputDataConfig": {"S3OutputPath": output},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "DebugHookConfig": {
+            "S3OutputPath": output,
+            "CollectionConfigurations": [{"CollectionName": "gradients"}],
+        },
+        "DebugRuleConfigurations": [
+            {
+                "RuleConfigurationName": rule,
+                "RuleEvaluatorImage": "example/rules:latest",
+                "RuleParameters": {"rule_to_invoke": rule},
+            }
+        ],
+    }
+
+
+def test_register_from_a_saved_request(local, tmp_path: Path) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(_request("from-req", f"{local.trial_root}from-req", "VanishingGradient")))
+    proc = run("jobs", "register", "--from-request", str(path))
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "registered from-req" in proc.stdout
+    status = run("jobs", "status", "from-req")
+    assert status.returncode == 0
+    assert "VanishingGradient" in status.stdout
+
+
+def test_register_from_a_request_with_a_misspelt_rule(local, tmp_path: Path) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(_request("from-req-typo", f"{local.trial_root}from-req-typo", "DeadRelus")))
+    proc = run("jobs", "register", "--from-request", str(path))
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert _suggests(proc.stderr, "DeadRelu"), proc.stderr
+    _not_registered("from-req-typo")
