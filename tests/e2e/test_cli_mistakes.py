@@ -197,15 +197,16 @@ def test_watch_on_a_job_whose_bucket_does_not_exist(local) -> None:
     assert took < 30
 
 
-def test_update_with_a_new_output_is_refused_not_silently_ignored(local) -> None:
+def test_update_with_a_new_output_moves_the_job_instead_of_keeping_the_old_one(local) -> None:
     old, new = f"{local.trial_root}upd-old", f"{local.trial_root}upd-new"
     base = [TORNASOLE, "jobs", "register", "--name", "upd", "--rule", "DeadRelu"]
     assert run([*base, "--s3-output", old], 60)[0].returncode == 0
     proc, _ = run([*base, "--s3-output", new, "--update"], 60)
-    assert_one_error_line(proc, 2, f"its output stays {old}, so --s3-output {new} is refused")
-    assert proc.stdout == ""  # no "registered ... on NEW"
+    assert proc.returncode == 0, proc.stderr
+    assert f"moved upd from {old} to {new}" in proc.stdout
+    assert f"registered upd (InProgress) on {new}" in proc.stdout
     described = json.loads(run([TORNASOLE, "jobs", "status", "upd", "--json"], 60)[0].stdout)
-    assert described["DebugHookConfig"]["S3OutputPath"] == old
+    assert described["DebugHookConfig"]["S3OutputPath"] == new
 
 
 # -- not found, did you mean -----------------------------------------------------------------------

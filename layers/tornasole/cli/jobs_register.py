@@ -85,12 +85,11 @@ def register(args: argparse.Namespace) -> int:
     jobs = jobs_of(args)
     if args.update:
         current = state_of(jobs, args.name).trial_path
+        desc = update_job_rules(
+            args.name, rule_configurations(args), table_name=jobs.table.name, s3_output_path=args.s3_output
+        )
         if current.rstrip("/") != args.s3_output.rstrip("/"):
-            raise ValueError(
-                f"--update changes the rules of job {args.name!r} only; its output stays {current}, so "
-                f"--s3-output {args.s3_output} is refused (register a new job name to write elsewhere)"
-            )
-        desc = update_job_rules(args.name, rule_configurations(args), table_name=jobs.table.name)
+            print(f"moved {args.name} from {current} to {args.s3_output}")
     else:
         rules = rule_configurations(args)
         desc = register_job(
