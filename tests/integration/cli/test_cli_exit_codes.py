@@ -152,44 +152,18 @@ def test_register_needs_a_name_and_an_output(stack: None, capsys) -> None:
     assert "give --name and --s3-output (or --from-request FILE)" in capsys.readouterr().err
 
 
-def test_update_with_another_output_is_refused_and_the_job_keeps_its_own(stack: None, capsys) -> None:
+def test_update_with_another_output_moves_the_job(stack: None, capsys) -> None:
     assert _register("j1", "s3://trials/old", "DeadRelu") == 0
     capsys.readouterr()
-    argv = [
-        "jobs",
-        "register",
-        "--name",
-        "j1",
-        "--s3-output",
-        "s3://trials/new",
-        "--rule",
-        "DeadRelu",
-        "--update",
-    ]
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.strip() == (
-        "tornasole: error: --update changes the rules of job 'j1' only; its output stays s3://trials/old, "
-        "so --s3-output s3://trials/new is refused (register a new job name to write elsewhere)"
-    )
-    assert (
-        main(
-            [
-                "jobs",
-                "register",
-                "--name",
-                "j1",
-                "--s3-output",
-                "s3://trials/old",
-                "--rule",
-                "ExplodingTensor",
-                "--update",
-            ]
-        )
-        == 0
-    )
-    assert "registered j1 (InProgress) on s3://trials/old" in capsys.readouterr().out
+    update = ["jobs", "register", "--name", "j1", "--rule", "ExplodingTensor", "--update"]
+    assert main([*update, "--s3-output", "s3://trials/new"]) == 0
+    out = capsys.readouterr().out
+    assert "moved j1 from s3://trials/old to s3://trials/new" in out
+    assert "registered j1 (InProgress) on s3://trials/new" in out
+    assert main([*update, "--s3-output", "s3://trials/new"]) == 0
+    out = capsys.readouterr().out
+    assert "moved" not in out
+    assert "registered j1 (InProgress) on s3://trials/new" in out
 
 
 def test_list_with_no_jobs_says_so(stack: None, capsys) -> None:
