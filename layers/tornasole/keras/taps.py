@@ -27,7 +27,10 @@ class TapsMixin:
     def _install_taps(self, model: Any) -> bool:
         """Gradient and layer taps for what the included collections can ever want; True if any."""
         self._saves.prepare()
-        want_grads = any(c.name == CollectionKeys.GRADIENTS for c in self._saves._to_save)
+        want_grads = any(
+            c.name == CollectionKeys.GRADIENTS or c.matches_regex("gradients/probeGrad")
+            for c in self._saves._to_save
+        )
         layers = [
             layer
             for layer in model._flatten_layers(include_self=False, recursive=True)
