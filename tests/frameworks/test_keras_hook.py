@@ -198,3 +198,17 @@ def test_stop_signal_ends_fit_after_the_current_batch(keras_tf, tmp_path):
     hook.close()
     assert len(history.history["loss"]) == 1  # the first epoch ended at its first batch
     assert create_trial(str(tmp_path)).steps() == [0]
+
+
+def test_save_all_saves_every_tensor_the_hook_knows(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data(8)
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=1), save_all=True)
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    names = set(create_trial(str(tmp_path)).tensor_names(step=1))
+    assert {W1, B1, G1, "loss", "mae", "d1/inputs", "d1/outputs", "out/outputs"} <= names
+    assert any(n.startswith("optimizer_variables/") for n in names)

@@ -7,6 +7,7 @@ tasks write one trial, and the reader sees both workers at every step.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -71,3 +72,12 @@ def test_each_tf_config_worker_writes_its_own_files(keras_tf, tmp_path, monkeypa
     assert trial.workers() == ["worker_0", "worker_1"]
     assert trial.num_workers == 2
     assert trial.tensor("w").value(1, worker="worker_1").tolist() == [11.0, 11.0]
+
+
+def test_initialized_horovod_module_gives_the_rank(monkeypatch):
+    import types
+
+    hvd = types.SimpleNamespace(is_initialized=lambda: True, rank=lambda: 1, size=lambda: 3)
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    info = detect_keras_worker({"TF_CONFIG": _tf_config("worker", 0)})
+    assert (info.rank, info.world_size, info.source) == (1, 3, "horovod")

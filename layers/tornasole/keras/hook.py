@@ -35,7 +35,7 @@ The same class serves TensorFlow 2 custom training loops: :meth:`Hook.wrap_tape`
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -45,8 +45,13 @@ from tornasole.core.collection_manager import CollectionManager
 from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
-from tornasole.keras.capture import GradientTap, LayerTap, tensorflow_backend, to_numpy, variable_name
+from tornasole.keras.capture import to_numpy, variable_name
+from tornasole.keras.collections import keras_collections
+from tornasole.keras.taps import TapsMixin
 from tornasole.modes import ModeKeys
+
+if TYPE_CHECKING:
+    from tornasole.keras.capture import GradientTap, LayerTap
 
 __all__ = ["Hook", "keras_collections"]
 
@@ -57,29 +62,9 @@ _MAKERS = {
     ModeKeys.EVAL: "make_test_function",
     ModeKeys.PREDICT: "make_predict_function",
 }
-KERAS_REGEXES = {
-    CollectionKeys.WEIGHTS: r"^weights/(?!.*bias$)",
-    CollectionKeys.BIASES: r"^weights/.*bias$",
-    CollectionKeys.GRADIENTS: r"^gradients/",
-    CollectionKeys.LOSSES: r"(^|_)loss$",
-    CollectionKeys.OPTIMIZER_VARIABLES: r"^optimizer_variables/",
-    CollectionKeys.INPUTS: r"/inputs$",
-    CollectionKeys.OUTPUTS: r"/outputs$",
-    CollectionKeys.SCALARS: r"^scalar/",
-}
 
 
-def keras_collections() -> CollectionManager:
-    """The built-in collections of the Keras/TF hook, with the name regexes of the module docstring."""
-    cm = CollectionManager()
-    for name in (CollectionKeys.ALL, CollectionKeys.DEFAULT, *KERAS_REGEXES, CollectionKeys.METRICS):
-        coll = cm.get(name)
-        if name in KERAS_REGEXES and not coll.include_regex:
-            coll.include(KERAS_REGEXES[name])
-    return cm
-
-
-class Hook(_CoreHook, keras.callbacks.Callback):
+class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
     """Save tensors of a Keras 3 model from ``fit``/``evaluate``/``predict``; same arguments as
     :class:`tornasole.Hook` (default collections saved: ``losses`` and ``metrics``).
 
@@ -233,61 +218,6 @@ class Hook(_CoreHook, keras.callbacks.Callback):
                 setattr(model, f"{kind}_function", None)
             getattr(model, _MAKERS[mode])(force=True)
 
-    def _install_taps(self, model: Any) -> bool:
-        """Gradient and layer taps for what the included collections can ever want; True if any."""
-        self._saves.prepare()
-        want_grads = any(c.name == CollectionKeys.GRADIENTS for c in self._saves._to_save)
-        layers = [
-            layer
-            for layer in model._flatten_layers(include_self=False, recursive=True)
-            if not isinstance(layer, keras.layers.InputLayer)
-        ]
-        io = [
-            (
-                layer,
-                bool(self._saves.collections_of(f"{layer.name}/inputs")),
-                bool(self._saves.collections_of(f"{layer.name}/outputs")),
-            )
-            for layer in layers
-        ]
-        io = [t for t in io if t[1] or t[2]]
-        if not (want_grads or io):
-            return False
-        if not tensorflow_backend():
-            if not self._warned_backend:
-                self._warned_backend = True
-                logger.warning(
-                    "Tornasole: gradients and layer inputs/outputs are saved on the TensorFlow backend only; "
-                    "backend %r saves weights, biases, optimizer variables, losses and metrics",
-                    keras.backend.backend(),
-                )
-            return False
-        import tensorflow as tf
-
-        if self._flag is None:
-            self._flag = tf.Variable(False, trainable=False)
-        if want_grads and self._optimizer is not None:
-            self._grad_tap = GradientTap(self._optimizer, self._flag)
-        for layer, want_in, want_out in io:
-            self._layer_taps.append(LayerTap(layer, self._flag, self._sink, want_in, want_out))
-        if io and getattr(model, "jit_compile", False):
-            logger.info("Tornasole: layer input/output taps need jit_compile=False; turning XLA off")
-            model.jit_compile = False
-        return True
-
-    def _remove_taps(self) -> None:
-        if self._grad_tap is not None:
-            self._grad_tap.remove()
-            self._grad_tap = None
-        for tap in self._layer_taps:
-            tap.remove()
-        self._layer_taps = []
-        self._tapped_model = None
-
-    def _sink(self, name: str, value: np.ndarray) -> None:
-        if self._saving:  # a forward pass outside a saved step (the flag is still on) keeps nothing
-            self._io_values.append((name, value))
-
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch mode (ends a step that saved something, and turns the in-graph taps off)."""
         super().set_mode(mode)
@@ -299,19 +229,8 @@ class Hook(_CoreHook, keras.callbacks.Callback):
         self._begin_step()
         self._sync_taps()
 
-    def _sync_taps(self) -> None:
-        """Turn the in-graph taps on for a saved step, off for the others (one assign, only on change)."""
-        if self._flag is not None and self._saving != self._flag_on:
-            self._flag.assign(self._saving, read_value=False)
-            self._flag_on = self._saving
-
     def _on_step_begin(self) -> None:
         self._io_values = []
-
-    def _save_layer_values(self) -> None:
-        values, self._io_values = self._io_values, []
-        for name, value in values:
-            self._save_named(name, value)
 
     def _batch_end(self, logs: Any) -> None:
         self._save_layer_values()

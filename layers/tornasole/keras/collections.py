@@ -1,0 +1,34 @@
+"""The built-in collections of the Keras/TF hook and the name regexes that fill them.
+
+Names are those of :mod:`tornasole.keras.hook`: ``weights/<variable path>``,
+``gradients/<variable path>Grad``, ``optimizer_variables/<variable path>``,
+``loss``, metric names, ``<layer>/inputs`` and ``<layer>/outputs``.
+"""
+
+from __future__ import annotations
+
+from tornasole.core.collection import CollectionKeys
+from tornasole.core.collection_manager import CollectionManager
+
+__all__ = ["KERAS_REGEXES", "keras_collections"]
+
+KERAS_REGEXES = {
+    CollectionKeys.WEIGHTS: r"^weights/(?!.*bias$)",
+    CollectionKeys.BIASES: r"^weights/.*bias$",
+    CollectionKeys.GRADIENTS: r"^gradients/",
+    CollectionKeys.LOSSES: r"(^|_)loss$",
+    CollectionKeys.OPTIMIZER_VARIABLES: r"^optimizer_variables/",
+    CollectionKeys.INPUTS: r"/inputs$",
+    CollectionKeys.OUTPUTS: r"/outputs$",
+    CollectionKeys.SCALARS: r"^scalar/",
+}
+
+
+def keras_collections() -> CollectionManager:
+    """The built-in collections of the Keras/TF hook, with the name regexes of the module docstring."""
+    cm = CollectionManager()
+    for name in (CollectionKeys.ALL, CollectionKeys.DEFAULT, *KERAS_REGEXES, CollectionKeys.METRICS):
+        coll = cm.get(name)
+        if name in KERAS_REGEXES and not coll.include_regex:
+            coll.include(KERAS_REGEXES[name])
+    return cm
