@@ -11,7 +11,7 @@ export MPLBACKEND := Agg
 
 .PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast test-wheel lint demo layer synth bench clean
 
-$(BIN)/.installed: pyproject.toml requirements/dev.txt
+$(BIN)/.installed: pyproject.toml requirements/dev.txt requirements/frameworks.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	$(BIN)/python -m pip install -q -r requirements/dev.txt
