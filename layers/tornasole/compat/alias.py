@@ -5,7 +5,10 @@ Why: scripts, notebooks and rule files written for SageMaker Debugger say
 With the alias on, those imports resolve to the Tornasole modules of the same
 role (the table the rule-file loader uses, :func:`tornasole.rules.loader.map_module_name`,
 plus a few hook modules), for the whole process: ``sys.modules["smdebug.trials"]``
-*is* ``tornasole.trials``, so objects and exceptions are shared.
+*is* ``tornasole.trials``, so objects and exceptions are shared. Only the
+top-level ``smdebug`` is a module of its own (delegating to ``tornasole``), so
+that smdebug-only submodules such as ``smdebug.exceptions`` never replace a
+``tornasole`` attribute.
 
 It is opt-in and refuses to start when the real smdebug is installed or
 already imported (it would shadow it and mix two libraries in one process):
@@ -52,8 +55,8 @@ EXTRA_MODULES = {
     "smdebug.core.singleton_utils": "tornasole.hooks.singleton",
     "smdebug.pytorch.singleton_utils": "tornasole.pytorch",
     "smdebug.pytorch.collection": "tornasole.core",
-    "smdebug.core.tfevent.summary": "tornasole.tensorboard.summary",
     "smdebug.core.writer": "tornasole.format.writer",
+    "smdebug.exceptions": "tornasole.compat.smdebug_exceptions",
 }
 
 _lock = threading.Lock()
@@ -98,7 +101,7 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
         if mapped is None:
             return None
         try:
-            module = importlib.import_module(mapped)
+            module = _top_level_proxy() if fullname == "smdebug" else importlib.import_module(mapped)
         except ImportError as exc:
             raise SmdebugAliasError(
                 f"{fullname} (mapped to {mapped}) is not provided by Tornasole: {exc}", name=fullname
@@ -111,6 +114,34 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _top_level_proxy() -> types.ModuleType:
+    """The ``smdebug`` module: its own object, whose attributes are ``tornasole``'s.
+
+    Why not ``tornasole`` itself: importing ``smdebug.exceptions`` sets the
+    attribute ``exceptions`` on the ``smdebug`` module; on ``tornasole`` that
+    would replace ``tornasole.exceptions``. Submodules with an smdebug-specific
+    counterpart are imported through the alias, so ``smdebug.exceptions`` is
+    the same object however it is reached.
+    """
+    import tornasole
+
+    proxy = types.ModuleType("smdebug", "smdebug's names, served by Tornasole (tornasole.compat.alias).")
+    proxy.__path__ = []  # a package: every submodule comes from SmdebugAliasFinder
+
+    def __getattr__(name: str) -> Any:
+        sub = f"smdebug.{name}"
+        if EXTRA_MODULES.get(sub) or (map_module_name(sub) or "") != f"tornasole.{name}":
+            try:
+                return importlib.import_module(sub)
+            except ImportError:
+                pass
+        return getattr(tornasole, name)
+
+    proxy.__getattr__ = __getattr__  # type: ignore[method-assign]  # PEP 562 module __getattr__
+    proxy.__version__ = tornasole.__version__
+    return proxy
+
+
 def alias_installed() -> bool:
     """Whether this process resolves ``smdebug`` imports to Tornasole."""
     return any(isinstance(f, SmdebugAliasFinder) for f in sys.meta_path)
@@ -119,7 +150,9 @@ def alias_installed() -> bool:
 def _real_smdebug_location() -> str | None:
     """Where a real smdebug is (installed distribution, importable package, imported module), if anywhere."""
     loaded = sys.modules.get("smdebug")
-    if loaded is not None and not getattr(loaded, "__name__", "").startswith("tornasole"):
+    if loaded is not None and not isinstance(
+        getattr(loaded, "__spec__", None) and loaded.__spec__.loader, _AliasLoader
+    ):
         return getattr(loaded, "__file__", None) or "an already imported module"
     try:
         dist = importlib.metadata.distribution("smdebug")
@@ -157,5 +190,8 @@ def uninstall_smdebug_alias() -> None:
     with _lock:
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, SmdebugAliasFinder)]
         for name in [n for n in sys.modules if n == "smdebug" or n.startswith("smdebug.")]:
-            if getattr(sys.modules[name], "__name__", "").startswith("tornasole"):
+            module = sys.modules[name]
+            if isinstance(getattr(module, "__loader__", None), _AliasLoader) or getattr(
+                module, "__name__", ""
+            ).startswith("tornasole"):
                 del sys.modules[name]

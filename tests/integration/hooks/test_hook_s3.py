@@ -146,3 +146,28 @@ def test_tensorboard_output_to_s3_reads_back_with_tensorboard(s3_bucket: str, tm
     losses = create_trial(path).tensor("MSELoss_output_0")
     expected = [(step, float(np.asarray(losses.value(step)).reshape(-1)[0])) for step in (0, 2)]
     assert [(s.step, s.value) for s in ea.Scalars("MSELoss_output_0")] == expected
+
+
+def test_zero_code_change_hook_writes_under_sagemakers_debug_output_path(
+    s3_bucket: str, tmp_path, monkeypatch
+):
+    """A DebugHookConfig with only ``S3OutputPath`` and a job name: the trial is where SageMaker puts it."""
+    import json
+
+    cfg = tmp_path / "debughookconfig.json"
+    doc = {
+        "S3OutputPath": f"s3://{s3_bucket}/debug",
+        "TrainingJobName": "pt-job-1",
+        "HookParameters": {"save_interval": "2"},
+        "CollectionConfigurations": [{"CollectionName": "weights"}],
+    }
+    cfg.write_text(json.dumps(doc))
+    monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(cfg))
+    ts.del_hook()
+    hook = ts.get_hook(create_if_not_exists=True)
+    assert hook.out_dir == f"s3://{s3_bucket}/debug/pt-job-1/debug-output"
+    weights = _train(hook)
+    ts.del_hook()
+    assert all(k.startswith("debug/pt-job-1/debug-output/") for k in _keys(s3_bucket))
+    trial = create_trial(hook.out_dir)
+    np.testing.assert_array_equal(trial.tensor("Sequential_0.weight").value(2), weights[2])

@@ -72,7 +72,16 @@ def test_one_line_import_and_module_identity(tmp_path: Path):
         "from smdebug import SaveConfig as S2, modes\n"
         "assert smdebug.trials is tornasole.trials and SaveConfig is S2\n"
         "assert smdebug.core.modes.ModeKeys.TRAIN is modes.TRAIN\n"
-        "assert smdebug.__spec__.name == 'tornasole'\n"
+        "import sys, tornasole, tornasole.exceptions\n"
+        "assert smdebug.SaveConfig is tornasole.SaveConfig and smdebug.modes is tornasole.modes\n"
+        "from smdebug.exceptions import SMDebugValueError, StepUnavailable\n"
+        "assert StepUnavailable is tornasole.exceptions.StepUnavailable\n"
+        "assert tornasole.exceptions is sys.modules['tornasole.exceptions']  # not replaced by the alias\n"
+        "assert smdebug.exceptions is sys.modules['smdebug.exceptions']\n"
+        "try:\n"
+        "    SaveConfig(10)\n"
+        "except SMDebugValueError as exc:\n"
+        "    print('caught:', type(exc).__name__)\n"
         "try:\n"
         "    import smdebug.profiler\n"
         "except ImportError as exc:\n"
@@ -81,6 +90,7 @@ def test_one_line_import_and_module_identity(tmp_path: Path):
     res = _run(["-c", code], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "smdebug.profiler (mapped to tornasole.profiler) is not provided by Tornasole" in res.stdout
+    assert "caught: ConfigurationError" in res.stdout
 
 
 def test_refuses_when_the_real_smdebug_is_installed(tmp_path: Path):
