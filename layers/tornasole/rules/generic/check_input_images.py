@@ -69,6 +69,7 @@ class CheckInputImages(BuiltinRule):
                     tensor=name,
                     value=float(means[worst]),
                     images=images,
+                    threshold=self.threshold_mean,
                 )
                 return True
         return False

@@ -89,20 +89,24 @@ class ClassImbalance(BuiltinRule):
         if ratio > self.threshold_imbalance:
             big, small = max(total, key=total.get), min(total, key=total.get)
             self.report_issue(
-                f"class {big} has {total[big]} labels, class {small} {total[small]}: imbalance "
+                f"{lname}: class {big} has {total[big]} labels, class {small} {total[small]}: imbalance "
                 f"{self.fmt(ratio)} > threshold_imbalance {self.fmt(self.threshold_imbalance)}",
+                tensor=lname,
                 value=ratio,
                 counts=dict(total),
+                threshold=self.threshold_imbalance,
             )
             return True
         for cls in sorted(seen):
             frac = wrong[cls] / seen[cls]
             if frac > self.threshold_misprediction:
                 self.report_issue(
-                    f"class {cls} mispredicted in {self.fmt(frac)} of {seen[cls]} samples > "
-                    f"threshold_misprediction {self.fmt(self.threshold_misprediction)}",
+                    f"{lname} vs {pname}: class {cls} mispredicted in {self.fmt(frac)} of {seen[cls]} "
+                    f"samples > threshold_misprediction {self.fmt(self.threshold_misprediction)}",
+                    tensor=lname,
                     value=frac,
                     cls=cls,
+                    threshold=self.threshold_misprediction,
                 )
                 return True
         return False
