@@ -3,8 +3,10 @@
 Choices:
 
 * Labels and predictions are accumulated over every saved step <= the evaluated
-  step that the trial holds (only the past is looked at; ``history_steps()`` is
-  None: the serverless evaluator should load the whole history for it). The
+  step **of the same mode** that the trial holds (the training labels'
+  balance is a TRAIN matter; a validation set is judged on its own); only the
+  past is looked at (``history_steps()`` is None: the serverless evaluator
+  should load the whole history for it). The
   result depends only on the trial, not on which steps this rule object saw
   before, so the serverless evaluator (a fresh object per step) and
   ``invoke_rule`` agree; per-step counts are memoised.
@@ -76,9 +78,7 @@ class ClassImbalance(BuiltinRule):
             return False
         pname = next((n for n in names if self.predictions_regex.match(n)), None)
         total, wrong, seen = Counter(), Counter(), Counter()
-        for s in self.base_trial.tensor(lname).steps():
-            if s > step:
-                break
+        for s in self.same_mode_steps(lname, step):
             t, w, c = self._counts(s, lname, pname)
             total.update(t)
             wrong.update(w)
