@@ -117,17 +117,20 @@ def evaluate_one(job: tuple[dict, dict]) -> dict:
     meta, sets = job
     trial = create_trial(meta["path"], collections_timeout=5.0, poll_interval=0.05)
     firings: dict[str, dict[str, dict]] = {}
+    done: dict[str, dict] = {}  # a configuration both sets hold is evaluated once
     for set_name, entries in sets.items():
         firings[set_name] = {}
         for conf_name, rule_name, params in entries:
-            rule = create_rule(rule_name, trial, **params)
-            summary = invoke_rule(rule)
-            first = summary.fired[0] if summary.fired else None
-            firings[set_name][conf_name] = {
-                "rule": rule_name,
-                "first_step": None if first is None else first.step,
-                "details": None if first is None else first.details,
-            }
+            key = json.dumps([rule_name, params], sort_keys=True)
+            if key not in done:
+                summary = invoke_rule(create_rule(rule_name, trial, **params))
+                first = summary.fired[0] if summary.fired else None
+                done[key] = {
+                    "rule": rule_name,
+                    "first_step": None if first is None else first.step,
+                    "details": None if first is None else first.details,
+                }
+            firings[set_name][conf_name] = done[key]
     return {**meta, "firings": firings}
 
 

@@ -13,6 +13,7 @@ from hook_trials import epochs
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import (
+    ClassImbalance,
     DeadRelu,
     LossNotDecreasing,
     Overfit,
@@ -206,3 +207,15 @@ def test_unchanged_tensor_compares_within_a_mode_and_skips_parameters_outside_tr
     )
     assert {o.mode for o in summary.fired} == {"TRAIN"}
     assert summary.fired[0].step == 2
+
+
+def test_class_imbalance_counts_the_labels_of_the_evaluated_mode(tmp_path):
+    # balanced training labels; a validation set of one class must not make training look imbalanced
+    balanced = np.tile(np.arange(3), 4).astype(np.float32)
+    train = [[{"labels": balanced, "predictions": balanced}] for _ in range(2)]
+    evals = [
+        [{"labels": np.zeros(12, np.float32), "predictions": np.zeros(12, np.float32)}] for _ in range(2)
+    ]
+    trial = epochs(str(tmp_path / "a"), train, evals)
+    summary = invoke_rule(ClassImbalance(trial, samples="12", threshold_imbalance="2"))
+    assert summary.fired == []

@@ -45,6 +45,7 @@ class AllZero(BuiltinRule):
                     f"{self.fmt(pct)}% of {name} is zero (>= threshold {self.fmt(self.threshold)}%)",
                     tensor=name,
                     value=pct,
+                    threshold=self.threshold,
                 )
                 return True
         return False

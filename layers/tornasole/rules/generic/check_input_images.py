@@ -4,7 +4,9 @@ Choices: images of the tensors matching ``regex`` are accumulated over saved
 steps <= the evaluated step that the trial holds (axis 0 = images) until ``threshold_samples``
 images were seen; from then on the rule fires when |mean| of any channel
 (axis ``channel``: 1 for NCHW, 3 for NHWC) over all seen images exceeds
-``threshold_mean``. Per-step channel sums are memoised.
+``threshold_mean``. Per-step channel sums are memoised. Images of every mode
+count: training and validation inputs go through the same network, so both
+must be normalised.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class CheckInputImages(BuiltinRule):
                     tensor=name,
                     value=float(means[worst]),
                     images=images,
+                    threshold=self.threshold_mean,
                 )
                 return True
         return False

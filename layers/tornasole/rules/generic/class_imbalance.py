@@ -3,8 +3,10 @@
 Choices:
 
 * Labels and predictions are accumulated over every saved step <= the evaluated
-  step that the trial holds (only the past is looked at; ``history_steps()`` is
-  None: the serverless evaluator should load the whole history for it). The
+  step **of the same mode** that the trial holds (the training labels'
+  balance is a TRAIN matter; a validation set is judged on its own); only the
+  past is looked at (``history_steps()`` is None: the serverless evaluator
+  should load the whole history for it). The
   result depends only on the trial, not on which steps this rule object saw
   before, so the serverless evaluator (a fresh object per step) and
   ``invoke_rule`` agree; per-step counts are memoised.
@@ -76,9 +78,7 @@ class ClassImbalance(BuiltinRule):
             return False
         pname = next((n for n in names if self.predictions_regex.match(n)), None)
         total, wrong, seen = Counter(), Counter(), Counter()
-        for s in self.base_trial.tensor(lname).steps():
-            if s > step:
-                break
+        for s in self.same_mode_steps(lname, step):
             t, w, c = self._counts(s, lname, pname)
             total.update(t)
             wrong.update(w)
@@ -89,20 +89,24 @@ class ClassImbalance(BuiltinRule):
         if ratio > self.threshold_imbalance:
             big, small = max(total, key=total.get), min(total, key=total.get)
             self.report_issue(
-                f"class {big} has {total[big]} labels, class {small} {total[small]}: imbalance "
+                f"{lname}: class {big} has {total[big]} labels, class {small} {total[small]}: imbalance "
                 f"{self.fmt(ratio)} > threshold_imbalance {self.fmt(self.threshold_imbalance)}",
+                tensor=lname,
                 value=ratio,
                 counts=dict(total),
+                threshold=self.threshold_imbalance,
             )
             return True
         for cls in sorted(seen):
             frac = wrong[cls] / seen[cls]
             if frac > self.threshold_misprediction:
                 self.report_issue(
-                    f"class {cls} mispredicted in {self.fmt(frac)} of {seen[cls]} samples > "
-                    f"threshold_misprediction {self.fmt(self.threshold_misprediction)}",
+                    f"{lname} vs {pname}: class {cls} mispredicted in {self.fmt(frac)} of {seen[cls]} "
+                    f"samples > threshold_misprediction {self.fmt(self.threshold_misprediction)}",
+                    tensor=lname,
                     value=frac,
                     cls=cls,
+                    threshold=self.threshold_misprediction,
                 )
                 return True
         return False

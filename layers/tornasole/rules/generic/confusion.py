@@ -72,20 +72,25 @@ class Confusion(BuiltinRule):
             diag = m[i, i] / col[i]
             if diag < self.min_diag:
                 self.report_issue(
-                    f"class {i}: {self.fmt(diag)} of its samples predicted right "
+                    f"{lname} vs {pname}: class {i}: {self.fmt(diag)} of its samples predicted right "
                     f"< min_diag {self.fmt(self.min_diag)}",
+                    tensor=lname,
                     value=float(diag),
                     cls=i,
+                    threshold=self.min_diag,
                 )
                 return True
             for j in range(n):
                 if j != i and m[j, i] / col[i] > self.max_off_diag:
                     share = m[j, i] / col[i]
                     self.report_issue(
-                        f"class {i} predicted as {j} in {self.fmt(share)} of its samples > max_off_diag "
+                        f"{lname} vs {pname}: class {i} predicted as {j} in {self.fmt(share)} of its samples "
+                        f"> max_off_diag "
                         f"{self.fmt(self.max_off_diag)}",
+                        tensor=lname,
                         value=float(share),
                         cls=i,
+                        threshold=self.max_off_diag,
                     )
                     return True
         return False

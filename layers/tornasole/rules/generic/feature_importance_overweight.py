@@ -50,6 +50,7 @@ class FeatureImportanceOverweight(BuiltinRule):
                 f"> threshold {self.fmt(self.threshold)}",
                 value=share,
                 features=top,
+                threshold=self.threshold,
             )
             return True
         return False

@@ -56,6 +56,7 @@ class NLPSequenceRatio(BuiltinRule):
                         tensor=name,
                         token=token,
                         value=pct,
+                        threshold=limit,
                     )
                     return True
         return False

@@ -133,6 +133,7 @@ class PoorWeightInitialization(BuiltinRule):
                     tensor=name,
                     value=now,
                     previous=then,
+                    threshold=then,
                 )
                 return True
         return False

@@ -49,6 +49,9 @@ class TensorVariance(BuiltinRule):
                 bound = f"< min_threshold {self.fmt(self.min_threshold)}"
             else:
                 continue
-            self.report_issue(f"variance({name})={self.fmt(var)} {bound}", tensor=name, value=var)
+            limit = self.max_threshold if bound.startswith(">") else self.min_threshold
+            self.report_issue(
+                f"variance({name})={self.fmt(var)} {bound}", tensor=name, value=var, threshold=limit
+            )
             return True
         return False

@@ -45,6 +45,7 @@ class TreeDepth(BuiltinRule):
                     f"tree depth {observed} (largest node id {largest}) < depth {self.depth}",
                     tensor=name,
                     value=observed,
+                    threshold=self.depth,
                 )
                 return True
         return False
