@@ -67,8 +67,9 @@ MAX_HISTORY_STEPS = 64
 DEFAULT_HISTORY_STEPS = 10
 
 RuleFactory = Callable[[RuleConfig, Any, int], Any]
-# ``depth -> [(step, workers)]``: up to ``depth`` complete steps before the evaluated one, newest first.
-History = Callable[[int], Sequence[tuple[int, tuple[str, ...]]]]
+# ``(depth, lead) -> [(step, workers)]``: up to ``depth`` complete steps before the evaluated one (newest
+# first), plus up to ``lead`` of the run's first complete steps before it (rules comparing with the start).
+History = Callable[[int, int], Sequence[tuple[int, tuple[str, ...]]]]
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,20 @@ def history_window(rule: Any, cap: int = MAX_HISTORY_STEPS, default: int = DEFAU
     return cap if wanted is None else max(0, min(int(wanted), cap))
 
 
+def leading_window(rule: Any, cap: int = MAX_HISTORY_STEPS) -> int:
+    """The run's first saved steps ``rule`` reads besides its recent window (``leading_steps()``, at most
+    ``cap``; 0 for rules that do not declare it). Why: a rule comparing with the start of training
+    (LossNotDecreasing ``reference=first``, PoorWeightInitialization's first steps) must see the same first
+    steps at step 5,000 as ``invoke_rule`` over the whole run does, not the last ``cap`` steps."""
+    declared = getattr(rule, "leading_steps", None)
+    try:
+        wanted = declared() if callable(declared) else 0
+    except Exception:  # noqa: BLE001 - a broken custom declaration only sizes the window; the rule still runs
+        log.warning("%s.leading_steps() raised; using 0", type(rule).__name__, exc_info=True)
+        wanted = 0
+    return max(0, min(int(wanted), cap))
+
+
 class StepRunner:
     """Evaluates rules at one step; knows nothing about DynamoDB or events."""
 
@@ -187,9 +202,12 @@ class StepRunner:
         except Exception as exc:  # a corrupt or missing step file: recorded against the step, rules go on
             return self._unreadable(job_name, trial_path, step, rules, exc)
         built = [self._build_rule(trial, r, step, budget()) for r in rules]
-        depth = max((history_window(b, self.max_history_steps) for b, _ in built if b is not None), default=0)
+        rules_built = [b for b, _ in built if b is not None]
+        depth = max((history_window(b, self.max_history_steps) for b in rules_built), default=0)
+        lead = max((leading_window(b, self.max_history_steps) for b in rules_built), default=0)
         # outside the try: a failed state query is the invocation's failure (retried), not the rules'
-        earlier = StepFiles(step, files.workers, tuple(history(depth))) if history and depth else None
+        wanted = history and (depth or lead)
+        earlier = StepFiles(step, files.workers, tuple(history(depth, lead))) if wanted else None
         if earlier is not None:
             try:
                 trial.load_index_files(earlier.history_keys())

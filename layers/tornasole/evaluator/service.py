@@ -347,12 +347,12 @@ class Evaluator:
         configs = [c for c in configs if not refused[c.name]]
         if configs:
 
-            def history(depth: int) -> list[tuple[int, tuple[str, ...]]]:
-                return [
-                    (p.step, tuple(sorted(p.workers)))
-                    for p in self.steps.previous_steps(state.name, step, depth)
-                    if len(p.workers) >= num_workers
-                ]
+            def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+                recent = self.steps.previous_steps(state.name, step, depth)
+                seen = {p.step for p in recent}
+                first = [p for p in self.steps.first_steps(state.name, step, lead) if p.step not in seen]
+                complete = [p for p in recent + first if len(p.workers) >= num_workers]
+                return [(p.step, tuple(sorted(p.workers))) for p in complete]
 
             files = StepFiles(step, tuple(sorted(rec.workers)))
             outcomes += self.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)

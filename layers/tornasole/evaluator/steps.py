@@ -110,6 +110,13 @@ class StepStore:
 
     def previous_steps(self, job: str, before: int, limit: int) -> list[StepRecord]:
         """Up to ``limit`` steps recorded before ``before``, newest first: one bounded Query."""
+        return self._steps_before(job, before, limit, newest_first=True)
+
+    def first_steps(self, job: str, before: int, limit: int) -> list[StepRecord]:
+        """Up to ``limit`` of the job's first recorded steps before ``before``, oldest first."""
+        return self._steps_before(job, before, limit, newest_first=False)
+
+    def _steps_before(self, job: str, before: int, limit: int, *, newest_first: bool) -> list[StepRecord]:
         if limit <= 0 or before <= 0:
             return []
         resp = self.table.client.query(
@@ -120,7 +127,7 @@ class StepStore:
                 ":lo": {"S": step_sk(0)},
                 ":hi": {"S": step_sk(before - 1)},
             },
-            ScanIndexForward=False,
+            ScanIndexForward=not newest_first,
             Limit=limit,
             ConsistentRead=True,
         )

@@ -9,6 +9,7 @@ from tornasole.format.writer import StepWriter
 from tornasole.jobs import TornasoleJobs
 from tornasole.modes import ModeKeys
 from tornasole.rules import invoke_rule
+from tornasole.rules.generic.loss_not_decreasing import LossNotDecreasing
 from tornasole.rules.generic.overtraining import Overtraining
 from tornasole.trials import create_trial
 
@@ -41,5 +42,36 @@ def test_overtraining_defaults_need_more_than_ten_earlier_steps_and_get_them(sta
     # THEN it fires at exactly the same steps (a 10-step window would hold only 5 EVAL losses: no fire)
     records = TornasoleJobs().rule_evaluations("my-job", "Overtraining")
     assert [r["step"] for r in records] == list(range(STEPS))
+    assert [r["step"] for r in records if r["fired"]] == whole
+    assert not any(r.get("error") for r in records)
+
+
+def test_a_rule_comparing_with_the_start_sees_the_start_long_after_the_recent_window(stack: Stack) -> None:
+    # GIVEN a healthy run: the loss halves over the first ten steps and then stays there, for 100 steps
+    # (far more than the recent window the evaluator loads for LossNotDecreasing: 2 * (10 + 5) = 30)
+    params = {"reference": "first", "window": "5", "num_steps": "10", "mode": "TRAIN"}
+    TornasoleJobs().register_job(
+        "my-job",
+        TRIAL,
+        [
+            {
+                "RuleConfigurationName": "LossNotDecreasing",
+                "RuleParameters": {"rule_to_invoke": "LossNotDecreasing", **params},
+            }
+        ],
+    )
+    stack.write_collections()
+    for step in range(100):
+        sw = StepWriter(step, "worker_0", mode=ModeKeys.TRAIN, mode_step=step)
+        sw.add_tensor("loss", np.float32(10.0 if step < 10 else 5.0), wall_time=1.0)
+        stack.writer().write_step(sw)
+    whole = invoke_rule(LossNotDecreasing(create_trial(TRIAL), **params), end_step=100).fired_steps
+    assert whole == []  # 5.0 is half the run's first loss: it came down
+    # WHEN the evaluator judges each step as its notification arrives
+    for note in stack.notifications():
+        stack.deliver(note)
+    # THEN it agrees with the whole-run read: the trial of a late step also holds the run's first steps
+    records = TornasoleJobs().rule_evaluations("my-job", "LossNotDecreasing")
+    assert len(records) == 100
     assert [r["step"] for r in records if r["fired"]] == whole
     assert not any(r.get("error") for r in records)

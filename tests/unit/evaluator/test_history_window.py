@@ -15,6 +15,7 @@ from tornasole.evaluator.runner import (
     StepFiles,
     StepRunner,
     history_window,
+    leading_window,
 )
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.rules import Rule, create_rule
@@ -107,7 +108,7 @@ def test_the_cache_keeps_at_most_its_byte_budget() -> None:
 def test_the_runner_asks_for_the_window_of_its_most_demanding_rule(tmp_path: Any, trial: Any) -> None:
     asked: list[int] = []
 
-    def history(depth: int) -> list[tuple[int, tuple[str, ...]]]:
+    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
         asked.append(depth)
         return [(s, ("worker_0",)) for s in range(1, -1, -1)][:depth]
 
@@ -125,10 +126,34 @@ def test_the_runner_asks_for_the_window_of_its_most_demanding_rule(tmp_path: Any
 
 def test_a_failed_history_lookup_fails_the_invocation_not_the_rules(tmp_path: Any, trial: Any) -> None:
     # GIVEN the state query for earlier steps fails (e.g. throttled)
-    def history(depth: int) -> list[tuple[int, tuple[str, ...]]]:
+    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
         raise OSError("throttled")
 
     rules = [RuleConfig(name="LND", rule_to_invoke="LossNotDecreasing")]
     # THEN the error propagates (Lambda retries) instead of becoming the rule's sticky Error status
     with pytest.raises(OSError, match="throttled"):
         StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
+
+
+def test_rules_comparing_with_the_start_ask_for_the_runs_first_steps(trial: Any) -> None:
+    # WHY: at step 5,000 the recent window no longer holds the start of training, which
+    # LossNotDecreasing(reference=first) and PoorWeightInitialization compare with
+    assert leading_window(create_rule("LossNotDecreasing", trial)) == 0
+    assert leading_window(create_rule("LossNotDecreasing", trial, reference="first", window="5")) == 20
+    assert history_window(create_rule("LossNotDecreasing", trial, reference="first", window="5")) == 30
+    assert leading_window(create_rule("PoorWeightInitialization", trial)) == 60
+    assert leading_window(create_rule("PoorWeightInitialization", trial, steps="100")) == MAX_HISTORY_STEPS
+    assert leading_window(SmdebugStyleRule(trial)) == 0
+
+
+def test_the_runner_asks_for_the_first_steps_its_rules_need(tmp_path: Any, trial: Any) -> None:
+    asked: list[tuple[int, int]] = []
+
+    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+        asked.append((depth, lead))
+        return [(0, ("worker_0",))]
+
+    rules = [RuleConfig(name="LND", rule_to_invoke="LossNotDecreasing", parameters={"reference": "first"})]
+    outcomes = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
+    assert asked == [(22, 4)]
+    assert outcomes[0].error is None

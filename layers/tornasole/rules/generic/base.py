@@ -69,6 +69,14 @@ class BuiltinRule(Rule):
         """
         return 0 if not self.READS_EARLIER_STEPS else None
 
+    def leading_steps(self) -> int:
+        """How many of the run's first saved steps this rule reads besides ``history_steps()`` (0: none).
+
+        For the serverless evaluator, which otherwise loads only the recent window: a rule comparing
+        with the start of training says how many first steps that comparison needs.
+        """
+        return 0
+
     def param_error(self, parameter: str | None, message: str) -> RuleParameterError:
         return RuleParameterError(self.rule_name, parameter, message)
 

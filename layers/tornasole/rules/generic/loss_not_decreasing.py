@@ -93,9 +93,11 @@ class LossNotDecreasing(BuiltinRule):
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
     def history_steps(self) -> int | None:
-        if self.reference == "first":
-            return None  # the run's first steps
         return 2 * (self.num_steps + self.window)  # the other mode's steps may be interleaved
+
+    def leading_steps(self) -> int:
+        # ``first``: the first ``window`` saved steps of each mode; the modes' steps may be interleaved.
+        return 4 * self.window if self.reference == "first" else 0
 
     def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
         """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``."""

@@ -59,6 +59,10 @@ class PoorWeightInitialization(BuiltinRule):
     def history_steps(self) -> int | None:
         return None  # the first `steps` TRAIN steps may be interleaved with validation phases
 
+    def leading_steps(self) -> int:
+        # the judged first ``steps`` TRAIN steps (and the patience before them), EVAL steps interleaved
+        return 4 * (self.steps + self.patience)
+
     def _train_index(self, step: int) -> int | None:
         """Index of ``step`` among the trial's saved steps of its mode (TRAIN/GLOBAL only)."""
         mode = self.step_mode(step)
