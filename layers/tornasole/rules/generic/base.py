@@ -33,7 +33,13 @@ from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.rules.params import Param, parse_params
 from tornasole.rules.rule import Rule
 
-__all__ = ["BuiltinRule", "COLLECTION_NAMES", "TENSOR_REGEX"]
+__all__ = ["BuiltinRule", "COLLECTION_NAMES", "TENSOR_REGEX", "as_float"]
+
+
+def as_float(value: Any) -> float:
+    """A reduction as a Python float. Why not ``float(value)``: a reduction saved from numpy (smdebug's core
+    writer, our numpy hook) is shape ``(1,)``, and numpy 2.4 refuses ``float()`` of a 1-d array."""
+    return float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
 
 COLLECTION_NAMES = Param("collection_names", "str_list", None, "collections whose tensors are inspected")
 TENSOR_REGEX = Param("tensor_regex", "regex", None, "regex (re.match) selecting tensors to inspect")

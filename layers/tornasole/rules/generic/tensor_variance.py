@@ -10,7 +10,7 @@ mistake, so it is reported when the rule is built).
 from __future__ import annotations
 
 from tornasole.exceptions import TensorUnavailableForStep
-from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule, as_float
 from tornasole.rules.params import Param
 
 __all__ = ["TensorVariance"]
@@ -40,7 +40,7 @@ class TensorVariance(BuiltinRule):
     def invoke_at_step(self, step: int) -> bool:
         for name in self.selected(step):
             try:
-                var = float(self.base_trial.tensor(name).reduction_value(step, "variance"))
+                var = as_float(self.base_trial.tensor(name).reduction_value(step, "variance"))
             except TensorUnavailableForStep:
                 continue
             if self.max_threshold is not None and var > self.max_threshold:

@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from tornasole.exceptions import TensorUnavailableForStep
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.generic.base import BuiltinRule, as_float
 from tornasole.rules.params import Param
 
 __all__ = ["VanishingGradient", "natural_key"]
@@ -84,7 +84,7 @@ class VanishingGradient(BuiltinRule):
         names = self.names_at(step, ["gradients"])
         fired = False
         for name in names:
-            m = float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
+            m = as_float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
             if m < self.threshold:
                 if not fired:
                     self.report_issue(
@@ -121,7 +121,7 @@ class VanishingGradient(BuiltinRule):
             return float(np.linalg.norm(v.astype(np.float64).ravel()))
         for abs_ in (True, False):
             try:
-                return float(self.base_trial.tensor(name).reduction_value(step, "l2", abs=abs_))
+                return as_float(self.base_trial.tensor(name).reduction_value(step, "l2", abs=abs_))
             except TensorUnavailableForStep:
                 continue
         return None
