@@ -43,7 +43,7 @@ def _arn(stack: TornasoleStack, construct: IConstruct, name: str) -> str:
 
 
 def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
-    """The wildcards CDK's ``grant*`` methods emit, each scoped to our bucket prefixes or table."""
+    """The object wildcards of ``infra/grants.py``: each one a prefix of our bucket, nothing wider."""
     cfg = stack.config
     trials = _arn(stack, stack.storage.bucket, cfg.existing_bucket_name or "") + f"/{cfg.trial_prefix}*"
     rules_bucket_name, rules_prefix = cfg.custom_rules_location
@@ -52,20 +52,21 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
         _arn(stack, rules_bucket, rules_bucket_name or cfg.existing_bucket_name or "") + f"/{rules_prefix}*"
     )
     stop = f"{trials}{STOP_SIGNAL_FILE}"
-    table = f"<{stack.get_logical_id(stack.state.table.node.default_child)}.Arn>/index/*"
     return [
         (
-            "Action::s3:GetObject*",
-            "grant_read: GetObject/GetObjectVersion/... on the trial and custom-rule "
-            "prefixes only (step files are read by ranged GETs).",
+            f"Resource::{trials}",
+            "s3:GetObject only (ranged GETs of step files), by the two evaluating functions: every "
+            "object under the trial prefix is a step file a rule may read.",
         ),
-        ("Action::s3:GetBucket*", "grant_read: bucket metadata (location) of the trial bucket only."),
-        ("Action::s3:List*", "grant_read: listing the trial bucket (index files of a step, the end marker)."),
-        ("Action::s3:Abort*", "grant_put: aborting its own uploads of the stop-signal file only."),
-        (f"Resource::{trials}", "Every object under the trial prefix is a step file a rule may read."),
-        (f"Resource::{rules}", "Custom rule sources are loaded only from under this configured prefix."),
-        (f"Resource::{stop}", "Only the stop-signal file of a trial may be written (stoptraining action)."),
-        (f"Resource::{table}", "Queries on the state table's own GSI (grant_read_write_data)."),
+        (
+            f"Resource::{rules}",
+            "s3:GetObject only: custom rule sources are loaded only from under this configured prefix "
+            "(the evaluator refuses any other source unless TORNASOLE_ALLOW_RULES_FROM_TRIALS is set).",
+        ),
+        (
+            f"Resource::{stop}",
+            "s3:PutObject only, of a trial's stop-signal file (the stoptraining action), nothing else.",
+        ),
     ]
 
 

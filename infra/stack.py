@@ -17,14 +17,19 @@ from infra.constructs.events import EventBus
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.state import StateTable
 from infra.constructs.storage import TrialStorage
-from tornasole import config as env_names
-from tornasole.stack_spec import (
-    DEFAULT_SPEC,
-    ENV_CUSTOM_RULES_PREFIX,
-    ENV_TRIAL_PREFIX,
-    STOP_SIGNAL_FILE,
-    StackSpec,
+from infra.grants import (
+    JOB_PARTITIONS,
+    ON_OBJECT_CREATED_TABLE_ACTIONS,
+    PUBLISH_EVENTS_TABLE_ACTIONS,
+    REGISTRATION_PARTITIONS,
+    SCHEDULED_CHECK_TABLE_ACTIONS,
+    allow_index_query,
+    allow_reads,
+    allow_stop_signals,
+    allow_table,
 )
+from tornasole import config as env_names
+from tornasole.stack_spec import DEFAULT_SPEC, ENV_CUSTOM_RULES_PREFIX, ENV_TRIAL_PREFIX, StackSpec
 
 __all__ = ["TornasoleStack", "REPO_ROOT"]
 
@@ -103,23 +108,34 @@ class TornasoleStack(cdk.Stack):
         for fn in evaluator.functions:
             fn.add_environment(env_names.ALERT_TOPIC_ARN, alerts.actions_topic.topic_arn)
 
-        # --- grants: each function gets what its code does, on our resources only ---
-        trials = f"{config.trial_prefix}*"
-        stop_signals = f"{config.trial_prefix}*{STOP_SIGNAL_FILE}"
+        # --- grants: each function gets exactly the calls its code makes, on the keys it touches ---
+        # (infra/grants.py; proven against the handlers' recorded calls in tests/infra)
         on_created, publish, scheduled = (
             evaluator.on_object_created,
             evaluator.publish_events,
             evaluator.scheduled_check,
         )
-        for fn in evaluator.functions:
-            state.table.grant_read_write_data(fn)
+        table, index = state.table, spec.table.gsi.name
+        # on_object_created: evaluates steps, registers jobs from their files, holds early steps.
+        allow_table(on_created, table, ON_OBJECT_CREATED_TABLE_ACTIONS, REGISTRATION_PARTITIONS)
+        # scheduled_check: re-evaluates pending steps, completes jobs, re-sends unpublished events.
+        allow_table(scheduled, table, SCHEDULED_CHECK_TABLE_ACTIONS, JOB_PARTITIONS)
+        # publish_events: claims and marks outbox rows, moves a job to Stopping.
+        allow_table(publish, table, PUBLISH_EVENTS_TABLE_ACTIONS, JOB_PARTITIONS)
+        for fn in (on_created, scheduled):  # the GSI: pending steps, active jobs, unpublished rows
+            allow_index_query(fn, table, index)
         for fn in (on_created, scheduled):  # evaluate steps (scheduled_check re-evaluates pending ones)
-            storage.bucket.grant_read(fn, trials)
-            rules_bucket.grant_read(fn, f"{rules_prefix}*")
-        for fn in (publish, scheduled):  # deliver outbox items (scheduled_check re-drives unpublished ones)
+            allow_reads(
+                fn,
+                bucket=storage.bucket,
+                trial_prefix=config.trial_prefix,
+                rules_bucket=rules_bucket,
+                rules_prefix=rules_prefix,
+            )
+        for fn in (publish, scheduled):  # deliver outbox items (scheduled_check re-sends unpublished ones)
             bus.event_bus.grant_put_events_to(fn)
             alerts.actions_topic.grant_publish(fn)
-            storage.bucket.grant_put(fn, stop_signals)
+            allow_stop_signals(fn, bucket=storage.bucket, trial_prefix=config.trial_prefix)
 
         # --- triggers ---
         storage.notify_on_step_files(on_created, suffixes=spec.notifications.suffixes)

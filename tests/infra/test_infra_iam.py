@@ -85,7 +85,7 @@ def test_events_put_only_on_our_bus_and_only_by_the_outbox_publishers(synth) -> 
 def test_s3_reads_are_scoped_to_the_trial_and_custom_rule_prefixes(synth) -> None:
     scoped = set()
     for _, st in _statements(synth):
-        if "s3:GetObject*" not in _as_list(st["Action"]):
+        if "s3:GetObject" not in _as_list(st["Action"]):
             continue
         for res in _as_list(st["Resource"]):
             text = json.dumps(res)
@@ -104,7 +104,7 @@ def test_imported_buckets_are_scoped_by_name(imported) -> None:
     texts = [
         json.dumps(st["Resource"])
         for _, st in _statements(imported)
-        if "s3:GetObject*" in _as_list(st["Action"])
+        if "s3:GetObject" in _as_list(st["Action"])
     ]
     assert any("s3:::my-training-output/debug/*" in t for t in texts)
     assert any("s3:::my-rules-bucket/tornasole/rules/*" in t for t in texts)
