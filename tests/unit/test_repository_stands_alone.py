@@ -36,6 +36,8 @@ def _text_files() -> list[Path]:
             dirs[:] = []
             continue
         for name in files:
+            if name == ".git":  # a worktree's pointer to its repository, not content
+                continue
             path = Path(folder) / name
             if path.suffix in TEXT_SUFFIXES and path.stat().st_size < 2_000_000:
                 found.append(path)
