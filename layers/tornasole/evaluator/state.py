@@ -21,6 +21,8 @@ Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by 
 ``JOB#<job>`` / ``OUTBOX#<event id>``
     Outbox: kind (event | alert | stop), payload (json), created, published.
     GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
+``JOB#<job>`` / ``ALERT#<rules rev>/<rule>/<action index>``
+    When that email/sms action last sent (sent_at, sent_by): reminders at most once per interval; TTL.
 ``JOBS`` / ``<job>``
     The registry of every job (listing jobs without a scan).
 ``TRIAL#<trial path>`` / ``#META``
