@@ -11,8 +11,9 @@ gets an S3 ObjectCreated event for the step's index file, against a moto
 ``ThreadedMotoServer`` on 127.0.0.1 holding the stack's resources
 (``tornasole.local.resources.create_resources``).
 
-Per size, one job is registered with the demo's default rule set
-(``tornasole.demo.run.DEFAULT_RULES``). Prior steps are written directly with
+Per size, one job is registered with a fixed four-rule set (``BENCH_RULES``, the
+demo's rule set when these numbers were first taken, kept so they stay comparable).
+Prior steps are written directly with
 ``tornasole.format.writer`` (the same 51 tensor names, but one float each, so
 generating 10,000 steps stays bounded) and recorded in the state table as
 evaluated steps, as the handler would have left them; the bucket's notifications
@@ -155,16 +156,18 @@ class MotoBackendStorage:
         self.backend.put_object(self.bucket, path.removeprefix(f"s3://{self.bucket}/"), data)
 
 
+BENCH_RULES = ("VanishingGradient", "ExplodingTensor", "LossNotDecreasing", "DeadRelu")
+
+
 def prepare_job(prior: int) -> tuple[str, str]:
     """Register a job, write its collections and ``prior`` tiny steps; returns (job, trial prefix key)."""
-    from tornasole.demo.run import DEFAULT_RULES
     from tornasole.format.writer import TrialWriter
     from tornasole.jobs import register_job
 
     job = f"bench-{prior}"
     prefix = f"jobs/{job}"
     trial = f"s3://{BUCKET}/{prefix}"
-    rules = [{"RuleConfigurationName": r, "RuleParameters": {"rule_to_invoke": r}} for r in DEFAULT_RULES]
+    rules = [{"RuleConfigurationName": r, "RuleParameters": {"rule_to_invoke": r}} for r in BENCH_RULES]
     register_job(job, trial, rules)
     TrialWriter(trial).write_collections(COLLECTIONS, num_workers=1)
     writer = TrialWriter(trial, storage=MotoBackendStorage(BUCKET))  # type: ignore[arg-type]

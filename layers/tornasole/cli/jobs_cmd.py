@@ -5,8 +5,13 @@ Everything goes through ``tornasole.jobs`` and the state table named by
 boto3's standard configuration, so the same commands work against
 ``tornasole local up`` and a deployed stack.
 
+A ``tornasole_job.json`` that could not be registered is a ``Failed`` record:
+``list`` shows it (by its trial when the file named no job) with its reason,
+``status`` shows its full reason.
+
 Exit codes (:mod:`tornasole.cli.errors`): ``register`` 2 on invalid input
-(the whole reason printed) or when a rule ended in ``Error``; ``status
+(the whole reason printed) or when a rule ended in ``Error``; ``status`` 2 for
+a failed registration (its configuration file was invalid input); ``status
 --fail-on-issues`` 1 when a rule found issues or failed; ``status --watch``
 3 when the job's bucket does not exist or nothing changed for ``--timeout``
 seconds; ``logs --rule`` 3 for a rule the job does not have.
@@ -20,7 +25,7 @@ import json
 import sys
 from typing import Any
 
-from tornasole.cli.errors import EXIT_ISSUES, EXIT_OK, NotFoundError, did_you_mean
+from tornasole.cli.errors import EXIT_ISSUES, EXIT_OK, EXIT_USAGE, NotFoundError, did_you_mean
 from tornasole.cli.jobs_register import register
 from tornasole.cli.table import cell_width, format_table
 
@@ -97,12 +102,33 @@ def _list(args: argparse.Namespace) -> int:
     from tornasole.jobs.listing import list_jobs
 
     table = jobs_of(args).table
-    rows = [[j["name"], j["status"], j["rules"], j["issues"], j["trial_path"]] for j in list_jobs(table)]
+    jobs = list_jobs(table)
+    rows = [[j["name"] or UNNAMED, j["status"], j["rules"], j["issues"], j["trial_path"]] for j in jobs]
     if not rows:
         print(f"no jobs registered in table {table.name} (tornasole jobs register adds one)")
         return EXIT_OK
     print(format_table(["job", "status", "rules", "issues found", "trial"], rows, max_width=cell_width(80)))
+    failed = [j for j in jobs if j.get("failure_reason")]
+    if failed:  # whole reasons, below the table: a table cell would cut them
+        print("\nfailed registrations:")
+        for j in failed:
+            print(f"  {j['name'] or j['trial_path']}: {j['failure_reason']}")
     return EXIT_OK
+
+
+#: The ``job`` cell of a failed registration whose file named no job (its trial column says where).
+UNNAMED = "(no name)"
+
+
+def _print_failed_registration(desc: dict[str, Any]) -> int:
+    """A failed registration: its status, configuration file and whole reason; exit 2 (invalid input)."""
+    print(f"job {desc['TrainingJobName']}: Failed")
+    where = desc.get("TornasoleJobConfigurationFile") or ""
+    if where:
+        print(f"configuration file: {where}")
+    print(f"reason: {desc.get('FailureReason', '')}")
+    print("fix the file and upload it again: the job then registers and this record goes away")
+    return EXIT_USAGE
 
 
 def state_of(jobs: Any, name: str) -> Any:
@@ -142,14 +168,19 @@ def _issue_code(args: argparse.Namespace, rows: list[list[Any]]) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     jobs = jobs_of(args)
+    desc = jobs.describe(args.name)  # a failed registration too; JobNotFoundError (exit 3) when neither
+    failed_registration = "FailureReason" in desc and not desc.get("DebugRuleEvaluationStatuses")
     if args.json:
-        desc = jobs.describe(args.name)
         print(json.dumps(desc, indent=2, default=_json_default))
+        if failed_registration:
+            return EXIT_USAGE
         statuses = [
             [s.get("RuleConfigurationName"), s.get("RuleEvaluationStatus")]
             for s in desc.get("DebugRuleEvaluationStatuses", [])
         ]
         return _issue_code(args, statuses)
+    if failed_registration:
+        return _print_failed_registration(desc)
     if args.watch:
         from tornasole.cli.watch import watch_job
 

@@ -1,7 +1,9 @@
 """``tornasole jobs register``: build rule configurations from options or a saved request, register, report.
 
 Options (``--rule NAME[:k=v,...]``, ``--rule-file``/``--rule-class``,
-``--action``) become SageMaker-shaped ``DebugRuleConfigurations``; a saved
+``--action``) become SageMaker-shaped ``DebugRuleConfigurations``; with no
+rule option a new job gets the recommended set
+(``tornasole.rules.recommended_rules()``), named in the output; a saved
 ``CreateTrainingJob`` request (``--from-request FILE``) goes to
 :func:`tornasole.jobs.register_from_request` whole. Validation is the library's
 (:func:`tornasole.jobs.register_job` raises on a bad rule, parameter or bucket,
@@ -57,7 +59,24 @@ def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
             params["action_json"] = actions
         rules.append({"RuleConfigurationName": args.rule_class, "RuleParameters": params})
     if not rules:
-        raise ValueError("give at least one --rule NAME or --rule-file F --rule-class C")
+        if getattr(args, "update", False):
+            raise ValueError("--update replaces the rules: give at least one --rule NAME or --rule-file F")
+        rules = recommended_configurations(actions)
+    return rules
+
+
+def recommended_configurations(actions: str | None) -> list[dict[str, Any]]:
+    """The recommended set (what a job gets when no rule is named), each with the ``--action`` given."""
+    from tornasole.rules import recommended_rules
+
+    rules = recommended_rules()
+    if actions:
+        for r in rules:
+            r["RuleParameters"]["action_json"] = actions
+    print(
+        "no --rule given: registering the recommended rules: "
+        + ", ".join(r["RuleConfigurationName"] for r in rules)
+    )
     return rules
 
 
@@ -84,10 +103,9 @@ def register(args: argparse.Namespace) -> int:
         args.parser.error("give --name and --s3-output (or --from-request FILE)")
     jobs = jobs_of(args)
     if args.update:
+        rules = rule_configurations(args)
         current = state_of(jobs, args.name).trial_path
-        desc = update_job_rules(
-            args.name, rule_configurations(args), table_name=jobs.table.name, s3_output_path=args.s3_output
-        )
+        desc = update_job_rules(args.name, rules, table_name=jobs.table.name, s3_output_path=args.s3_output)
         if current.rstrip("/") != args.s3_output.rstrip("/"):
             print(f"moved {args.name} from {current} to {args.s3_output}")
     else:

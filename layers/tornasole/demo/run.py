@@ -16,20 +16,25 @@ from typing import Any
 
 from tornasole.demo.report import format_event, format_job
 from tornasole.demo.training import TrainingSettings, train
+from tornasole.rules import recommended_rules
 
 __all__ = ["DEFAULT_RULES", "EXPECTED", "DemoResult", "run_demo"]
 
-# The default rule set of the demo: what a user would register for a first PyTorch job.
-DEFAULT_RULES = ("VanishingGradient", "ExplodingTensor", "LossNotDecreasing", "DeadRelu")
+# The demo registers no rules by name: both jobs get the recommended set, as a user's first job does.
+DEFAULT_RULES = tuple(r["RuleConfigurationName"] for r in recommended_rules())
 JOBS = {"tornasole-demo-healthy": False, "tornasole-demo-broken": True}
-# What the demo must end with: the healthy run clean, the diverged run caught by the rules that watch for it.
+# What the demo must end with: the healthy run clean; in the diverged run the loss turns NaN
+# (ExplodingTensor), the ReLUs die (DeadRelu), the tanh inputs saturate (SaturatedActivation) and the
+# first update is 10^5 times the weights (WeightUpdateRatio). LossNotDecreasing stays quiet: a NaN
+# loss is ExplodingTensor's to report.
 EXPECTED = {
     "tornasole-demo-healthy": dict.fromkeys(DEFAULT_RULES, "NoIssuesFound"),
     "tornasole-demo-broken": {
-        "VanishingGradient": "NoIssuesFound",
+        **dict.fromkeys(DEFAULT_RULES, "NoIssuesFound"),
         "ExplodingTensor": "IssuesFound",
-        "LossNotDecreasing": "IssuesFound",
         "DeadRelu": "IssuesFound",
+        "SaturatedActivation": "IssuesFound",
+        "WeightUpdateRatio": "IssuesFound",
     },
 }
 
@@ -85,11 +90,8 @@ def run_demo(
 
         local.dispatcher.event_subscribers.append(on_event)
         for job in JOBS:
-            rules = [
-                {"RuleConfigurationName": r, "RuleParameters": {"rule_to_invoke": r}} for r in DEFAULT_RULES
-            ]
-            register_job(job, f"{local.trial_root}{job}", rules)
-            out(f"registered {job} with rules {', '.join(DEFAULT_RULES)}")
+            register_job(job, f"{local.trial_root}{job}")  # no rules named: the recommended set
+            out(f"registered {job} with the recommended rules: {', '.join(DEFAULT_RULES)}")
         for job, broken in JOBS.items():
             lr = settings.broken_lr if broken else settings.healthy_lr
             out(f"\ntraining {job}: {settings.steps} steps, lr={lr} ({'far too high' if broken else 'sane'})")

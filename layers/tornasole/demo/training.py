@@ -2,8 +2,13 @@
 
 ``broken=True`` uses a learning rate far too high: within a few steps the
 loss grows by orders of magnitude, then the weights and gradients overflow to
-inf/NaN and the ReLUs die, which is what the default
+inf/NaN and the ReLUs die, which is what the recommended
 rule set exists to catch. Everything is seeded, so both runs are reproducible.
+
+Like a real training loop it validates after each epoch (EVAL mode), and its
+network has a ReLU block and a tanh block: every rule of the recommended set
+then has the tensors it reads (Overfit the validation loss, SaturatedActivation
+the tanh inputs), so each one gives a verdict instead of "nothing evaluated".
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ __all__ = ["TrainingSettings", "train"]
 @dataclass(frozen=True)
 class TrainingSettings:
     steps: int = 60
+    epoch_steps: int = 20  # training steps between validation passes
+    eval_batches: int = 5
     batch_size: int = 64
     save_interval: int = 5
     healthy_lr: float = 0.05
-    broken_lr: float = 3.0
+    broken_lr: float = 10.0
     seed: int = 7
 
 
@@ -28,14 +35,14 @@ def _model():
     import torch
     from torch import nn
 
-    def block(n_in: int, n_out: int) -> nn.Sequential:
-        return nn.Sequential(OrderedDict(fc=nn.Linear(n_in, n_out), relu=nn.ReLU()))
+    def block(n_in: int, n_out: int, name: str, activation: nn.Module) -> nn.Sequential:
+        return nn.Sequential(OrderedDict([("fc", nn.Linear(n_in, n_out)), (name, activation)]))
 
     class Net(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.block1 = block(20, 64)
-            self.block2 = block(64, 64)
+            self.block1 = block(20, 64, "tanh", nn.Tanh())
+            self.block2 = block(64, 64, "relu", nn.ReLU())
             self.head = nn.Linear(64, 4)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,27 +75,47 @@ def train(out_dir: str, *, broken: bool, settings: TrainingSettings = TrainingSe
     loss_fn = nn.CrossEntropyLoss()
     lr = settings.broken_lr if broken else settings.healthy_lr
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    features, labels = _data(settings.seed, settings.steps * settings.batch_size)
+    n_train = settings.steps * settings.batch_size
+    features, labels = _data(settings.seed, n_train + settings.eval_batches * settings.batch_size)
+    val_features, val_labels = features[n_train:], labels[n_train:]  # held out, same distribution
 
     hook = Hook(
         out_dir=out_dir,
         save_config=SaveConfig(save_interval=settings.save_interval),
-        include_collections=["weights", "gradients", "losses", "relu_activations"],
+        include_collections=["weights", "gradients", "losses", "relu_activations", "tanh_inputs"],
         stop_check_interval=None,
     )
     hook.get_collection("relu_activations").include(".*relu_output")
+    hook.get_collection("tanh_inputs").include(".*tanh_input")
     hook.register_module(model)
     hook.register_loss(loss_fn)
-    hook.set_mode(modes.TRAIN)
     losses = []
     try:
         for step in range(settings.steps):
+            if step % settings.epoch_steps == 0:
+                hook.set_mode(modes.TRAIN)
+                model.train()
             lo, hi = step * settings.batch_size, (step + 1) * settings.batch_size
             optimizer.zero_grad()
             loss = loss_fn(model(features[lo:hi]), labels[lo:hi])
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))
+            if (step + 1) % settings.epoch_steps == 0:
+                _validate(hook, model, loss_fn, val_features, val_labels, settings.batch_size)
     finally:
         hook.close()
     return losses
+
+
+def _validate(hook, model, loss_fn, features, labels, batch_size: int) -> None:
+    """One validation pass in EVAL mode (the hook saves its losses there)."""
+    import torch
+
+    from tornasole import modes
+
+    hook.set_mode(modes.EVAL)
+    model.eval()
+    with torch.no_grad():
+        for lo in range(0, len(features), batch_size):
+            loss_fn(model(features[lo : lo + batch_size]), labels[lo : lo + batch_size])

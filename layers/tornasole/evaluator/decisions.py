@@ -107,6 +107,9 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
                         "job": state.name,
                         "subject": subject,
                         "message": message,
+                        # one message per reminder interval for this action of this rule (outbox gate)
+                        "gate": f"{state.rules_rev}/{outcome.rule_name}/{i}",
+                        "reminder_ms": action.reminder_ms,
                     },
                 )
             )

@@ -19,6 +19,7 @@ from tornasole.stack_spec import DEFAULT_SPEC
 
 __all__ = [
     "ACTIVE",
+    "ALERT_PREFIX",
     "JOB_ITEMS_PREFIX",
     "JOBS_PK",
     "META",
@@ -30,6 +31,7 @@ __all__ = [
     "RULE_PREFIX",
     "SK",
     "STEP_PREFIX",
+    "alert_gate_sk",
     "TRIAL_ERROR",
     "eval_prefix",
     "eval_sk",
@@ -58,6 +60,8 @@ STEP_PREFIX = "STEP#"
 EVAL_PREFIX = "EVAL#"
 OUTBOX_PREFIX = "OUTBOX#"
 ORPHAN_PREFIX = "ORPHAN#"
+#: When an email/sms action of a job's rule last sent a message (reminders at most once per interval).
+ALERT_PREFIX = "ALERT#"
 TRIAL_ERROR = "#ERROR"
 #: The registry partition of every job (listing jobs without a scan).
 JOBS_PK = "JOBS"
@@ -97,6 +101,10 @@ def eval_sk(rule: str, step: int) -> str:
 
 def outbox_sk(event_id: str) -> str:
     return f"{OUTBOX_PREFIX}{event_id}"
+
+
+def alert_gate_sk(gate: str) -> str:
+    return f"{ALERT_PREFIX}{gate}"
 
 
 def orphan_sk(step: int, worker: str) -> str:

@@ -30,7 +30,15 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tornasole.evaluator.keys import OUTBOX, OUTBOX_PREFIX, item, job_pk, outbox_gsi_sk, outbox_sk
+from tornasole.evaluator.keys import (
+    OUTBOX,
+    OUTBOX_PREFIX,
+    alert_gate_sk,
+    item,
+    job_pk,
+    outbox_gsi_sk,
+    outbox_sk,
+)
 from tornasole.evaluator.state import Conflict, StateTable
 from tornasole.exceptions import TornasoleError
 from tornasole.stack_spec import ALERT_ATTR_ACTION, ALERT_ATTR_ENDPOINT, ALERT_ATTR_JOB, DEFAULT_SPEC
@@ -209,7 +217,8 @@ class OutboxPublisher:
         if kind == "event":
             self._put_event(payload)
         elif kind == "alert":
-            self._alert(payload)
+            if self._alert_gate_open(payload, str(item.get(self.table.spec.sort_key, ""))):
+                self._alert(payload)
         elif kind == "stop":
             self._stop_signal(payload)
         else:
@@ -230,6 +239,33 @@ class OutboxPublisher:
         if resp.get("FailedEntryCount", 0) > 0:
             failed = [e for e in resp.get("Entries", []) if e.get("ErrorCode")]
             raise PublishError(f"PutEvents to bus {self.bus_name} failed: {failed}")
+
+    def _alert_gate_open(self, payload: dict[str, Any], item_id: str) -> bool:
+        """Whether this email/sms may go out: the action's first message, or a reminder once its interval
+        (``reminder_ms``) has passed since the last one sent. One conditional write per alert, so two
+        publishers racing send one message; a retried item (its send failed) passes its own gate again.
+        A skipped alert is published all the same: the issue event carried the firing."""
+        gate, job = payload.get("gate"), payload.get("job")
+        if not gate or not job:
+            return True  # written before reminders existed: sent as it was
+        now, interval = _now_ms(), int(payload.get("reminder_ms", 0))
+        try:
+            self.table.update(
+                job_pk(job),
+                alert_gate_sk(gate),
+                "SET sent_at = :now, sent_by = :me, expires_at = :ttl",
+                {
+                    ":now": now,
+                    ":me": item_id,
+                    ":cutoff": now - interval,
+                    ":ttl": (now + interval) // 1000 + PUBLISHED_TTL_S,
+                },
+                condition="alert_gate_open",
+            )
+        except Conflict:
+            log.info("alert not sent: one went out within its reminder interval", extra={"item": item_id})
+            return False
+        return True
 
     def _alert(self, payload: dict[str, Any]) -> None:
         if not self.alert_topic_arn:

@@ -21,6 +21,8 @@ Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by 
 ``JOB#<job>`` / ``OUTBOX#<event id>``
     Outbox: kind (event | alert | stop), payload (json), created, published.
     GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
+``JOB#<job>`` / ``ALERT#<rules rev>/<rule>/<action index>``
+    When that email/sms action last sent (sent_at, sent_by): reminders at most once per interval; TTL.
 ``JOBS`` / ``<job>``
     The registry of every job (listing jobs without a scan).
 ``TRIAL#<trial path>`` / ``#META``
@@ -89,6 +91,8 @@ CONDITIONS = {
     "AND (attribute_not_exists(claimed) OR claimed < :stale)",
     # Only the claim's holder releases or completes it.
     "outbox_claim_held": "claim_id = :claim AND attribute_not_exists(published)",
+    # An email/sms action sends again only after its reminder interval (a retry of the same item may resend).
+    "alert_gate_open": "attribute_not_exists(sent_at) OR sent_at <= :cutoff OR sent_by = :me",
     # IssuesFound details move to the earliest firing step (order-independent final state).
     "issue_step_is_later": "#status = :issues AND (attribute_not_exists(issue_step) OR issue_step > :step)",
 }

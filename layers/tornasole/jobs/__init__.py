@@ -66,12 +66,15 @@ __all__ = [
 def register_job(
     name: str,
     s3_output_path: str,
-    rules: Any,
+    rules: Any = None,
     hook_config: dict | None = None,
     num_workers: int | None = None,
     table_name: str | None = None,
 ) -> dict[str, Any]:
-    """Register a job on the evaluator (table from ``TORNASOLE_STATE_TABLE`` unless given)."""
+    """Register a job on the evaluator (table from ``TORNASOLE_STATE_TABLE`` unless given).
+
+    Without ``rules`` the job gets ``tornasole.rules.recommended_rules()``, the calibrated set.
+    """
     return TornasoleJobs(table_name).register_job(name, s3_output_path, rules, hook_config, num_workers)
 
 

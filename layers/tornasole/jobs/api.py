@@ -18,6 +18,7 @@ rules raise ``JobConflictError``: changing rules is the explicit
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +33,16 @@ from tornasole.evaluator.registry import JobNotFoundError, JobRegistry
 from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import StepStore
 
-__all__ = ["TornasoleJobs", "JobNotFoundError", "JobConflictError", "JOB_NAME", "with_datetimes"]
+__all__ = [
+    "TornasoleJobs",
+    "JobNotFoundError",
+    "JobConflictError",
+    "JOB_NAME",
+    "default_rules",
+    "with_datetimes",
+]
+
+logger = logging.getLogger(__name__)
 
 JOB_NAME = JOB_NAME_PATTERN  # SageMaker's training job name pattern
 _TIME_KEYS = ("CreationTime", "TrainingStartTime", "TrainingEndTime", "LastModifiedTime")
@@ -53,6 +63,24 @@ def _datetime(value: Any) -> Any:
     if isinstance(value, str) and value.isdigit():
         return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
     return value
+
+
+def default_rules(rules: Any) -> Any:
+    """``rules``, or the recommended set (``tornasole.rules.recommended_rules()``) when none are given.
+
+    ``None`` means "I did not choose": the calibrated set, logged by name so the choice is visible.
+    An explicit empty list stays an error (a job needs at least one rule).
+    """
+    if rules is not None:
+        return rules
+    from tornasole.rules import recommended_rules
+
+    chosen = recommended_rules()
+    logger.info(
+        "no rules given: registering the recommended set: %s",
+        ", ".join(r["RuleConfigurationName"] for r in chosen),
+    )
+    return chosen
 
 
 def with_datetimes(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,11 +151,15 @@ class TornasoleJobs:
         self,
         name: str,
         s3_output_path: str,
-        rules: Any,
+        rules: Any = None,
         hook_config: Mapping[str, Any] | None = None,
         num_workers: int | None = None,
     ) -> dict[str, Any]:
-        """Register a job (idempotent for identical settings); returns ``describe(name)``."""
+        """Register a job (idempotent for identical settings); returns ``describe(name)``.
+
+        Without ``rules`` the job gets the recommended set (:func:`default_rules`).
+        """
+        rules = default_rules(rules)
         self.registry.register_arguments(name, s3_output_path, rules, hook_config, num_workers)
         return self.describe(name)
 

@@ -11,6 +11,14 @@ Unlike smdebug (which logs and drops a bad action), a malformed ``action_json``
 is a :class:`~tornasole.exceptions.RuleParameterError`: a user who asked to stop
 training on a fire should learn at registration that the request cannot work.
 Running the actions is the evaluator's job; rules only carry them.
+
+Reminders (Tornasole's addition): an ``email``/``sms`` action notifies when its
+rule first finds an issue, then sends at most one reminder per
+``reminder_minutes`` (default :data:`DEFAULT_REMINDER_MINUTES`, 60) while the rule
+keeps firing, instead of one message per firing step; the per-step
+``Tornasole Rule Issue Found`` events are unaffected. Set it per action:
+``{"name": "email", "endpoint": "a@b.c", "reminder_minutes": 15}``.
+``stoptraining`` is unaffected (it stops the job once).
 """
 
 from __future__ import annotations
@@ -20,9 +28,13 @@ from dataclasses import dataclass
 
 from tornasole.exceptions import RuleParameterError
 
-__all__ = ["Action", "ALLOWED_ACTIONS", "parse_actions"]
+__all__ = ["Action", "ALLOWED_ACTIONS", "DEFAULT_REMINDER_MINUTES", "parse_actions"]
 
 ALLOWED_ACTIONS = ("stoptraining", "email", "sms")
+#: Minimum minutes between two messages of one email/sms action of one rule (the first is sent at once).
+DEFAULT_REMINDER_MINUTES = 60.0
+#: Longest accepted reminder interval (a week): longer means "never remind", which 0 does not mean.
+MAX_REMINDER_MINUTES = 7 * 24 * 60.0
 
 
 @dataclass(frozen=True)
@@ -37,24 +49,53 @@ class Action:
         E-mail address or phone number (``email``/``sms``).
     training_job_prefix : str or None
         For ``stoptraining``: which job to stop (None: the job the rule watches).
+    reminder_minutes : float or None
+        For ``email``/``sms``: minimum minutes between messages while the rule keeps firing
+        (None: :data:`DEFAULT_REMINDER_MINUTES`).
 
     Examples
     --------
     >>> parse_actions("R", '[{"name": "Email", "endpoint": "a@b.c"}]')
-    (Action(name='email', endpoint='a@b.c', training_job_prefix=None),)
+    (Action(name='email', endpoint='a@b.c', training_job_prefix=None, reminder_minutes=None),)
     """
 
     name: str
     endpoint: str | None = None
     training_job_prefix: str | None = None
+    reminder_minutes: float | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        d = {"name": self.name}
+    @property
+    def reminder_ms(self) -> int:
+        """The reminder interval in milliseconds (the default when none was given)."""
+        minutes = DEFAULT_REMINDER_MINUTES if self.reminder_minutes is None else self.reminder_minutes
+        return int(minutes * 60_000)
+
+    def to_dict(self) -> dict[str, str | float]:
+        d: dict[str, str | float] = {"name": self.name}
         if self.endpoint is not None:
             d["endpoint"] = self.endpoint
         if self.training_job_prefix is not None:
             d["training_job_prefix"] = self.training_job_prefix
+        if self.reminder_minutes is not None:
+            d["reminder_minutes"] = self.reminder_minutes
         return d
+
+
+def _reminder_minutes(rule_name: str, i: int, value: object) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        minutes = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        minutes = -1.0
+    if isinstance(value, bool) or not 0 <= minutes <= MAX_REMINDER_MINUTES:
+        raise RuleParameterError(
+            rule_name,
+            "action_json",
+            f"action #{i}: reminder_minutes {value!r} must be a number of minutes from 0 to "
+            f"{MAX_REMINDER_MINUTES:g}",
+        )
+    return minutes
 
 
 def parse_actions(rule_name: str, action_json: str | list | dict | None) -> tuple[Action, ...]:
@@ -103,5 +144,11 @@ def parse_actions(rule_name: str, action_json: str | list | dict | None) -> tupl
         endpoint = item.get("endpoint")
         if not endpoint:
             raise RuleParameterError(rule_name, "action_json", f"action #{i} ({name}) needs an 'endpoint'")
-        out.append(Action(name, endpoint=str(endpoint)))
+        out.append(
+            Action(
+                name,
+                endpoint=str(endpoint),
+                reminder_minutes=_reminder_minutes(rule_name, i, item.get("reminder_minutes")),
+            )
+        )
     return tuple(out)

@@ -70,8 +70,8 @@ def test_register_twice_with_other_rules_needs_update(stack: None, capsys: pytes
 def test_bad_input_is_one_line(stack: None, capsys: pytest.CaptureFixture) -> None:
     assert main(["jobs", "status", "nope"]) == 3  # not found
     assert "no training job named 'nope'" in capsys.readouterr().err
-    assert main(["jobs", "register", "--name", "j3", "--s3-output", "s3://trials/j3"]) == 2
-    assert "--rule" in capsys.readouterr().err
+    assert main(["jobs", "register", "--name", "j3", "--s3-output", "s3://trials/j3", "--update"]) == 2
+    assert "--update replaces the rules: give at least one --rule" in capsys.readouterr().err
     assert (
         main(
             [
@@ -90,6 +90,34 @@ def test_bad_input_is_one_line(stack: None, capsys: pytest.CaptureFixture) -> No
         == 2
     )
     assert "stoptraining, email:ADDRESS or sms:NUMBER" in capsys.readouterr().err
+
+
+def test_register_without_rules_uses_the_recommended_set(stack: None, capsys: pytest.CaptureFixture) -> None:
+    from tornasole.jobs import describe, register_job
+    from tornasole.rules import recommended_rules
+
+    names = [r["RuleConfigurationName"] for r in recommended_rules()]
+    assert (
+        main(
+            ["jobs", "register", "--name", "j4", "--s3-output", "s3://trials/j4", "--action", "stoptraining"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "no --rule given: registering the recommended rules: " + ", ".join(names) in out
+    desc = describe("j4")
+    assert [r["RuleConfigurationName"] for r in desc["DebugRuleConfigurations"]] == names
+    by_name = {r["RuleConfigurationName"]: r["RuleParameters"] for r in desc["DebugRuleConfigurations"]}
+    assert by_name["DeadRelu"]["threshold_layer"] == "90"
+    assert all(json.loads(p["action_json"]) == [{"name": "stoptraining"}] for p in by_name.values())
+
+    register_job("j5", "s3://trials/j5")  # the library: same default, same configurations
+    assert describe("j5")["DebugRuleConfigurations"] == [
+        {**r, "RuleParameters": {k: v for k, v in r["RuleParameters"].items() if k != "action_json"}}
+        for r in desc["DebugRuleConfigurations"]
+    ]
+    with pytest.raises(Exception, match="at least one rule"):
+        register_job("j6", "s3://trials/j6", [])  # an explicit empty list is still a mistake
 
 
 def test_custom_rule_file_is_uploaded_next_to_the_output(stack: None, tmp_path, capsys) -> None:
