@@ -177,7 +177,7 @@ def install_smdebug_alias() -> None:
         real = _real_smdebug_location()
         if real is not None:
             raise SmdebugAliasError(
-                f"the real smdebug is present ({real}); the smdebug -> tornasole alias would shadow it. "
+                f"the real smdebug is present ({real}); the alias of smdebug to Tornasole would shadow it. "
                 "Uninstall smdebug (pip uninstall smdebug) or use it directly, and import tornasole under "
                 f"its own name; unset {ALIAS_ENV} if it is set.",
                 name="smdebug",
