@@ -129,10 +129,20 @@ def scenario(
             results[name] = exc
 
     threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    started = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if jobs > 1:
+        # Every job saves a step per --step-interval; what the machine evaluates per second decides the queue.
+        steps = jobs * (HEALTHY_STEPS + 1)
+        took = time.monotonic() - started
+        print(
+            f"{jobs} jobs: {steps} steps written at {jobs / step_interval:.0f} steps/s, all verdicts in "
+            f"{took:.1f} s: the local mode evaluated about {steps / took:.1f} steps/s",
+            flush=True,
+        )
     errors = [r for r in results.values() if isinstance(r, BaseException)]
     if errors:
         raise RuntimeError(f"{len(errors)} of {jobs} jobs failed: {errors[0]}")

@@ -180,3 +180,11 @@ def test_the_stream_survives_a_failed_transaction(local: LocalMode) -> None:
     register(local, "after-rollback")
     events.wait_for(job_status("after-rollback", "InProgress"), timeout=10)
     assert describe("after-rollback")["TrainingJobStatus"] == "InProgress"
+
+
+def test_disabled_metrics_do_not_pile_up(local: LocalMode) -> None:
+    from tornasole.lambda_support.observability import metrics
+
+    write_run(register(local, "metrics"), [1.0, 0.5])
+    assert local.drain(timeout=60)
+    assert metrics.metric_set == {}
