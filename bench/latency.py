@@ -196,7 +196,8 @@ def main() -> int:
         single: list[tuple[float, float]] = []
         for r in range(args.single_rounds):
             single += scenario(local, observer, f"single-{r:02d}", 1, args.timeout, args.step_interval)
-        report("1 job", single)
+        if single:
+            report("1 job", single)
         many: list[tuple[float, float]] = []
         for r in range(args.rounds):
             many += scenario(local, observer, f"many-{r:02d}", args.jobs, args.timeout, args.step_interval)
