@@ -188,3 +188,31 @@ def test_disabled_metrics_do_not_pile_up(local: LocalMode) -> None:
     write_run(register(local, "metrics"), [1.0, 0.5])
     assert local.drain(timeout=60)
     assert metrics.metric_set == {}
+
+
+def test_this_process_reaches_its_own_endpoint_without_a_socket(
+    local: LocalMode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    import urllib3.connection
+
+    connects: list[str] = []
+    original = urllib3.connection.HTTPConnection.connect
+
+    def counting(self: Any) -> None:
+        connects.append(f"{self.host}:{self.port}")
+        original(self)
+
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+    session = boto3.session.Session()  # a session created while the local mode runs carries the route
+    s3, ddb = session.client("s3"), session.client("dynamodb")
+    s3.put_object(Bucket=local.settings.bucket, Key="own/x.bin", Body=b"\x00\x01")
+    assert s3.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
+    assert local.resources is not None
+    assert ddb.describe_table(TableName=local.resources.table)["Table"]["TableName"] == local.resources.table
+    assert connects == []
+    # Any other address of the server (what another process uses) still goes over the socket.
+    port = local.endpoint.rsplit(":", 1)[1]
+    other = session.client("s3", endpoint_url=f"http://localhost:{port}")
+    assert other.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
+    assert connects
