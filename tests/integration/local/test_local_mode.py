@@ -216,3 +216,56 @@ def test_this_process_reaches_its_own_endpoint_without_a_socket(
     other = session.client("s3", endpoint_url=f"http://localhost:{port}")
     assert other.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
     assert connects
+
+
+def test_a_failed_transaction_rolls_back_its_own_writes_only(local: LocalMode) -> None:
+    # The local mode snapshots only the partitions a transaction writes (moto copies the whole table).
+    assert local.resources is not None
+    ddb, table = client("dynamodb"), local.resources.table
+
+    def key(pk: str, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+    ddb.put_item(TableName=table, Item={**key("P", "a"), "v": {"N": "1"}})
+    ddb.put_item(TableName=table, Item={**key("R", "c"), "v": {"N": "7"}})
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": key("P", "a"),
+                        "UpdateExpression": "SET v = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}},
+                    }
+                },
+                {"Put": {"TableName": table, "Item": key("Q", "new")}},
+                {
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": key("R", "c"),
+                        "ConditionExpression": "v = :zero",
+                        "ExpressionAttributeValues": {":zero": {"N": "0"}},
+                    }
+                },
+            ]
+        )
+    assert ddb.get_item(TableName=table, Key=key("P", "a"))["Item"]["v"] == {"N": "1"}
+    assert "Item" not in ddb.get_item(TableName=table, Key=key("Q", "new"))
+    assert ddb.get_item(TableName=table, Key=key("R", "c"))["Item"]["v"] == {"N": "7"}
+    ddb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": key("P", "a"),
+                    "UpdateExpression": "SET v = :two",
+                    "ExpressionAttributeValues": {":two": {"N": "2"}},
+                }
+            },
+            {"Put": {"TableName": table, "Item": key("Q", "new")}},
+        ]
+    )
+    assert ddb.get_item(TableName=table, Key=key("P", "a"))["Item"]["v"] == {"N": "2"}
+    assert "Item" in ddb.get_item(TableName=table, Key=key("Q", "new"))
+    assert ddb.get_item(TableName=table, Key=key("R", "c"))["Item"]["v"] == {"N": "7"}
