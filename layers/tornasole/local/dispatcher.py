@@ -20,6 +20,7 @@ is a failed invocation: retried, then reported in ``errors``; no thread dies.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +36,14 @@ __all__ = ["Dispatcher", "LocalLambdaContext"]
 
 log = logging.getLogger(__name__)
 Subscriber = Callable[[dict[str, Any]], None]
+
+
+def _drop_disabled_metrics() -> None:
+    """With metrics disabled Powertools neither prints nor clears them: they would pile up for ever."""
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() == "true":
+        from tornasole.lambda_support.observability import metrics
+
+        metrics.clear_metrics()
 
 
 class Dispatcher:
@@ -128,7 +137,9 @@ class Dispatcher:
 
     # -- plumbing ------------------------------------------------------------------------------------
     def _invoker(self, fn: Any) -> FunctionInvoker:
-        return FunctionInvoker(fn, load_handler(fn), self._record_error, stop=self._stop)
+        return FunctionInvoker(
+            fn, load_handler(fn), self._record_error, stop=self._stop, after=_drop_disabled_metrics
+        )
 
     def _on_notification(self, body: dict[str, Any]) -> None:
         if body.get("Event") != "s3:TestEvent":  # what S3 sends when the notification is configured

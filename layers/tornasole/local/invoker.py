@@ -59,6 +59,7 @@ class FunctionInvoker:
         attempts: int = MAX_ATTEMPTS,
         retry_delay: float = 0.2,
         stop: threading.Event | None = None,
+        after: Callable[[], None] | None = None,
     ) -> None:
         self.fn = fn
         self.handler = handler
@@ -66,16 +67,20 @@ class FunctionInvoker:
         self.attempts = attempts
         self.retry_delay = retry_delay
         self._stop = stop or threading.Event()
+        self._after = after  # run after every attempt (local housekeeping)
 
     def __call__(self, event: dict[str, Any]) -> Invocation:
         error = ""
         for attempt in range(1, self.attempts + 1):
             context = LocalLambdaContext(function_name=self.fn.id, memory_limit_in_mb=self.fn.memory_mb)
             try:
-                return Invocation(True, self.handler(event, context))
+                result = self.handler(event, context)
+                self._housekeeping()
+                return Invocation(True, result)
             except KeyboardInterrupt:
                 raise  # only ever raised on the main thread (a synchronous call): the user's Ctrl-C
             except BaseException as exc:  # SystemExit from user code is a failed invocation
+                self._housekeeping()
                 error = f"{type(exc).__name__}: {exc}"
                 if attempt < self.attempts:
                     log.warning(
@@ -90,3 +95,10 @@ class FunctionInvoker:
         message = f"{self.fn.id} failed {self.attempts} times: {error}"
         self.on_error(message)
         return Invocation(False, error=message)
+
+    def _housekeeping(self) -> None:
+        if self._after is not None:
+            try:
+                self._after()
+            except Exception as exc:
+                log.warning("%s: local housekeeping failed: %r", self.fn.id, exc)

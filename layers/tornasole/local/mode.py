@@ -24,7 +24,7 @@ from tornasole.local import transport
 from tornasole.local.dispatcher import Dispatcher
 from tornasole.local.moto_guard import release_stream, serialize_dynamodb, unserialize_dynamodb
 from tornasole.local.resources import LocalResources, create_resources
-from tornasole.local.state_store import has_state, restore_objects, restore_table, save_state
+from tornasole.local.state_store import check_bucket, has_state, restore_objects, restore_table, save_state
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
 
 __all__ = ["LocalMode", "LocalSettings", "PortInUseError", "ensure_port_free"]
@@ -112,6 +112,8 @@ class LocalMode:
 
         s = self.settings
         ensure_port_free(s.host, s.port)  # Werkzeug would log the bind error in its thread and hang
+        if s.state_dir:
+            check_bucket(s.state_dir, s.bucket)
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
         # Metrics are disabled locally; Powertools still warns once per invocation that none were published.
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)

@@ -19,6 +19,7 @@ __all__ = ["release_stream", "serialize_dynamodb", "unserialize_dynamodb"]
 
 _LOCK = threading.RLock()
 _ORIGINALS: dict[type, Any] = {}
+_TRANSACTION = threading.local()  # the partitions the running TransactWriteItems touches, per table
 
 
 def _handlers() -> list[type]:
@@ -28,8 +29,68 @@ def _handlers() -> list[type]:
     return [DynamoHandler, DynamoDBStreamsHandler]
 
 
+def _partitions(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str, set[Any]] | None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    touched: dict[str, set[Any]] = {}
+    for entry in transact_items:
+        _, op = next(iter(entry.items()))
+        table = backend.tables.get(op.get("TableName"))
+        key = op.get("Key") or op.get("Item") or {}
+        if table is None or not table.has_range_key or table.hash_key_attr not in key:
+            return None  # not the shape the partial snapshot handles: moto's full copy
+        touched.setdefault(table.name, set()).add(DynamoType(key[table.hash_key_attr]))
+    return touched
+
+
+def _table_snapshot(table: Any, memo: dict[int, Any]) -> Any:
+    """``Table.__deepcopy__`` while the local mode runs: inside a transaction, copy only its partitions.
+
+    moto snapshots the *whole* table (every item, every stream record) once per
+    transaction item so it can roll back, which made each evaluated step slower
+    the more jobs the table held. Requests are serialized (``_LOCK``), so only the
+    partitions the transaction writes can change before a rollback: those are
+    deep-copied, the others shared. Anywhere else, the ordinary deep copy.
+    """
+    import copy
+    from collections import defaultdict
+
+    touched = getattr(_TRANSACTION, "partitions", None)
+    if not touched or table.name not in touched:
+        return copy._reconstruct(table, memo, *table.__reduce_ex__(4))  # what deepcopy does by default
+    snapshot = copy.copy(table)
+    snapshot.items = defaultdict(dict, table.items)
+    for hash_value in touched[table.name]:
+        if hash_value in table.items:
+            snapshot.items[hash_value] = copy.deepcopy(table.items[hash_value], memo)
+    return snapshot
+
+
+def _patch_transactions() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    if DynamoDBBackend in _ORIGINALS:
+        return
+    original = DynamoDBBackend.transact_write_items
+    _ORIGINALS[DynamoDBBackend] = DynamoDBBackend.__dict__.get("transact_write_items")
+    _ORIGINALS[Table] = Table.__dict__.get("__deepcopy__")
+
+    @functools.wraps(original)
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        _TRANSACTION.partitions = _partitions(self, transact_items)
+        try:
+            return original(self, transact_items)
+        finally:
+            _TRANSACTION.partitions = None
+
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    Table.__deepcopy__ = _table_snapshot  # type: ignore[attr-defined]
+
+
 def serialize_dynamodb() -> None:
-    """Wrap the handlers' ``call_action`` in the lock (idempotent)."""
+    """Wrap the handlers' ``call_action`` in the lock, snapshot transactions by partition (idempotent)."""
+    _patch_transactions()
     for handler in _handlers():
         if handler in _ORIGINALS:
             continue
@@ -46,12 +107,17 @@ def serialize_dynamodb() -> None:
 
 def unserialize_dynamodb() -> None:
     """Put moto's own ``call_action`` back (after the local mode stopped)."""
-    for handler, original in list(_ORIGINALS.items()):
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    names = {DynamoDBBackend: "transact_write_items", Table: "__deepcopy__"}
+    for owner, original in list(_ORIGINALS.items()):
+        name = names.get(owner, "call_action")
         if original is None:
-            del handler.call_action
+            delattr(owner, name)
         else:
-            handler.call_action = original  # type: ignore[method-assign]
-        del _ORIGINALS[handler]
+            setattr(owner, name, original)
+        del _ORIGINALS[owner]
 
 
 def release_stream(table_name: str, consumed_through: int | None) -> None:

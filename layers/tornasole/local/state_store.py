@@ -30,7 +30,7 @@ from typing import Any
 from tornasole.aws.clients import client
 from tornasole.exceptions import TornasoleValueError
 
-__all__ = ["STATE_FILE", "has_state", "restore_objects", "restore_table", "save_state"]
+__all__ = ["STATE_FILE", "check_bucket", "has_state", "restore_objects", "restore_table", "save_state"]
 
 log = logging.getLogger(__name__)
 STATE_FILE = "tornasole-local-state.json"
@@ -71,6 +71,17 @@ def _load(state_dir: Path) -> dict[str, Any]:
 
 def has_state(state_dir: str | os.PathLike[str]) -> bool:
     return (Path(state_dir) / STATE_FILE).is_file()
+
+
+def check_bucket(state_dir: str | os.PathLike[str], bucket: str) -> None:
+    """Refuse to mix two buckets in one state dir (the next save would drop the other's objects)."""
+    if has_state(state_dir):
+        saved = _load(Path(state_dir))["bucket"]
+        if saved != bucket:
+            raise TornasoleValueError(
+                f"{state_dir} holds the local state of bucket {saved!r}, not {bucket!r}: "
+                f"start with --bucket {saved} or use another --state-dir"
+            )
 
 
 def _object_path(state_dir: Path, key: str) -> Path:

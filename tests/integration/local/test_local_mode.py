@@ -180,3 +180,92 @@ def test_the_stream_survives_a_failed_transaction(local: LocalMode) -> None:
     register(local, "after-rollback")
     events.wait_for(job_status("after-rollback", "InProgress"), timeout=10)
     assert describe("after-rollback")["TrainingJobStatus"] == "InProgress"
+
+
+def test_disabled_metrics_do_not_pile_up(local: LocalMode) -> None:
+    from tornasole.lambda_support.observability import metrics
+
+    write_run(register(local, "metrics"), [1.0, 0.5])
+    assert local.drain(timeout=60)
+    assert metrics.metric_set == {}
+
+
+def test_this_process_reaches_its_own_endpoint_without_a_socket(
+    local: LocalMode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    import urllib3.connection
+
+    connects: list[str] = []
+    original = urllib3.connection.HTTPConnection.connect
+
+    def counting(self: Any) -> None:
+        connects.append(f"{self.host}:{self.port}")
+        original(self)
+
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+    session = boto3.session.Session()  # a session created while the local mode runs carries the route
+    s3, ddb = session.client("s3"), session.client("dynamodb")
+    s3.put_object(Bucket=local.settings.bucket, Key="own/x.bin", Body=b"\x00\x01")
+    assert s3.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
+    assert local.resources is not None
+    assert ddb.describe_table(TableName=local.resources.table)["Table"]["TableName"] == local.resources.table
+    assert connects == []
+    # Any other address of the server (what another process uses) still goes over the socket.
+    port = local.endpoint.rsplit(":", 1)[1]
+    other = session.client("s3", endpoint_url=f"http://localhost:{port}")
+    assert other.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
+    assert connects
+
+
+def test_a_failed_transaction_rolls_back_its_own_writes_only(local: LocalMode) -> None:
+    # The local mode snapshots only the partitions a transaction writes (moto copies the whole table).
+    assert local.resources is not None
+    ddb, table = client("dynamodb"), local.resources.table
+
+    def key(pk: str, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+    ddb.put_item(TableName=table, Item={**key("P", "a"), "v": {"N": "1"}})
+    ddb.put_item(TableName=table, Item={**key("R", "c"), "v": {"N": "7"}})
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": key("P", "a"),
+                        "UpdateExpression": "SET v = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}},
+                    }
+                },
+                {"Put": {"TableName": table, "Item": key("Q", "new")}},
+                {
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": key("R", "c"),
+                        "ConditionExpression": "v = :zero",
+                        "ExpressionAttributeValues": {":zero": {"N": "0"}},
+                    }
+                },
+            ]
+        )
+    assert ddb.get_item(TableName=table, Key=key("P", "a"))["Item"]["v"] == {"N": "1"}
+    assert "Item" not in ddb.get_item(TableName=table, Key=key("Q", "new"))
+    assert ddb.get_item(TableName=table, Key=key("R", "c"))["Item"]["v"] == {"N": "7"}
+    ddb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": key("P", "a"),
+                    "UpdateExpression": "SET v = :two",
+                    "ExpressionAttributeValues": {":two": {"N": "2"}},
+                }
+            },
+            {"Put": {"TableName": table, "Item": key("Q", "new")}},
+        ]
+    )
+    assert ddb.get_item(TableName=table, Key=key("P", "a"))["Item"]["v"] == {"N": "2"}
+    assert "Item" in ddb.get_item(TableName=table, Key=key("Q", "new"))
+    assert ddb.get_item(TableName=table, Key=key("R", "c"))["Item"]["v"] == {"N": "7"}

@@ -9,7 +9,14 @@ from moto import mock_aws
 
 from tornasole.aws.clients import clear_client_cache, client
 from tornasole.exceptions import TornasoleValueError
-from tornasole.local.state_store import STATE_FILE, _object_path, restore_objects, restore_table, save_state
+from tornasole.local.state_store import (
+    STATE_FILE,
+    _object_path,
+    check_bucket,
+    restore_objects,
+    restore_table,
+    save_state,
+)
 
 INDEX = "run/index/000000000/000000000000_worker_0.json"
 ITEM = {"pk": {"S": "JOB#a"}, "sk": {"S": "RULE#r"}, "blob": {"B": b"\x00\xffbin"}, "n": {"N": "3"}}
@@ -60,3 +67,15 @@ def test_a_damaged_state_file_is_named(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_text("{not json")
     with pytest.raises(TornasoleValueError, match=f"{STATE_FILE}: cannot read the saved local state"):
         restore_objects(tmp_path)
+
+
+def test_a_state_dir_belongs_to_one_bucket(tmp_path: Path) -> None:
+    with mock_aws():
+        clear_client_cache()
+        client("s3").create_bucket(Bucket="bkt-state")
+        _table()
+        save_state(tmp_path, "bkt-state", "t")
+    clear_client_cache()
+    check_bucket(tmp_path, "bkt-state")
+    with pytest.raises(TornasoleValueError, match="holds the local state of bucket 'bkt-state', not 'other'"):
+        check_bucket(tmp_path, "other")
