@@ -64,6 +64,7 @@ class Evaluator:
         clock: Callable[[], float] = time.time,
         allowed_rule_prefixes: tuple[str, ...] | None = None,
         trial_prefix: str = "",
+        trial_bucket: str | None = None,
     ) -> None:
         self.table = table
         self.steps = StepStore(table)
@@ -73,6 +74,7 @@ class Evaluator:
         self.clock = clock
         self.allowed_rule_prefixes = allowed_rule_prefixes
         self.trial_prefix = trial_prefix
+        self.trial_bucket = trial_bucket
         self._trial_jobs: dict[str, str] = {}  # trial path -> job, once known (see job_for_trial)
 
     @classmethod
@@ -83,6 +85,7 @@ class Evaluator:
             OutboxPublisher.from_env(env),
             allowed_rule_prefixes=env.allowed_rule_prefixes,
             trial_prefix=env.trial_prefix,
+            trial_bucket=env.trial_bucket,
         )
 
     def now_ms(self) -> int:
@@ -102,6 +105,14 @@ class Evaluator:
     def handle_object_created(self, bucket: str, key: str, remaining_s: Remaining = None) -> ObjectResult:
         """Dispatch one object; ``remaining_s()``: the invocation's remaining seconds (rule deadlines)."""
         name = key.rsplit("/", 1)[-1]
+        if self.trial_bucket and bucket != self.trial_bucket:
+            log.warning("ignoring an object of a foreign bucket", extra={"bucket": bucket, "key": key})
+            return ObjectResult(
+                key,
+                ObjectKind.IGNORED,
+                ObjectAction.IGNORED,
+                reason=f"not the trial bucket {self.trial_bucket!r}",
+            )
         if not key.startswith(self.trial_prefix):
             log.info(
                 "ignoring object outside the trial prefix", extra={"key": key, "prefix": self.trial_prefix}
@@ -149,7 +160,7 @@ class Evaluator:
                 table=self.table, allowed_rule_prefixes=self.allowed_rule_prefixes, clock=self.clock
             )
             outcome, job = jobs.register_from_config(config, trial_path)
-        except (ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
+        except (ValueError, TypeError, KeyError, OSError, RecursionError, ArithmeticError) as exc:
             reason = f"{path}: cannot register the job: {exc}"
             log.warning(reason, extra={"key": key})
             self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
