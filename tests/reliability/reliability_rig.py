@@ -232,6 +232,10 @@ class Rig:
         }
 
     @staticmethod
+    def describe_status(job: str) -> str:
+        return TornasoleJobs().describe(job)["TrainingJobStatus"]
+
+    @staticmethod
     def records(job: str, rule: str = "VanishingGradient") -> dict[int, dict[str, Any]]:
         return {r["step"]: r for r in TornasoleJobs().rule_evaluations(job, rule)}
 

@@ -230,11 +230,12 @@ class Evaluator:
         worker: str | None = None,
         key: str = "",
         remaining_s: Remaining = None,
+        redrive: bool = False,
     ) -> ObjectResult:
         """Record the worker's arrival; evaluate the step once every worker's index file is there.
 
-        Each evaluation is an attempt counted on the step; after ``MAX_STEP_ATTEMPTS`` failed ones
-        (crashes, timeouts, persistent transient errors) the step is recorded as an error for every
+        Failed attempts are counted on the step (one that raised; a ``redrive`` by the scheduled check
+        replaces one that died); after ``MAX_STEP_ATTEMPTS`` the step is recorded as an error for every
         rule, and the rules go on with later steps.
         """
         state = self.table.load_job(job)
@@ -279,8 +280,8 @@ class Evaluator:
                 step=step,
                 reason="step already evaluated",
             )
-        attempts = self.steps.begin_attempt(job, step, self.now_ms())
-        if attempts == 0:
+        attempts = self.steps.begin_attempt(job, step, self.now_ms(), redrive)
+        if attempts is None:
             return ObjectResult(
                 key,
                 ObjectKind.INDEX,
@@ -289,7 +290,7 @@ class Evaluator:
                 step=step,
                 reason="step already evaluated",
             )
-        if attempts > MAX_STEP_ATTEMPTS:
+        if attempts >= MAX_STEP_ATTEMPTS:
             last = self.steps.step(job, step)
             why = f"step {step} could not be evaluated in {MAX_STEP_ATTEMPTS} attempts" + (
                 f"; last error: {last.last_error}" if last and last.last_error else ""
