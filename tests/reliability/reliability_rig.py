@@ -215,11 +215,18 @@ class Rig:
             **kw,
         )
 
-    def settle(self) -> None:
-        """What time does: the scheduled check long after every grace period, then the stream."""
+    def settle(self, job: str | None = None) -> None:
+        """What time does: the scheduled check long after every grace period, then the stream.
+        With ``job``: only while that job is not completed or has pending steps."""
         for hour in (1, 2, 3, 4):
+            if (
+                job is not None
+                and self.describe_status(job) == "Completed"
+                and not self.evaluator().steps.pending()
+            ):
+                break
             report = self.evaluator(clock_offset=hour * 3600).scheduled_check()
-            if not report.errors and report.steps_redriven == 0:
+            if job is None and not report.errors and report.steps_redriven == 0:
                 break
         self.pump()
 
