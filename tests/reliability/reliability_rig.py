@@ -181,14 +181,21 @@ class Rig:
                 records = streams.get_records(ShardIterator=it["ShardIterator"], Limit=100).get("Records", [])
                 if not records:
                     break
+                self._last_seq[sid] = records[-1]["dynamodb"]["SequenceNumber"]
+                # the event source mapping's filter (stack_spec.stream_filter_pattern): outbox inserts only
+                records = [r for r in records if r["eventName"] == "INSERT" and self._outbox(r)]
                 for r in records:
                     r.setdefault("eventSourceARN", self.res.stream_arn)
                     r["dynamodb"].pop("ApproximateCreationDateTime", None)
-                resp = self.publish.handler({"Records": records}, self.context)
-                assert resp == {"batchItemFailures": []}, resp
-                self._last_seq[sid] = records[-1]["dynamodb"]["SequenceNumber"]
+                if records:
+                    resp = self.publish.handler({"Records": records}, self.context)
+                    assert resp == {"batchItemFailures": []}, resp
                 n += len(records)
         return n
+
+    @staticmethod
+    def _outbox(record: dict[str, Any]) -> bool:
+        return record["dynamodb"]["Keys"]["sk"]["S"].startswith("OUTBOX#")
 
     def _drain(self, url: str) -> list[dict[str, Any]]:
         sqs, out = client("sqs"), []

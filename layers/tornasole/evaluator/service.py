@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import completion, decisions
+from tornasole.evaluator.failures import raise_if_transient
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -161,6 +162,9 @@ class Evaluator:
             )
             outcome, job = jobs.register_from_config(config, trial_path)
         except (ValueError, TypeError, KeyError, OSError, RecursionError, ArithmeticError) as exc:
+            raise_if_transient(
+                exc
+            )  # a throttled or failing read is retried, never recorded as the file's fault
             reason = f"{path}: cannot register the job: {exc}"
             log.warning(reason, extra={"key": key})
             self.steps.set_trial_error(trial_path, key, reason, self.now_ms())
@@ -405,6 +409,7 @@ class Evaluator:
         try:
             n = state.num_workers or self.discover_num_workers(state)
         except (ValueError, OSError) as exc:
+            raise_if_transient(exc)
             reason = f"{key}: unreadable collections file: {exc}"
             self.steps.set_job_error(state.name, reason)
             return ObjectResult(key, ObjectKind.COLLECTIONS, ObjectAction.INVALID, job=job, reason=reason)
