@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export MPLBACKEND := Agg
 
-.PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast test-wheel lint demo layer synth bench clean
+.PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast test-wheel reliability lint demo layer synth bench clean
 
 $(BIN)/.installed: pyproject.toml requirements/dev.txt requirements/frameworks.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,11 @@ test-fast: setup
 # newest and oldest supported numpy/protobuf (a few minutes; needs the package index).
 test-wheel: setup
 	$(BIN)/python -m pytest tests/e2e/test_wheel_install.py -q
+
+# The evaluator's reliability suite at full scale (50 jobs x 4 workers x 200 steps, a 10,000-step soak,
+# a 500-step chaos run); `make test` runs the same scenarios scaled down.
+reliability: setup
+	TORNASOLE_RELIABILITY_FULL=1 $(BIN)/python -m pytest -q tests/reliability
 
 demo: setup
 	$(BIN)/tornasole demo

@@ -31,6 +31,8 @@ def read_capped(path: str, cap: int = MAX_CONFIG_BYTES) -> bytes:
 def canonical_index_problem(key: str, step: int, worker: str) -> str | None:
     """Why an index key does not round-trip the canonical layout (12-digit step, folder step // 1000,
     a worker name that serialises back to itself), or None."""
+    if any(part in ("", ".", "..") for part in key.split("://", 1)[-1].split("/")):
+        return "the key has '.', '..' or empty path segments"
     if step >= 10**12:
         return f"step {step} has more than 12 digits"
     if not worker or len(worker) > 256 or any(not c.isprintable() for c in worker):

@@ -14,7 +14,7 @@ never keep other jobs' events from going out), and every event, job and step is
 handled on its own: one failure is logged and counted in ``errors``, the rest go
 on. A step is re-driven only once it has been pending longer than the function
 timeout (an invocation still evaluating it would otherwise race us), and each
-re-drive counts as an attempt (``MAX_STEP_ATTEMPTS``), so a poison step is
+re-drive counts as a failed attempt (``MAX_STEP_ATTEMPTS``), so a poison step is
 recorded as an error for that step after a few checks instead of failing them all.
 
 Everything it reads comes from the sparse GSI (active jobs, pending steps,
@@ -92,5 +92,6 @@ def run_scheduled_check(ev: Evaluator, remaining_s: Callable[[], float] | None =
         if since > now_ms - PENDING_GRACE_MS or not time_left():
             continue
         report.steps_redriven += 1
-        guarded(f"step {step} of {job}", lambda j=job, s=step: ev.process_step(j, s, remaining_s=remaining_s))
+        redrive = lambda j=job, s=step: ev.process_step(j, s, remaining_s=remaining_s, redrive=True)  # noqa: E731
+        guarded(f"step {step} of {job}", redrive)
     return report

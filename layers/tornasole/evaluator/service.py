@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import completion, decisions
+from tornasole.evaluator.failures import raise_if_transient
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -63,6 +64,7 @@ class Evaluator:
         clock: Callable[[], float] = time.time,
         allowed_rule_prefixes: tuple[str, ...] | None = None,
         trial_prefix: str = "",
+        trial_bucket: str | None = None,
     ) -> None:
         self.table = table
         self.steps = StepStore(table)
@@ -72,6 +74,7 @@ class Evaluator:
         self.clock = clock
         self.allowed_rule_prefixes = allowed_rule_prefixes
         self.trial_prefix = trial_prefix
+        self.trial_bucket = trial_bucket
         self._trial_jobs: dict[str, str] = {}  # trial path -> job, once known (see job_for_trial)
 
     @classmethod
@@ -82,6 +85,7 @@ class Evaluator:
             OutboxPublisher.from_env(env),
             allowed_rule_prefixes=env.allowed_rule_prefixes,
             trial_prefix=env.trial_prefix,
+            trial_bucket=env.trial_bucket,
         )
 
     def now_ms(self) -> int:
@@ -101,6 +105,14 @@ class Evaluator:
     def handle_object_created(self, bucket: str, key: str, remaining_s: Remaining = None) -> ObjectResult:
         """Dispatch one object; ``remaining_s()``: the invocation's remaining seconds (rule deadlines)."""
         name = key.rsplit("/", 1)[-1]
+        if self.trial_bucket and bucket != self.trial_bucket:
+            log.warning("ignoring an object of a foreign bucket", extra={"bucket": bucket, "key": key})
+            return ObjectResult(
+                key,
+                ObjectKind.IGNORED,
+                ObjectAction.IGNORED,
+                reason=f"not the trial bucket {self.trial_bucket!r}",
+            )
         if not key.startswith(self.trial_prefix):
             log.info(
                 "ignoring object outside the trial prefix", extra={"key": key, "prefix": self.trial_prefix}
@@ -224,11 +236,12 @@ class Evaluator:
         worker: str | None = None,
         key: str = "",
         remaining_s: Remaining = None,
+        redrive: bool = False,
     ) -> ObjectResult:
         """Record the worker's arrival; evaluate the step once every worker's index file is there.
 
-        Each evaluation is an attempt counted on the step; after ``MAX_STEP_ATTEMPTS`` failed ones
-        (crashes, timeouts, persistent transient errors) the step is recorded as an error for every
+        Failed attempts are counted on the step (one that raised; a ``redrive`` by the scheduled check
+        replaces one that died); after ``MAX_STEP_ATTEMPTS`` the step is recorded as an error for every
         rule, and the rules go on with later steps.
         """
         state = self.table.load_job(job)
@@ -273,8 +286,8 @@ class Evaluator:
                 step=step,
                 reason="step already evaluated",
             )
-        attempts = self.steps.begin_attempt(job, step, self.now_ms())
-        if attempts == 0:
+        attempts = self.steps.begin_attempt(job, step, self.now_ms(), redrive)
+        if attempts is None:
             return ObjectResult(
                 key,
                 ObjectKind.INDEX,
@@ -283,7 +296,7 @@ class Evaluator:
                 step=step,
                 reason="step already evaluated",
             )
-        if attempts > MAX_STEP_ATTEMPTS:
+        if attempts >= MAX_STEP_ATTEMPTS:
             last = self.steps.step(job, step)
             why = f"step {step} could not be evaluated in {MAX_STEP_ATTEMPTS} attempts" + (
                 f"; last error: {last.last_error}" if last and last.last_error else ""
@@ -398,6 +411,7 @@ class Evaluator:
         try:
             n = state.num_workers or self.discover_num_workers(state)
         except (ValueError, OSError) as exc:
+            raise_if_transient(exc)
             reason = f"{key}: unreadable collections file: {exc}"
             self.steps.set_job_error(state.name, reason)
             return ObjectResult(key, ObjectKind.COLLECTIONS, ObjectAction.INVALID, job=job, reason=reason)

@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 ORPHAN_TTL_S = 7 * 24 * 3600
 EVAL_TTL_S = 180 * 24 * 3600
 MAX_TRANSACTION_ITEMS = 100  # DynamoDB's TransactWriteItems limit
-#: Evaluations of one step that may fail (crash, time out, transient error) before the step is recorded as
-#: an error for every rule and the rules move on to later steps.
+#: Failed evaluations of one step (an attempt that raised, or one the scheduled check found dead and re-drove)
+#: before the step is recorded as an error for every rule and the rules move on to later steps. Attempts in
+#: flight are never counted: duplicated notifications evaluating the same step at once are not failures.
 MAX_STEP_ATTEMPTS = 3
 
 
@@ -147,21 +148,22 @@ class StepStore:
         except Conflict:
             pass
 
-    def begin_attempt(self, job: str, step: int, now_ms: int) -> int:
-        """Count one more evaluation attempt of the step (kept pending meanwhile); 0 if already evaluated."""
+    def begin_attempt(self, job: str, step: int, now_ms: int, redrive: bool = False) -> int | None:
+        """Keep the step pending while it is evaluated; the failed attempts so far (a re-drive by the
+        scheduled check counts one: the attempt it replaces died), or None if already evaluated."""
         try:
             item = self.table.update(
                 job_pk(job),
                 step_sk(step),
                 "SET gsi1pk = :p, gsi1sk = :s, pending_since = if_not_exists(pending_since, :now) "
-                "ADD attempts :one",
-                {":p": PENDING, ":s": pending_gsi_sk(job, step), ":now": now_ms, ":one": 1},
+                "ADD attempts :n",
+                {":p": PENDING, ":s": pending_gsi_sk(job, step), ":now": now_ms, ":n": int(redrive)},
                 condition="step_not_evaluated",
                 return_new=True,
             )
         except Conflict:
-            return 0
-        return int((item or {}).get("attempts", 1))
+            return None
+        return int((item or {}).get("attempts", 0))
 
     def note_failure(self, job: str, step: int, reason: str, now_ms: int) -> None:
         """Why the last attempt failed (shown when the step is finally recorded as an error)."""
@@ -169,8 +171,8 @@ class StepStore:
             self.table.update(
                 job_pk(job),
                 step_sk(step),
-                "SET last_error = :e, pending_since = :now",
-                {":e": clip(reason), ":now": now_ms},
+                "SET last_error = :e, pending_since = :now ADD attempts :one",
+                {":e": clip(reason), ":now": now_ms, ":one": 1},
                 condition="step_not_evaluated",
             )
         except Conflict:
