@@ -1,20 +1,31 @@
 """The serverless evaluator: DynamoDB state, exactly-once events, per-step rule evaluation.
 
-Modules: ``state`` (the single table and its design), ``steps`` (per-step
-records), ``transitions`` (status changes + outbox, one transaction each),
-``registration`` (jobs and rule updates),
-``decisions`` (pure: which change is next), ``runner`` (rules at one step),
-``events`` (outbox publisher), ``details`` (the SageMaker-shaped dicts),
-``service`` (``Evaluator``: the handlers' entry points), ``schedule`` (the periodic check).
+Modules: ``state`` (the single table and its design), ``keys`` (its key layout),
+``limits`` (DynamoDB / EventBridge size limits), ``steps`` (per-step records),
+``transitions`` (status changes + outbox, one transaction each), ``outbox``
+(writing and publishing outbox items), ``events`` (EventBridge entries within
+the size limit), ``registration`` (jobs and rule updates), ``decisions`` (pure:
+which change is next), ``runner`` (rules at one step), ``isolation`` (a rule's
+run: exits, deadline, memory budget), ``failures`` (transient / data / rule),
+``objects`` (key checks, capped reads), ``completion`` (end of training),
+``details`` (the SageMaker-shaped dicts), ``service`` (``Evaluator``: the
+handlers' entry points), ``schedule`` (the periodic check).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "completion",
     "decisions",
     "details",
     "events",
+    "failures",
+    "isolation",
+    "keys",
+    "limits",
     "models",
+    "objects",
+    "outbox",
     "registration",
     "runner",
     "schedule",

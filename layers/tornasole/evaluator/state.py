@@ -4,7 +4,8 @@ Key schema (names in ``tornasole.stack_spec.TableSpec``): ``pk`` (S) / ``sk`` (S
 a sparse GSI ``gsi1`` (``gsi1pk`` / ``gsi1sk``), TTL attribute ``expires_at``,
 stream ``NEW_IMAGE`` (drained by ``publish_events`` for ``OUTBOX#`` inserts).
 
-Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by step):
+Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by step; every key is
+built by ``tornasole.evaluator.keys``, item sizes are checked by ``tornasole.evaluator.limits``):
 
 ``JOB#<job>`` / ``#META``
     The job: status, seq (transition counter), rules_rev, trial_path, hook_config,
@@ -13,14 +14,17 @@ Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by 
 ``JOB#<job>`` / ``#RULE#<rule>``
     One rule: config (json), status, details, issue_step, last_modified, order.
 ``JOB#<job>`` / ``STEP#<step12>``
-    Steps seen per worker: workers (string set), first/last seen, evaluated.
+    Steps seen per worker: workers (string set), first/last seen, evaluated,
+    attempts (failed evaluations) and last_error.
     GSI ``PENDING`` / ``<job>#<step12>`` while the step awaits evaluation.
 ``JOB#<job>`` / ``EVAL#<rule>#<step12>``
-    The (rule, step) evaluation record: fired, mode, mode_step, details,
-    values (the rule's report), error, latency; TTL ``expires_at``.
+    The (rule, step) evaluation record: fired, skipped, mode, mode_step, details,
+    values (the rule's report, capped), error (the rule is broken), step_error
+    (the step could not be evaluated), latency; TTL ``expires_at``.
 ``JOB#<job>`` / ``OUTBOX#<event id>``
-    Outbox: kind (event | alert | stop), payload (json), created, published.
-    GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
+    Outbox: kind (event | alert | stop), payload (json), created, claimed /
+    claim_id (the publisher delivering it), published; TTL ``expires_at`` once
+    published. GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
 ``JOBS`` / ``<job>``
     The registry of every job (listing jobs without a scan).
 ``TRIAL#<trial path>`` / ``#META``
