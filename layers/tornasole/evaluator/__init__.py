@@ -1,7 +1,8 @@
 """The serverless evaluator: DynamoDB state, exactly-once events, per-step rule evaluation.
 
 Modules: ``state`` (the single table and its design), ``keys`` (its key layout),
-``limits`` (DynamoDB / EventBridge size limits), ``steps`` (per-step records),
+``records`` (stored items <-> typed values), ``limits`` (DynamoDB / EventBridge
+size limits), ``steps`` (per-step records),
 ``transitions`` (status changes + outbox, one transaction each), ``outbox``
 (writing and publishing outbox items), ``events`` (EventBridge entries within
 the size limit), ``registration`` (jobs and rule updates), ``decisions`` (pure:
@@ -26,6 +27,7 @@ __all__ = [
     "models",
     "objects",
     "outbox",
+    "records",
     "registration",
     "runner",
     "schedule",
