@@ -15,7 +15,7 @@ from typing import Any
 from reliability_rig import FULL, Rig, moto_serialised
 
 JOB = "chaos"
-STEPS = 500 if FULL else 24
+STEPS = 500 if FULL else 16
 WORKERS = 4
 THREADS = 16
 VANISHING = {7, STEPS - 3}

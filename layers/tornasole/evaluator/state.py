@@ -4,7 +4,8 @@ Key schema (names in ``tornasole.stack_spec.TableSpec``): ``pk`` (S) / ``sk`` (S
 a sparse GSI ``gsi1`` (``gsi1pk`` / ``gsi1sk``), TTL attribute ``expires_at``,
 stream ``NEW_IMAGE`` (drained by ``publish_events`` for ``OUTBOX#`` inserts).
 
-Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by step):
+Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by step; every key is
+built by ``tornasole.evaluator.keys``, item sizes are checked by ``tornasole.evaluator.limits``):
 
 ``JOB#<job>`` / ``#META``
     The job: status, seq (transition counter), rules_rev, trial_path, hook_config,
@@ -13,14 +14,17 @@ Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by 
 ``JOB#<job>`` / ``#RULE#<rule>``
     One rule: config (json), status, details, issue_step, last_modified, order.
 ``JOB#<job>`` / ``STEP#<step12>``
-    Steps seen per worker: workers (string set), first/last seen, evaluated.
+    Steps seen per worker: workers (string set), first/last seen, evaluated,
+    attempts (failed evaluations) and last_error.
     GSI ``PENDING`` / ``<job>#<step12>`` while the step awaits evaluation.
 ``JOB#<job>`` / ``EVAL#<rule>#<step12>``
-    The (rule, step) evaluation record: fired, mode, mode_step, details,
-    values (the rule's report), error, latency; TTL ``expires_at``.
+    The (rule, step) evaluation record: fired, skipped, mode, mode_step, details,
+    values (the rule's report, capped), error (the rule is broken), step_error
+    (the step could not be evaluated), latency; TTL ``expires_at``.
 ``JOB#<job>`` / ``OUTBOX#<event id>``
-    Outbox: kind (event | alert | stop), payload (json), created, published.
-    GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
+    Outbox: kind (event | alert | stop), payload (json), created, claimed /
+    claim_id (the publisher delivering it), published; TTL ``expires_at`` once
+    published. GSI ``OUTBOX`` / ``<created ms>#<event id>`` until published.
 ``JOB#<job>`` / ``ALERT#<rules rev>/<rule>/<action index>``
     When that email/sms action last sent (sent_at, sent_by): reminders at most once per interval; TTL.
 ``JOBS`` / ``<job>``
@@ -52,9 +56,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tornasole.evaluator.keys import JOB_ITEMS_PREFIX, META, RULE_PREFIX, job_pk, step_sk, trial_pk
+from tornasole.evaluator.keys import JOB_ITEMS_PREFIX, META, job_pk, step_sk, trial_pk
 from tornasole.evaluator.limits import DYNAMODB_TRANSACTION_BYTES, ItemTooLarge, check_item, item_bytes
-from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus
+from tornasole.evaluator.models import JobState
+from tornasole.evaluator.records import from_dynamo, job_state, to_dynamo
 from tornasole.stack_spec import DEFAULT_SPEC, TableSpec
 
 __all__ = ["StateTable", "Conflict", "CONDITIONS", "step_sk", "job_pk", "trial_pk"]
@@ -106,32 +111,6 @@ class Conflict(Exception):
         super().__init__(", ".join(reasons))
 
 
-def _decimals(value: Any) -> Any:
-    """DynamoDB numbers are Decimals: convert floats (times, hook parameters) on the way in."""
-    if isinstance(value, float):
-        from decimal import Decimal
-
-        return Decimal(repr(value))
-    if isinstance(value, dict):
-        return {k: _decimals(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decimals(v) for v in value]
-    return value
-
-
-def _numbers(value: Any) -> Any:
-    """Decimals back to int (integral) or float, so callers and JSON see plain numbers."""
-    from decimal import Decimal
-
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
-
-
 def _ser() -> Any:
     from boto3.dynamodb.types import TypeSerializer
 
@@ -172,12 +151,12 @@ class StateTable:
     @staticmethod
     def to_attrs(item: dict[str, Any]) -> dict[str, Any]:
         ser = _ser()
-        return {k: ser.serialize(_decimals(v)) for k, v in item.items() if v is not None}
+        return {k: ser.serialize(to_dynamo(v)) for k, v in item.items() if v is not None}
 
     @staticmethod
     def from_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
         de = _deser()
-        return {k: _numbers(de.deserialize(v)) for k, v in attrs.items()}
+        return {k: from_dynamo(de.deserialize(v)) for k, v in attrs.items()}
 
     def key(self, pk: str, sk: str) -> dict[str, Any]:
         return {self.spec.partition_key: {"S": pk}, self.spec.sort_key: {"S": sk}}
@@ -303,46 +282,7 @@ class StateTable:
     # -- jobs -----------------------------------------------------------------------------
     def load_job(self, job: str) -> JobState | None:
         """The job and its rules, from one consistent Query of the job's ``#`` items."""
-        sk = self.spec.sort_key
-        items = self.query(job_pk(job), JOB_ITEMS_PREFIX)
-        meta = next((i for i in items if i[sk] == META), None)
-        if meta is None:
-            return None
-        rules = tuple(
-            RuleState(
-                config=RuleConfig.from_json(i["config"]),
-                status=RuleStatus(i["status"]),
-                details=i.get("details", ""),
-                last_modified_ms=int(i.get("last_modified", 0)),
-                issue_step=int(i["issue_step"]) if "issue_step" in i else None,
-            )
-            for i in sorted(
-                (i for i in items if i[sk].startswith(RULE_PREFIX)), key=lambda i: int(i.get("order", 0))
-            )
-        )
-        return JobState(
-            name=job,
-            arn=meta["arn"],
-            trial_path=meta["trial_path"],
-            status=JobStatus(meta["status"]),
-            seq=int(meta["seq"]),
-            rules_rev=int(meta.get("rules_rev", 1)),
-            rules=rules,
-            hook_config=meta.get("hook_config"),
-            num_workers=int(meta["num_workers"]) if "num_workers" in meta else None,
-            creation_ms=int(meta.get("creation_time", 0)),
-            start_ms=int(meta.get("start_time", 0)),
-            end_ms=int(meta["end_time"]) if "end_time" in meta else None,
-            last_modified_ms=int(meta.get("last_modified", 0)),
-            failure_reason=meta.get("failure_reason"),
-            job_error=meta.get("job_error"),
-            end_marker_seen=bool(meta.get("end_marker_seen", False)),
-            expected_steps=int(meta["expected_steps"]) if "expected_steps" in meta else None,
-            steps_evaluated=int(meta.get("steps_evaluated", 0)),
-            last_activity_s=float(meta.get("last_activity", 0)),
-            describe_fields=meta.get("describe_fields"),
-            end_marker_s=float(meta.get("end_marker_at", 0)),
-        )
+        return job_state(job, self.query(job_pk(job), JOB_ITEMS_PREFIX), self.spec.sort_key)
 
     def job_for_trial(self, trial_path: str) -> str | None:
         item = self.get(trial_pk(trial_path), META)
