@@ -37,7 +37,20 @@ def handler_module(asset_dir: str) -> ModuleType:
     return importlib.import_module(module_name)
 
 
+# Per-module objects a handler builds once per cold start from the environment.
+COLD_START_CACHES = ("evaluator", "publisher")
+
+
 def load_handler(function: FunctionSpec | str) -> Callable[[dict[str, Any], Any], Any]:
-    """The ``handler(event, context)`` callable Lambda invokes for a function (its spec or asset dir)."""
+    """The ``handler(event, context)`` callable Lambda invokes for a function (its spec or asset dir).
+
+    Loading is a cold start: what the module built from an earlier environment (another local mode's
+    bucket and table, in the same process) is dropped, as a new Lambda execution environment would.
+    """
     asset_dir = function if isinstance(function, str) else function.asset_dir
-    return handler_module(asset_dir).handler
+    module = handler_module(asset_dir)
+    for name in COLD_START_CACHES:
+        cached = getattr(module, name, None)
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+    return module.handler
