@@ -21,19 +21,19 @@ __all__ = ["install", "route_to", "unroute"]
 
 _lock = threading.Lock()
 _routes: dict[str, Any] = {}  # endpoint "http://host:port" -> WSGI app
-_installed = False
 
 
 def install() -> None:
-    """Add the handler to botocore's built-in handlers (sessions created from now on carry it)."""
-    global _installed
+    """Add the handler to botocore's built-in handlers (sessions created from now on carry it).
+
+    Checked by membership, not remembered: code that rebuilds botocore's handler list (a test
+    double, a re-imported module) would otherwise leave later local modes without their route.
+    """
     with _lock:
-        if _installed:
-            return
         from botocore.handlers import BUILTIN_HANDLERS
 
-        BUILTIN_HANDLERS.append(("before-send", _before_send))
-        _installed = True
+        if ("before-send", _before_send) not in BUILTIN_HANDLERS:
+            BUILTIN_HANDLERS.append(("before-send", _before_send))
 
 
 def route_to(endpoint: str) -> None:
