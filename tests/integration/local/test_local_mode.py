@@ -190,32 +190,52 @@ def test_disabled_metrics_do_not_pile_up(local: LocalMode) -> None:
     assert metrics.metric_set == {}
 
 
-def test_this_process_reaches_its_own_endpoint_without_a_socket(
-    local: LocalMode, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import boto3
-    import urllib3.connection
+# Run in a fresh interpreter: the claim is about a process that starts a local mode, and botocore's
+# handler list is process-wide state other tests of a long session may have rebuilt.
+SOCKET_PROBE = """
+import json, os, boto3, urllib3.connection
+from tornasole.local import LocalMode, LocalSettings
 
-    connects: list[str] = []
-    original = urllib3.connection.HTTPConnection.connect
+connects = []
+original = urllib3.connection.HTTPConnection.connect
 
-    def counting(self: Any) -> None:
-        connects.append(f"{self.host}:{self.port}")
-        original(self)
+def counting(self):
+    connects.append(f"{self.host}:{self.port}")
+    original(self)
 
-    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+urllib3.connection.HTTPConnection.connect = counting
+with LocalMode(LocalSettings(port=0)) as local:
+    os.environ.update(local.environment())
     session = boto3.session.Session()  # a session created while the local mode runs carries the route
     s3, ddb = session.client("s3"), session.client("dynamodb")
-    s3.put_object(Bucket=local.settings.bucket, Key="own/x.bin", Body=b"\x00\x01")
-    assert s3.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
-    assert local.resources is not None
-    assert ddb.describe_table(TableName=local.resources.table)["Table"]["TableName"] == local.resources.table
-    assert connects == []
+    s3.put_object(Bucket=local.settings.bucket, Key="own/x.bin", Body=b"\\x00\\x01")
+    own = s3.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\\x00\\x01"
+    table = ddb.describe_table(TableName=local.resources.table)["Table"]["TableName"] == local.resources.table
+    in_process = list(connects)
     # Any other address of the server (what another process uses) still goes over the socket.
     port = local.endpoint.rsplit(":", 1)[1]
     other = session.client("s3", endpoint_url=f"http://localhost:{port}")
-    assert other.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read() == b"\x00\x01"
-    assert connects
+    body = other.get_object(Bucket=local.settings.bucket, Key="own/x.bin")["Body"].read()
+    via_socket = body == b"\\x00\\x01"
+    print(json.dumps({"own": own, "table": table, "in_process": in_process,
+                      "via_socket": via_socket, "socket_connects": connects[len(in_process):]}))
+"""
+
+
+def test_this_process_reaches_its_own_endpoint_without_a_socket(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SOCKET_PROBE], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["own"]
+    assert result["table"]
+    assert result["in_process"] == []
+    assert result["via_socket"]
+    assert result["socket_connects"]
 
 
 def test_a_failed_transaction_rolls_back_its_own_writes_only(local: LocalMode) -> None:
