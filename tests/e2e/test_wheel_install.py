@@ -11,6 +11,7 @@ commands run in a temporary directory with no ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 ROUNDTRIP = Path(__file__).resolve().parent / "wheel_scripts" / "hook_roundtrip.py"
 TORCH = "torch==2.13.0"
 CORE = ("numpy", "protobuf", "google-crc32c")
+# The public index only: a machine's pip configuration may cap releases to those it keeps on disk.
+PUBLIC_INDEX = {"PIP_CONFIG_FILE": os.devnull}
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,18 @@ class Installed:
     root: Path
     bin: Path
     env: dict[str, str]
+    wheel: Path
 
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    def run(
+        self, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
-            list(args), cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout
+            list(args),
+            cwd=self.root,
+            env=self.env | (env or {}),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
 
@@ -72,7 +84,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         if not k.startswith(("AWS_", "TORNASOLE_", "PYTHON", "VIRTUAL_ENV"))
     }
     env |= {"PATH": f"{bin_}{os.pathsep}{env.get('PATH', '')}", "MPLBACKEND": "Agg"}
-    box = Installed(root, bin_, env)
+    box = Installed(root, bin_, env, wheel)
     # --no-compile: byte-compiling torch's thousands of files at install time triples the install time.
     pip = box.run(
         *(str(bin_ / "python"), "-m", "pip", "install", "-q", "--no-compile"),
@@ -144,6 +156,46 @@ def test_hook_write_and_trial_read_then_pip_check(installed: Installed) -> None:
     assert out.stdout.startswith("roundtrip ok numpy=2."), out.stdout
     check = installed.run(str(installed.bin / "python"), "-m", "pip", "check")
     assert check.returncode == 0, check.stdout
+
+
+def newest_release(installed: Installed, name: str) -> str:
+    """The newest release of ``name`` on the public index, whatever this machine's pip config caps."""
+    out = installed.run(
+        str(installed.bin / "python"), "-m", "pip", "index", "versions", name, env=PUBLIC_INDEX, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = re.search(rf"^{re.escape(name)} \(([^)]+)\)", out.stdout, re.MULTILINE)
+    assert found, out.stdout
+    return found.group(1)
+
+
+@pytest.mark.parametrize("core", ["newest", "oldest"])
+def test_newest_torch_resolves_with_the_wheel(installed: Installed, core: str) -> None:
+    """``pip check`` at resolution time: the wheel's ``pytorch`` extra with the newest torch on the index.
+
+    The newest torch's Linux wheel pulls gigabytes of CUDA libraries, so it is resolved, not installed:
+    pip's resolver reads every candidate's metadata (PEP 658, no wheel download) and accepts the set only
+    if every requirement of every package in it holds, which is what ``pip check`` verifies once installed.
+    Run with the newest numpy/protobuf the ranges allow and with their lower bounds.
+    """
+    torch = newest_release(installed, "torch")
+    pins = [] if core == "newest" else [f"{n}=={v}" for n, v in lower_bounds().items()]
+    report = installed.root / f"resolve-{core}.json"
+    out = installed.run(
+        *(str(installed.bin / "python"), "-m", "pip", "install", "--dry-run", "--ignore-installed"),
+        *("--report", str(report), f"{installed.wheel}[pytorch]", f"torch=={torch}", *pins),
+        env=PUBLIC_INDEX,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    chosen = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    assert chosen["torch"] == torch, chosen
+    assert chosen["tornasole"], chosen
+    for name, version in [] if core == "newest" else lower_bounds().items():
+        assert Version(chosen[name]) == Version(version), (name, chosen)
 
 
 def test_oldest_supported_core_dependencies(installed: Installed) -> None:
