@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["add_parser", "format_event"]
+__all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
@@ -32,23 +32,8 @@ def add_parser(sub: Any) -> None:
     up.set_defaults(func=_up)
 
 
-def format_event(event: dict[str, Any]) -> str:
-    """One line per EventBridge event: job status and each rule's status."""
-    d = event.get("detail", {})
-    kind = event.get("detail-type", "?")
-    if "RuleConfigurationName" in d:
-        return (
-            f"[{kind}] {d.get('TrainingJobName')} / {d.get('RuleConfigurationName')} "
-            f"at step {d.get('Step')}: {d.get('StatusDetails', '')}"
-        )
-    rules = ", ".join(
-        f"{s.get('RuleConfigurationName')}={s.get('RuleEvaluationStatus')}"
-        for s in d.get("DebugRuleEvaluationStatuses", [])
-    )
-    return f"[{kind}] {d.get('TrainingJobName')}: {d.get('TrainingJobStatus')} ({rules})"
-
-
 def _up(args: argparse.Namespace) -> int:
+    from tornasole.jobs.text import format_event
     from tornasole.local import LocalMode, LocalSettings
 
     settings = LocalSettings(

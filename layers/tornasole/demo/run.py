@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tornasole.demo.report import format_event, format_job
 from tornasole.demo.training import TrainingSettings, train
+from tornasole.jobs import format_event, format_job
 from tornasole.rules import recommended_rules
 
 __all__ = ["DEFAULT_RULES", "EXPECTED", "DemoResult", "run_demo"]

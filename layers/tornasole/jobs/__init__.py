@@ -44,6 +44,7 @@ from tornasole.jobs.api import JobConflictError, JobNotFoundError, TornasoleJobs
 from tornasole.jobs.builders import CollectionConfig, Rule
 from tornasole.jobs.listing import list_jobs
 from tornasole.jobs.normalize import normalise_rules, validate_rule
+from tornasole.jobs.text import format_event, format_job
 
 __all__ = [
     "CollectionConfig",
@@ -53,6 +54,8 @@ __all__ = [
     "Rule",
     "TornasoleJobs",
     "describe",
+    "format_event",
+    "format_job",
     "list_jobs",
     "normalise_rules",
     "register_from_request",

@@ -1,8 +1,8 @@
-"""The demo's printing: one line per event and a job's rule statuses, from public data only.
+"""A job and its events as text: one line per EventBridge event, a job's rule statuses.
 
-Why its own: the demo shows what a user's own code can do with the library's
-public API (:func:`tornasole.jobs.describe`, EventBridge events), so it does not
-borrow the CLI's formatting.
+Why here: the CLI (`tornasole local up`, `tornasole demo`) and a user's own code
+print the same things from the same public data (:func:`tornasole.jobs.describe`
+and the bus's events), so there is one formatter, in the public jobs API.
 """
 
 from __future__ import annotations
