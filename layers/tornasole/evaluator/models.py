@@ -16,6 +16,7 @@ from typing import Any
 from tornasole.rules.actions import Action
 
 __all__ = [
+    "debug_rule_configuration",
     "JobStatus",
     "RuleStatus",
     "SECONDARY_STATUS",
@@ -81,6 +82,26 @@ def rule_job_arn(job_arn_: str, rule_name: str) -> str:
     return f"{job_arn_}/rule/{rule_name}"
 
 
+def debug_rule_configuration(
+    name: str,
+    image: str,
+    parameters: dict[str, str],
+    instance_type: str | None = None,
+    volume_size_in_gb: int | None = None,
+) -> dict[str, Any]:
+    """One ``DebugRuleConfigurations`` entry as SageMaker's API spells it (resources only when given)."""
+    out: dict[str, Any] = {
+        "RuleConfigurationName": name,
+        "RuleEvaluatorImage": image,
+        "RuleParameters": dict(parameters),
+    }
+    if instance_type is not None:
+        out["InstanceType"] = instance_type
+    if volume_size_in_gb is not None:
+        out["VolumeSizeInGB"] = volume_size_in_gb
+    return out
+
+
 @dataclass(frozen=True)
 class RuleConfig:
     """One rule of a job, normalised from either configuration shape.
@@ -112,16 +133,9 @@ class RuleConfig:
 
     def to_sagemaker(self) -> dict[str, Any]:
         """The ``DebugRuleConfigurations`` entry."""
-        out: dict[str, Any] = {
-            "RuleConfigurationName": self.name,
-            "RuleEvaluatorImage": self.evaluator_image,
-            "RuleParameters": dict(self.rule_parameters),
-        }
-        if self.instance_type is not None:
-            out["InstanceType"] = self.instance_type
-        if self.volume_size_in_gb is not None:
-            out["VolumeSizeInGB"] = self.volume_size_in_gb
-        return out
+        return debug_rule_configuration(
+            self.name, self.evaluator_image, self.rule_parameters, self.instance_type, self.volume_size_in_gb
+        )
 
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tornasole.evaluator.models import debug_rule_configuration
+
 __all__ = ["Rule", "CollectionConfig"]
 
 
@@ -156,13 +158,6 @@ class Rule:
 
     def to_debugger_rule_config_dict(self) -> dict[str, Any]:
         """The ``DebugRuleConfigurations`` entry (the SDK's method name)."""
-        out: dict[str, Any] = {
-            "RuleConfigurationName": self.name,
-            "RuleEvaluatorImage": self.image_uri,
-            "RuleParameters": dict(self.rule_parameters),
-        }
-        if self.instance_type is not None:
-            out["InstanceType"] = self.instance_type
-        if self.volume_size_in_gb is not None:
-            out["VolumeSizeInGB"] = self.volume_size_in_gb
-        return out
+        return debug_rule_configuration(
+            self.name, self.image_uri, self.rule_parameters, self.instance_type, self.volume_size_in_gb
+        )
