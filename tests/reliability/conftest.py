@@ -11,28 +11,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig
 
-from tornasole.local.resources import create_resources
-from tornasole.stack_spec import DEFAULT_SPEC
+from moto_stack import moto_stack
 
 HERE = "tests/reliability/"
 
 
 @pytest.fixture
 def rig(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Rig]:
-    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
-    with mock_aws():
-        res = create_resources(BUCKET, DEFAULT_SPEC)
-        monkeypatch.setenv("TORNASOLE_STATE_TABLE", res.table)
-        monkeypatch.setenv("TORNASOLE_EVENT_BUS", res.bus)
-        monkeypatch.setenv("TORNASOLE_EVENT_SOURCE", DEFAULT_SPEC.bus.source)
-        monkeypatch.setenv("TORNASOLE_ALERT_TOPIC_ARN", res.topic_arn)
-        monkeypatch.setenv("TORNASOLE_TRIAL_BUCKET", res.bucket)
-        monkeypatch.setenv("TORNASOLE_CUSTOM_RULES_PREFIX", RULES_PREFIX)
-        monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-        monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    env = {"TORNASOLE_CUSTOM_RULES_PREFIX": RULES_PREFIX, "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    with moto_stack(monkeypatch, BUCKET, **env) as res:
         r = Rig(res, lambda_context)
         r.notes()
         yield r

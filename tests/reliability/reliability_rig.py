@@ -13,7 +13,6 @@ Scale: defaults are small so the suite runs in the normal ``pytest`` run;
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
@@ -30,6 +29,7 @@ from urllib.parse import unquote_plus
 import numpy as np
 from moto.core.botocore_stubber import BotocoreStubber
 
+from moto_stack import load_handler_file
 from tornasole.aws.clients import client
 from tornasole.evaluator.outbox import OutboxPublisher
 from tornasole.evaluator.service import Evaluator
@@ -83,24 +83,11 @@ class Scoreboard:
 
 
 SCOREBOARD = Scoreboard()
-_HANDLERS: dict[str, ModuleType] = {}
 
 
 def load_handler(name: str) -> ModuleType:
     """``functions/<name>/handler.py`` imported by path (as Lambda does), its cached services cleared."""
-    if name not in _HANDLERS:
-        path = REPO / "functions" / name / "handler.py"
-        spec = importlib.util.spec_from_file_location(f"tornasole_reliability_{name}", path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _HANDLERS[name] = module
-    module = _HANDLERS[name]
-    for attr in ("evaluator", "publisher"):
-        if hasattr(module, attr):
-            getattr(module, attr).cache_clear()
-    return module
+    return load_handler_file(name)
 
 
 def trial(job: str) -> str:

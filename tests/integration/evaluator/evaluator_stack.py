@@ -10,7 +10,6 @@ target, which ``events()`` reads back.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from moto_stack import load_handler_file
 from tornasole.aws.clients import client
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.local.resources import LocalResources
@@ -32,24 +32,11 @@ COLLECTIONS = {
     "gradients": {"name": "gradients", "include_regex": ["gradients/.*"]},
     "losses": {"name": "losses", "include_regex": ["loss.*"]},
 }
-_HANDLERS: dict[str, ModeKeys] = {}
 
 
 def load_handler(name: str) -> ModuleType:
-    """Import ``functions/<name>/handler.py`` once per session, by path (as Lambda does)."""
-    if name not in _HANDLERS:
-        path = REPO / "functions" / name / "handler.py"
-        spec = importlib.util.spec_from_file_location(f"tornasole_test_{name}", path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _HANDLERS[name] = module
-    module = _HANDLERS[name]
-    for attr in ("evaluator", "publisher"):
-        if hasattr(module, attr):
-            getattr(module, attr).cache_clear()
-    return module
+    """Import ``functions/<name>/handler.py`` by path (as Lambda does), as a cold start."""
+    return load_handler_file(name)
 
 
 def load_event(name: str) -> dict[str, Any]:
