@@ -79,10 +79,17 @@ class Evaluator:
 
     @classmethod
     def from_env(cls, env: HandlerEnv) -> Evaluator:
+        """The evaluator a function runs; custom rules go to the rule sandbox when one is configured."""
         table = StateTable(env.state_table)
+        custom = None
+        if env.custom_rule_function and env.custom_rule_reader_role:
+            from tornasole.evaluator.rule_sandbox import LambdaCustomRuleRunner
+
+            custom = LambdaCustomRuleRunner(env.custom_rule_function, env.custom_rule_reader_role)
         return cls(
             table,
             OutboxPublisher.from_env(env),
+            runner=StepRunner(custom_rules=custom),
             allowed_rule_prefixes=env.allowed_rule_prefixes,
             trial_prefix=env.trial_prefix,
             trial_bucket=env.trial_bucket,
