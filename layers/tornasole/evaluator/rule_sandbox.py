@@ -101,6 +101,11 @@ class InvokeReply:
 Invoke = Callable[[bytes], InvokeReply]
 
 
+#: Seconds to wait for the sandbox's reply: longer than its function timeout (``stack_spec``), so a
+#: rule that runs the function out of time comes back as its ``FunctionError``, not a client timeout.
+INVOKE_READ_TIMEOUT_S = 180.0
+
+
 def lambda_invoke(function_name: str, client: Any = None) -> Invoke:
     """``lambda:InvokeFunction`` (RequestResponse) of ``function_name``; reads at most one byte past
     the reply limit. The client is the process-wide one unless injected."""
@@ -108,7 +113,7 @@ def lambda_invoke(function_name: str, client: Any = None) -> Invoke:
     def invoke(payload: bytes) -> InvokeReply:
         from tornasole.aws.clients import client as cached_client
 
-        lam = client or cached_client("lambda")
+        lam = client or cached_client("lambda", read_timeout=INVOKE_READ_TIMEOUT_S)
         resp = lam.invoke(FunctionName=function_name, InvocationType="RequestResponse", Payload=payload)
         body = resp["Payload"]
         try:
