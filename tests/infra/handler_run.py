@@ -104,23 +104,26 @@ def _deliver_all(stack: Stack, recorder: CallRecorder) -> list[dict[str, Any]]:
     return results
 
 
-def _answer_invokes_with_the_sandbox(recorder: CallRecorder, context: Any) -> None:
+def _answer_invokes_with_the_sandbox(recorder: CallRecorder, context: Any) -> list[dict[str, Any]]:
     """The evaluator's Lambda client: its ``Invoke`` runs the sandbox handler here, its calls recorded
-    as ``custom_rule``'s (they are signed with the reader role's credentials)."""
+    as ``custom_rule``'s (they are signed with the reader role's credentials). Returns the replies."""
     sandbox = load_handler("custom_rule")
+    replies: list[dict[str, Any]] = []
 
     def answer(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
         with recorder.calls_of("custom_rule"):
-            reply = json.dumps(sandbox.handler(json.loads(params["body"]), context)).encode()
+            replies.append(sandbox.handler(json.loads(params["body"]), context))
+            reply = json.dumps(replies[-1]).encode()
         body = StreamingBody(io.BytesIO(reply), len(reply))
         return AWSResponse("https://lambda.invalid", 200, {}, None), {"StatusCode": 200, "Payload": body}
 
     lam = client("lambda", read_timeout=INVOKE_READ_TIMEOUT_S)
     lam.meta.events.register("before-call.lambda.Invoke", answer)
+    return replies
 
 
 def _run(stack: Stack, recorder: CallRecorder) -> None:
-    _answer_invokes_with_the_sandbox(recorder, stack.context)
+    replies = _answer_invokes_with_the_sandbox(recorder, stack.context)
     client("s3").put_object(Bucket=BUCKET, Key=f"{RULES_PREFIX}loss_above.py", Body=LOSS_ABOVE)
     custom = Rule.custom(
         "LossAbove", source=f"s3://{BUCKET}/{RULES_PREFIX}loss_above.py", rule_to_invoke="LossAbove"
@@ -178,6 +181,9 @@ def _run(stack: Stack, recorder: CallRecorder) -> None:
         stack.scheduled.handler(load_event("schedule.json"), stack.context)
     with recorder.calls_of("publish_events"):
         stack.pump_stream()
+    # every custom rule ran in the sandbox, on both evaluating paths, and none of them failed there
+    assert sorted({r["kind"] for r in replies}) == ["fired", "no_issue"], replies
+    assert len(replies) == 3, replies  # my-job's two steps (on_object_created), late's step (the schedule)
 
 
 def _reader_role() -> str:
