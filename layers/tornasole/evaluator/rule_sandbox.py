@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Remaining = Callable[[], float] | None
+
+#: Reuse a job's credentials only while they outlive the longest sandbox run by a margin.
+SESSION_REUSE_MARGIN_S = 300.0
+MAX_CACHED_SESSIONS = 256
 
 
 class CustomRuleRunner(Protocol):
@@ -139,6 +144,10 @@ class LambdaCustomRuleRunner:
         self.reader_role_arn = reader_role_arn
         self.invoke = invoke or lambda_invoke(function_name)
         self._sts = sts
+        # (job, session policy) -> (expiry, credentials): a warm evaluator assumes the role once per job
+        # and rule file for most of a session's life, not once per rule per step
+        self._sessions: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
+        self._lock = threading.Lock()
 
     @property
     def sts(self) -> Any:
@@ -149,7 +158,21 @@ class LambdaCustomRuleRunner:
         return client("sts")
 
     def credentials(self, job_name: str, policy: dict[str, Any]) -> dict[str, str]:
-        """Temporary credentials of the reader role narrowed by ``policy`` (``AssumeRole``)."""
+        """Temporary credentials of the reader role narrowed by ``policy`` (``AssumeRole``); reused
+        while they have more than ``SESSION_REUSE_MARGIN_S`` to live (a sandbox run must not outlive them)."""
+        key = (job_name, policy_text(policy))
+        with self._lock:
+            cached = self._sessions.get(key)
+        if cached is not None and cached[0] - time.time() > SESSION_REUSE_MARGIN_S:
+            return cached[1]
+        creds = self._assume(job_name, policy)
+        with self._lock:
+            if len(self._sessions) >= MAX_CACHED_SESSIONS:
+                self._sessions.pop(next(iter(self._sessions)))
+            self._sessions[key] = (time.time() + SESSION_SECONDS, creds)
+        return creds
+
+    def _assume(self, job_name: str, policy: dict[str, Any]) -> dict[str, str]:
         try:
             resp = self.sts.assume_role(
                 RoleArn=self.reader_role_arn,

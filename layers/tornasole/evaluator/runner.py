@@ -31,6 +31,7 @@ costs another rule theirs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -256,6 +257,8 @@ class StepRunner:
     ) -> list[StepOutcome]:
         """Built-ins here (one shared trial), each custom rule through ``custom_rules``; rules' order kept."""
         assert self.custom_rules is not None
+        if history is not None:  # every sandboxed rule asks for the same windows: query them once
+            history = functools.cache(history)
         builtins = [r for r in rules if not r.source_s3_uri]
         here = iter(self.run(job_name, trial_path, files, builtins, history, remaining_s) if builtins else ())
         out = []

@@ -111,11 +111,15 @@ def _setup(monkeypatch: pytest.MonkeyPatch) -> str:
     return role["Role"]["Arn"]
 
 
-def _sandbox(lambda_context: Any, enforce_iam: bool = False) -> Callable[[bytes], InvokeReply]:
+def _sandbox(
+    lambda_context: Any, enforce_iam: bool = False, seen: list[dict[str, Any]] | None = None
+) -> Callable[[bytes], InvokeReply]:
     """The real sandbox handler as the runner's transport (the payload crosses as JSON bytes)."""
 
     def invoke(payload: bytes) -> InvokeReply:
         event = json.loads(payload)
+        if seen is not None:
+            seen.append(event)
         if enforce_iam:
             with enable_iam_authentication():
                 reply = custom_rule.handler(event, lambda_context)
@@ -175,6 +179,21 @@ def test_a_sandboxed_custom_rule_gives_the_in_process_verdicts(stack, monkeypatc
         if name == "LossAbove" and verdict == "fired"
     ]
     assert fired == [1, 3]
+
+
+def test_a_jobs_credentials_are_assumed_once_and_never_shared_with_another_job(
+    stack, monkeypatch, lambda_context
+) -> None:
+    role = _setup(monkeypatch)
+    seen: list[dict[str, Any]] = []
+    runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context, seen=seen))
+    evaluator = _evaluator(stack, StepRunner(custom_rules=runner))
+    _run_job(stack, evaluator, "job-a", _rules())
+    _run_job(stack, evaluator, "job-b", _rules())
+    keys = {(e["job"], e["credentials"]["AccessKeyId"]) for e in seen}
+    assert len(seen) == 8
+    assert len(keys) == 2
+    assert len({k for _, k in keys}) == 2
 
 
 def test_the_sandbox_reads_its_trial_and_nothing_else_and_writes_nothing(
