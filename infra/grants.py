@@ -12,6 +12,10 @@ DynamoDB statements carry a ``dynamodb:LeadingKeys`` condition with the partitio
 also touches trial partitions (``TRIAL#<path>``) and the job registry (``JOBS``). Queries on the
 sparse GSI (pending steps, active jobs, unpublished outbox rows) get their own statement on the
 index ARN only.
+
+Custom rule code never runs with these roles: the evaluating functions may only assume the rule
+sandbox's reader role and invoke the sandbox function (``allow_rule_sandbox``); the reads a rule
+makes are the reader role's, narrowed per job (``infra/constructs/rule_sandbox.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "allow_table",
     "allow_index_query",
     "allow_reads",
+    "allow_rule_sandbox",
     "allow_stop_signals",
 ]
 
@@ -69,23 +74,11 @@ def allow_index_query(fn: lambda_.Function, table: ddb.ITable, index_name: str) 
     )
 
 
-def allow_reads(
-    fn: lambda_.Function,
-    *,
-    bucket: s3.IBucket,
-    trial_prefix: str,
-    rules_bucket: s3.IBucket,
-    rules_prefix: str,
-) -> None:
-    """GetObject (ranged GETs, HEADs) of step files and custom rule sources, and listing the trials."""
+def allow_reads(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix: str) -> None:
+    """GetObject (ranged GETs, HEADs) of step files, and listing the trials (no rule sources: those
+    are read by the rule sandbox, with the reader role's job-scoped credentials)."""
     fn.add_to_role_policy(
-        iam.PolicyStatement(
-            actions=["s3:GetObject"],
-            resources=[
-                bucket.arn_for_objects(f"{trial_prefix}*"),
-                rules_bucket.arn_for_objects(f"{rules_prefix}*"),
-            ],
-        )
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{trial_prefix}*")])
     )
     fn.add_to_role_policy(
         iam.PolicyStatement(
@@ -103,4 +96,13 @@ def allow_stop_signals(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix
             actions=["s3:PutObject"],
             resources=[bucket.arn_for_objects(f"{trial_prefix}*{STOP_SIGNAL_FILE}")],
         )
+    )
+
+
+def allow_rule_sandbox(fn: lambda_.Function, *, sandbox: lambda_.IFunction, reader: iam.IRole) -> None:
+    """Run custom rules in the sandbox: ``sts:AssumeRole`` of its reader role (with a session policy
+    scoping it to one job) and ``lambda:InvokeFunction`` of the sandbox function, nothing else."""
+    fn.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[reader.role_arn]))
+    fn.add_to_role_policy(
+        iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[sandbox.function_arn])
     )

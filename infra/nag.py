@@ -42,8 +42,8 @@ def _arn(stack: TornasoleStack, construct: IConstruct, name: str) -> str:
     return f"arn:<AWS::Partition>:s3:::{name}"
 
 
-def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
-    """The object wildcards of ``infra/grants.py``: each one a prefix of our bucket, nothing wider."""
+def _prefixes(stack: TornasoleStack) -> tuple[str, str]:
+    """The trial and rule prefix wildcards as cdk-nag prints them."""
     cfg = stack.config
     trials = _arn(stack, stack.storage.bucket, cfg.existing_bucket_name or "") + f"/{cfg.trial_prefix}*"
     rules_bucket_name, rules_prefix = cfg.custom_rules_location
@@ -51,7 +51,12 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
     rules = (
         _arn(stack, rules_bucket, rules_bucket_name or cfg.existing_bucket_name or "") + f"/{rules_prefix}*"
     )
-    stop = f"{trials}{STOP_SIGNAL_FILE}"
+    return trials, rules
+
+
+def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
+    """The object wildcards of ``infra/grants.py``: each one a prefix of our bucket, nothing wider."""
+    trials, _ = _prefixes(stack)
     return [
         (
             f"Resource::{trials}",
@@ -59,13 +64,26 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
             "object under the trial prefix is a step file a rule may read.",
         ),
         (
-            f"Resource::{rules}",
-            "s3:GetObject only: custom rule sources are loaded only from under this configured prefix "
-            "(the evaluator refuses any other source unless TORNASOLE_ALLOW_RULES_FROM_TRIALS is set).",
+            f"Resource::{trials}{STOP_SIGNAL_FILE}",
+            "s3:PutObject only, of a trial's stop-signal file (the stoptraining action), nothing else.",
+        ),
+    ]
+
+
+def _reader_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
+    """The rule sandbox's reader role: prefixes narrowed to one job by every session's policy."""
+    trials, rules = _prefixes(stack)
+    return [
+        (
+            f"Resource::{trials}",
+            "s3:GetObject only, by the rule sandbox's reader role; every session the evaluator opens "
+            "carries a session policy narrowing it to one job's trial prefix.",
         ),
         (
-            f"Resource::{stop}",
-            "s3:PutObject only, of a trial's stop-signal file (the stoptraining action), nothing else.",
+            f"Resource::{rules}",
+            "s3:GetObject only: custom rule sources are loaded only from under this configured prefix "
+            "(the evaluator and the sandbox refuse any other source unless "
+            "TORNASOLE_ALLOW_RULES_FROM_TRIALS is set); each session is narrowed to its one rule file.",
         ),
     ]
 
@@ -96,6 +114,14 @@ _EVALUATOR = {
     "Serverless-LambdaDLQ": _ASYNC
     + "also records the error; stream batches park through the mapping's OnFailure.",
 }
+_SANDBOX = {
+    "AwsSolutions-L1": _EVALUATOR["AwsSolutions-L1"],
+    "Serverless-LambdaLatestVersion": _EVALUATOR["Serverless-LambdaLatestVersion"],
+    "Serverless-LambdaDLQ": "Invoked synchronously only (RequestResponse), by the evaluator, which "
+    "records a failed invocation as the rule's error at that step: there is no asynchronous event to park.",
+    "Serverless-LambdaTracing": "No tracing on purpose: X-Ray would add permissions to a role that holds "
+    "nothing but its log group; the evaluator's trace covers the invocation.",
+}
 _CDK_NOTIFICATIONS_HANDLER = {
     f"AwsSolutions-IAM4[{_MANAGED_BASIC_EXECUTION}]": "aws-cdk-lib's own BucketNotificationsHandler "
     "(runs only while CloudFormation applies the bucket notification configuration) uses the basic "
@@ -110,6 +136,11 @@ def acknowledge_findings(stack: TornasoleStack) -> None:
     _ack(
         stack.evaluator,
         {f"AwsSolutions-IAM5[{finding}]": reason for finding, reason in _grant_findings(stack)},
+    )
+    _ack(stack.rule_sandbox, _SANDBOX)
+    _ack(
+        stack.rule_sandbox,
+        {f"AwsSolutions-IAM5[{finding}]": reason for finding, reason in _reader_findings(stack)},
     )
     handler = stack.node.try_find_child(_NOTIFICATIONS_HANDLER)
     if handler is not None:

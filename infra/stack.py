@@ -15,6 +15,7 @@ from infra.constructs.alerts import Alerts
 from infra.constructs.evaluator import Evaluator
 from infra.constructs.events import EventBus
 from infra.constructs.monitoring import Monitoring
+from infra.constructs.rule_sandbox import RuleSandbox
 from infra.constructs.state import StateTable
 from infra.constructs.storage import TrialStorage
 from infra.grants import (
@@ -25,11 +26,19 @@ from infra.grants import (
     SCHEDULED_CHECK_TABLE_ACTIONS,
     allow_index_query,
     allow_reads,
+    allow_rule_sandbox,
     allow_stop_signals,
     allow_table,
 )
 from tornasole import config as env_names
-from tornasole.stack_spec import DEFAULT_SPEC, ENV_CUSTOM_RULES_PREFIX, ENV_TRIAL_PREFIX, StackSpec
+from tornasole.stack_spec import (
+    DEFAULT_SPEC,
+    ENV_CUSTOM_RULE_FUNCTION,
+    ENV_CUSTOM_RULE_READER_ROLE,
+    ENV_CUSTOM_RULES_PREFIX,
+    ENV_TRIAL_PREFIX,
+    StackSpec,
+)
 
 __all__ = ["TornasoleStack", "REPO_ROOT"]
 
@@ -95,6 +104,34 @@ class TornasoleStack(cdk.Stack):
             removal_policy=removal,
             reserved_concurrency=config.reserved_concurrency,
         )
+        # Custom rules run in the sandbox, with credentials the evaluating functions scope to each job.
+        evaluating = (evaluator.on_object_created, evaluator.scheduled_check)
+        sandbox = RuleSandbox(
+            self,
+            "RuleSandbox",
+            spec=spec.custom_rule,
+            layer=evaluator.layer,
+            runtime=evaluator.runtime,
+            architecture=evaluator.architecture,
+            functions_root=functions_root or REPO_ROOT / "functions",
+            environment={
+                env_names.TRIAL_BUCKET: storage.bucket.bucket_name,
+                ENV_TRIAL_PREFIX: config.trial_prefix,
+                ENV_CUSTOM_RULES_PREFIX: f"s3://{rules_bucket.bucket_name}/{rules_prefix}",
+                "POWERTOOLS_SERVICE_NAME": spec.service_name,
+            },
+            log_retention=_retention(config.log_retention_days),
+            removal_policy=removal,
+            callers=[fn.role for fn in evaluating if fn.role is not None],
+            bucket=storage.bucket,
+            trial_prefix=config.trial_prefix,
+            rules_bucket=rules_bucket,
+            rules_prefix=rules_prefix,
+        )
+        for fn in evaluating:
+            fn.add_environment(ENV_CUSTOM_RULE_FUNCTION, sandbox.function.function_name)
+            fn.add_environment(ENV_CUSTOM_RULE_READER_ROLE, sandbox.reader.role_arn)
+            allow_rule_sandbox(fn, sandbox=sandbox.function, reader=sandbox.reader)
         alerts = Alerts(
             self,
             "Alerts",
@@ -125,13 +162,7 @@ class TornasoleStack(cdk.Stack):
         for fn in (on_created, scheduled):  # the GSI: pending steps, active jobs, unpublished rows
             allow_index_query(fn, table, index)
         for fn in (on_created, scheduled):  # evaluate steps (scheduled_check re-evaluates pending ones)
-            allow_reads(
-                fn,
-                bucket=storage.bucket,
-                trial_prefix=config.trial_prefix,
-                rules_bucket=rules_bucket,
-                rules_prefix=rules_prefix,
-            )
+            allow_reads(fn, bucket=storage.bucket, trial_prefix=config.trial_prefix)
         for fn in (publish, scheduled):  # deliver outbox items (scheduled_check re-sends unpublished ones)
             bus.event_bus.grant_put_events_to(fn)
             alerts.actions_topic.grant_publish(fn)
@@ -144,7 +175,7 @@ class TornasoleStack(cdk.Stack):
             Monitoring(
                 self,
                 "Monitoring",
-                functions=evaluator.functions,
+                functions=(*evaluator.functions, sandbox.function),
                 failures=evaluator.failures,
                 stream_consumer=publish,
                 topic=alerts.status_topic,
@@ -152,7 +183,7 @@ class TornasoleStack(cdk.Stack):
 
         self.config, self.rules_bucket = config, rules_bucket
         self.storage, self.state, self.bus = storage, state, bus
-        self.evaluator, self.alerts = evaluator, alerts
+        self.evaluator, self.alerts, self.rule_sandbox = evaluator, alerts, sandbox
         self._outputs(config)
 
     def _outputs(self, config: StackConfig) -> None:

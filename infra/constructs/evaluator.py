@@ -113,6 +113,14 @@ class Evaluator(Construct):
         )
 
     @property
+    def runtime(self) -> lambda_.Runtime:
+        return RUNTIME
+
+    @property
+    def architecture(self) -> lambda_.Architecture:
+        return self._arch
+
+    @property
     def functions(self) -> tuple[lambda_.Function, ...]:
         return (self.on_object_created, self.publish_events, self.scheduled_check)
 

@@ -36,6 +36,8 @@ __all__ = [
     "EVENT_ID_FIELD",
     "ENV_TRIAL_PREFIX",
     "ENV_CUSTOM_RULES_PREFIX",
+    "ENV_CUSTOM_RULE_FUNCTION",
+    "ENV_CUSTOM_RULE_READER_ROLE",
     "ALERT_ATTR_ACTION",
     "ALERT_ATTR_ENDPOINT",
     "ALERT_ATTR_JOB",
@@ -60,6 +62,10 @@ EVENT_ID_FIELD = "TornasoleEventId"
 ENV_TRIAL_PREFIX = "TORNASOLE_TRIAL_PREFIX"
 # s3:// prefix custom rule files may be loaded from (besides the trial prefix itself).
 ENV_CUSTOM_RULES_PREFIX = "TORNASOLE_CUSTOM_RULES_PREFIX"
+# The rule sandbox (custom rules run there, not in the evaluator, when both are set): its function
+# name and the role whose job-scoped session credentials it is handed.
+ENV_CUSTOM_RULE_FUNCTION = "TORNASOLE_CUSTOM_RULE_FUNCTION"
+ENV_CUSTOM_RULE_READER_ROLE = "TORNASOLE_CUSTOM_RULE_READER_ROLE"
 
 # --- SNS message attributes (subscription filter policies match on these) ---
 ALERT_ATTR_ACTION = "tornasole_action"  # "email" | "sms"
@@ -173,6 +179,15 @@ class StackSpec:
             "ScheduledCheck",
             "functions/scheduled_check",
             description="Schedule: stalled-training checks, completion, outbox re-drive",
+        )
+    )
+    # The rule sandbox: invoked by the evaluator, not by a trigger (hence not in ``functions``).
+    custom_rule: FunctionSpec = field(
+        default_factory=lambda: FunctionSpec(
+            "CustomRule",
+            "functions/custom_rule",
+            timeout_s=120,
+            description="Rule sandbox: one custom rule at one step, with job-scoped read-only credentials",
         )
     )
     # DynamoDB stream -> publish_events: batch settings. Report batch item failures (the handler returns

@@ -88,6 +88,11 @@ def expand(function: str, service: str, operation: str, params: dict[str, Any]) 
         return [AwsCall(function, f"events:{operation}")]
     if service == "sns":
         return [AwsCall(function, f"sns:{operation}", params.get("TopicArn"))]
+    if service == "lambda":
+        action = "InvokeFunction" if operation == "Invoke" else operation
+        return [AwsCall(function, f"lambda:{action}", params.get("FunctionName"))]
+    if service == "sts":
+        return [AwsCall(function, f"sts:{operation}", params.get("RoleArn"))]
     return [AwsCall(function, f"{service}:{operation}")]
 
 

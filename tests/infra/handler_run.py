@@ -1,7 +1,9 @@
 """A short life of two jobs through the three real handlers on moto, every AWS call recorded.
 
 It walks each code path a deployed function takes: on_object_created registers a job from its
-file, evaluates steps (a built-in and a custom rule loaded from the rule prefix), holds an early
+file, evaluates steps (a built-in rule, and a custom rule run by the rule sandbox: the real
+``functions/custom_rule`` handler, reached through the evaluator's own Lambda client, whose
+``Invoke`` is answered in-process since moto runs functions only in Docker), holds an early
 step as an orphan, and completes on the end marker; publish_events sends the outbox's events, an
 e-mail action and a stop signal; scheduled_check fires a stalled rule, re-evaluates a pending
 step, completes a job and re-sends events the stream never published.
@@ -9,6 +11,7 @@ step, completes a job and re-sends events the stream never published.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -17,17 +20,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.response import StreamingBody
 from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "evaluator"))
 
 from aws_calls import CallRecorder  # noqa: E402
-from evaluator_stack import BUCKET, Stack, load_event  # noqa: E402
+from evaluator_stack import BUCKET, Stack, load_event, load_handler  # noqa: E402
 
 from tornasole.aws.clients import client  # noqa: E402
+from tornasole.evaluator.rule_sandbox import INVOKE_READ_TIMEOUT_S  # noqa: E402
 from tornasole.jobs import Rule, TornasoleJobs  # noqa: E402
 from tornasole.local.resources import create_resources  # noqa: E402
-from tornasole.stack_spec import DEFAULT_SPEC, ENV_CUSTOM_RULES_PREFIX, ENV_TRIAL_PREFIX  # noqa: E402
+from tornasole.stack_spec import (  # noqa: E402
+    DEFAULT_SPEC,
+    ENV_CUSTOM_RULE_FUNCTION,
+    ENV_CUSTOM_RULE_READER_ROLE,
+    ENV_CUSTOM_RULES_PREFIX,
+    ENV_TRIAL_PREFIX,
+)
 
 __all__ = ["RULES_PREFIX", "TRIAL_PREFIX", "recorded_run"]
 
@@ -52,7 +64,16 @@ class LossAbove(Rule):
 
     def invoke_at_step(self, step):
         return float(self.base_trial.tensor("loss").value(step).mean()) > self.threshold
+
+
+class LossAboveOther(LossAbove):
+    # compares with another trial (listed at the step: the sandbox's s3:ListBucket)
+
+    def __init__(self, base_trial, other_trials=None, threshold="0.5"):
+        super().__init__(base_trial, threshold)
+        self.other_trials = other_trials or []
 """
+SANDBOX = "tornasole-custom-rule"
 
 
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"threshold": "0.001"}}
@@ -83,7 +104,26 @@ def _deliver_all(stack: Stack, recorder: CallRecorder) -> list[dict[str, Any]]:
     return results
 
 
+def _answer_invokes_with_the_sandbox(recorder: CallRecorder, context: Any) -> list[dict[str, Any]]:
+    """The evaluator's Lambda client: its ``Invoke`` runs the sandbox handler here, its calls recorded
+    as ``custom_rule``'s (they are signed with the reader role's credentials). Returns the replies."""
+    sandbox = load_handler("custom_rule")
+    replies: list[dict[str, Any]] = []
+
+    def answer(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        with recorder.calls_of("custom_rule"):
+            replies.append(sandbox.handler(json.loads(params["body"]), context))
+            reply = json.dumps(replies[-1]).encode()
+        body = StreamingBody(io.BytesIO(reply), len(reply))
+        return AWSResponse("https://lambda.invalid", 200, {}, None), {"StatusCode": 200, "Payload": body}
+
+    lam = client("lambda", read_timeout=INVOKE_READ_TIMEOUT_S)
+    lam.meta.events.register("before-call.lambda.Invoke", answer)
+    return replies
+
+
 def _run(stack: Stack, recorder: CallRecorder) -> None:
+    replies = _answer_invokes_with_the_sandbox(recorder, stack.context)
     client("s3").put_object(Bucket=BUCKET, Key=f"{RULES_PREFIX}loss_above.py", Body=LOSS_ABOVE)
     custom = Rule.custom(
         "LossAbove", source=f"s3://{BUCKET}/{RULES_PREFIX}loss_above.py", rule_to_invoke="LossAbove"
@@ -121,7 +161,13 @@ def _run(stack: Stack, recorder: CallRecorder) -> None:
     stack.write_collections(trial=LATE_TRIAL)
     stack.write_step(0, trial=LATE_TRIAL)
     _deliver_all(stack, recorder)
-    TornasoleJobs().register_job("late", LATE_TRIAL, [_vg(), custom])
+    compares = Rule.custom(
+        "LossAboveOther",
+        source=f"s3://{BUCKET}/{RULES_PREFIX}loss_above.py",
+        rule_to_invoke="LossAboveOther",
+        other_trials_s3_input_paths=[TRIAL],
+    )
+    TornasoleJobs().register_job("late", LATE_TRIAL, [_vg(), compares])
     stalled = Rule.sagemaker(
         {"DebugRuleConfiguration": {"RuleConfigurationName": "StalledTrainingRule", "RuleParameters": {}}},
         rule_parameters={"threshold": "60"},
@@ -135,6 +181,19 @@ def _run(stack: Stack, recorder: CallRecorder) -> None:
         stack.scheduled.handler(load_event("schedule.json"), stack.context)
     with recorder.calls_of("publish_events"):
         stack.pump_stream()
+    # every custom rule ran in the sandbox, on both evaluating paths, and none of them failed there
+    assert sorted({r["kind"] for r in replies}) == ["fired", "no_issue"], replies
+    assert len(replies) == 3, replies  # my-job's two steps (on_object_created), late's step (the schedule)
+
+
+def _reader_role() -> str:
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
+    }
+    return client("iam").create_role(RoleName="reader", AssumeRolePolicyDocument=json.dumps(trust))["Role"][
+        "Arn"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +212,8 @@ def recorded_run() -> Iterator[tuple[CallRecorder, Stack]]:
                 "TORNASOLE_TRIAL_BUCKET": res.bucket,
                 ENV_TRIAL_PREFIX: TRIAL_PREFIX,
                 ENV_CUSTOM_RULES_PREFIX: f"s3://{BUCKET}/{RULES_PREFIX}",
+                ENV_CUSTOM_RULE_FUNCTION: SANDBOX,
+                ENV_CUSTOM_RULE_READER_ROLE: _reader_role(),
                 "POWERTOOLS_TRACE_DISABLED": "true",
             }.items():
                 mp.setenv(name, value)

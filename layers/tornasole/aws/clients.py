@@ -16,7 +16,7 @@ from typing import Any
 __all__ = ["client", "s3_client", "dynamodb_client", "events_client", "sns_client", "clear_client_cache"]
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, str | None, str | None, str | None], Any] = {}
+_cache: dict[tuple[str, str | None, str | None, str | None, float | None], Any] = {}
 # One boto3 session per identity: a session loads botocore's service models once and every client
 # made from it reuses them (a new session per client costs up to a second). Sessions cache resolved
 # credentials, hence the key; clearing the client cache keeps them.
@@ -26,19 +26,26 @@ _sessions: dict[tuple[str | None, str | None], Any] = {}
 MAX_POOL_CONNECTIONS = 64
 
 
-def _key(service: str) -> tuple[str, str | None, str | None, str | None]:
+def _key(
+    service: str, read_timeout: float | None
+) -> tuple[str, str | None, str | None, str | None, float | None]:
     env_service = f"AWS_ENDPOINT_URL_{service.upper()}"
     return (
         service,
         os.environ.get(env_service),
         os.environ.get("AWS_ENDPOINT_URL"),
         os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        read_timeout,
     )
 
 
-def client(service: str) -> Any:
-    """The process-wide client for ``service``, created on first use."""
-    key = _key(service)
+def client(service: str, *, read_timeout: float | None = None) -> Any:
+    """The process-wide client for ``service``, created on first use.
+
+    ``read_timeout``: seconds to wait for a response, for calls that legitimately take longer than
+    botocore's 60 s (a synchronous Lambda invocation); its own cached client.
+    """
+    key = _key(service, read_timeout)
     cached = _cache.get(key)
     if cached is not None:
         return cached
@@ -52,7 +59,9 @@ def client(service: str) -> Any:
             from botocore.config import Config
 
             config = Config(
-                retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=MAX_POOL_CONNECTIONS
+                retries={"mode": "standard", "max_attempts": 5},
+                max_pool_connections=MAX_POOL_CONNECTIONS,
+                **({"read_timeout": read_timeout} if read_timeout is not None else {}),
             )
             identity = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_PROFILE"))
             session = _sessions.get(identity)

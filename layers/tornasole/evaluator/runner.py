@@ -31,17 +31,21 @@ costs another rule theirs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
 from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
 from tornasole.evaluator.isolation import Budget, RuleAborted, guarded
 from tornasole.evaluator.models import RuleConfig, StepOutcome
 from tornasole.format import paths
+
+if TYPE_CHECKING:
+    from tornasole.evaluator.rule_sandbox import CustomRuleRunner
 
 __all__ = [
     "DEFAULT_HISTORY_STEPS",
@@ -90,7 +94,7 @@ class StepFiles:
         return self.index_keys()[len(self.workers) :]
 
 
-def _other_trials(config: RuleConfig, step: int) -> list[Any] | None:
+def _other_trials(config: RuleConfig, step: int, storage: Any = None) -> list[Any] | None:
     """Other trials hold only the same step's index files (found by a one-step prefix listing)."""
     if not config.other_trials:
         return None
@@ -99,22 +103,32 @@ def _other_trials(config: RuleConfig, step: int) -> list[Any] | None:
 
     trials = []
     for i, path in enumerate(config.other_trials):
-        trial = create_trial(path, name=f"other_trial_{i}", listing=False)
+        store = storage or get_storage(path)
+        trial = create_trial(path, name=f"other_trial_{i}", listing=False, storage=store)
         prefix = join(path, paths.index_prefix_for_step(step) + paths.step_str(step) + "_")
-        keys = [k for k in get_storage(path).list(prefix) if paths.parse_index_file_name(k)]
+        keys = [k for k in store.list(prefix) if paths.parse_index_file_name(k)]
         trial.load_index_files(keys)
         trials.append(trial)
     return trials
 
 
-def default_rule_factory(config: RuleConfig, trial: Any, step: int = 0) -> Any:
-    """Build the rule object: a built-in by name, or a custom rule loaded from ``source_s3_uri``."""
-    others = _other_trials(config, step)
+def default_rule_factory(config: RuleConfig, trial: Any, step: int = 0, storage: Any = None) -> Any:
+    """Build the rule object: a built-in by name, or a custom rule loaded from ``source_s3_uri``.
+
+    ``storage``: read the rule source and other trials through it (the rule sandbox's job-scoped
+    storage) instead of the process-wide storage of their scheme.
+    """
+    others = _other_trials(config, step, storage)
     if config.source_s3_uri:
         from tornasole.rules.loader import create_custom_rule
 
         return create_custom_rule(
-            config.source_s3_uri, config.rule_to_invoke, trial, others, **config.parameters
+            config.source_s3_uri,
+            config.rule_to_invoke,
+            trial,
+            others,
+            source_storage=storage,
+            **config.parameters,
         )
     from tornasole.rules import create_rule
 
@@ -151,7 +165,13 @@ def leading_window(rule: Any, cap: int = MAX_HISTORY_STEPS) -> int:
 
 
 class StepRunner:
-    """Evaluates rules at one step; knows nothing about DynamoDB or events."""
+    """Evaluates rules at one step; knows nothing about DynamoDB or events.
+
+    ``custom_rules``: where custom rules (``source_s3_uri``) run; None (local mode, tests): here,
+    on the step's shared trial with the built-ins; in AWS the rule sandbox
+    (``rule_sandbox.LambdaCustomRuleRunner``). ``storage``: what the step's trial reads through
+    (default: the process-wide storage of the trial's scheme).
+    """
 
     def __init__(
         self,
@@ -159,18 +179,22 @@ class StepRunner:
         max_history_steps: int = MAX_HISTORY_STEPS,
         index_cache: IndexFileCache | None = None,
         budget: Budget | None = None,
+        custom_rules: CustomRuleRunner | None = None,
+        storage: Any = None,
     ) -> None:
         self.rule_factory = rule_factory or default_rule_factory
         self.max_history_steps = max_history_steps
         self.index_cache = index_cache if index_cache is not None else IndexFileCache()
         self.budget = budget or Budget()
+        self.custom_rules = custom_rules
+        self.storage = storage
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
         """The step's trial holding ``files``' index files (earlier ones from the index cache if seen)."""
         from tornasole.storage import get_storage
         from tornasole.trials import create_trial
 
-        storage = CachingStorage(get_storage(trial_path), self.index_cache)
+        storage = CachingStorage(self.storage or get_storage(trial_path), self.index_cache)
         trial = create_trial(trial_path, name=job_name, listing=False, storage=storage)
         trial.load_index_files(files.index_keys())
         return trial
@@ -191,6 +215,8 @@ class StepRunner:
         ``remaining_s()`` is the invocation's remaining time (each rule's deadline is cut to it).
         Raises ``TransientError`` when a retryable AWS error got in the way.
         """
+        if self.custom_rules is not None and any(r.source_s3_uri for r in rules):
+            return self._run_custom_elsewhere(job_name, trial_path, files, rules, history, remaining_s)
         step = files.step
 
         def budget() -> Budget:
@@ -219,6 +245,29 @@ class StepRunner:
             self._run_rule(job_name, r, step, rule, ms, budget(), trial)
             for r, (rule, ms) in zip(rules, built, strict=True)
         ]
+
+    def _run_custom_elsewhere(
+        self,
+        job_name: str,
+        trial_path: str,
+        files: StepFiles,
+        rules: Sequence[RuleConfig],
+        history: History | None,
+        remaining_s: Callable[[], float] | None,
+    ) -> list[StepOutcome]:
+        """Built-ins here (one shared trial), each custom rule through ``custom_rules``; rules' order kept."""
+        assert self.custom_rules is not None
+        if history is not None:  # every sandboxed rule asks for the same windows: query them once
+            history = functools.cache(history)
+        builtins = [r for r in rules if not r.source_s3_uri]
+        here = iter(self.run(job_name, trial_path, files, builtins, history, remaining_s) if builtins else ())
+        out = []
+        for r in rules:
+            if r.source_s3_uri:
+                out.append(self.custom_rules.evaluate(job_name, trial_path, files, r, history, remaining_s))
+            else:
+                out.append(next(here))
+        return out
 
     @staticmethod
     def _check_step_readable(trial: Any, step: int) -> None:

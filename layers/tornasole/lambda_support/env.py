@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from tornasole import config
 from tornasole.exceptions import ConfigurationError
-from tornasole.stack_spec import DEFAULT_SPEC, ENV_CUSTOM_RULES_PREFIX, ENV_TRIAL_PREFIX
+from tornasole.stack_spec import (
+    DEFAULT_SPEC,
+    ENV_CUSTOM_RULE_FUNCTION,
+    ENV_CUSTOM_RULE_READER_ROLE,
+    ENV_CUSTOM_RULES_PREFIX,
+    ENV_TRIAL_PREFIX,
+)
 
 __all__ = ["ENV_RULES_FROM_TRIALS", "HandlerEnv"]
 
@@ -40,6 +46,9 @@ class HandlerEnv:
     trial_prefix: str = ""
     custom_rules_prefix: str | None = None
     rules_from_trials: bool = False
+    #: The rule sandbox (both set: custom rules run there; neither: in this process).
+    custom_rule_function: str | None = None
+    custom_rule_reader_role: str | None = None
 
     @property
     def allowed_rule_prefixes(self) -> tuple[str, ...]:
@@ -67,6 +76,12 @@ class HandlerEnv:
                 raise ConfigurationError(f"{name} is not set")
             return value
 
+        sandbox = {
+            n: env.get(n, "").strip() or None for n in (ENV_CUSTOM_RULE_FUNCTION, ENV_CUSTOM_RULE_READER_ROLE)
+        }
+        if any(sandbox.values()) and not all(sandbox.values()):
+            missing = next(n for n, v in sandbox.items() if not v)
+            raise ConfigurationError(f"{missing} is not set (the rule sandbox needs both of {list(sandbox)})")
         return cls(
             state_table=required(config.STATE_TABLE),
             event_bus=required(config.EVENT_BUS),
@@ -76,4 +91,6 @@ class HandlerEnv:
             trial_prefix=env.get(ENV_TRIAL_PREFIX, "").strip(),
             custom_rules_prefix=env.get(ENV_CUSTOM_RULES_PREFIX, "").strip() or None,
             rules_from_trials=env.get(ENV_RULES_FROM_TRIALS, "").strip().lower() in ("1", "true", "yes"),
+            custom_rule_function=sandbox[ENV_CUSTOM_RULE_FUNCTION],
+            custom_rule_reader_role=sandbox[ENV_CUSTOM_RULE_READER_ROLE],
         )

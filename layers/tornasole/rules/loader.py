@@ -72,9 +72,11 @@ def _scoped_import(source: str):
     return _import
 
 
-def _read_source(source: str) -> str:
+def _read_source(source: str, storage: Any = None) -> str:
     try:
-        if source.startswith("s3://"):
+        if storage is not None:
+            data = storage.read(source)
+        elif source.startswith("s3://"):
             from tornasole.storage import get_storage
 
             data = get_storage(source).read(source)
@@ -98,7 +100,7 @@ def _line_in(source: str, exc: BaseException) -> str:
     return ""
 
 
-def load_rule_class(source: str, class_name: str) -> type:
+def load_rule_class(source: str, class_name: str, storage: Any = None) -> type:
     """Execute the rule file ``source`` in a private module and return its class ``class_name``.
 
     Parameters
@@ -107,6 +109,9 @@ def load_rule_class(source: str, class_name: str) -> type:
         Local path or ``s3://bucket/key.py``.
     class_name : str
         The rule class (``rule_to_invoke``).
+    storage : Storage, optional
+        Read the file through this storage (the rule sandbox's, holding job-scoped credentials)
+        instead of the process-wide one for its scheme.
 
     Raises
     ------
@@ -116,7 +121,7 @@ def load_rule_class(source: str, class_name: str) -> type:
     --------
     >>> # cls = load_rule_class("s3://bucket/rules/my_rule.py", "CustomGradientRule")
     """
-    text = _read_source(source)
+    text = _read_source(source, storage)
     try:
         code = compile(text, source, "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -145,20 +150,26 @@ def load_rule_class(source: str, class_name: str) -> type:
 
 
 def create_custom_rule(
-    source: str, class_name: str, base_trial: Any, other_trials: list | None = None, **params: Any
+    source: str,
+    class_name: str,
+    base_trial: Any,
+    other_trials: list | None = None,
+    *,
+    source_storage: Any = None,
+    **params: Any,
 ) -> Rule:
     """Load ``class_name`` from ``source`` and build it with (string) parameters.
 
     ``rule_to_invoke`` is ignored; ``action_json`` is passed on if the constructor takes it, else
     attached to the rule after construction. ``other_trials`` is passed only to constructors that
     accept it. A parameter the constructor does not take is a ``RuleParameterError`` listing the
-    ones it does.
+    ones it does. ``source_storage`` reads the source (see :func:`load_rule_class`'s ``storage``).
 
     Examples
     --------
     >>> # rule = create_custom_rule("rules/custom.py", "CustomGradientRule", trial, threshold="0.5")
     """
-    cls = load_rule_class(source, class_name)
+    cls = load_rule_class(source, class_name, source_storage)
     params = {k: v for k, v in params.items() if k != "rule_to_invoke"}
     if getattr(cls, "PARAMETERS", None) is not None and "PARAMETERS" in vars(cls):
         return cls(base_trial, other_trials=other_trials, **params)

@@ -1,4 +1,4 @@
-"""The evaluator's three Lambda handlers, inside the package so a wheel carries them.
+"""The evaluator's Lambda handlers (and the rule sandbox's), inside the package so a wheel carries them.
 
 ``functions/<name>/handler.py`` (what the CDK app ships as each function's
 asset) only re-exports ``handler`` from the module of the same name here; the
@@ -23,6 +23,7 @@ HANDLER_MODULES = {
     "on_object_created": f"{__name__}.on_object_created",
     "publish_events": f"{__name__}.publish_events",
     "scheduled_check": f"{__name__}.scheduled_check",
+    "custom_rule": f"{__name__}.custom_rule",
 }
 
 

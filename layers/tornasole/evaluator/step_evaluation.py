@@ -1,0 +1,191 @@
+"""One step of one job: count its attempts, evaluate its rules once every worker is in, record it all.
+
+Split from ``service``: ``process_step`` records a worker's arrival and, once the step is complete,
+claims an attempt (``MAX_STEP_ATTEMPTS`` at most, then the step is recorded as an error for every
+rule); ``evaluate_step`` runs the evaluating rules (``runner``; custom rules through the configured
+runner) and writes their outcomes, transitions and the step's settlement; ``complete`` applies the
+completion decision. Functions take the ``Evaluator`` and call back through its methods.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tornasole.evaluator import decisions
+from tornasole.evaluator.models import (
+    EVALUATING,
+    TERMINAL_JOB,
+    JobState,
+    ObjectAction,
+    ObjectKind,
+    ObjectResult,
+    StepOutcome,
+    rule_source_problem,
+)
+from tornasole.evaluator.runner import StepFiles
+from tornasole.evaluator.steps import MAX_STEP_ATTEMPTS, StepRecord
+
+if TYPE_CHECKING:
+    from tornasole.evaluator.service import Evaluator
+
+__all__ = ["complete", "evaluate_step", "process_step", "record_step_error"]
+
+log = logging.getLogger(__name__)
+
+Remaining = Callable[[], float] | None
+
+
+def process_step(
+    ev: Evaluator,
+    job: str,
+    step: int,
+    worker: str | None = None,
+    key: str = "",
+    remaining_s: Remaining = None,
+    redrive: bool = False,
+) -> ObjectResult:
+    """Record the worker's arrival; evaluate the step once every worker's index file is there.
+
+    Failed attempts are counted on the step (one that raised; a ``redrive`` by the scheduled check
+    replaces one that died); after ``MAX_STEP_ATTEMPTS`` the step is recorded as an error for every
+    rule, and the rules go on with later steps.
+    """
+    state = ev.table.load_job(job)
+    if state is None or state.status in TERMINAL_JOB:
+        why = "unknown job" if state is None else f"job is {state.status.value}"
+        return ObjectResult(key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason=why)
+    rec = ev.steps.record_worker(job, step, worker, ev.clock()) if worker else ev.steps.step(job, step)
+    if rec is None:
+        return ObjectResult(
+            key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
+        )
+    num_workers = state.num_workers or ev.discover_num_workers(state)
+    if num_workers is None:
+        ev.steps.mark_pending(job, step, ev.now_ms())
+        return ObjectResult(
+            key,
+            ObjectKind.INDEX,
+            ObjectAction.WAITING,
+            job=job,
+            step=step,
+            reason="no collections file yet",
+        )
+    if len(rec.workers) < num_workers:
+        return ObjectResult(
+            key,
+            ObjectKind.INDEX,
+            ObjectAction.INCOMPLETE,
+            job=job,
+            step=step,
+            reason=f"{len(rec.workers)} of {num_workers} workers",
+        )
+    if rec.evaluated:
+        return ObjectResult(
+            key,
+            ObjectKind.INDEX,
+            ObjectAction.DUPLICATE,
+            job=job,
+            step=step,
+            reason="step already evaluated",
+        )
+    attempts = ev.steps.begin_attempt(job, step, ev.now_ms(), redrive)
+    if attempts is None:
+        return ObjectResult(
+            key,
+            ObjectKind.INDEX,
+            ObjectAction.DUPLICATE,
+            job=job,
+            step=step,
+            reason="step already evaluated",
+        )
+    if attempts >= MAX_STEP_ATTEMPTS:
+        last = ev.steps.step(job, step)
+        why = f"step {step} could not be evaluated in {MAX_STEP_ATTEMPTS} attempts" + (
+            f"; last error: {last.last_error}" if last and last.last_error else ""
+        )
+        outcomes = ev.record_step_error(state, step, why)
+        return ObjectResult(
+            key, ObjectKind.INDEX, ObjectAction.GAVE_UP, job=job, step=step, reason=why, outcomes=outcomes
+        )
+    try:
+        outcomes = ev.evaluate_step(state, rec, num_workers, remaining_s)
+    except Exception as exc:
+        ev.steps.note_failure(job, step, f"{type(exc).__name__}: {exc}", ev.now_ms())
+        raise
+    return ObjectResult(
+        key, ObjectKind.INDEX, ObjectAction.EVALUATED, job=job, step=step, outcomes=tuple(outcomes)
+    )
+
+
+def record_step_error(ev: Evaluator, state: JobState, step: int, why: str) -> tuple[StepOutcome, ...]:
+    """Record ``why`` against ``step`` for every evaluating rule and count the step as settled."""
+    outcomes = tuple(
+        StepOutcome(r.config.name, step, step_error=why)
+        for r in state.rules
+        if r.status in EVALUATING and r.config.rule_to_invoke != decisions.STALLED_RULE
+    )
+    now = ev.now_ms()
+    ev.steps.record_evaluations(state.name, [(o, []) for o in outcomes], now)
+    ev.steps.mark_evaluated(state.name, step, now)
+    ev.complete(state.name)
+    return outcomes
+
+
+def complete(ev: Evaluator, job: str) -> list:
+    """Apply ``decisions.completion`` with each still-InProgress rule's count of evaluated steps
+    (queried only once the job is otherwise ready to complete)."""
+    counts: dict[str, int] = {}
+
+    def decide(state: JobState):
+        if not decisions.ready_to_complete(state):
+            return None
+        for r in state.rules:
+            if r.config.name not in counts:
+                counts[r.config.name] = ev.steps.count_evaluated(job, r.config.name)
+        return decisions.completion(state, counts)
+
+    return ev.transitions.apply(job, decide, ev.now_ms())
+
+
+def evaluate_step(
+    ev: Evaluator, state: JobState, rec: StepRecord, num_workers: int, remaining_s: Remaining = None
+) -> list[StepOutcome]:
+    step = rec.step
+    configs = [
+        r.config
+        for r in state.rules
+        if r.status in EVALUATING
+        and r.config.active_at(step)
+        and r.config.rule_to_invoke != decisions.STALLED_RULE
+    ]
+    # a custom rule whose source is outside the allowed prefixes is never loaded (also checked here, not
+    # only at registration: a job registered through the API must not bypass it)
+    refused = {c.name: rule_source_problem(c, ev.allowed_rule_prefixes) for c in configs}
+    outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
+    configs = [c for c in configs if not refused[c.name]]
+    if configs:
+
+        def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+            recent = ev.steps.previous_steps(state.name, step, depth)
+            seen = {p.step for p in recent}
+            first = [p for p in ev.steps.first_steps(state.name, step, lead) if p.step not in seen]
+            complete = [p for p in recent + first if len(p.workers) >= num_workers]
+            return [(p.step, tuple(sorted(p.workers))) for p in complete]
+
+        files = StepFiles(step, tuple(sorted(rec.workers)))
+        outcomes += ev.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
+    now = ev.now_ms()
+    batch = [
+        (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
+        for o in outcomes
+    ]
+    ev.steps.record_evaluations(state.name, batch, now)
+    ev.transitions.apply(state.name, decisions.after_outcomes(outcomes), now, state=state)
+    for o in outcomes:
+        if o.fired and not o.error:
+            ev.steps.refine_issue(state.name, o.rule_name, step, o.details)
+    ev.steps.mark_evaluated(state.name, step, now)
+    ev.complete(state.name)
+    return outcomes

@@ -1,0 +1,108 @@
+"""The rule sandbox: one custom rule at one step, with only the credentials it was handed.
+
+Invoked synchronously by the evaluator (``rule_sandbox.LambdaCustomRuleRunner``) with a job-scoped
+set of temporary credentials (reads of that job's trial and the rule file, nothing else). Every S3
+call here is made by a client built from those credentials only, never from the function's own
+role (which may write its logs and nothing else). The rule file is loaded through the same loader
+as in the evaluator, and only from this function's configured rule prefix; the rule runs under
+``isolation.guarded``. Nothing is written: the verdict is the reply, and the evaluator records it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cache, partial
+from typing import Any
+
+from tornasole.evaluator.failures import TransientError
+from tornasole.evaluator.index_cache import IndexFileCache
+from tornasole.evaluator.models import rule_source_problem
+from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner
+from tornasole.evaluator.runner import StepFiles, StepRunner, default_rule_factory
+from tornasole.evaluator.sandbox_wire import SandboxRequest, Window, reply_of
+from tornasole.lambda_support.env import HandlerEnv
+from tornasole.lambda_support.observability import logger
+
+__all__ = ["allowed_rule_prefixes", "handler", "scoped_storage"]
+
+
+def allowed_rule_prefixes(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Where rule code may come from: the same rule as the evaluator's (``HandlerEnv``); nowhere
+    when nothing is configured (the sandbox never falls back to reading code from anywhere)."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("TORNASOLE_STATE_TABLE", "-")  # the sandbox has no table or bus; only prefixes matter
+    env.setdefault("TORNASOLE_EVENT_BUS", "-")
+    return HandlerEnv.from_environ(env).allowed_rule_prefixes
+
+
+@cache
+def _boto_session() -> Any:
+    """One boto3 session per cold start (service models load once); never used for its own
+    credentials: every client made here is given the request's."""
+    import boto3
+
+    return boto3.session.Session()
+
+
+def scoped_storage(credentials: Mapping[str, str]) -> Any:
+    """An S3 storage whose client signs with ``credentials`` only."""
+    from botocore.config import Config
+
+    from tornasole.storage.s3 import S3Storage
+
+    client = _boto_session().client(
+        "s3",
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        config=Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32),
+    )
+    return S3Storage(client=client)
+
+
+def _history(recent: Window, first: Window) -> Any:
+    """The evaluator's ``history(depth, lead)`` over the windows it sent (newest first, then first)."""
+
+    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+        near = list(recent[:depth])
+        seen = {s for s, _ in near}
+        return near + [(s, w) for s, w in first[:lead] if s not in seen]
+
+    return history
+
+
+def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The reply to one request (what ``handler`` returns), for Lambda and for tests alike."""
+    try:
+        request = SandboxRequest.from_event(event)
+    except ValueError as exc:
+        return {"kind": "error", "reason": f"invalid sandbox request: {exc}"}
+    config = request.rule
+    problem = rule_source_problem(config, allowed_rule_prefixes(environ))
+    if problem:
+        return {"kind": "error", "reason": problem}
+    storage = scoped_storage(request.credentials)
+    runner = StepRunner(
+        rule_factory=partial(default_rule_factory, storage=storage),
+        index_cache=IndexFileCache(),  # per request: nothing read for one job is served to another
+        storage=storage,
+    )
+    files = StepFiles(request.step, request.workers)
+    history = _history(request.recent, request.first)
+    try:
+        outcome = InProcessCustomRuleRunner(runner).evaluate(
+            request.job, request.trial, files, config, history, remaining_s
+        )
+    except TransientError as exc:
+        return {"kind": "transient", "reason": str(exc)[:1024]}
+    return reply_of(outcome)
+
+
+@logger.inject_lambda_context(clear_state=True)  # never logs the event: it holds credentials
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    reply = evaluate(event, remaining_s=lambda: context.get_remaining_time_in_millis() / 1000)
+    job = event.get("job") if isinstance(event, dict) else None
+    logger.info("custom rule evaluated", extra={"kind": reply["kind"], "job": str(job)[:256]})
+    return reply

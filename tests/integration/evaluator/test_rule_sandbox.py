@@ -1,0 +1,350 @@
+"""Custom rules through the rule sandbox, on moto: same verdicts, job-scoped credentials, hostile replies.
+
+The sandbox function's code is the real handler (``functions/custom_rule``), driven in-process as
+the runner's ``invoke`` (moto's Lambda runs functions only in Docker). STS is moto's: the sandbox
+receives real temporary credentials of the reader role, and every S3 call it makes is signed with
+them. moto applies a role's IAM policies when IAM authentication is on, but not an ``AssumeRole``
+session policy; so the denial tests give the reader role exactly the session policy the runner sends
+(in AWS the grant is the intersection of the two, and the role's is the wider) and switch moto's
+IAM enforcement on around the sandbox's invocation: the denials come from moto evaluating our policy.
+moto does not evaluate ``s3:prefix`` conditions, so listing another prefix is covered by the policy
+unit tests (``tests/unit/evaluator/test_sandbox_policy.py``), not here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import ANY, Stubber
+from evaluator_stack import BUCKET, Stack
+from moto.core import enable_iam_authentication
+
+from tornasole.aws.clients import client
+from tornasole.evaluator.failures import TransientError
+from tornasole.evaluator.models import RuleConfig, StepOutcome
+from tornasole.evaluator.rule_sandbox import InvokeReply, LambdaCustomRuleRunner, lambda_invoke
+from tornasole.evaluator.runner import StepFiles, StepRunner
+from tornasole.evaluator.sandbox_policy import session_policy
+from tornasole.evaluator.service import Evaluator
+from tornasole.evaluator.state import StateTable
+from tornasole.exceptions import ConfigurationError
+from tornasole.jobs import Rule, TornasoleJobs
+from tornasole.lambda_support.env import HandlerEnv
+from tornasole.lambda_support.handlers import custom_rule
+from tornasole.stack_spec import (
+    ENV_CUSTOM_RULE_FUNCTION,
+    ENV_CUSTOM_RULE_READER_ROLE,
+    ENV_CUSTOM_RULES_PREFIX,
+)
+
+RULES = f"s3://{BUCKET}/custom-rules"
+SOURCE = f"{RULES}/loss_above.py"
+PROBE_SOURCE = f"{RULES}/probe.py"
+FUNCTION = "tornasole-custom-rule"
+
+LOSS_ABOVE = b"""
+from smdebug.rules.rule import Rule
+
+
+class LossAbove(Rule):
+    def __init__(self, base_trial, threshold="0.5"):
+        super().__init__(base_trial)
+        self.threshold = float(threshold)
+
+    def invoke_at_step(self, step):
+        return float(self.base_trial.tensor("loss").value(step).mean()) > self.threshold
+"""
+
+# Tries what a hostile rule would, through the trial's own (scoped) storage and through boto3's
+# default credentials, and reports each attempt in its error message.
+PROBE = b"""
+import json
+import boto3
+from smdebug.rules.rule import Rule
+
+BUCKET = "tornasole-trials"
+
+
+class Probe(Rule):
+    def invoke_at_step(self, step):
+        s, path = self.base_trial._storage, self.base_trial.path
+        own = path + "/collections/000000000/worker_0_collections.json"
+        other_key = "jobs/victim/index/000000000/000000000000_worker_0.json"
+        other = "s3://" + BUCKET + "/" + other_key
+        attempts = {
+            "read_own": lambda: s.read(own),
+            "read_other_job": lambda: s.read(other),
+            "write_own_trial": lambda: s.write_atomic(path + "/training_job_end.ts", b"x"),
+            "write_stop_signal": lambda: s.write_atomic(path + "/tornasole_stop_training", b"x"),
+            "default_credentials": lambda: boto3.client("s3").get_object(Bucket=BUCKET, Key=other_key),
+        }
+        denied = ("AccessDenied", "InvalidAccessKeyId", "InvalidClientTokenId")
+        seen = {}
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                seen[name] = "ok"
+            except PermissionError:
+                seen[name] = "denied"
+            except Exception as exc:
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+                seen[name] = "denied" if code in denied else code
+        raise RuntimeError("PROBE " + json.dumps(seen, sort_keys=True))
+"""
+
+
+def _setup(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(ENV_CUSTOM_RULES_PREFIX, RULES)
+    s3 = client("s3")
+    s3.put_object(Bucket=BUCKET, Key="custom-rules/loss_above.py", Body=LOSS_ABOVE)
+    s3.put_object(Bucket=BUCKET, Key="custom-rules/probe.py", Body=PROBE)
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
+    }
+    role = client("iam").create_role(RoleName="reader", AssumeRolePolicyDocument=json.dumps(trust))
+    return role["Role"]["Arn"]
+
+
+def _sandbox(
+    lambda_context: Any, enforce_iam: bool = False, seen: list[dict[str, Any]] | None = None
+) -> Callable[[bytes], InvokeReply]:
+    """The real sandbox handler as the runner's transport (the payload crosses as JSON bytes)."""
+
+    def invoke(payload: bytes) -> InvokeReply:
+        event = json.loads(payload)
+        if seen is not None:
+            seen.append(event)
+        if enforce_iam:
+            with enable_iam_authentication():
+                reply = custom_rule.handler(event, lambda_context)
+        else:
+            reply = custom_rule.handler(event, lambda_context)
+        return InvokeReply(json.dumps(reply).encode())
+
+    return invoke
+
+
+def _evaluator(stack: Stack, runner: StepRunner) -> Evaluator:
+    env = HandlerEnv.from_environ()
+    return Evaluator(
+        StateTable(stack.res.table),
+        runner=runner,
+        allowed_rule_prefixes=env.allowed_rule_prefixes,
+        trial_bucket=BUCKET,
+    )
+
+
+def _run_job(stack: Stack, evaluator: Evaluator, job: str, rules: list[Rule]) -> dict[int, list[Any]]:
+    trial = f"s3://{BUCKET}/jobs/{job}"
+    TornasoleJobs().register_job(job, trial, rules)
+    stack.write_collections(trial=trial)
+    for step, loss in ((0, 0.1), (1, 0.9), (2, 0.2), (3, 0.7)):
+        stack.write_step(step, loss=loss, trial=trial)
+    stack.notifications()
+    out = {}
+    for step in range(4):
+        key = f"jobs/{job}/index/000000000/{step:012d}_worker_0.json"
+        result = evaluator.handle_object_created(BUCKET, key)
+        out[step] = sorted((o.rule_name, o.verdict, o.details, o.error) for o in result.outcomes)
+    return out
+
+
+def _rules(threshold: str = "0.5") -> list[Rule]:
+    custom = Rule.custom(
+        "LossAbove", source=SOURCE, rule_to_invoke="LossAbove", rule_parameters={"threshold": threshold}
+    )
+    vg = Rule.sagemaker(
+        {"DebugRuleConfiguration": {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {}}},
+        rule_parameters={"threshold": "0.001"},
+    )
+    return [custom, vg]
+
+
+def test_a_sandboxed_custom_rule_gives_the_in_process_verdicts(stack, monkeypatch, lambda_context) -> None:
+    role = _setup(monkeypatch)
+    in_process = _run_job(stack, _evaluator(stack, StepRunner()), "local-job", _rules())
+    runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context))
+    sandboxed = _run_job(stack, _evaluator(stack, StepRunner(custom_rules=runner)), "sandboxed-job", _rules())
+    assert sandboxed == in_process
+    fired = [
+        step
+        for step, outs in sandboxed.items()
+        for name, verdict, *_ in outs
+        if name == "LossAbove" and verdict == "fired"
+    ]
+    assert fired == [1, 3]
+
+
+def test_a_jobs_credentials_are_assumed_once_and_never_shared_with_another_job(
+    stack, monkeypatch, lambda_context
+) -> None:
+    role = _setup(monkeypatch)
+    seen: list[dict[str, Any]] = []
+    runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context, seen=seen))
+    evaluator = _evaluator(stack, StepRunner(custom_rules=runner))
+    _run_job(stack, evaluator, "job-a", _rules())
+    _run_job(stack, evaluator, "job-b", _rules())
+    keys = {(e["job"], e["credentials"]["AccessKeyId"]) for e in seen}
+    assert len(seen) == 8
+    assert len(keys) == 2
+    assert len({k for _, k in keys}) == 2
+
+
+def test_the_sandbox_reads_its_trial_and_nothing_else_and_writes_nothing(
+    stack, monkeypatch, lambda_context
+) -> None:
+    role = _setup(monkeypatch)
+    victim = f"s3://{BUCKET}/jobs/victim"
+    stack.write_collections(trial=victim)
+    stack.write_step(0, trial=victim)
+    job, trial = "prober", f"s3://{BUCKET}/jobs/prober"
+    iam = client("iam")
+    # moto enforces the role's policies, not the session policy: give the role exactly the session policy
+    policy = session_policy([trial], PROBE_SOURCE)
+    iam.put_role_policy(RoleName="reader", PolicyName="job", PolicyDocument=json.dumps(policy))
+    runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context, enforce_iam=True))
+    probe = Rule.custom("Probe", source=PROBE_SOURCE, rule_to_invoke="Probe")
+    outcomes = _run_job(stack, _evaluator(stack, StepRunner(custom_rules=runner)), job, [probe])
+    (name, verdict, _, error) = outcomes[0][0]
+    assert (name, verdict) == ("Probe", "Error")
+    seen = json.loads(error.split("PROBE ", 1)[1])
+    assert seen == {
+        "read_own": "ok",
+        "read_other_job": "denied",
+        "write_own_trial": "denied",
+        "write_stop_signal": "denied",
+        "default_credentials": "denied",
+    }
+    assert (
+        not client("s3").list_objects_v2(Bucket=BUCKET, Prefix="jobs/prober/training_job_end").get("KeyCount")
+    )
+
+
+def test_the_sandbox_refuses_rule_code_outside_its_rule_prefix(stack, monkeypatch, lambda_context) -> None:
+    role = _setup(monkeypatch)
+    client("s3").put_object(Bucket=BUCKET, Key="jobs/evil/rule.py", Body=LOSS_ABOVE)
+    runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context))
+    # the evaluator refuses it before asking; here the sandbox is asked directly (a compromised caller)
+    rule = RuleConfig("Evil", "LossAbove", source_s3_uri=f"s3://{BUCKET}/jobs/evil/rule.py")
+    outcome = runner.evaluate("evil", f"s3://{BUCKET}/jobs/evil", StepFiles(0, ("worker_0",)), rule)
+    assert outcome.error is not None
+    assert "outside the allowed prefixes" in outcome.error
+
+
+# -- the reply is hostile: through the production transport (a real Lambda client, stubbed) -----------
+def _runner(role: str, response: dict[str, Any] | None = None, error: tuple[str, int] | None = None) -> Any:
+    lam = client("lambda")
+    stub = Stubber(lam)
+    params = {"FunctionName": FUNCTION, "InvocationType": "RequestResponse", "Payload": ANY}
+    if error is not None:
+        stub.add_client_error(
+            "invoke", service_error_code=error[0], http_status_code=error[1], expected_params=params
+        )
+    else:
+        stub.add_response("invoke", response, expected_params=params)
+    stub.activate()
+    return LambdaCustomRuleRunner(FUNCTION, role, invoke=lambda_invoke(FUNCTION, client=lam))
+
+
+def _reply(payload: bytes, function_error: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(payload), len(payload))}
+    if function_error:
+        out["FunctionError"] = function_error
+    return out
+
+
+def _evaluate(runner: LambdaCustomRuleRunner) -> StepOutcome:
+    rule = RuleConfig("LossAbove", "LossAbove", source_s3_uri=SOURCE)
+    return runner.evaluate("job", f"s3://{BUCKET}/jobs/job", StepFiles(4, ("worker_0",)), rule)
+
+
+GOOD = {
+    "kind": "fired",
+    "mode": "TRAIN",
+    "mode_step": 4,
+    "details": "d",
+    "values": {"a": 1},
+    "latency_ms": 1.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        (json.dumps({**GOOD, "details": "x" * (70 * 1024)}).encode(), "larger than"),
+        (b"\xff\xfe not json", "not JSON"),
+        (b"[1, 2]", "not an object"),
+        (b"[" * 60_000, "not JSON"),
+        (json.dumps({**GOOD, "kind": "pwned"}).encode(), "unknown outcome kind"),
+        (json.dumps({**GOOD, "details": 5}).encode(), "'details' must be a string"),
+        (json.dumps({**GOOD, "values": [1]}).encode(), "'values' an object"),
+        (json.dumps({**GOOD, "mode_step": True}).encode(), "'mode_step'"),
+        (json.dumps({**GOOD, "mode_step": 10**30}).encode(), "out of range"),
+        (json.dumps({**GOOD, "latency_ms": "fast"}).encode(), "'latency_ms'"),
+        (json.dumps({"kind": "error"}).encode(), "needs a string 'reason'"),
+    ],
+)
+def test_a_malformed_reply_is_the_rules_error_at_that_step(stack, monkeypatch, payload, why) -> None:
+    outcome = _evaluate(_runner(_setup(monkeypatch), _reply(payload)))
+    assert outcome.error is not None
+    assert "reply was refused" in outcome.error
+    assert why in outcome.error
+    assert (outcome.rule_name, outcome.step, outcome.fired) == ("LossAbove", 4, False)
+
+
+def test_a_reply_is_clipped_and_capped_like_an_in_process_rules(stack, monkeypatch) -> None:
+    big = {**GOOD, "details": "d" * 5000, "values": {"v": "x" * 40_000}}
+    outcome = _evaluate(_runner(_setup(monkeypatch), _reply(json.dumps(big).encode())))
+    assert outcome.fired
+    assert outcome.error is None
+    assert len(outcome.details) <= 1024
+    assert outcome.values["values_truncated"] is True
+    assert len(json.dumps(outcome.values)) < 16 * 1024
+
+
+def test_a_function_error_is_the_rules_error_at_that_step(stack, monkeypatch) -> None:
+    body = json.dumps(
+        {"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out after 120.00 seconds"}
+    )
+    outcome = _evaluate(_runner(_setup(monkeypatch), _reply(body.encode(), function_error="Unhandled")))
+    assert outcome.error is not None
+    assert "the rule sandbox failed (Unhandled): Sandbox.Timedout: Task timed out" in outcome.error
+
+
+@pytest.mark.parametrize(("code", "status"), [("TooManyRequestsException", 429), ("ServiceException", 500)])
+def test_a_throttled_or_failing_invoke_keeps_the_step_pending(stack, monkeypatch, code, status) -> None:
+    with pytest.raises(TransientError, match="invoking the rule sandbox"):
+        _evaluate(_runner(_setup(monkeypatch), error=(code, status)))
+
+
+def test_a_missing_sandbox_function_is_not_blamed_on_the_rule(stack, monkeypatch) -> None:
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        _evaluate(_runner(_setup(monkeypatch), error=("ResourceNotFoundException", 404)))
+
+
+def test_a_transient_reply_keeps_the_step_pending(stack, monkeypatch) -> None:
+    reply = json.dumps({"kind": "transient", "reason": "SlowDown reading step 4"}).encode()
+    with pytest.raises(TransientError, match="SlowDown reading step 4"):
+        _evaluate(_runner(_setup(monkeypatch), _reply(reply)))
+
+
+def test_the_evaluator_built_from_env_chooses_the_runner(stack, monkeypatch) -> None:
+    assert Evaluator.from_env(HandlerEnv.from_environ()).runner.custom_rules is None
+    monkeypatch.setenv(ENV_CUSTOM_RULE_FUNCTION, FUNCTION)
+    with pytest.raises(ConfigurationError, match=ENV_CUSTOM_RULE_READER_ROLE):
+        HandlerEnv.from_environ()
+    monkeypatch.setenv(ENV_CUSTOM_RULE_READER_ROLE, "arn:aws:iam::123456789012:role/reader")
+    runner = Evaluator.from_env(HandlerEnv.from_environ()).runner.custom_rules
+    assert isinstance(runner, LambdaCustomRuleRunner)
+    assert (runner.function_name, runner.reader_role_arn) == (
+        FUNCTION,
+        "arn:aws:iam::123456789012:role/reader",
+    )
