@@ -23,14 +23,20 @@ Keras and XGBoost rows (``--frameworks keras,xgboost``; tornasole only: smdebug
 model (batch 32, TensorFlow backend) saving losses, metrics, weights and
 gradients, and ``xgboost.train`` (depth 4, 2000x10) saving metrics and feature
 importances, each against the same run without a hook (both after an untimed
-warm-up that traces the step function). Also the hook's own time on a step
-that saves nothing (its callbacks called directly, µs; target < 20 µs).
+warm-up that traces the step function). Hooked and unhooked runs alternate
+(which goes first alternates too), ``--repeats`` of each (default 10), and the
+minimum of each is kept, in wall time and in process CPU time (all threads,
+the writer thread included). Also printed: the cost of one saved step
+((hooked - unhooked) / saved steps, from the minima), the hook's own time on
+a step that saves nothing (its callbacks called directly, µs; target < 20 µs)
+and the load average before and after (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -112,8 +118,46 @@ def worker(impl: str, steps: int, repeats: int, collections: list[str]) -> dict[
     return results
 
 
-def _keras_run(steps: int, interval: int | None) -> float:
-    """Wall seconds of ``steps`` fit steps (after a traced warm-up), with a hook at ``interval`` or none."""
+_KERAS_CALLBACKS = ("on_train_begin", "on_train_batch_begin", "on_train_batch_end", "on_train_end", "close")
+_XGBOOST_CALLBACKS = ("after_iteration", "after_training", "close")
+_WRITER_CPU = [0.0]  # CPU seconds the writer thread spent handling items (all runs of this process)
+
+
+def _clock_writer_thread() -> None:
+    """Count the CPU time of the hook's writer thread (thread_time around each item it handles)."""
+    from tornasole.hooks.uploader import AsyncTrialWriter
+
+    handle = AsyncTrialWriter._handle
+
+    def timed(self, item):
+        start = time.thread_time()
+        try:
+            return handle(self, item)
+        finally:
+            _WRITER_CPU[0] += time.thread_time() - start
+
+    AsyncTrialWriter._handle = timed
+
+
+def _clock_callbacks(hook, names: tuple[str, ...]) -> list[float]:
+    """Count the training thread's CPU time inside the hook's callbacks; returns the running total."""
+    spent = [0.0]
+    for name in names:
+        method = getattr(hook, name)
+
+        def timed(*args, _method=method, **kwargs):
+            start = time.thread_time()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                spent[0] += time.thread_time() - start
+
+        setattr(hook, name, timed)
+    return spent
+
+
+def _keras_run(steps: int, interval: int | None) -> tuple[float, float, float]:
+    """(wall, CPU, hook CPU) seconds of ``steps`` fit steps after a traced warm-up (hook at ``interval``)."""
     import keras
     import numpy as np
 
@@ -132,16 +176,24 @@ def _keras_run(steps: int, interval: int | None) -> float:
         colls = ["weights", "gradients"]
         cbs = [Hook(out, save_config=SaveConfig(save_interval=interval), include_collections=colls)]
     model.fit(x[:640], y[:640], batch_size=32, verbose=0, callbacks=cbs)  # warm-up: traces the step
-    start = time.perf_counter()
+    for hook in cbs:
+        hook.flush()
+    spent = [_clock_callbacks(hook, _KERAS_CALLBACKS) for hook in cbs]
+    writer_start = _WRITER_CPU[0]
+    start, cpu_start = time.perf_counter(), time.process_time()
     model.fit(x, y, batch_size=32, verbose=0, callbacks=cbs)
     for hook in cbs:
         hook.close()
-    took = time.perf_counter() - start
+    took = (
+        time.perf_counter() - start,
+        time.process_time() - cpu_start,
+        sum(s[0] for s in spent) + _WRITER_CPU[0] - writer_start,
+    )
     shutil.rmtree(out, ignore_errors=True)
     return took
 
 
-def _xgboost_run(rounds: int, interval: int | None) -> float:
+def _xgboost_run(rounds: int, interval: int | None) -> tuple[float, float, float]:
     import numpy as np
     import xgboost as xgb
 
@@ -157,11 +209,17 @@ def _xgboost_run(rounds: int, interval: int | None) -> float:
         cbs = [Hook(out, save_config=SaveConfig(save_interval=interval), include_collections=colls)]
     params = {"max_depth": 4, "nthread": 1}
     xgb.train(params, d, 5, evals=[(d, "train")], verbose_eval=False)  # warm-up
-    start = time.perf_counter()
+    spent = [_clock_callbacks(hook, _XGBOOST_CALLBACKS) for hook in cbs]
+    writer_start = _WRITER_CPU[0]
+    start, cpu_start = time.perf_counter(), time.process_time()
     xgb.train(params, d, rounds, evals=[(d, "train")], callbacks=cbs, verbose_eval=False)
     for hook in cbs:
         hook.close()
-    took = time.perf_counter() - start
+    took = (
+        time.perf_counter() - start,
+        time.process_time() - cpu_start,
+        sum(s[0] for s in spent) + _WRITER_CPU[0] - writer_start,
+    )
     shutil.rmtree(out, ignore_errors=True)
     return took
 
@@ -193,8 +251,9 @@ def _idle_step_us(framework: str, n: int = 20000) -> float:
 
 
 def framework_worker(framework: str, steps: int, repeats: int) -> dict[str, dict[str, float]]:
-    """Best-of-``repeats`` no-hook and hooked wall times per interval, plus the idle-step hook time."""
+    """Minimum no-hook and hooked (wall, CPU) times per interval, plus the idle-step hook time."""
     run = _keras_run if framework == "keras" else _xgboost_run
+    _clock_writer_thread()
     results: dict[str, dict[str, float]] = {}
     for interval in INTERVALS:
         base, hooked = [], []
@@ -202,48 +261,82 @@ def framework_worker(framework: str, steps: int, repeats: int) -> dict[str, dict
             pair = [(base, None), (hooked, interval)]
             for bucket, arg in pair if r % 2 else pair[::-1]:
                 bucket.append(run(steps, arg))
-        results[str(interval)] = {"base": min(base), "hook": min(hooked)}
+        results[str(interval)] = {
+            "base": min(r[0] for r in base),
+            "hook": min(r[0] for r in hooked),
+            "base_cpu": min(r[1] for r in base),
+            "hook_cpu": min(r[1] for r in hooked),
+            "own_cpu": min(r[2] for r in hooked),
+        }
     results["idle_us"] = {"value": _idle_step_us(framework)}
     return results
 
 
+def _saved_steps(framework: str, steps: int, interval: int) -> int:
+    """Saved steps inside the timed run (the warm-up fit's 20 Keras steps come first; rounds start at 0)."""
+    first = 20 if framework == "keras" else 0
+    return len(range(-first % interval + first, first + steps, interval))
+
+
 def _framework_rows(frameworks: list[str], steps: int, repeats: int) -> None:
     for fw in frameworks:
+        load_before = os.getloadavg()
         cmd = [sys.executable, __file__, "--worker", fw, "--steps", str(steps), "--repeats", str(repeats)]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
         if proc.returncode != 0:
             sys.exit(f"{fw} worker failed:\n{proc.stderr[-3000:]}")
         res = json.loads(proc.stdout.strip().splitlines()[-1])
+        load_after = os.getloadavg()
         what = {
             "keras": f"Keras fit, dense 32-64-1, batch 32, {steps} steps; losses, metrics, weights, grads",
             "xgboost": f"xgboost.train, depth 4, 2000x10, {steps} rounds; metrics, feature importances",
         }[fw]
-        print(f"-- {what}; best of {repeats}, wall time, tornasole vs no hook")
-        print(f"{'interval':>8} {'no hook ms/step':>16} {'tornasole':>10}")
+        print(f"-- {what}; min of {repeats} alternating runs each, tornasole vs no hook")
+        print(f"   load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
+        print(
+            f"{'interval':>8} {'no hook ms/step':>16} {'wall':>8} {'CPU':>8}"
+            f" {'hook CPU':>9} {'hook CPU per saved step':>24}"
+        )
         for interval in INTERVALS:
             r = res[str(interval)]
-            print(f"{interval:>8} {r['base'] / steps * 1e3:>16.3f} {r['hook'] / r['base'] - 1.0:>+10.1%}")
+            saved = max(_saved_steps(fw, steps, interval), 1)
+            print(
+                f"{interval:>8} {r['base'] / steps * 1e3:>16.3f} {r['hook'] / r['base'] - 1.0:>+8.1%}"
+                f" {r['hook_cpu'] / r['base_cpu'] - 1.0:>+8.1%} {r['own_cpu'] / r['base_cpu']:>+9.1%}"
+                f" {r['own_cpu'] / saved * 1e3:>21.2f} ms"
+            )
+        # One-time costs (the first save plans every tensor name, the writer thread starts, the collections
+        # file and the end marker) weigh on a short run's few saves at interval 100; the interval-1 run's
+        # cost per saved step is the steady state, and its share of 100 steps is a long job's overhead.
+        per_save = res["1"]["own_cpu"] / steps
+        base_step = min(res[str(i)]["base_cpu"] for i in INTERVALS) / steps
+        print(
+            f"   steady state: {per_save * 1e3:.2f} ms hook CPU per saved step"
+            f" = {per_save / (100 * base_step):.1%} of 100 no-hook steps' CPU ({base_step * 1e3:.3f} ms/step)"
+        )
         print(f"   hook time on a step that saves nothing: {res['idle_us']['value']:.1f} us")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--repeats", type=int, default=None, help="runs of each (default 6 torch, 10 others)")
     ap.add_argument("--collections", default="", help="extra collections to save, comma separated")
     ap.add_argument("--frameworks", default="torch,keras,xgboost", help="rows to run, comma separated")
     ap.add_argument("--worker", choices=("tornasole", "smdebug", "keras", "xgboost"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     colls = [c for c in args.collections.split(",") if c]
     frameworks = [f for f in args.frameworks.split(",") if f]
+    fw_repeats = args.repeats or 10
+    args.repeats = args.repeats or 6
     if args.worker in ("keras", "xgboost"):
-        print(json.dumps(framework_worker(args.worker, args.steps, args.repeats)))
+        print(json.dumps(framework_worker(args.worker, args.steps, fw_repeats)))
         return
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps, args.repeats, colls)))
         return
     if "torch" not in frameworks:
-        _framework_rows(frameworks, args.steps, args.repeats)
+        _framework_rows(frameworks, args.steps, fw_repeats)
         return
     if not SMDEBUG_PYTHON.exists():
         sys.exit(f"{SMDEBUG_PYTHON} is missing: build the smdebug venv first (make setup-smdebug)")
@@ -270,7 +363,7 @@ def main() -> None:
             ratio = slow["tornasole"] / slow["smdebug"] if slow["smdebug"] > 0 else float("nan")
             ours, theirs = slow["tornasole"], slow["smdebug"]
             print(f"{interval:>8} {base_ms:>16.3f} {ours:>+10.1%} {theirs:>+10.1%} {ratio:>13.2f}")
-    _framework_rows([f for f in frameworks if f != "torch"], args.steps, args.repeats)
+    _framework_rows([f for f in frameworks if f != "torch"], args.steps, fw_repeats)
 
 
 if __name__ == "__main__":

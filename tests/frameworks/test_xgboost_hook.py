@@ -94,6 +94,33 @@ def test_names_values_and_collections_are_smdebugs(tmp_path):
     assert trial.tensor_names(collection="trees")
 
 
+@pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic"])
+def test_feature_importances_equal_get_score_of_each_type(tmp_path, objective):
+    from tornasole.xgboost.hook import IMPORTANCE_TYPES, feature_importances
+
+    rng = np.random.default_rng(3)
+    x = rng.random((400, 6))
+    label = x @ rng.random(6)
+    d = xgb.DMatrix(x, label=(label > np.median(label)).astype(float) if objective[0] == "b" else label)
+    booster = xgb.train({"max_depth": 4, "objective": objective}, d, 25)
+    got = feature_importances(booster)
+    assert list(got) == list(IMPORTANCE_TYPES)
+    for kind in IMPORTANCE_TYPES:
+        expected = booster.get_score(importance_type=kind)
+        assert list(got[kind].items()) == list(expected.items())  # same features, order and bits
+
+
+def test_saved_importances_are_get_score_normalized(tmp_path):
+    dtrain, dval = _data(weights=(4.0, 1.0, 0.5))
+    booster = _train(tmp_path, dtrain, dval, rounds=5, max_depth=3, collections=["feature_importance"])
+    trial = create_trial(str(tmp_path))
+    for kind in ("gain", "cover"):
+        scores = booster.get_score(importance_type=kind)
+        total = float(sum(scores.values()))
+        for feature, score in scores.items():
+            assert trial.tensor(f"feature_importance/{kind}/{feature}").value(4).item() == score / total
+
+
 def test_default_saves_metrics_every_ten_rounds(tmp_path):
     from tornasole.xgboost import Hook
 

@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from tornasole.exceptions import FormatError
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC
+from tornasole.format.event_encoding import encode_numeric_event
 from tornasole.format.proto import messages
 from tornasole.format.tensors import fill_tensor_proto, tensor_to_array, to_array
 from tornasole.format.tfrecord import FOOTER_SIZE, HEADER_SIZE, OVERHEAD, frame, length_crc
@@ -106,7 +107,14 @@ def encode_event(
         mode = ModeKeys.GLOBAL
     if mode_step is None:
         mode_step = step
-    ev = messages().Event(wall_time=time.time() if wall_time is None else wall_time, step=step)
+    if wall_time is None:
+        wall_time = time.time()
+    fast = encode_numeric_event(
+        tag, array, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
+    )
+    if fast is not None:
+        return fast  # the same bytes, written without building messages (tornasole.format.event_encoding)
+    ev = messages().Event(wall_time=wall_time, step=step)
     val = ev.summary.value.add(tag=tag)
     fill_tensor_proto(val.tensor, array, tag)
     plugins = val.metadata.plugin_data

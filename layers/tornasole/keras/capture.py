@@ -23,12 +23,13 @@ what a callback can read (weights, biases, optimizer variables, losses, metrics)
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["to_numpy", "variable_name", "GradientTap", "LayerTap", "tensorflow_backend"]
+__all__ = ["to_numpy", "read_numpy", "variable_name", "GradientTap", "LayerTap", "tensorflow_backend"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,29 @@ def to_numpy(value: Any) -> np.ndarray:
         return np.array(keras.ops.convert_to_numpy(value))
     except (ImportError, ValueError, TypeError):
         return np.array(value)
+
+
+def read_numpy(value: Any) -> np.ndarray:
+    """:func:`to_numpy`, with TensorFlow resource variables read by one ``ReadVariableOp``.
+
+    A saved step reads every weight and gradient slot; ``Variable.numpy()``
+    goes through several Python layers (read_value, identity, Keras's autocast
+    scope) and costs about four times one raw read on a small variable. The
+    array TensorFlow hands back for an eager tensor owns its memory (checked:
+    it is copied otherwise), so the value cannot change under the writer thread.
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and not isinstance(value, np.ndarray):
+        try:
+            handle = value.handle
+            dtype = tf.as_dtype(value.dtype)
+        except (AttributeError, TypeError, ValueError):
+            pass  # not a resource variable (or a distributed one outside its replica context)
+        else:
+            if getattr(handle, "dtype", None) == tf.resource:
+                arr = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype).numpy()
+                return arr if arr.flags.owndata else arr.copy()
+    return to_numpy(value)
 
 
 def variable_name(var: Any) -> str:
@@ -107,7 +131,7 @@ class GradientTap:
 
     def values(self) -> list[tuple[str, np.ndarray]]:
         """``(variable name, gradient)`` of the last flagged step, in trainable-weight order."""
-        return [(name, self.slots[name].numpy()) for name in self.order]
+        return [(name, read_numpy(self.slots[name])) for name in self.order]
 
     def remove(self) -> None:
         if self._original is None:

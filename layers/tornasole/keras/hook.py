@@ -35,6 +35,7 @@ The same class serves TensorFlow 2 custom training loops: :meth:`Hook.wrap_tape`
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -45,7 +46,7 @@ from tornasole.core.collection_manager import CollectionManager
 from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
-from tornasole.keras.capture import to_numpy, variable_name
+from tornasole.keras.capture import read_numpy, to_numpy, variable_name
 from tornasole.keras.collections import keras_collections
 from tornasole.keras.taps import TapsMixin
 from tornasole.modes import ModeKeys
@@ -92,6 +93,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         self._grad_tap: GradientTap | None = None
         self._layer_taps: list[LayerTap] = []
         self._io_values: list[tuple[str, np.ndarray]] = []
+        self._fresh: np.ndarray | None = None
         self._tapped_model: Any = None
         self._registered_model: Any = None
         self._optimizer: Any = None
@@ -276,7 +278,18 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
             self._remove_taps()
 
     # -- values -------------------------------------------------------------------------------
+    def _write_planned(self, name: str, value: Any, plan: Any, wall_time: float | None = None) -> None:
+        """Read a variable or tensor into numpy once, for the raw value and every reduction."""
+        if not isinstance(value, np.ndarray):
+            value = self._fresh = read_numpy(value)
+        try:
+            super()._write_planned(name, value, plan, wall_time)
+        finally:
+            self._fresh = None
+
     def _capture(self, value: Any) -> np.ndarray:
+        if value is self._fresh:
+            return value  # read by _write_planned just now: already this step's own copy
         return to_numpy(value)
 
     def _capture_scalar(self, value: Any) -> Any:
@@ -286,7 +299,8 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         """A 0-d reduction, as smdebug's TF hooks and the PyTorch hook write them."""
         from tornasole.format.reductions import compute
 
-        return np.asarray(compute(to_numpy(value), reduction, abs_)).reshape(())
+        array = value if isinstance(value, np.ndarray) else read_numpy(value)
+        return np.asarray(compute(array, reduction, abs_)).reshape(())
 
     @staticmethod
     def _shape_of(value: Any) -> tuple[int, ...]:
@@ -294,4 +308,6 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
 
     @staticmethod
     def _numel(value: Any) -> int:
-        return int(np.prod(tuple(int(d) for d in getattr(value, "shape", ()))))
+        if isinstance(value, np.ndarray):
+            return value.size
+        return math.prod(int(d) for d in getattr(value, "shape", ()))

@@ -39,7 +39,7 @@ from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
 from tornasole.xgboost.trees import round_trees
 
-__all__ = ["Hook", "K", "xgboost_collections", "IMPORTANCE_TYPES"]
+__all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
 
 logger = logging.getLogger(__name__)
 
@@ -202,10 +202,9 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named("predictions", model.predict(self.validation_data))
             if want[K.LABELS]:
                 self._save_named("labels", self.validation_data.get_label())
-        tree_booster = _booster_name(model) in ("gbtree", "dart")
+        tree_booster = (want[K.FEATURE_IMPORTANCE] or want[K.TREES]) and self._tree_booster(model)
         if want[K.FEATURE_IMPORTANCE] and tree_booster:
-            for kind in IMPORTANCE_TYPES:
-                scores = model.get_score(importance_type=kind)
+            for kind, scores in feature_importances(model).items():
                 total = float(sum(scores.values())) or 1.0
                 for feature, score in scores.items():
                     self._save_named(f"feature_importance/{kind}/{feature}", np.asarray([score / total]))
@@ -214,6 +213,13 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named(f"trees/{column}", values)
         if want[K.FULL_SHAP] or want[K.AVERAGE_SHAP]:
             self._write_shap(model, want[K.FULL_SHAP], want[K.AVERAGE_SHAP])
+
+    def _tree_booster(self, model: Any) -> bool:
+        """Whether ``model`` boosts trees (asked once: the booster's JSON config is not cheap)."""
+        cached = self.__dict__.get("_is_tree_booster")
+        if cached is None or cached[0] is not model:
+            self._is_tree_booster = cached = (model, _booster_name(model) in ("gbtree", "dart"))
+        return cached[1]
 
     def _write_shap(self, model: Any, full: bool, average: bool) -> None:
         if self.train_data is None:
@@ -245,6 +251,32 @@ def _metrics(evals_log: Any) -> list[tuple[str, Any]]:
             if len(history):
                 out.append((f"{data_name}-{metric}", history[-1]))
     return out
+
+
+def feature_importances(model: Any) -> dict[str, dict[str, float]]:
+    """The five ``get_score`` importance types of ``model``, from three of its calls.
+
+    XGBoost computes ``gain`` and ``cover`` as ``total_gain`` / ``total_cover``
+    divided by the split count (``weight``), in float32; doing that division
+    in float32 here gives the very values ``get_score`` returns (each call
+    walks every tree, so two fewer calls is 40 % less work on a saved round).
+    """
+    weight = model.get_score(importance_type="weight")
+    total_gain = model.get_score(importance_type="total_gain")
+    total_cover = model.get_score(importance_type="total_cover")
+
+    def per_split(totals: dict[str, float]) -> dict[str, float]:
+        one = np.float32(1.0)
+        return {f: float(np.float32(v) / max(one, np.float32(weight.get(f, 0.0)))) for f, v in totals.items()}
+
+    scores = {
+        "weight": weight,
+        "gain": per_split(total_gain),
+        "cover": per_split(total_cover),
+        "total_gain": total_gain,
+        "total_cover": total_cover,
+    }
+    return {kind: scores[kind] for kind in IMPORTANCE_TYPES}
 
 
 def _booster_name(model: Any) -> str:
