@@ -19,6 +19,7 @@ arrays) lives in :mod:`tornasole.format.tensors`.
 
 from __future__ import annotations
 
+import functools
 import struct
 import time
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from google.protobuf.message import DecodeError
 from tornasole.exceptions import FormatError
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC
 from tornasole.format.proto import messages
+from tornasole.format.record_scan import scan_tensor_record
 from tornasole.format.tensors import fill_tensor_proto, tensor_to_array, to_array
 from tornasole.format.tfrecord import FOOTER_SIZE, HEADER_SIZE, OVERHEAD, frame, length_crc
 from tornasole.modes import ModeKeys
@@ -215,8 +217,24 @@ def decode_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag:
     constant footer, one tensor value with the expected tag) without building
     an error: on ``None`` the caller decodes the slow way, which reports
     precisely what is wrong (or accepts a record with a real payload CRC).
-    The value may be a read-only view of the parsed record.
+
+    A canonical record (what smdebug and we write) is scanned in place
+    (:func:`tornasole.format.record_scan.scan_tensor_record`) and its value is a
+    read-only view of ``buf`` itself: no parse, no copy. Anything else is
+    parsed with protobuf (the value then views the parsed record). Callers that
+    hand the value out copy it.
     """
+    tag_bytes = _tag_bytes(tag)
+    found = None if tag_bytes is None else scan_tensor_record(buf, start, length, tag_bytes)
+    if found is not None:
+        np_dtype, shape, offset, count = found
+        value = np.frombuffer(buf, np_dtype, count, offset)
+        return value if len(shape) == 1 else value.reshape(shape)
+    return _parse_indexed_tensor(buf, start, length, tag)
+
+
+def _parse_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag: str) -> np.ndarray | None:
+    """:func:`decode_indexed_tensor` through a protobuf parse (every encoding protobuf accepts)."""
     if length < OVERHEAD or start < 0 or start + length > len(buf):
         return None
     size, len_crc = _HEADER.unpack_from(buf, start)
@@ -239,6 +257,18 @@ def decode_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag:
     try:
         return tensor_to_array(val.tensor, None, ev.step, tag)
     except FormatError:
+        return None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _tag_bytes(tag: str) -> bytes | None:
+    """A tag's UTF-8 bytes, encoded once per tag (a trial reads the same tags at every step).
+
+    ``None`` for a tag no valid record can carry (a lone surrogate): protobuf decides.
+    """
+    try:
+        return tag.encode("utf-8")
+    except UnicodeEncodeError:
         return None
 
 
