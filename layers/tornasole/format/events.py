@@ -19,7 +19,6 @@ arrays) lives in :mod:`tornasole.format.tensors`.
 
 from __future__ import annotations
 
-import functools
 import struct
 import time
 from dataclasses import dataclass
@@ -224,8 +223,7 @@ def decode_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag:
     parsed with protobuf (the value then views the parsed record). Callers that
     hand the value out copy it.
     """
-    tag_bytes = _tag_bytes(tag)
-    found = None if tag_bytes is None else scan_tensor_record(buf, start, length, tag_bytes)
+    found = scan_tensor_record(buf, start, length, tag)
     if found is not None:
         np_dtype, shape, offset, count = found
         value = np.frombuffer(buf, np_dtype, count, offset)
@@ -257,18 +255,6 @@ def _parse_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag:
     try:
         return tensor_to_array(val.tensor, None, ev.step, tag)
     except FormatError:
-        return None
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _tag_bytes(tag: str) -> bytes | None:
-    """A tag's UTF-8 bytes, encoded once per tag (a trial reads the same tags at every step).
-
-    ``None`` for a tag no valid record can carry (a lone surrogate): protobuf decides.
-    """
-    try:
-        return tag.encode("utf-8")
-    except UnicodeEncodeError:
         return None
 
 

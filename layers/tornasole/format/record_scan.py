@@ -78,7 +78,7 @@ def _varint(buf, pos: int, first: int) -> tuple[int, int]:
 
 
 def scan_tensor_record(
-    buf, start: int, length: int, tag: bytes
+    buf, start: int, length: int, tag: str
 ) -> tuple[np.dtype, tuple[int, ...], int, int] | None:
     """``(dtype, shape, offset, count)`` of the value of the record at ``buf[start:start+length]``.
 
@@ -88,8 +88,8 @@ def scan_tensor_record(
         Supports ``len``, slicing and the buffer protocol (a whole event file, mapped).
     start, length : int
         The record (TFRecord framing included), as an index entry gives it.
-    tag : bytes
-        The tensor name the index expects, UTF-8.
+    tag : str
+        The tensor name the index expects.
 
     Returns
     -------
@@ -103,7 +103,7 @@ def scan_tensor_record(
     >>> import numpy as np
     >>> from tornasole.format.events import encode_record
     >>> rec = encode_record("w", np.float32([[1, 2]]), step=3, mode=None, mode_step=None, wall_time=1.0)
-    >>> dt, shape, off, n = scan_tensor_record(rec, 0, len(rec), b"w")
+    >>> dt, shape, off, n = scan_tensor_record(rec, 0, len(rec), "w")
     >>> (dt.name, shape, n, np.frombuffer(rec, dt, n, offset=off).tolist())
     ('float32', (1, 2), 2, [1.0, 2.0])
     """
@@ -117,19 +117,20 @@ def scan_tensor_record(
         return None
     base = start + HEADER_SIZE
     # The fields before the content are a few dozen bytes: scan a copy of them (indexing bytes
-    # is several times cheaper than indexing a mapping); the whole payload if they are longer.
-    head = bytes(buf[base : min(end, base + _HEAD_BYTES)])
-    try:
-        found = _scan_event(head, size, tag)
-    except IndexError:  # ran past the copied head (or a varint past the record's end)
-        if len(head) == size:
-            return None
+    # is several times cheaper than indexing a mapping).
+    layout = _LAYOUTS.get(tag)
+    head_bytes = _HEAD_BYTES if layout is None else len(layout[0]) + _PREFIX_BYTES
+    h = bytes(buf[base : base + head_bytes if size > head_bytes else end])
+    found = None
+    if layout is not None:  # the common case, inline: wall time, step, two lengths, then the layout
         try:
-            found = _scan_event(bytes(buf[base:end]), size, tag)
+            found = _known_layout(h, size, layout)
         except IndexError:
-            return None
+            found = None
     if found is None:
-        return None
+        found = _scan_payload(buf, base, end, h, tag)
+        if found is None:
+            return None
     np_dtype, shape, offset, count, tensor_end = found
     if tensor_end != size:  # what follows the tensor: metadata, once, up to the end
         tail = bytes(buf[base + tensor_end : end])
@@ -147,19 +148,86 @@ def scan_tensor_record(
 
 #: How many payload bytes are copied for the scan of the fields before the content.
 _HEAD_BYTES = 256
+#: At most what comes before the Summary.Value's tag: wall time (9), step (11), two keys and lengths.
+_PREFIX_BYTES = 9 + 11 + 2 * 6
 #: tag -> (the Summary.Value bytes from the tag up to the content, validated once; what they say).
 #: A tensor's records differ in wall time, step and mode step, not there, unless its shape changes.
-_LAYOUTS: dict[bytes, tuple[bytes, np.dtype, tuple[int, ...], int, int]] = {}
+_LAYOUTS: dict[str, tuple[bytes, np.dtype, tuple[int, ...], int, int]] = {}
 _MAX_LAYOUTS = 1 << 14
 #: Metadata bytes already validated: every tensor of a step carries the same (mode step, mode).
 _VALID_TAILS: set[bytes] = set()
 
 
-def _scan_event(h: bytes, end: int, tag: bytes):
-    """Event -> Summary -> Summary.Value up to the content, in ``h`` (the payload or its start).
+def _known_layout(h: bytes, end: int, layout):
+    """The record in ``h`` if it is Event{wall_time?, step?, summary{value{<layout> content ...}}}."""
+    pos = 0
+    key = h[0]
+    if key == _WALL_TIME:
+        pos = 9
+        key = h[9]
+    if key == _STEP:
+        b = h[pos + 1]
+        pos += 2
+        if b >= 0x80:
+            b, pos = _varint(h, pos, b)
+            if b < 0:
+                return None
+        key = h[pos]
+    if key != _SUMMARY:
+        return None
+    n = h[pos + 1]
+    pos += 2
+    if n >= 0x80:  # lengths of a few KB: two-byte varints, decoded here
+        b = h[pos]
+        if b < 0x80:
+            n = (n & 0x7F) | (b << 7)
+            pos += 1
+        else:
+            n, pos = _varint(h, pos, n)
+    if pos + n != end or h[pos] != _VALUE:
+        return None
+    n = h[pos + 1]
+    pos += 2
+    if n >= 0x80:
+        b = h[pos]
+        if b < 0x80:
+            n = (n & 0x7F) | (b << 7)
+            pos += 1
+        else:
+            n, pos = _varint(h, pos, n)
+    prefix, np_dtype, shape, count, content_len = layout
+    if pos + n != end or not h.startswith(prefix, pos):
+        return None
+    offset = pos + len(prefix)
+    tensor_end = offset + content_len
+    if tensor_end > end:
+        return None
+    return np_dtype, shape, offset, count, tensor_end
+
+
+def _scan_payload(buf, base: int, end: int, head: bytes, tag: str):
+    """:func:`_scan_event` over ``head``, or over the whole payload if its fields run past ``head``."""
+    try:
+        tag_bytes = tag.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no valid record carries it, protobuf decides
+        return None
+    try:
+        return _scan_event(head, end - base, tag, tag_bytes)
+    except IndexError:  # ran past the copied head (or a varint past the record's end)
+        if len(head) == end - base:
+            return None
+    try:
+        return _scan_event(bytes(buf[base:end]), end - base, tag, tag_bytes)
+    except IndexError:
+        return None
+
+
+def _scan_event(h: bytes, end: int, tag: str, tag_bytes: bytes):
+    """Event -> Summary -> Summary.Value up to the content, field by field, in ``h`` (the payload's start).
 
     Every message must end exactly where its length says; returns
-    ``(dtype, shape, content offset, count, tensor end)`` or ``None``.
+    ``(dtype, shape, content offset, count, tensor end)`` or ``None``. A
+    record that scans is remembered as its tag's layout.
     """
     pos = 0
     key = h[0] if end else -1
@@ -189,14 +257,7 @@ def _scan_event(h: bytes, end: int, tag: bytes):
         n, pos = _varint(h, pos, n)
     if pos + n != end or n <= 0:
         return None
-    layout = _LAYOUTS.get(tag)
-    if layout is not None and h.startswith(layout[0], pos):  # the tensor's known, validated layout
-        offset = pos + len(layout[0])
-        tensor_end = offset + layout[4]
-        if tensor_end > end:
-            return None
-        return layout[1], layout[2], offset, layout[3], tensor_end
-    found = _scan_value(h, pos, end, tag)
+    found = _scan_value(h, pos, end, tag_bytes)
     if found is not None:
         if len(_LAYOUTS) >= _MAX_LAYOUTS:
             _LAYOUTS.clear()

@@ -38,7 +38,7 @@ def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 def _check(buf: bytes | memoryview, start: int, length: int, tag: str) -> np.ndarray | None:
     """Scanner and protobuf agree on this record; return the protobuf answer."""
     expected = _parse_indexed_tensor(buf, start, length, tag)
-    found = scan_tensor_record(buf, start, length, tag.encode())
+    found = scan_tensor_record(buf, start, length, tag)
     if found is not None:
         dt, shape, offset, count = found
         scanned = np.frombuffer(buf, dt, count, offset).reshape(shape)
@@ -75,7 +75,7 @@ def test_every_fixture_record_scans_to_the_protobuf_value(fixture_trees: list[Pa
             total += 1
             value = _check(view, offset, length, tag)
             assert value is not None
-            scanned += scan_tensor_record(view, offset, length, tag.encode()) is not None
+            scanned += scan_tensor_record(view, offset, length, tag) is not None
     assert total > 100
     assert scanned > total * 0.9  # smdebug's own records are the canonical layout
 
@@ -126,7 +126,7 @@ def test_written_records_decode_identically(array: np.ndarray, step: int) -> Non
 def test_numeric_records_are_scanned_and_the_value_views_the_buffer() -> None:
     rec = encode_record("w", np.arange(6, dtype=np.float32).reshape(2, 3), step=4, mode=None, mode_step=None)
     buf = memoryview(rec)
-    assert scan_tensor_record(buf, 0, len(rec), b"w") is not None
+    assert scan_tensor_record(buf, 0, len(rec), "w") is not None
     value = decode_indexed_tensor(buf, 0, len(rec), "w")
     assert not value.flags.writeable
     assert value.base is not None
@@ -135,12 +135,12 @@ def test_numeric_records_are_scanned_and_the_value_views_the_buffer() -> None:
 
 def test_wrong_tag_and_other_records_give_no_answer() -> None:
     rec = encode_record("w", np.float32([1, 2]), step=4, mode=None, mode_step=None)
-    assert scan_tensor_record(rec, 0, len(rec), b"v") is None
+    assert scan_tensor_record(rec, 0, len(rec), "v") is None
     assert decode_indexed_tensor(rec, 0, len(rec), "v") is None
     assert decode_indexed_tensor(rec, 0, len(rec), "\ud800") is None  # a tag no record can carry
     two = rec + encode_record("w", np.float32([3]), step=5, mode=None, mode_step=None)
     assert _check(two, len(rec), len(two) - len(rec), "w").tolist() == [3.0]
-    assert scan_tensor_record(two, 0, len(two), b"w") is None  # two records are not one
+    assert scan_tensor_record(two, 0, len(two), "w") is None  # two records are not one
 
 
 def test_a_learned_layout_never_answers_for_a_different_shape() -> None:
@@ -262,5 +262,5 @@ def test_bit_flipped_and_truncated_records_give_no_answer() -> None:
 def test_payload_crc_footer_is_left_to_the_checking_path() -> None:
     """A real payload CRC in the footer (standard TFRecord) is verified by the slow path, as before."""
     rec = frame(_payload(np.float32([1, 2])), write_checksum=True)
-    assert scan_tensor_record(rec, 0, len(rec), b"t") is None
+    assert scan_tensor_record(rec, 0, len(rec), "t") is None
     assert decode_indexed_tensor(rec, 0, len(rec), "t") is None
