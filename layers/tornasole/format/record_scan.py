@@ -119,22 +119,30 @@ def scan_tensor_record(
     # The fields before the content are a few dozen bytes: scan a copy of them (indexing bytes
     # is several times cheaper than indexing a mapping).
     layout = _LAYOUTS.get(tag)
-    head_bytes = _HEAD_BYTES if layout is None else len(layout[0]) + _PREFIX_BYTES
-    h = bytes(buf[base : base + head_bytes if size > head_bytes else end])
     found = None
     if layout is not None:  # the common case, inline: wall time, step, two lengths, then the layout
+        prefix, np_dtype, shape, count, content_len, head_bytes = layout
+        h = bytes(buf[base : base + head_bytes if size > head_bytes else end])
         try:
-            found = _known_layout(h, size, layout)
+            pos = _value_start(h, size)
         except IndexError:
-            found = None
+            pos = -1
+        if pos >= 0 and h.startswith(prefix, pos):
+            offset = pos + len(prefix)
+            tensor_end = offset + content_len
+            if tensor_end <= size:
+                found = np_dtype, shape, offset, count, tensor_end
+    else:
+        h = bytes(buf[base : base + _HEAD_BYTES if size > _HEAD_BYTES else end])
     if found is None:
         found = _scan_payload(buf, base, end, h, tag)
         if found is None:
             return None
-    np_dtype, shape, offset, count, tensor_end = found
+        np_dtype, shape, offset, count, tensor_end = found
     if tensor_end != size:  # what follows the tensor: metadata, once, up to the end
-        tail = bytes(buf[base + tensor_end : end])
+        tail = buf[base + tensor_end : end]  # a read-only view hashes and compares as its bytes
         if tail not in _VALID_TAILS:
+            tail = bytes(tail)
             try:
                 if not _metadata_ok(tail):
                     return None
@@ -152,14 +160,14 @@ _HEAD_BYTES = 256
 _PREFIX_BYTES = 9 + 11 + 2 * 6
 #: tag -> (the Summary.Value bytes from the tag up to the content, validated once; what they say).
 #: A tensor's records differ in wall time, step and mode step, not there, unless its shape changes.
-_LAYOUTS: dict[str, tuple[bytes, np.dtype, tuple[int, ...], int, int]] = {}
+_LAYOUTS: dict[str, tuple[bytes, np.dtype, tuple[int, ...], int, int, int]] = {}
 _MAX_LAYOUTS = 1 << 14
 #: Metadata bytes already validated: every tensor of a step carries the same (mode step, mode).
 _VALID_TAILS: set[bytes] = set()
 
 
-def _known_layout(h: bytes, end: int, layout):
-    """The record in ``h`` if it is Event{wall_time?, step?, summary{value{<layout> content ...}}}."""
+def _value_start(h: bytes, end: int) -> int:
+    """Where Summary.Value's fields start in ``h`` (Event{wall_time?, step?, summary{value{...}}}), or -1."""
     pos = 0
     key = h[0]
     if key == _WALL_TIME:
@@ -171,10 +179,10 @@ def _known_layout(h: bytes, end: int, layout):
         if b >= 0x80:
             b, pos = _varint(h, pos, b)
             if b < 0:
-                return None
+                return -1
         key = h[pos]
     if key != _SUMMARY:
-        return None
+        return -1
     n = h[pos + 1]
     pos += 2
     if n >= 0x80:  # lengths of a few KB: two-byte varints, decoded here
@@ -185,7 +193,7 @@ def _known_layout(h: bytes, end: int, layout):
         else:
             n, pos = _varint(h, pos, n)
     if pos + n != end or h[pos] != _VALUE:
-        return None
+        return -1
     n = h[pos + 1]
     pos += 2
     if n >= 0x80:
@@ -195,14 +203,9 @@ def _known_layout(h: bytes, end: int, layout):
             pos += 1
         else:
             n, pos = _varint(h, pos, n)
-    prefix, np_dtype, shape, count, content_len = layout
-    if pos + n != end or not h.startswith(prefix, pos):
-        return None
-    offset = pos + len(prefix)
-    tensor_end = offset + content_len
-    if tensor_end > end:
-        return None
-    return np_dtype, shape, offset, count, tensor_end
+    if pos + n != end:
+        return -1
+    return pos
 
 
 def _scan_payload(buf, base: int, end: int, head: bytes, tag: str):
@@ -262,7 +265,8 @@ def _scan_event(h: bytes, end: int, tag: str, tag_bytes: bytes):
         if len(_LAYOUTS) >= _MAX_LAYOUTS:
             _LAYOUTS.clear()
         np_dtype, shape, offset, count, tensor_end = found
-        _LAYOUTS[tag] = (h[pos:offset], np_dtype, shape, count, tensor_end - offset)
+        prefix = h[pos:offset]
+        _LAYOUTS[tag] = (prefix, np_dtype, shape, count, tensor_end - offset, len(prefix) + _PREFIX_BYTES)
     return found
 
 
