@@ -56,7 +56,7 @@ _NUMPY = {
 
 _CANONICAL = {name: name for name in ALL_REDUCTIONS}
 #: dtypes whose mean, sum, min and max are computed by the ufunc reduce directly (see ``compute``).
-_FAST_DTYPES = frozenset((np.dtype("float32"), np.dtype("float64")))
+_FAST_CHARS = ("f", "d")  # float32, float64 (either byte order: the ufuncs handle it as np.mean does)
 _add_reduce = np.add.reduce
 _FAST_REDUCE = {"sum": np.add.reduce, "min": np.minimum.reduce, "max": np.maximum.reduce}
 
@@ -147,7 +147,7 @@ def compute(array: np.ndarray, reduction: str, abs: bool = False) -> np.ndarray:
     data = np.asarray(array)
     if abs:
         data = np.absolute(data)
-    if data.dtype in _FAST_DTYPES and data.size:
+    if data.dtype.char in _FAST_CHARS and data.size:
         # numpy's own reductions minus their Python wrappers (a few microseconds a call): the
         # same ufunc reduce over every axis, and for ``mean`` the same division as ``np.mean``.
         if red == "mean":

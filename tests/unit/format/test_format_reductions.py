@@ -91,8 +91,9 @@ _NUMPY_REDUCTIONS = {"mean": np.mean, "sum": np.sum, "min": np.amin, "max": np.a
         np.float32([np.nan, 1.0]),
         np.float64([np.inf, -np.inf]),
         np.float32([7.0]).reshape(()),
+        np.linspace(-3, 3, 101).astype(">f4"),
     ],
-    ids=["f32-flat", "f64-2d", "f32-strided", "nan", "inf", "0-d"],
+    ids=["f32-flat", "f64-2d", "f32-strided", "nan", "inf", "0-d", "big-endian"],
 )
 def test_fast_reductions_are_bit_identical_to_numpy(array: np.ndarray, reduction: str, absolute: bool):
     """float32/float64 mean, sum, min and max skip numpy's wrappers: same dtype, same bits."""
