@@ -31,6 +31,7 @@ from tornasole.exceptions import FormatError
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC
 from tornasole.format.event_encoding import encode_numeric_event
 from tornasole.format.proto import messages
+from tornasole.format.record_scan import scan_tensor_record
 from tornasole.format.tensors import fill_tensor_proto, tensor_to_array, to_array
 from tornasole.format.tfrecord import FOOTER_SIZE, HEADER_SIZE, OVERHEAD, frame, length_crc
 from tornasole.modes import ModeKeys
@@ -223,8 +224,23 @@ def decode_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag:
     constant footer, one tensor value with the expected tag) without building
     an error: on ``None`` the caller decodes the slow way, which reports
     precisely what is wrong (or accepts a record with a real payload CRC).
-    The value may be a read-only view of the parsed record.
+
+    A canonical record (what smdebug and we write) is scanned in place
+    (:func:`tornasole.format.record_scan.scan_tensor_record`) and its value is a
+    read-only view of ``buf`` itself: no parse, no copy. Anything else is
+    parsed with protobuf (the value then views the parsed record). Callers that
+    hand the value out copy it.
     """
+    found = scan_tensor_record(buf, start, length, tag)
+    if found is not None:
+        np_dtype, shape, offset, count = found
+        value = np.frombuffer(buf, np_dtype, count, offset)
+        return value if len(shape) == 1 else value.reshape(shape)
+    return _parse_indexed_tensor(buf, start, length, tag)
+
+
+def _parse_indexed_tensor(buf: bytes | memoryview, start: int, length: int, tag: str) -> np.ndarray | None:
+    """:func:`decode_indexed_tensor` through a protobuf parse (every encoding protobuf accepts)."""
     if length < OVERHEAD or start < 0 or start + length > len(buf):
         return None
     size, len_crc = _HEADER.unpack_from(buf, start)

@@ -25,7 +25,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
 from tornasole.storage.base import ReadRequest
@@ -91,6 +91,11 @@ class LocalStorage(ThreadedReads):
         """
         local = path if isinstance(path, str) and path[:1] == "/" else to_local(path)
         return self._maps.view(local)
+
+    @property
+    def mapped_views(self) -> Mapping[str, memoryview]:
+        """Absolute path -> view of the files mapped so far (read-only): :meth:`view` without a call."""
+        return self._maps.mapped
 
     def forget_view(self, path: str) -> None:
         """Drop the mapping of ``path`` (see :meth:`view`)."""

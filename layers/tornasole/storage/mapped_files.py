@@ -31,6 +31,7 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 __all__ = ["MappedFiles", "DEFAULT_MAPPED_FILES"]
 
@@ -68,6 +69,11 @@ class MappedFiles:
             while len(self._views) > self.capacity:
                 self._views.popitem(last=False)  # unmapped when its last reader lets go
         return view
+
+    @property
+    def mapped(self) -> Mapping[str, memoryview]:
+        """The views mapped so far, by path (read-only): a hot loop's lookup before :meth:`view`."""
+        return self._views
 
     def forget(self, path: str) -> None:
         """Drop the mapping of ``path``: the next :meth:`view` maps the file now there."""

@@ -3,8 +3,10 @@
 The short path from ``Tensor.value`` to the bytes: the index already gives the
 record's file, offset and length; the event file is mapped once
 (:meth:`LocalStorage.view <tornasole.storage.LocalStorage.view>`), the record
-is a slice of that mapping, and the decode makes the only copies (the protobuf
-parse, then the array handed out). No system call, no ``fstat`` and no cache
+is a slice of that mapping. A record laid out as smdebug and we write it is
+scanned in place (:mod:`tornasole.format.record_scan`): no protobuf message, and
+the only copy of the value's bytes is the array handed out (anything else is
+parsed with protobuf). No system call, no ``fstat`` and no cache
 bookkeeping per value: a complete event file is immutable by the format's
 contract, so it is re-checked only when a record fails to decode (the mapping
 is dropped and the file now at the path gets one more try).
@@ -15,7 +17,7 @@ a run only fills a cache with values never asked for again. Every value is an
 array of its caller's own (writable, as smdebug returns).
 
 Memory: reading one value touches that record's pages of the mapping and holds
-the parsed record and the value, never the whole event file.
+the value (and, off the scanned path, the parsed record), never the whole event file.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from tornasole.exceptions import IndexReaderException
 from tornasole.format.events import decode_indexed_tensor
+from tornasole.format.record_scan import scan_tensor_record
 from tornasole.storage import LocalStorage
 from tornasole.trials.reading import decode_location, read_error
 from tornasole.trials.step_index import RecordLocation
@@ -33,6 +36,8 @@ from tornasole.trials.step_index import RecordLocation
 __all__ = ["MappedValueReader"]
 
 Neighbors = Callable[[RecordLocation], Sequence[RecordLocation]]
+
+_frombuffer = np.frombuffer
 
 
 class MappedValueReader:
@@ -50,6 +55,7 @@ class MappedValueReader:
     def __init__(self, storage: LocalStorage) -> None:
         self.storage = storage
         self._view = storage.view
+        self._mapped = storage.mapped_views
 
     def read_value(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
         """The value of the record at ``loc``, a writable array of the caller's own.
@@ -60,16 +66,32 @@ class MappedValueReader:
             The event file is missing or unreadable, or the record is cut short or
             corrupt; names the event file, the index file, the step and the tensor.
         """
+        data = self._mapped.get(loc.event_path)
+        if data is not None:  # the common case, inline: a mapped file and a canonical record
+            found = scan_tensor_record(data, loc.start, loc.length, loc.tag)
+            if found is not None:
+                np_dtype, shape, offset, count = found
+                value = _frombuffer(data, np_dtype, count, offset)
+                if len(shape) != 1:
+                    value = value.reshape(shape)
+                return value.copy()  # the one copy of the value's bytes
         value = self.fetch(loc)
-        if not value.flags.writeable:  # a view of the parsed record: the caller gets its own copy
+        if not value.flags.writeable:  # a view of the mapping or of the parsed record: copy it
             value = value.copy()
         return value
 
     def fetch(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
-        """The value of the record at ``loc``, possibly a read-only view of the parsed record.
+        """The value of the record at ``loc``, possibly a read-only view of the mapped file.
 
         For values used internally (computed reductions, shapes); raises as :meth:`read_value`.
         """
+        data = self._mapped.get(loc.event_path)
+        if data is not None:  # as in read_value: no copy at all, the value views the mapping
+            found = scan_tensor_record(data, loc.start, loc.length, loc.tag)
+            if found is not None:
+                np_dtype, shape, offset, count = found
+                value = _frombuffer(data, np_dtype, count, offset)
+                return value if len(shape) == 1 else value.reshape(shape)
         try:
             data = self._view(loc.event_path)
         except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor
@@ -88,7 +110,10 @@ class MappedValueReader:
         """Values of several records in order; a failed read yields its exception in its slot.
 
         Each event file is mapped once for all its records (files are the same
-        objects across calls), so a batch reads every file once.
+        objects across calls), so a batch reads every file once. Each value is
+        an array of its own: one allocation per value, whose memory the
+        allocator reuses from one batch to the next (one block per batch was
+        measured slower: a fresh block is faulted in afresh every time).
         """
         read = self.read_value
         out: list[np.ndarray | Exception] = []
@@ -99,7 +124,18 @@ class MappedValueReader:
                 out.append(exc)
         return out
 
-    fetch_many = read_values
+    def fetch_many(
+        self, locs: Sequence[RecordLocation], neighbors: Neighbors | None = None
+    ) -> list[np.ndarray | Exception]:
+        """Values of several records in order, possibly read-only views (for internal use)."""
+        fetch = self.fetch
+        out: list[np.ndarray | Exception] = []
+        for loc in locs:
+            try:
+                out.append(fetch(loc))
+            except IndexReaderException as exc:
+                out.append(exc)
+        return out
 
     def prefetch(self, locs: Iterable[RecordLocation], neighbors: Neighbors | None = None) -> int:
         """Map the event files of ``locs`` now; return how many records lie within their files.

@@ -277,18 +277,19 @@ class StepTable:
         """``(worker, entry)`` of the first worker (by name) that saved ``name`` at global ``step``.
 
         What ``entries`` followed by ``min`` gives, without building the dict
-        (this runs once per value read).
+        (this runs once per value read). No lock: a dict lookup and a tuple
+        snapshot of a step's workers are each atomic under the GIL, and a
+        worker's tensor dict is complete before it is added (``add_step``).
         """
-        with self.lock:
-            rec = self._steps.get(step)
-            if rec is None:
-                return None
-            found = None
-            for w, tensors in rec.workers.items():
-                entry = tensors.get(name)
-                if entry is not None and (found is None or w < found[0]):
-                    found = (w, entry)
-            return found
+        rec = self._steps.get(step)
+        if rec is None:
+            return None
+        found = None
+        for w, tensors in tuple(rec.workers.items()):
+            entry = tensors.get(name)
+            if entry is not None and (found is None or w < found[0]):
+                found = (w, entry)
+        return found
 
     def locations(self, step: int, worker: str) -> list[RecordLocation]:
         """Every record (values and reductions) of ``worker``'s index for ``step``."""

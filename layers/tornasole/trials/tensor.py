@@ -176,8 +176,11 @@ class Tensor:
         """
         steps = self.steps(mode)
         locs = []
+        name = self.name
+        first_entry = self._table.first_entry if worker is None and (mode is GLOBAL or mode is None) else None
         for s in steps:
-            loc = self._entry(s, mode, worker).location
+            found = first_entry(name, s) if first_entry is not None else None  # the common call
+            loc = found[1].location if found is not None else self._entry(s, mode, worker).location
             if loc is None:
                 raise self._no_value(s, mode, worker)
             locs.append(loc)

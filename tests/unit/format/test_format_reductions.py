@@ -75,3 +75,45 @@ def test_parse_rejects_non_reduction_tags() -> None:
     assert parse_reduction_tag("Net_fc1.weight") is None
     assert parse_reduction_tag("smdebug/reductions/mean") is None
     assert parse_reduction_tag("smdebug/reductions/median/x") is None
+
+
+_NUMPY_REDUCTIONS = {"mean": np.mean, "sum": np.sum, "min": np.amin, "max": np.amax}
+
+
+@pytest.mark.parametrize("reduction", sorted(_NUMPY_REDUCTIONS))
+@pytest.mark.parametrize("absolute", [False, True])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.random.default_rng(0).standard_normal(10_001).astype(np.float32),
+        np.random.default_rng(1).standard_normal((37, 41)),
+        np.random.default_rng(2).standard_normal((3, 4, 5)).astype(np.float32)[:, ::2],  # not contiguous
+        np.float32([np.nan, 1.0]),
+        np.float64([np.inf, -np.inf]),
+        np.float32([7.0]).reshape(()),
+        np.linspace(-3, 3, 101).astype(">f4"),
+    ],
+    ids=["f32-flat", "f64-2d", "f32-strided", "nan", "inf", "0-d", "big-endian"],
+)
+def test_fast_reductions_are_bit_identical_to_numpy(array: np.ndarray, reduction: str, absolute: bool):
+    """float32/float64 mean, sum, min and max skip numpy's wrappers: same dtype, same bits."""
+    data = np.absolute(array) if absolute else array
+    with np.errstate(invalid="ignore"):
+        expected = np.asarray(_NUMPY_REDUCTIONS[reduction](data))
+        got = compute(array, reduction, absolute)
+    assert got.dtype == expected.dtype
+    assert got.shape == ()
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_reductions_of_a_read_only_view_leave_it_alone() -> None:
+    raw = np.arange(-5, 5, dtype=np.float32).tobytes()
+    view = np.frombuffer(raw, np.float32)
+    assert compute(view, "mean", True).item() == pytest.approx(2.5)
+    assert view.tolist() == list(range(-5, 5))
+
+
+def test_empty_arrays_keep_numpy_behaviour() -> None:
+    with pytest.raises(ValueError, match="zero-size"):
+        compute(np.zeros(0, np.float32), "max")
+    assert compute(np.zeros(0, np.float32), "sum").item() == 0.0

@@ -306,3 +306,33 @@ def test_smdebug_step_num_keyword_is_accepted(moded_dir):
         t.reduction_value(2)
     with pytest.raises(TypeError, match="both"):
         t.reduction_value(2, "mean", step_num=2)
+
+
+def test_scanned_and_parsed_records_read_alike_as_arrays_of_their_own(tmp_path):
+    """Numeric records are scanned in place, strings and empty arrays parsed: each an array of its own."""
+    values = {
+        "f32": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "f16": np.arange(5, dtype=np.float16),
+        "bool": np.array([True, False]),
+        "scalar": np.zeros((), np.float64),
+        "empty": np.zeros((0, 2), np.int32),
+        "text": np.array(["a", "bcd"]),
+    }
+    tw = TrialWriter(str(tmp_path), worker="worker_0")
+    tw.write_collections({}, num_workers=1)
+    for step in (0, 1):
+        sw = tw.step_writer(step)
+        for name, value in values.items():
+            sw.add_tensor(name, value)
+        tw.write_step(sw)
+    tw.write_end_marker()
+    trial = create_trial(str(tmp_path))
+    for name, expected in values.items():
+        tensor = trial.tensor(name)
+        for got in (tensor.value(0), tensor.value(1), *tensor.values().values()):
+            assert got.dtype == expected.dtype
+            assert got.shape == expected.shape
+            np.testing.assert_array_equal(got, expected)
+            assert got.flags.writeable
+            got[...] = expected.flat[-1] if expected.size else got  # writing changes no later read
+        np.testing.assert_array_equal(tensor.value(1), expected)

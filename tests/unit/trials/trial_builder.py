@@ -63,6 +63,22 @@ def make_trial_dir(trial_dir: str, steps: Iterable[int], workers: int = 1, end: 
     return trial_dir
 
 
+class _RecordingViews:
+    """``LocalStorage.mapped_views`` that records each path it finds in ``storage.views``."""
+
+    def __init__(self, mapped, storage: RecordingStorage) -> None:
+        self._mapped = mapped
+        self._storage = storage
+
+    def get(self, path, default=None):
+        view = self._mapped.get(path)
+        if view is None:
+            return default
+        with self._storage._lock:
+            self._storage.views.append(path)
+        return view
+
+
 class RecordingStorage(LocalStorage):
     """A LocalStorage that records every list / read / read_many call (thread-safe)."""
 
@@ -89,6 +105,11 @@ class RecordingStorage(LocalStorage):
         with self._lock:
             self.views.append(path)
         return super().view(path)
+
+    @property
+    def mapped_views(self):
+        """The mapped files, recording every hit (a local value read without a ``view`` call)."""
+        return _RecordingViews(super().mapped_views, self)
 
     def read_many(self, requests, on_error="raise"):
         with self._lock:
