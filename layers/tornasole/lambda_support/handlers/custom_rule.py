@@ -13,6 +13,7 @@ verdict is the reply, and the evaluator records it.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from functools import cache, partial
 from typing import Any
@@ -83,6 +84,19 @@ def _history(recent: Window, first: Window) -> Any:
     return history
 
 
+def _bounded(remaining_s: Any, seconds: float | None) -> Any:
+    """The invocation's remaining time, never more than the ``seconds`` the evaluator can still wait."""
+    if seconds is None:
+        return remaining_s
+    end = time.monotonic() + seconds
+
+    def remaining() -> float:
+        left = end - time.monotonic()
+        return min(left, remaining_s()) if remaining_s else left
+
+    return remaining
+
+
 def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The reply to one request (what ``handler`` returns), for Lambda and for tests alike."""
     try:
@@ -90,6 +104,7 @@ def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | N
     except ValueError as exc:
         return {"kind": "error", "reason": f"invalid sandbox request: {exc}"}
     config = request.rule
+    remaining_s = _bounded(remaining_s, request.seconds)
     problem = rule_source_problem(config, allowed_rule_prefixes(environ))
     if problem:
         return {"kind": "error", "reason": problem}
