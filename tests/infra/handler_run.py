@@ -214,6 +214,8 @@ def recorded_run() -> Iterator[tuple[CallRecorder, Stack]]:
                 ENV_CUSTOM_RULES_PREFIX: f"s3://{BUCKET}/{RULES_PREFIX}",
                 ENV_CUSTOM_RULE_FUNCTION: SANDBOX,
                 ENV_CUSTOM_RULE_READER_ROLE: _reader_role(),
+                # the sandbox's calls are recorded in this process: no forked child per rule run
+                "TORNASOLE_SANDBOX_FORK": "0",
                 "POWERTOOLS_TRACE_DISABLED": "true",
             }.items():
                 mp.setenv(name, value)

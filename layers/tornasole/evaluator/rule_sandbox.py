@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 
 Remaining = Callable[[], float] | None
 
+#: Seconds of the evaluator's remaining time kept for the invocation's round trip: the sandbox is told
+#: the rest, and keeps its own reserve (``runner.RESULTS_RESERVE_S``) below that for the rule's deadline,
+#: so the evaluator still has that reserve to write the verdict.
+INVOKE_OVERHEAD_S = 2.0
 #: Reuse a job's credentials only while they outlive the longest sandbox run by a margin.
 SESSION_REUSE_MARGIN_S = 300.0
 MAX_CACHED_SESSIONS = 256
@@ -213,6 +217,7 @@ class LambdaCustomRuleRunner:
             self.credentials(job_name, policy),
             recent,
             first,
+            seconds=max(0.1, remaining_s() - INVOKE_OVERHEAD_S) if remaining_s else None,
         )
         try:
             payload = request.to_bytes()

@@ -57,6 +57,14 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+        raise ValueError("seconds must be null or a number of seconds in (0, 3600]")
+    return float(value)
+
+
 def _workers(value: Any, what: str) -> tuple[str, ...]:
     if not isinstance(value, list) or len(value) > _MAX_WORKERS:
         raise ValueError(f"{what} must be a list of at most {_MAX_WORKERS} worker names")
@@ -86,6 +94,9 @@ class SandboxRequest:
     credentials: dict[str, str]
     recent: Window = ()
     first: Window = ()
+    #: Seconds the evaluator can still wait for the verdict (its invocation's remaining time less the
+    #: invoke's overhead); the sandbox cuts the rule's deadline to it. None: no bound known.
+    seconds: float | None = None
 
     def to_bytes(self) -> bytes:
         """The invocation payload; ``ValueError`` when it would exceed ``MAX_REQUEST_BYTES``."""
@@ -97,6 +108,7 @@ class SandboxRequest:
             "workers": list(self.workers),
             "recent": [[s, list(w)] for s, w in self.recent],
             "first": [[s, list(w)] for s, w in self.first],
+            "seconds": self.seconds,
             "rule": {
                 "name": self.rule.name,
                 "class": self.rule.rule_to_invoke,
@@ -148,6 +160,7 @@ class SandboxRequest:
             credentials={k: _str(creds.get(k), f"credentials.{k}", 4096) for k in _CREDENTIAL_KEYS},
             recent=_window(event.get("recent"), "recent"),
             first=_window(event.get("first"), "first"),
+            seconds=_seconds(event.get("seconds")),
         )
 
 

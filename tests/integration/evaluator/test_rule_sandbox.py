@@ -348,3 +348,97 @@ def test_the_evaluator_built_from_env_chooses_the_runner(stack, monkeypatch) -> 
         FUNCTION,
         "arn:aws:iam::123456789012:role/reader",
     )
+
+
+# -- the rule runs in a forked child: nothing it does stays in the sandbox's process ------------------
+LEAVES_BEHIND = b"""
+import builtins, os, signal, subprocess
+from smdebug.rules.rule import Rule
+
+
+class LeavesBehind(Rule):
+    def __init__(self, base_trial, how="patch"):
+        super().__init__(base_trial)
+        self.how = how
+
+    def invoke_at_step(self, step):
+        if self.how == "patch":  # what a hostile rule would do to see the next job's credentials
+            builtins.TORNASOLE_LEFT_BEHIND = True
+            import tornasole.lambda_support.handlers.custom_rule as sandbox
+            sandbox.scoped_storage = None
+            return False
+        if self.how == "loop":
+            while True:
+                pass
+        if self.how == "exit":
+            os._exit(3)
+        if self.how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.how == "spawn":
+            proc = subprocess.Popen(["sleep", "60"])
+            raise RuntimeError("SPAWNED %d" % proc.pid)
+"""
+
+
+def _leaves_behind(
+    monkeypatch: pytest.MonkeyPatch, lambda_context: Any, how: str, remaining_s: Any = None
+) -> StepOutcome:
+    role = _setup(monkeypatch)
+    client("s3").put_object(Bucket=BUCKET, Key="custom-rules/leaves.py", Body=LEAVES_BEHIND)
+    runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context))
+    trial = f"s3://{BUCKET}/jobs/leaver"
+    rule = RuleConfig("Leaves", "LeavesBehind", {"how": how}, source_s3_uri=f"{RULES}/leaves.py")
+    return runner.evaluate("leaver", trial, StepFiles(0, ("worker_0",)), rule, remaining_s=remaining_s)
+
+
+def test_what_a_rule_leaves_in_its_process_never_reaches_the_sandboxs(
+    stack, monkeypatch, lambda_context
+) -> None:
+    import builtins
+
+    stack.write_collections(trial=f"s3://{BUCKET}/jobs/leaver")
+    stack.write_step(0, trial=f"s3://{BUCKET}/jobs/leaver")
+    outcome = _leaves_behind(monkeypatch, lambda_context, "patch")
+    assert outcome.error is None
+    assert outcome.step_error is None
+    assert not hasattr(builtins, "TORNASOLE_LEFT_BEHIND")
+    assert callable(custom_rule.scoped_storage)
+
+
+@pytest.mark.parametrize(
+    ("how", "why"), [("exit", "ended without a verdict (status 3)"), ("kill", "(signal 9)")]
+)
+def test_a_rule_that_ends_its_process_is_its_error(stack, monkeypatch, lambda_context, how, why) -> None:
+    stack.write_collections(trial=f"s3://{BUCKET}/jobs/leaver")
+    stack.write_step(0, trial=f"s3://{BUCKET}/jobs/leaver")
+    outcome = _leaves_behind(monkeypatch, lambda_context, how)
+    assert outcome.error is not None
+    assert why in outcome.error
+
+
+def test_processes_a_rule_starts_are_stopped_with_it(stack, monkeypatch, lambda_context) -> None:
+    stack.write_collections(trial=f"s3://{BUCKET}/jobs/leaver")
+    stack.write_step(0, trial=f"s3://{BUCKET}/jobs/leaver")
+    outcome = _leaves_behind(monkeypatch, lambda_context, "spawn")
+    assert outcome.error is not None
+    pid = int(outcome.error.split("SPAWNED ", 1)[1].split()[0])
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X")  # killed (a zombie until its new parent reaps it)
+
+
+def test_the_rules_deadline_in_the_sandbox_is_cut_to_the_evaluators_remaining_time(
+    stack, monkeypatch, lambda_context
+) -> None:
+    """The evaluator has 18.5 s left: 2 s go to the round trip, the sandbox keeps its 15 s reserve,
+    so the looping rule is stopped within 1.5 s (not after the sandbox's own minute)."""
+    stack.write_collections(trial=f"s3://{BUCKET}/jobs/leaver")
+    stack.write_step(0, trial=f"s3://{BUCKET}/jobs/leaver")
+    outcome = _leaves_behind(monkeypatch, lambda_context, "loop", remaining_s=lambda: 18.5)
+    assert outcome.error is not None
+    deadline = float(outcome.error.split("stopped after its deadline of ", 1)[1].rstrip("s"))
+    assert 0.1 <= deadline <= 1.5  # what was left of the 1.5 s when the rule started
+    assert outcome.latency_ms < 10_000

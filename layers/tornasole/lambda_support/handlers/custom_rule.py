@@ -5,12 +5,15 @@ set of temporary credentials (reads of that job's trial and the rule file, nothi
 call here is made by a client built from those credentials only, never from the function's own
 role (which may write its logs and nothing else). The rule file is loaded through the same loader
 as in the evaluator, and only from this function's configured rule prefix; the rule runs under
-``isolation.guarded``. Nothing is written: the verdict is the reply, and the evaluator records it.
+``isolation.guarded``, in a forked child process (``forked``: what the rule leaves behind in its
+process never meets a later invocation, which may be another job's). Nothing is written: the
+verdict is the reply, and the evaluator records it.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from functools import cache, partial
 from typing import Any
@@ -20,11 +23,17 @@ from tornasole.evaluator.index_cache import IndexFileCache
 from tornasole.evaluator.models import rule_source_problem
 from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner
 from tornasole.evaluator.runner import StepFiles, StepRunner, default_rule_factory
-from tornasole.evaluator.sandbox_wire import SandboxRequest, Window, reply_of
+from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxRequest, Window, reply_of
 from tornasole.lambda_support.env import HandlerEnv
+from tornasole.lambda_support.forked import run_forked
 from tornasole.lambda_support.observability import logger
 
-__all__ = ["allowed_rule_prefixes", "handler", "scoped_storage"]
+__all__ = ["ENV_FORK", "allowed_rule_prefixes", "evaluate", "handler", "scoped_storage"]
+
+#: ``0`` runs the rule in the handler's own process (tests that record its AWS calls in-process).
+ENV_FORK = "TORNASOLE_SANDBOX_FORK"
+# Seconds of the invocation kept for returning the reply after a rule run stopped by the backstop.
+REPLY_RESERVE_S = 3.0
 
 
 def allowed_rule_prefixes(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -38,11 +47,13 @@ def allowed_rule_prefixes(environ: Mapping[str, str] | None = None) -> tuple[str
 
 @cache
 def _boto_session() -> Any:
-    """One boto3 session per cold start (service models load once); never used for its own
-    credentials: every client made here is given the request's."""
+    """One boto3 session per cold start, its S3 model loaded before any fork (each child reuses it);
+    never used for its own credentials: every client made here is given the request's."""
     import boto3
 
-    return boto3.session.Session()
+    session = boto3.session.Session()
+    session._session.get_service_model("s3")  # noqa: SLF001 - warm botocore's loader cache
+    return session
 
 
 def scoped_storage(credentials: Mapping[str, str]) -> Any:
@@ -73,6 +84,19 @@ def _history(recent: Window, first: Window) -> Any:
     return history
 
 
+def _bounded(remaining_s: Any, seconds: float | None) -> Any:
+    """The invocation's remaining time, never more than the ``seconds`` the evaluator can still wait."""
+    if seconds is None:
+        return remaining_s
+    end = time.monotonic() + seconds
+
+    def remaining() -> float:
+        left = end - time.monotonic()
+        return min(left, remaining_s()) if remaining_s else left
+
+    return remaining
+
+
 def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The reply to one request (what ``handler`` returns), for Lambda and for tests alike."""
     try:
@@ -80,24 +104,34 @@ def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | N
     except ValueError as exc:
         return {"kind": "error", "reason": f"invalid sandbox request: {exc}"}
     config = request.rule
+    remaining_s = _bounded(remaining_s, request.seconds)
     problem = rule_source_problem(config, allowed_rule_prefixes(environ))
     if problem:
         return {"kind": "error", "reason": problem}
-    storage = scoped_storage(request.credentials)
-    runner = StepRunner(
-        rule_factory=partial(default_rule_factory, storage=storage),
-        index_cache=IndexFileCache(),  # per request: nothing read for one job is served to another
-        storage=storage,
-    )
-    files = StepFiles(request.step, request.workers)
-    history = _history(request.recent, request.first)
-    try:
-        outcome = InProcessCustomRuleRunner(runner).evaluate(
-            request.job, request.trial, files, config, history, remaining_s
+    _boto_session()
+
+    def run() -> dict[str, Any]:
+        storage = scoped_storage(request.credentials)
+        runner = StepRunner(
+            rule_factory=partial(default_rule_factory, storage=storage),
+            index_cache=IndexFileCache(),  # per request: nothing read for one job is served to another
+            storage=storage,
         )
-    except TransientError as exc:
-        return {"kind": "transient", "reason": str(exc)[:1024]}
-    return reply_of(outcome)
+        files = StepFiles(request.step, request.workers)
+        history = _history(request.recent, request.first)
+        try:
+            outcome = InProcessCustomRuleRunner(runner).evaluate(
+                request.job, request.trial, files, config, history, remaining_s
+            )
+        except TransientError as exc:
+            return {"kind": "transient", "reason": str(exc)[:1024]}
+        return reply_of(outcome)
+
+    env = os.environ if environ is None else environ
+    if env.get(ENV_FORK, "1").strip() == "0" or not hasattr(os, "fork"):
+        return run()
+    timeout = remaining_s() - REPLY_RESERVE_S if remaining_s else 300.0
+    return run_forked(run, timeout, MAX_REPLY_BYTES)
 
 
 @logger.inject_lambda_context(clear_state=True)  # never logs the event: it holds credentials

@@ -1,0 +1,101 @@
+"""Run a function in a forked child process and get back its JSON-able result: nothing it does stays.
+
+Why: Lambda reuses a warm execution environment for later invocations, which in the rule sandbox
+are other jobs' rules. Code a rule leaves behind in the process (a patched module, a thread, a
+hook on boto3) would see the next job's credentials. Forked, the rule runs in a copy of the
+process that exits when the verdict is sent: the handler's own process never runs rule code.
+The child gets its own process group, which is killed afterwards, so processes the rule started
+are stopped too (one that calls ``setsid`` itself escapes that: see the README's security notes).
+
+The child writes its result as JSON to a pipe and leaves with ``os._exit`` (no atexit handlers,
+no buffers of the parent flushed twice). The parent reads at most ``max_bytes`` + 1 bytes until
+``timeout_s`` and reports what went wrong (timed out, killed by a signal, no result) as an
+``error`` reply, never by raising.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["run_forked"]
+
+
+def _child(fn: Callable[[], dict[str, Any]], out: int) -> None:
+    try:
+        os.setpgid(0, 0)
+        try:
+            reply = fn()
+        except BaseException as exc:  # noqa: BLE001 - the child's failure becomes the reply
+            reply = {
+                "kind": "error",
+                "reason": f"the rule sandbox's child raised {type(exc).__name__}: {exc}",
+            }
+        data = json.dumps(reply).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view) :]
+    finally:
+        os._exit(0)
+
+
+def run_forked(fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int) -> dict[str, Any]:
+    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
+        os.close(read_end)
+        _child(fn, write_end)
+    os.close(write_end)
+    try:  # also here: the child may not have made its group yet when the parent kills it
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    chunks: list[bytes] = []
+    size, timed_out = 0, False
+    deadline = time.monotonic() + max(0.1, timeout_s)
+    try:
+        while size <= max_bytes:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                timed_out = True
+                break
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(read_end)
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the child and whatever it started in its group
+        except OSError:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # already gone
+        _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
+    if timed_out:
+        return {"kind": "error", "reason": f"the rule was stopped after {timeout_s:.1f}s in the sandbox"}
+    if size > max_bytes:
+        return {"kind": "error", "reason": f"the rule's reply was larger than {max_bytes} bytes"}
+    if not data:
+        why = (
+            f"signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"status {os.waitstatus_to_exitcode(status)}"
+        )
+        return {"kind": "error", "reason": f"the rule's process ended without a verdict ({why})"}
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        return {"kind": "error", "reason": "the rule's process sent a reply that is not JSON"}
+    return (
+        reply if isinstance(reply, dict) else {"kind": "error", "reason": "the rule's reply is not an object"}
+    )
