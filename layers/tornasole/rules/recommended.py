@@ -54,8 +54,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         "LossNotDecreasing",
         {
             "mode": "TRAIN",
-            "num_steps": "40",
-            "window": "10",
+            "num_steps": "20",
+            "window": "5",
             "reference": "first",
             "diff_percent": "5",
             "increase_threshold_percent": "1000",
