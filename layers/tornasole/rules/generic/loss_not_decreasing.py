@@ -121,9 +121,20 @@ class LossNotDecreasing(BuiltinRule):
         return None if any(v is None for v in values) else values
 
     def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
-        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``."""
+        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``.
+
+        Memoised per rule instance: every evaluation point re-reads the earlier points' means (the
+        rebound's lowest, ``first``'s "came down"), and a saved step's losses never change.
+        """
+        key = (name, str(mode), at, steps.index(at))
+        cache = self.__dict__.setdefault("_window_means", {})
+        if key in cache:
+            return cache[key]
         values = self._window_losses(name, steps, at, mode)
-        return None if values is None else sum(values) / len(values)
+        if values is None:
+            return None  # not readable yet: ask again next time
+        cache[key] = sum(values) / len(values)
+        return cache[key]
 
     def _came_down(
         self, name: str, steps: list[int], points: list[int], first: int, below: float, mode: object
