@@ -2,14 +2,23 @@
 
 Each criterion is re-implemented from its paper's description (facts only; no code copied):
 
-* AUTOTRAINER (Zhang et al., ICSE'21), checks from 30% of training, a gradient problem counted only when
-  accuracy is not converging (here: best validation accuracy so far < 0.6, its slow-convergence bound):
+* AUTOTRAINER (Zhang et al., ICSE'21), checks every 3 epochs from 30% of training (epochs 3, 6, 9, ... once
+  30% is reached), a gradient problem counted only when accuracy is not converging (here: best validation
+  accuracy so far < 0.6, its slow-convergence bound):
   - ``vanishing``: first-layer / last-layer gradient-norm ratio < 1e-3 and first-layer norm < 1e-4;
   - ``exploding``: that ratio > 70, or loss >= 1e3;
-  - ``dying_relu``: >= 70% of a ReLU layer's weight-gradient entries exactly 0;
-  - ``oscillating``: validation-accuracy swings (local maximum - neighbouring minimum >= 0.03) number at
-    least 0.2 x epochs;
-  - ``slow``: best epoch-to-epoch accuracy gain < 0.01 and maximum accuracy < 0.6.
+  - ``dying_relu``: >= 70% of all gradient entries exactly 0 (every layer's kernel and bias gradients
+    counted together, as AUTOTRAINER's monitor does);
+  - ``oscillating``: swings of the epoch's *training* accuracy (what a Keras history calls ``acc``, the
+    accuracy AUTOTRAINER's monitor reads for this check): the local maxima and the local minima of the
+    accuracy curve, taken in order and paired (first maximum with first minimum, ...), differ by >= 0.03 in
+    at least 0.2 x the epochs so far;
+  - ``slow``: the best epoch-to-epoch gain of the validation accuracy *and* of the training accuracy are
+    both < 0.01 (AUTOTRAINER requires both), and maximum validation accuracy < 0.6.
+
+  Second revision of the benchmark (see bench/README.md), to follow AUTOTRAINER's published monitor: the
+  first revision checked every epoch, read the validation accuracy alone for oscillation and slow
+  convergence, and judged dying ReLU per ReLU layer's kernel gradients.
 * DeepDiagnosis (Wardat et al., ICSE'22), per epoch:
   - ``saturation``: > 50% of tanh/sigmoid pre-activations beyond +-5;
   - ``nan``: NaN or Inf in the loss, weights or gradients (also DeepLocalize);
@@ -30,6 +39,28 @@ from dataclasses import dataclass, field
 import numpy as np
 
 NOT_CONVERGING_ACC = 0.6
+CHECK_EVERY = 3  # epochs between AUTOTRAINER's checks
+
+
+def max_gain(acc: list[float]) -> float:
+    """The largest epoch-to-epoch rise (0 when it never rose)."""
+    return max([0.0, *(b - a for a, b in zip(acc, acc[1:]))])
+
+
+def oscillating(acc: list[float], threshold: float = 0.03, rate: float = 0.2) -> bool:
+    """AUTOTRAINER's unstable-accuracy test: paired local maxima and minima differ by ``threshold`` in
+    at least ``rate`` x len(acc) pairs (endpoints are neither; a flat stretch is both).
+
+    >>> oscillating([0.5, 0.6, 0.5, 0.6, 0.5])
+    True
+    >>> oscillating([0.5, 0.6, 0.7, 0.8, 0.9])
+    False
+    """
+    inner = range(1, len(acc) - 1)
+    maxima = [acc[i] for i in inner if acc[i] >= acc[i - 1] and acc[i] >= acc[i + 1]]
+    minima = [acc[i] for i in inner if acc[i] <= acc[i - 1] and acc[i] <= acc[i + 1]]
+    count = sum(1 for hi, lo in zip(maxima, minima) if hi - lo >= threshold)
+    return count >= rate * len(acc)
 
 
 @dataclass
@@ -41,6 +72,7 @@ class Monitor:
     _pending: dict[str, int] = field(default_factory=dict)  # gradient symptoms waiting for non-convergence
     _weights: dict[str, list[np.ndarray]] = field(default_factory=dict)
     val_acc: list[float] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     train_loss: list[float] = field(default_factory=list)
 
@@ -53,10 +85,11 @@ class Monitor:
         loss: float,
         grads: dict[str, np.ndarray],
         weights: dict[str, np.ndarray],
-        relu_grads: dict[str, np.ndarray],
+        all_grads: dict[str, np.ndarray],
         act_inputs: dict[str, np.ndarray],
     ) -> None:
-        """After backward: the layer gradients in order (first..last), weights, ReLU-layer weight grads."""
+        """After backward: the layer kernel gradients in order (first..last), weights, and every gradient
+        array (kernels and biases)."""
         arrays = [*grads.values(), *weights.values()]
         if not math.isfinite(loss) or any(not np.all(np.isfinite(a)) for a in arrays):
             self._label("nan", step)
@@ -70,9 +103,9 @@ class Monitor:
                 self._pending.setdefault("vanishing", step)
             if ratio > 70:
                 self._pending.setdefault("exploding", step)
-        for g in relu_grads.values():
-            if g.size and np.mean(g == 0) >= 0.7:
-                self._pending.setdefault("dying_relu", step)
+        total = sum(g.size for g in all_grads.values())
+        if total and sum(int(np.sum(g == 0)) for g in all_grads.values()) / total >= 0.7:
+            self._pending.setdefault("dying_relu", step)
         for name, w in weights.items():
             hist = self._weights.setdefault(name, [])
             hist.append(w.copy())
@@ -90,8 +123,11 @@ class Monitor:
         val_loss: float,
         val_acc: float,
         act_inputs: dict[str, np.ndarray],
+        train_acc: float,
     ) -> None:
-        """After the validation pass of ``epoch`` (0-based); ``step`` is the last training step's."""
+        """After the validation pass of ``epoch`` (0-based); ``step`` is the last training step's;
+        ``train_acc`` is the epoch's training accuracy (every training batch's predictions, as it trained)."""
+        self.train_acc.append(train_acc)
         self.train_loss.append(train_loss)
         self.val_loss.append(val_loss)
         self.val_acc.append(val_acc)
@@ -101,22 +137,16 @@ class Monitor:
         tl, vl = self.train_loss, self.val_loss
         if len(vl) >= 4 and vl[-1] > vl[-2] > vl[-3] > vl[-4] and tl[-1] < tl[-2] < tl[-3] < tl[-4]:
             self._label("overfit", step)
-        if (epoch + 1) < 0.3 * self.epochs:
+        if (epoch + 1) < 0.3 * self.epochs or (epoch + 1) % CHECK_EVERY:
             return
         acc = self.val_acc
         not_converging = max(acc) < NOT_CONVERGING_ACC
         if not_converging:
             for name, s in self._pending.items():
                 self._label(name, s)
-        swings = sum(
-            1
-            for i in range(1, len(acc) - 1)
-            if acc[i] > acc[i - 1] and acc[i] > acc[i + 1] and acc[i] - min(acc[i - 1], acc[i + 1]) >= 0.03
-        )
-        if swings >= 0.2 * self.epochs:
+        if oscillating(self.train_acc):
             self._label("oscillating", step)
-        gains = [b - a for a, b in zip(acc, acc[1:])]
-        if gains and max(gains) < 0.01 and max(acc) < NOT_CONVERGING_ACC:
+        if max_gain(acc) < 0.01 and max_gain(self.train_acc) < 0.01 and max(acc) < NOT_CONVERGING_ACC:
             self._label("slow", step)
 
     @property

@@ -103,6 +103,8 @@ def train_one(job: tuple[str, int, str]) -> dict:
         "onset": r.onset,
         "train_before": r.train_before,
         "final_val_acc": r.final_val_acc,
+        "val_acc": r.val_acc,
+        "train_acc": r.train_acc,
     }
 
 

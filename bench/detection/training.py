@@ -54,6 +54,8 @@ class RunResult:
     onset: int | None
     train_before: list[int] = field(default_factory=list)  # global step -> TRAIN steps done before it
     final_val_acc: float = float("nan")
+    val_acc: list[float] = field(default_factory=list)  # per epoch
+    train_acc: list[float] = field(default_factory=list)  # per epoch, as it trained
 
 
 def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
@@ -126,7 +128,6 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
     monitor = Monitor(epochs=spec.epochs)
     result = RunResult(case, seed, out_dir, {}, None)
     hook = Hook(out_dir, save_config=save, stop_check_interval=None)
-    n_layers = len(layers)
     step = 0
     train_done = 0
 
@@ -141,7 +142,7 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
             group["lr"] = lr_now
         hook.set_mode(modes.TRAIN)
         order = rng.permutation(spec.n_train)
-        losses = []
+        losses, train_correct = [], 0
         for b in range(0, spec.n_train, spec.batch):
             idx = torch.from_numpy(order[b : b + spec.batch])
             opt.zero_grad()
@@ -152,13 +153,17 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
             loss.backward()
             lv = float(loss.item())
             losses.append(lv)
+            train_correct += int((logits.argmax(dim=1) == yt[idx]).sum())
             grads = {}
             for i, layer in enumerate(layers, start=1):
                 g = layer.weight.grad
                 grads[f"fc{i}"] = np_(g) if g is not None else np.zeros(tuple(layer.weight.shape), np.float32)
             weights = {f"fc{i}": np_(layer.weight) for i, layer in enumerate(layers, start=1)}
-            relu_grads = {k: v for k, v in grads.items() if spec.act == "relu" and k != f"fc{n_layers}"}
-            monitor.train_step(step, lv, grads, weights, relu_grads, {})
+            all_grads = dict(grads)  # every layer's kernel and bias gradients (AUTOTRAINER's zero ratio)
+            for i, layer in enumerate(layers, start=1):
+                if layer.bias.grad is not None:
+                    all_grads[f"fc{i}.bias"] = np_(layer.bias.grad)
+            monitor.train_step(step, lv, grads, weights, all_grads, {})
             hook.save_tensor("loss", np.float32(lv), "losses")
             for i, layer in enumerate(layers, start=1):
                 hook.save_tensor(f"weights/fc{i}.weight", weights[f"fc{i}"], "weights")
@@ -203,9 +208,11 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
             vl if math.isfinite(vl) else float("inf"),
             acc,
             {k: np.concatenate(v) for k, v in acts.items()},
+            train_correct / spec.n_train,
         )
         result.final_val_acc = acc
     hook.close()
     result.labels = dict(monitor.labels)
     result.onset = monitor.onset
+    result.val_acc, result.train_acc = list(monitor.val_acc), list(monitor.train_acc)
     return result

@@ -140,7 +140,9 @@ def test_rules_comparing_with_the_start_ask_for_the_runs_first_steps(trial: Any)
     # LossNotDecreasing(reference=first) and PoorWeightInitialization compare with
     assert leading_window(create_rule("LossNotDecreasing", trial)) == 0
     assert leading_window(create_rule("LossNotDecreasing", trial, reference="first", window="5")) == 20
-    assert history_window(create_rule("LossNotDecreasing", trial, reference="first", window="5")) == 30
+    # ``first`` also asks whether any earlier evaluation point came down: the whole run, capped
+    first = create_rule("LossNotDecreasing", trial, reference="first", window="5")
+    assert history_window(first) == MAX_HISTORY_STEPS
     assert leading_window(create_rule("PoorWeightInitialization", trial)) == 60
     assert leading_window(create_rule("PoorWeightInitialization", trial, steps="100")) == MAX_HISTORY_STEPS
     assert leading_window(SmdebugStyleRule(trial)) == 0
@@ -155,5 +157,5 @@ def test_the_runner_asks_for_the_first_steps_its_rules_need(tmp_path: Any, trial
 
     rules = [RuleConfig(name="LND", rule_to_invoke="LossNotDecreasing", parameters={"reference": "first"})]
     outcomes = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
-    assert asked == [(22, 4)]
+    assert asked == [(MAX_HISTORY_STEPS, 4)]  # ``first`` reads every earlier evaluation point (capped)
     assert outcomes[0].error is None

@@ -106,3 +106,38 @@ def test_loss_not_decreasing_agrees_between_whole_run_and_a_short_history_window
             windowed.append(s)
     # THEN the same steps fire
     assert windowed == whole
+
+
+def test_loss_not_decreasing_first_reference_is_quiet_once_the_loss_came_down(trial_factory):
+    # A run that came down and then sits on a noisy plateau: evaluation points 0, 4, 8, 12 (buckets of
+    # 4); the window ending at 12 (0.9625) is back near the first window's mean (1), but the one ending
+    # at 8 (0.6) was well below it: the loss came down.
+    values = [1.0] * 4 + [0.6] * 5 + [1.0, 0.9, 1.0, 0.95]
+    trial = trial_factory(_losses(values))
+    params = {"num_steps": "4", "window": "4", "reference": "first", "diff_percent": "5"}
+    params["increase_threshold_percent"] = "1000"  # the rebound check is tested below
+    assert invoke_rule(LossNotDecreasing(trial, **params)).fired == []
+    # Without the step that came down, the same tail fires at the first comparable point, and says why.
+    stuck = trial_factory(_losses([1.0] * 4 + [1.0, 0.99, 1.0, 0.98, 1.0, 0.9, 1.0, 0.95, 1.0]))
+    summary = invoke_rule(LossNotDecreasing(stuck, **params))
+    assert summary.first_step == 8  # point 4's window would overlap the first one
+    details = summary.fired[0].details
+    assert "mean loss over 4 saved steps (GLOBAL step 8)=0.9925 is not 5% below 1 at step 3" in details
+    assert "(threshold 0.95) and no earlier evaluation point was" in details
+
+
+def test_loss_not_decreasing_windowed_rebound_needs_every_loss_of_the_window_up(trial_factory):
+    # Batch-1 noise: one sample's loss (5.0) lifts the window's mean far over the lowest window, but the
+    # other losses of the window are as low as ever: not a rebound.
+    low = [0.01] * 5  # steps 4..8: the loss came down (evaluation points 0, 4, 8, 12)
+    noisy = trial_factory(_losses([1.0] * 4 + low + [0.01, 5.0, 0.01, 0.01]))
+    params = {"num_steps": "4", "window": "4", "increase_threshold_percent": "1000"}
+    assert invoke_rule(LossNotDecreasing(noisy, reference="first", **params)).fired == []
+    # A loss that went back up and stays up is one.
+    diverged = trial_factory(_losses([1.0] * 4 + low + [0.5, 0.6, 0.5, 0.7]))
+    summary = invoke_rule(LossNotDecreasing(diverged, reference="first", **params))
+    assert summary.first_step == 12
+    assert "(each of its 4 losses, lowest 0.5) is more than 1000% above the lowest loss 0.01" in (
+        summary.fired[0].details
+    )
+    assert "(threshold 0.11)" in summary.fired[0].details

@@ -31,7 +31,20 @@ Choices:
   steps of the mode): "the loss has not come down by ``diff_percent`` % since
   training began". Why: a healthy run that has converged also stops
   decreasing from one interval to the next, so ``previous`` cannot tell it from
-  a run that never learned; only the distance from the start can.
+  a run that never learned; only the distance from the start can. It fires
+  only while *no* evaluation point so far (the current one included) was that
+  far below the start: a run that learned within its first window and then
+  sits on a noisy plateau (label noise keeps its loss high) did come down, and
+  a later window that happens to be close to the first one does not undo that.
+  A NaN loss still fires. This reads every earlier evaluation point
+  (``history_steps`` is then None; the serverless evaluator caps that at its
+  history window, so there "so far" means the points it loaded, besides the
+  run's first steps, which it always loads for ``first``).
+* Rebound with ``window`` > 1: the rise counts only when *every* loss of the
+  current window is above the threshold, not just their mean. Why: with a batch
+  of one sample, one misclassified sample lifts a window's mean tenfold over a
+  lucky earlier window; a loss that really went back up stays up. With
+  ``window=1`` this is SageMaker's reading.
 """
 
 from __future__ import annotations
@@ -93,21 +106,48 @@ class LossNotDecreasing(BuiltinRule):
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
     def history_steps(self) -> int | None:
+        if self.reference == "first":
+            return None  # every earlier evaluation point: has the loss ever come down?
         return 2 * (self.num_steps + self.window)  # the other mode's steps may be interleaved
 
     def leading_steps(self) -> int:
         # ``first``: the first ``window`` saved steps of each mode; the modes' steps may be interleaved.
         return 4 * self.window if self.reference == "first" else 0
 
-    def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
-        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``."""
-        if self.window == 1:
-            return self.scalar(name, at, mode=mode)
+    def _window_losses(self, name: str, steps: list[int], at: int, mode: object) -> list[float] | None:
+        """The losses of the ``window`` saved steps of ``mode`` ending at mode step ``at``."""
         i = steps.index(at)
         values = [self.scalar(name, s, mode=mode) for s in steps[max(0, i - self.window + 1) : i + 1]]
-        if any(v is None for v in values):
-            return None
-        return sum(values) / len(values)
+        return None if any(v is None for v in values) else values
+
+    def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
+        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``.
+
+        Memoised per rule instance: every evaluation point re-reads the earlier points' means (the
+        rebound's lowest, ``first``'s "came down"), and a saved step's losses never change.
+        """
+        key = (name, str(mode), at, steps.index(at))
+        cache = self.__dict__.setdefault("_window_means", {})
+        if key in cache:
+            return cache[key]
+        values = self._window_losses(name, steps, at, mode)
+        if values is None:
+            return None  # not readable yet: ask again next time
+        cache[key] = sum(values) / len(values)
+        return cache[key]
+
+    def _came_down(
+        self, name: str, steps: list[int], points: list[int], first: int, below: float, mode: object
+    ) -> int | None:
+        """An earlier evaluation point whose loss was at or under ``below`` (``reference=first``), or None."""
+        start = steps.index(first)
+        for p in points:
+            if steps.index(p) - start < self.window:
+                continue
+            loss = self._loss(name, steps, p, mode)
+            if loss is not None and loss <= below:
+                return p
+        return None
 
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.use_losses_collection):
@@ -132,29 +172,40 @@ class LossNotDecreasing(BuiltinRule):
             where = f"{name} ({mode.name} step {cur})"
             if self.window > 1:
                 where = f"mean {name} over {self.window} saved steps ({mode.name} step {cur})"
+            below = before - abs(before) * self.diff_percent / 100.0
+            not_lower = loss > below
+            if not_lower and self.reference == "first":
+                not_lower = self._came_down(name, steps, points[:-1], prev, below, mode) is None
             # A NaN loss has not decreased (the comparison alone would say nothing about it).
-            if math.isnan(loss) or loss > before - abs(before) * self.diff_percent / 100.0:
+            if math.isnan(loss) or not_lower:
                 self.report_issue(
                     f"{where}={self.fmt(loss)} is not {self.fmt(self.diff_percent)}% below "
-                    f"{self.fmt(before)} at step {prev}",
+                    f"{self.fmt(before)} at step {prev} (threshold {self.fmt(below)})"
+                    + (" and no earlier evaluation point was" if self.reference == "first" else ""),
                     tensor=name,
                     value=loss,
                     previous=before,
                     previous_step=prev,
-                    threshold=before - abs(before) * self.diff_percent / 100.0,
+                    threshold=below,
                 )
                 return True
             earlier = [v for v in (self._loss(name, steps, p, mode) for p in points[:-1]) if v is not None]
             if earlier:
                 best = min(earlier)
-                if loss > best + abs(best) * self.increase_threshold_percent / 100.0:
+                limit = best + abs(best) * self.increase_threshold_percent / 100.0
+                window_values = self._window_losses(name, steps, cur, mode) or [loss]
+                if min(window_values) > limit:
+                    every = (
+                        f" (each of its {len(window_values)} losses, lowest {self.fmt(min(window_values))})"
+                    )
                     self.report_issue(
-                        f"{where}={self.fmt(loss)} is more than {self.fmt(self.increase_threshold_percent)}% "
-                        f"above the lowest loss {self.fmt(best)}",
+                        f"{where}={self.fmt(loss)}{every if self.window > 1 else ''} is more than "
+                        f"{self.fmt(self.increase_threshold_percent)}% above the lowest loss "
+                        f"{self.fmt(best)} (threshold {self.fmt(limit)})",
                         tensor=name,
                         value=loss,
                         lowest=best,
-                        threshold=best + abs(best) * self.increase_threshold_percent / 100.0,
+                        threshold=limit,
                     )
                     return True
         return False
