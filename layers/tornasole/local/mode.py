@@ -22,7 +22,12 @@ from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
 from tornasole.local import transport
 from tornasole.local.dispatcher import Dispatcher
-from tornasole.local.moto_guard import release_stream, serialize_dynamodb, unserialize_dynamodb
+from tornasole.local.moto_guard import (
+    release_stream,
+    serialize_dynamodb,
+    stream_tail,
+    unserialize_dynamodb,
+)
 from tornasole.local.resources import LocalResources, create_resources
 from tornasole.local.state_store import check_bucket, has_state, restore_objects, restore_table, save_state
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
@@ -147,6 +152,7 @@ class LocalMode:
             schedule_seconds=s.schedule_seconds,
             evaluation_workers=s.evaluation_workers,
             stream_consumed=functools.partial(release_stream, self.resources.table),
+            stream_tail=functools.partial(stream_tail, self.resources.table),
         )
         self.dispatcher.start()
         log.info("local mode up at %s", self.endpoint)

@@ -15,10 +15,11 @@ import functools
 import threading
 from typing import Any
 
-__all__ = ["release_stream", "serialize_dynamodb", "unserialize_dynamodb"]
+__all__ = ["release_stream", "serialize_dynamodb", "stream_tail", "unserialize_dynamodb"]
 
 _LOCK = threading.RLock()
 _ORIGINALS: dict[type, Any] = {}
+_QUERY = object()  # the key of Table.query in _ORIGINALS (Table itself holds __deepcopy__)
 _TRANSACTION = threading.local()  # the partitions the running TransactWriteItems touches, per table
 
 
@@ -66,6 +67,42 @@ def _table_snapshot(table: Any, memo: dict[int, Any]) -> Any:
     return snapshot
 
 
+class _Partition:
+    """What ``Table.query`` reads of a table, narrowed to one partition (see ``_query_partition``)."""
+
+    def __init__(self, table: Any, hash_key: Any) -> None:
+        self._table = table
+        part = table.items.get(hash_key)
+        self.items = {} if part is None else {hash_key: part}
+
+    def all_items(self) -> list[Any]:
+        return type(self._table).all_items(self)  # moto's, over this partition's items
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+
+def _query_partition(original: Any) -> Any:
+    """``Table.query`` on the base table reads only the partition asked for.
+
+    moto answers a base-table query by sorting *every* item of the table and then
+    keeping those of the partition, so each of the evaluator's per-step queries
+    got slower as the table grew (every job's steps and outbox rows). DynamoDB
+    reads one partition; so does this: the same function runs over a view whose
+    ``items`` hold that partition only (moto's own filtering, ordering, paging and
+    copying are unchanged). Index queries are left as they are.
+    """
+
+    @functools.wraps(original)
+    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        if index_name or hash_key is None or not self.range_key_attr:
+            return original(self, hash_key, *args, **kwargs)
+        return original(_Partition(self, hash_key), hash_key, *args, **kwargs)
+
+    return query
+
+
 def _patch_transactions() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
@@ -75,6 +112,8 @@ def _patch_transactions() -> None:
     original = DynamoDBBackend.transact_write_items
     _ORIGINALS[DynamoDBBackend] = DynamoDBBackend.__dict__.get("transact_write_items")
     _ORIGINALS[Table] = Table.__dict__.get("__deepcopy__")
+    _ORIGINALS[_QUERY] = Table.__dict__.get("query")
+    Table.query = _query_partition(Table.query)  # type: ignore[method-assign]
 
     @functools.wraps(original)
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
@@ -110,14 +149,15 @@ def unserialize_dynamodb() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
-    names = {DynamoDBBackend: "transact_write_items", Table: "__deepcopy__"}
-    for owner, original in list(_ORIGINALS.items()):
-        name = names.get(owner, "call_action")
+    names = {DynamoDBBackend: "transact_write_items", Table: "__deepcopy__", _QUERY: "query"}
+    for key, original in list(_ORIGINALS.items()):
+        owner = Table if key is _QUERY else key
+        name = names.get(key, "call_action")
         if original is None:
             delattr(owner, name)
         else:
             setattr(owner, name, original)
-        del _ORIGINALS[owner]
+        del _ORIGINALS[key]
 
 
 def release_stream(table_name: str, consumed_through: int | None) -> None:
@@ -150,3 +190,20 @@ def release_stream(table_name: str, consumed_through: int | None) -> None:
                 if drop > 0:
                     shard.items = shard.items[drop:]
                     shard.starting_sequence_number += drop
+
+
+def stream_tail(table_name: str) -> int | None:
+    """The sequence number of the last record in the table's stream (None: no stream).
+
+    Read in-process, so the stream reader learns that nothing was written since
+    its last poll without two requests (``GetShardIterator`` + ``GetRecords``).
+    """
+    from moto.dynamodb.models import dynamodb_backends
+
+    with _LOCK:
+        for regions in dynamodb_backends.values():
+            for backend in regions.values():
+                shard = getattr(backend.tables.get(table_name), "stream_shard", None)
+                if shard is not None:  # items released so far moved the start (release_stream)
+                    return shard.starting_sequence_number + len(shard.items) - 1
+    return None

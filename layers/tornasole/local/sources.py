@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tornasole.aws.clients import client
+from tornasole.local.filters import compile_pattern
 from tornasole.local.invoker import FunctionInvoker
 
 __all__ = ["QueueSource", "ScheduleSource", "Source", "StreamSource", "schedule_event"]
@@ -154,9 +155,15 @@ class StreamSource(Source):
         retry_attempts: int = 10,
         poll_seconds: float = 0.05,
         consumed: Callable[[int | None], None] | None = None,
+        filter_pattern: str | None = None,
+        tail: Callable[[], int | None] | None = None,
     ) -> None:
         super().__init__("stream", stop, on_error, workers=1)
         self.consumed = consumed  # told the last sequence number handed over after each poll
+        # The event source mapping's filter: records it rejects never reach the function (as on AWS).
+        self.wanted = compile_pattern(filter_pattern) if filter_pattern else None
+        # The stream's last sequence number, read in-process: an idle poll then costs no request.
+        self.tail = tail
         self.stream_arn = stream_arn
         self.invoke = invoke
         self.batch_size = batch_size
@@ -197,6 +204,8 @@ class StreamSource(Source):
             self.positions = {s["ShardId"]: None for s in shards}
         handled = 0
         for shard_id in list(self.positions):
+            if self._caught_up(shard_id):
+                continue
             records = streams.get_records(ShardIterator=self._iterator(shard_id), Limit=self.batch_size)[
                 "Records"
             ]
@@ -206,7 +215,19 @@ class StreamSource(Source):
                 handled += len(records)
         return handled
 
+    def _caught_up(self, shard_id: str) -> bool:
+        """Whether the shard holds nothing after what was handed over (only known for a single shard)."""
+        last = self.positions.get(shard_id)
+        if self.tail is None or last is None or len(self.positions) != 1:
+            return False
+        tail = self.tail()
+        return tail is not None and int(last) >= tail
+
     def _deliver(self, records: list[dict[str, Any]]) -> None:
+        if self.wanted is not None:
+            records = [r for r in records if self.wanted(r)]
+            if not records:
+                return
         for r in records:
             r.setdefault("eventSourceARN", self.stream_arn)
             r["dynamodb"].pop("ApproximateCreationDateTime", None)  # a datetime from boto3; not JSON

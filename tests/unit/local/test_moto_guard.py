@@ -1,0 +1,91 @@
+"""The local mode's moto adjustments answer exactly as moto does, only cheaper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from tornasole.aws.clients import clear_client_cache, client
+from tornasole.local.moto_guard import release_stream, serialize_dynamodb, stream_tail, unserialize_dynamodb
+
+TABLE = "guard-t"
+
+
+@pytest.fixture
+def ddb() -> Iterator[object]:
+    with mock_aws():
+        clear_client_cache()
+        c = client("dynamodb")
+        c.create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        )
+        for p in ("a", "b", "c"):
+            for i in range(7):
+                item = {"pk": {"S": p}, "sk": {"S": f"s{i:02d}"}, "v": {"N": str(i)}}
+                c.put_item(TableName=TABLE, Item=item)
+        yield c
+    clear_client_cache()
+
+
+QUERIES = [
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "b"}}},
+    {
+        "KeyConditionExpression": "pk = :p AND sk < :s",
+        "ExpressionAttributeValues": {":p": {"S": "b"}, ":s": {"S": "s04"}},
+        "ScanIndexForward": False,
+        "Limit": 2,
+    },
+    {
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+        "FilterExpression": "v > :n",
+        "ExpressionAttributeValues": {":p": {"S": "c"}, ":s": {"S": "s0"}, ":n": {"N": "3"}},
+    },
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "nope"}}},
+]
+
+
+def _pages(c, q: dict) -> list[dict]:
+    out, start = [], None
+    while True:
+        resp = c.query(TableName=TABLE, **q, **({"ExclusiveStartKey": start} if start else {}))
+        out.append({k: resp.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")})
+        start = resp.get("LastEvaluatedKey")
+        if not start:
+            return out
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_partition_query_answers_as_moto_does(ddb, query: dict) -> None:
+    from moto.dynamodb.models.table import Table
+
+    expected = _pages(ddb, query)
+    moto_query = Table.query
+    serialize_dynamodb()
+    try:
+        assert Table.query is not moto_query  # the partition query is the one answering
+        assert _pages(ddb, query) == expected
+    finally:
+        unserialize_dynamodb()
+    assert Table.query is moto_query
+
+
+def test_stream_tail_counts_writes_and_survives_release(ddb) -> None:
+    first = stream_tail(TABLE)  # 21 puts so far
+    assert first is not None
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": "x"}})
+    ddb.delete_item(TableName=TABLE, Key={"pk": {"S": "d"}, "sk": {"S": "x"}})
+    assert stream_tail(TABLE) == first + 2  # one record per write
+    release_stream(TABLE, first + 2)  # the records handed over are forgotten, not their numbers
+    assert stream_tail(TABLE) == first + 2
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": "y"}})
+    assert stream_tail(TABLE) == first + 3
+    assert stream_tail("no-such-table") is None
