@@ -57,7 +57,7 @@ class Dispatcher:
         evaluation_workers: int = 2,
         stream_poll_seconds: float = 0.05,
         stream_consumed: Callable[[int | None], None] | None = None,
-        stream_tail: Callable[[], int | None] | None = None,
+        stream_reader: Callable[[str | None, int], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.resources = resources
         self.spec = spec
@@ -89,7 +89,7 @@ class Dispatcher:
             poll_seconds=stream_poll_seconds,
             consumed=stream_consumed,
             filter_pattern=spec.stream_filter_pattern,
-            tail=stream_tail,
+            reader=stream_reader,
         )
         self.schedule = ScheduleSource(self.scheduled_check, schedule_seconds, self._stop, self._record_error)
         self.events = QueueSource(

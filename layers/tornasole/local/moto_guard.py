@@ -15,7 +15,7 @@ import functools
 import threading
 from typing import Any
 
-__all__ = ["release_stream", "serialize_dynamodb", "stream_tail", "unserialize_dynamodb"]
+__all__ = ["release_stream", "read_stream", "serialize_dynamodb", "unserialize_dynamodb"]
 
 _LOCK = threading.RLock()
 _ORIGINALS: dict[type, Any] = {}
@@ -192,11 +192,18 @@ def release_stream(table_name: str, consumed_through: int | None) -> None:
                     shard.starting_sequence_number += drop
 
 
-def stream_tail(table_name: str) -> int | None:
-    """The sequence number of the last record in the table's stream (None: no stream).
+def read_stream(table_name: str, after: str | None, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` records of the table's stream after sequence number ``after`` (None: the oldest kept).
 
-    Read in-process, so the stream reader learns that nothing was written since
-    its last poll without two requests (``GetShardIterator`` + ``GetRecords``).
+    What ``GetShardIterator`` + ``GetRecords`` return, read in-process: the local
+    mode's stream reader lives in the server's own process, and those two
+    requests cost more than the rest of the pipeline's per step (moto serializes
+    every record with its new image, botocore parses it back, only for the
+    reader to keep the few outbox inserts). Records are in the stream record's
+    shape, sequence numbers as text, without ``ApproximateCreationDateTime``.
+    Only the top two levels are copies: the images are moto's own, which it
+    never changes; a consumer that keeps or changes a record copies it
+    (``StreamSource`` does, for what it delivers).
     """
     from moto.dynamodb.models import dynamodb_backends
 
@@ -204,6 +211,14 @@ def stream_tail(table_name: str) -> int | None:
         for regions in dynamodb_backends.values():
             for backend in regions.values():
                 shard = getattr(backend.tables.get(table_name), "stream_shard", None)
-                if shard is not None:  # items released so far moved the start (release_stream)
-                    return shard.starting_sequence_number + len(shard.items) - 1
-    return None
+                if shard is None:
+                    continue
+                start = 0 if after is None else int(after) + 1 - shard.starting_sequence_number
+                picked = shard.items[max(0, start) : max(0, start) + limit]
+                return [_record_copy(r.to_json()) for r in picked]
+    return []
+
+
+def _record_copy(record: dict[str, Any]) -> dict[str, Any]:
+    dynamodb = {k: v for k, v in record["dynamodb"].items() if k != "ApproximateCreationDateTime"}
+    return {**record, "dynamodb": dynamodb}

@@ -15,6 +15,7 @@ waits for.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -31,6 +32,7 @@ from tornasole.local.invoker import FunctionInvoker
 __all__ = ["QueueSource", "ScheduleSource", "Source", "StreamSource", "schedule_event"]
 
 log = logging.getLogger(__name__)
+IN_PROCESS = "in-process"  # the position key of a stream read by ``StreamSource.reader``
 
 
 class Source:
@@ -156,14 +158,15 @@ class StreamSource(Source):
         poll_seconds: float = 0.05,
         consumed: Callable[[int | None], None] | None = None,
         filter_pattern: str | None = None,
-        tail: Callable[[], int | None] | None = None,
+        reader: Callable[[str | None, int], list[dict[str, Any]]] | None = None,
     ) -> None:
         super().__init__("stream", stop, on_error, workers=1)
         self.consumed = consumed  # told the last sequence number handed over after each poll
         # The event source mapping's filter: records it rejects never reach the function (as on AWS).
         self.wanted = compile_pattern(filter_pattern) if filter_pattern else None
-        # The stream's last sequence number, read in-process: an idle poll then costs no request.
-        self.tail = tail
+        # Reads the records after a sequence number in-process (the local mode's moto), instead of
+        # GetShardIterator + GetRecords: ``tornasole.local.moto_guard.read_stream``.
+        self.reader = reader
         self.stream_arn = stream_arn
         self.invoke = invoke
         self.batch_size = batch_size
@@ -198,14 +201,14 @@ class StreamSource(Source):
         return handled
 
     def _poll_shards(self) -> int:
+        if self.reader is not None:
+            return self._poll_reader()
         streams = client("dynamodbstreams")
         if not self.positions:
             shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
             self.positions = {s["ShardId"]: None for s in shards}
         handled = 0
         for shard_id in list(self.positions):
-            if self._caught_up(shard_id):
-                continue
             records = streams.get_records(ShardIterator=self._iterator(shard_id), Limit=self.batch_size)[
                 "Records"
             ]
@@ -215,19 +218,20 @@ class StreamSource(Source):
                 handled += len(records)
         return handled
 
-    def _caught_up(self, shard_id: str) -> bool:
-        """Whether the shard holds nothing after what was handed over (only known for a single shard)."""
-        last = self.positions.get(shard_id)
-        if self.tail is None or last is None or len(self.positions) != 1:
-            return False
-        tail = self.tail()
-        return tail is not None and int(last) >= tail
+    def _poll_reader(self) -> int:
+        assert self.reader is not None
+        records = self.reader(self.positions.get(IN_PROCESS), self.batch_size)
+        if records:
+            self._deliver(records)
+            self.positions[IN_PROCESS] = records[-1]["dynamodb"]["SequenceNumber"]
+        return len(records)
 
     def _deliver(self, records: list[dict[str, Any]]) -> None:
         if self.wanted is not None:
             records = [r for r in records if self.wanted(r)]
             if not records:
                 return
+        records = copy.deepcopy(records)  # the function's own event (a reader may share its records)
         for r in records:
             r.setdefault("eventSourceARN", self.stream_arn)
             r["dynamodb"].pop("ApproximateCreationDateTime", None)  # a datetime from boto3; not JSON

@@ -8,7 +8,7 @@ import pytest
 from moto import mock_aws
 
 from tornasole.aws.clients import clear_client_cache, client
-from tornasole.local.moto_guard import release_stream, serialize_dynamodb, stream_tail, unserialize_dynamodb
+from tornasole.local.moto_guard import read_stream, release_stream, serialize_dynamodb, unserialize_dynamodb
 
 TABLE = "guard-t"
 
@@ -78,14 +78,23 @@ def test_a_partition_query_answers_as_moto_does(ddb, query: dict) -> None:
     assert Table.query is moto_query
 
 
-def test_stream_tail_counts_writes_and_survives_release(ddb) -> None:
-    first = stream_tail(TABLE)  # 21 puts so far
-    assert first is not None
+def test_read_stream_is_the_stream_in_order_after_a_position_and_survives_release(ddb) -> None:
+    records = read_stream(TABLE, None, 1000)
+    assert [r["eventName"] for r in records] == ["INSERT"] * 21  # the fixture's puts
+    assert records[4]["dynamodb"]["Keys"] == {"pk": {"S": "a"}, "sk": {"S": "s04"}}
+    assert records[4]["dynamodb"]["NewImage"]["v"] == {"N": "4"}
+    assert "ApproximateCreationDateTime" not in records[0]["dynamodb"]  # not JSON: a Lambda event is
+    seqs = [int(r["dynamodb"]["SequenceNumber"]) for r in records]
+    assert seqs == list(range(seqs[0], seqs[0] + 21))
+    last = records[-1]["dynamodb"]["SequenceNumber"]
+    assert read_stream(TABLE, last, 1000) == []
+    assert len(read_stream(TABLE, None, 5)) == 5
+
     ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": "x"}})
     ddb.delete_item(TableName=TABLE, Key={"pk": {"S": "d"}, "sk": {"S": "x"}})
-    assert stream_tail(TABLE) == first + 2  # one record per write
-    release_stream(TABLE, first + 2)  # the records handed over are forgotten, not their numbers
-    assert stream_tail(TABLE) == first + 2
-    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": "y"}})
-    assert stream_tail(TABLE) == first + 3
-    assert stream_tail("no-such-table") is None
+    release_stream(TABLE, int(last))  # what was handed over is forgotten, not the numbering
+    new = read_stream(TABLE, last, 1000)
+    assert [r["eventName"] for r in new] == ["INSERT", "REMOVE"]
+    assert [int(r["dynamodb"]["SequenceNumber"]) for r in new] == [seqs[-1] + 1, seqs[-1] + 2]
+    assert read_stream(TABLE, None, 1000) == new  # released records are gone
+    assert read_stream("no-such-table", None, 10) == []
