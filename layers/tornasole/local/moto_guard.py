@@ -20,7 +20,7 @@ __all__ = ["release_stream", "read_stream", "serialize_dynamodb", "unserialize_d
 _LOCK = threading.RLock()
 _ORIGINALS: dict[type, Any] = {}
 _QUERY = object()  # the key of Table.query in _ORIGINALS (Table itself holds __deepcopy__)
-_TRANSACTION = threading.local()  # the partitions the running TransactWriteItems touches, per table
+_TRANSACTION = threading.local()  # the keys the running TransactWriteItems names, per table; its snapshots
 
 
 def _handlers() -> list[type]:
@@ -30,7 +30,8 @@ def _handlers() -> list[type]:
     return [DynamoHandler, DynamoDBStreamsHandler]
 
 
-def _partitions(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str, set[Any]] | None:
+def _touched_keys(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str, set[Any]] | None:
+    """Per table, the ``(hash, range)`` keys of the items a transaction names (None: a shape not handled)."""
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     touched: dict[str, set[Any]] = {}
@@ -38,32 +39,51 @@ def _partitions(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str,
         _, op = next(iter(entry.items()))
         table = backend.tables.get(op.get("TableName"))
         key = op.get("Key") or op.get("Item") or {}
-        if table is None or not table.has_range_key or table.hash_key_attr not in key:
+        if (
+            table is None
+            or not table.has_range_key
+            or table.hash_key_attr not in key
+            or table.range_key_attr not in key
+        ):
             return None  # not the shape the partial snapshot handles: moto's full copy
-        touched.setdefault(table.name, set()).add(DynamoType(key[table.hash_key_attr]))
+        pair = (DynamoType(key[table.hash_key_attr]), DynamoType(key[table.range_key_attr]))
+        touched.setdefault(table.name, set()).add(pair)
     return touched
 
 
 def _table_snapshot(table: Any, memo: dict[int, Any]) -> Any:
-    """``Table.__deepcopy__`` while the local mode runs: inside a transaction, copy only its partitions.
+    """``Table.__deepcopy__`` while the local mode runs: inside a transaction, copy only the items it names.
 
     moto snapshots the *whole* table (every item, every stream record) once per
     transaction item so it can roll back, which made each evaluated step slower
-    the more jobs the table held. Requests are serialized (``_LOCK``), so only the
-    partitions the transaction writes can change before a rollback: those are
-    deep-copied, the others shared. Anywhere else, the ordinary deep copy.
+    the more jobs and steps the table held. Requests are serialized (``_LOCK``),
+    so only the items the transaction writes can change before a rollback: those
+    are deep-copied (in copies of their partitions' dicts), everything else is
+    shared; the copies moto asks for again within the same transaction are the
+    same snapshot (nothing changed in between). Anywhere else, the ordinary deep copy.
     """
     import copy
     from collections import defaultdict
 
-    touched = getattr(_TRANSACTION, "partitions", None)
+    touched = getattr(_TRANSACTION, "keys", None)
     if not touched or table.name not in touched:
         return copy._reconstruct(table, memo, *table.__reduce_ex__(4))  # what deepcopy does by default
+    taken = _TRANSACTION.snapshots
+    if id(table) in taken:
+        return taken[id(table)]
     snapshot = copy.copy(table)
     snapshot.items = defaultdict(dict, table.items)
-    for hash_value in touched[table.name]:
-        if hash_value in table.items:
-            snapshot.items[hash_value] = copy.deepcopy(table.items[hash_value], memo)
+    copied: set[Any] = set()
+    for hash_value, range_value in touched[table.name]:
+        partition = table.items.get(hash_value)
+        if partition is None:
+            continue  # a new partition: the rollback's table does not have it
+        if hash_value not in copied:  # its own dict: an item put now must not appear in the snapshot
+            snapshot.items[hash_value] = dict(partition)
+            copied.add(hash_value)
+        if range_value in partition:  # an existing item: changed in place by an update
+            snapshot.items[hash_value][range_value] = copy.deepcopy(partition[range_value])
+    taken[id(table)] = snapshot
     return snapshot
 
 
@@ -117,11 +137,13 @@ def _patch_transactions() -> None:
 
     @functools.wraps(original)
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
-        _TRANSACTION.partitions = _partitions(self, transact_items)
+        _TRANSACTION.keys = _touched_keys(self, transact_items)
+        _TRANSACTION.snapshots = {}
         try:
             return original(self, transact_items)
         finally:
-            _TRANSACTION.partitions = None
+            _TRANSACTION.keys = None
+            _TRANSACTION.snapshots = {}
 
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     Table.__deepcopy__ = _table_snapshot  # type: ignore[attr-defined]

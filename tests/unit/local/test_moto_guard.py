@@ -98,3 +98,56 @@ def test_read_stream_is_the_stream_in_order_after_a_position_and_survives_releas
     assert [int(r["dynamodb"]["SequenceNumber"]) for r in new] == [seqs[-1] + 1, seqs[-1] + 2]
     assert read_stream(TABLE, None, 1000) == new  # released records are gone
     assert read_stream("no-such-table", None, 10) == []
+
+
+def _items(c) -> list[dict]:
+    return sorted(c.scan(TableName=TABLE)["Items"], key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+
+
+def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
+    """Put into an existing partition, update an existing item, then a failing condition: all undone."""
+    serialize_dynamodb()
+    try:
+        before = _items(ddb)
+        with pytest.raises(ddb.exceptions.TransactionCanceledException):
+            ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "new"}}}},
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "z"}, "sk": {"S": "new"}}}},
+                    {
+                        "Update": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "b"}, "sk": {"S": "s01"}},
+                            "UpdateExpression": "SET v = :v",
+                            "ExpressionAttributeValues": {":v": {"N": "99"}},
+                        }
+                    },
+                    {
+                        "ConditionCheck": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        assert _items(ddb) == before
+        ddb.transact_write_items(  # and one that succeeds still writes
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "new"}}}},
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "a"}, "sk": {"S": "s01"}},
+                        "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"N": "7"}},
+                    }
+                },
+            ]
+        )
+        after = {(i["pk"]["S"], i["sk"]["S"]): i.get("v") for i in _items(ddb)}
+        assert after[("a", "new")] is None
+        assert after[("a", "s01")] == {"N": "7"}
+        assert len(after) == len(before) + 1
+    finally:
+        unserialize_dynamodb()
