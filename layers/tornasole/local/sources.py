@@ -132,8 +132,15 @@ class QueueSource(Source):
                     self.handle(json.loads(msg["Body"]))
                 except BaseException as exc:  # one bad message never blocks the queue
                     self.on_error(f"{self.name}: {type(exc).__name__}: {exc}")
-                # Handled, or failed after its retries (Lambda would send it to the DLQ): either way done.
-                sqs.delete_message(QueueUrl=self.url, ReceiptHandle=msg["ReceiptHandle"])
+            # Handled, or failed after its retries (Lambda would send it to the DLQ): either way done.
+            # One request for the batch (at most 10, SQS's limit for both calls).
+            if messages:
+                entries = [
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                ]
+                failed = sqs.delete_message_batch(QueueUrl=self.url, Entries=entries).get("Failed", [])
+                if failed:
+                    self.on_error(f"{self.name}: {len(failed)} handled messages not deleted: {failed[0]}")
         return len(messages)
 
     def pending(self) -> bool:
