@@ -323,8 +323,11 @@ class Evaluator:
         )
         now = self.now_ms()
         self.steps.record_evaluations(state.name, [(o, []) for o in outcomes], now)
-        self.steps.mark_evaluated(state.name, step, now)
-        self.complete(state.name)
+        marked = self.steps.mark_evaluated_before_end(state.name, step, now)  # True: cannot complete the job
+        if marked is None:
+            self.steps.mark_evaluated(state.name, step, now)
+        if marked is not True:
+            self.complete(state.name)
         return outcomes
 
     def complete(self, job: str) -> list:
@@ -374,13 +377,24 @@ class Evaluator:
             (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
             for o in outcomes
         ]
+        # No issue (so no outbox item, no refine) and no transition (apply's first look): one transaction.
+        quiet = not any(o.fired and not o.error for o in outcomes)
+        if (
+            quiet
+            and decisions.after_outcomes(outcomes)(state) is None
+            and self.steps.record_and_mark_before_end(state.name, outcomes, step, now)
+        ):
+            return outcomes  # recorded and counted; the job cannot complete before its end marker
         self.steps.record_evaluations(state.name, batch, now)
         self.transitions.apply(state.name, decisions.after_outcomes(outcomes), now, state=state)
         for o in outcomes:
             if o.fired and not o.error:
                 self.steps.refine_issue(state.name, o.rule_name, step, o.details)
-        self.steps.mark_evaluated(state.name, step, now)
-        self.complete(state.name)
+        marked = self.steps.mark_evaluated_before_end(state.name, step, now)  # True: cannot complete the job
+        if marked is None:
+            self.steps.mark_evaluated(state.name, step, now)
+        if marked is not True:
+            self.complete(state.name)
         return outcomes
 
     def discover_num_workers(self, state: JobState) -> int | None:
