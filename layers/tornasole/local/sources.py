@@ -5,8 +5,11 @@
   workers give a function its own concurrency.
 - ``StreamSource``: reads the state table's DynamoDB stream in sequence order
   and hands each batch to ``publish_events``; one reader per table, so events
-  reach the bus in the order their changes were committed. Failed records
-  (``batchItemFailures``) are retried from the first failure, as Lambda does.
+  reach the bus in the order their changes were committed. The stack's event
+  filter (outbox inserts) is applied as the event source mapping applies it;
+  the local mode reads the shard in-process (``moto_guard.read_stream``).
+  Failed records (``batchItemFailures``) are retried from the first failure,
+  as Lambda does.
 - ``ScheduleSource``: the EventBridge schedule, a timer.
 
 Every source reports whether it is idle, which is what ``Dispatcher.drain``
