@@ -13,12 +13,14 @@ the server as before; requests to any other URL are untouched.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["install", "route_to", "unroute"]
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _routes: dict[str, Any] = {}  # endpoint "http://host:port" -> WSGI app
 
@@ -108,6 +110,9 @@ def _direct(request: Any, service: str) -> Any:
         status, headers, body = _direct_handler(service)(normalized, normalized.raw_url, normalized.headers)
     except HTTPException as exc:
         status, headers, body = exc.code, exc.get_headers(), exc.get_body()
+    except Exception:  # a fault in moto: what the server answers for it (botocore retries a 500)
+        log.exception("moto failed on a %s request", service)
+        status, headers, body = 500, {}, b"Internal Server Error"
     return AWSResponse(request.url, status, headers, MockRawResponse(body))
 
 
