@@ -20,12 +20,15 @@ stopped. The path measured is the whole local pipeline, as a user runs it
   rather than by HEAD requests that would load the server being measured (the
   hook's own interval, 5 s by default, comes on top).
 
-Prints p50/p99/max per scenario. Target (issue 10): p50 < 1 s, p99 < 3 s on 2 cores.
+Prints p50/p99/max per scenario; for the concurrent one also the steps evaluated per
+second, this process's CPU per step and the AWS requests per step by operation.
+Target (issue 10): p50 < 1 s, p99 < 3 s on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -69,6 +72,35 @@ class Observer:
             with self.changed:
                 self.event_at.setdefault(d["TrainingJobName"], now)
                 self.changed.notify_all()
+
+
+class RequestCounter:
+    """AWS requests made in this process (the handlers, the local mode's sources, the writers), by operation.
+
+    A botocore ``before-call`` handler on every client created after ``install``; ``snapshot``/``since``
+    give the requests of one scenario. The server's own work per request is what the figures pay for.
+    """
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        from botocore.handlers import BUILTIN_HANDLERS
+
+        BUILTIN_HANDLERS.append(("before-call", self._count))
+
+    def _count(self, event_name: str = "", **_: Any) -> None:
+        op = event_name.split(".", 1)[-1]
+        with self._lock:
+            self.counts[op] += 1
+
+    def snapshot(self) -> collections.Counter[str]:
+        with self._lock:
+            return collections.Counter(self.counts)
+
+    def since(self, before: collections.Counter[str]) -> collections.Counter[str]:
+        return self.snapshot() - before
 
 
 def stop_signal_stored(bucket: str, key: str) -> bool:
@@ -124,7 +156,13 @@ def run_job(
 
 
 def scenario(
-    local: Any, observer: Observer, prefix: str, jobs: int, timeout: float, step_interval: float
+    local: Any,
+    observer: Observer,
+    prefix: str,
+    jobs: int,
+    timeout: float,
+    step_interval: float,
+    requests: RequestCounter | None = None,
 ) -> list[tuple[float, float]]:
     from tornasole.jobs import register_job
 
@@ -144,6 +182,8 @@ def scenario(
             results[name] = exc
 
     threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    counted = requests.snapshot() if requests else None
+    cpu = time.process_time()
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -155,9 +195,18 @@ def scenario(
         took = time.monotonic() - started
         print(
             f"{jobs} jobs: {steps} steps written at {jobs / step_interval:.0f} steps/s, all verdicts in "
-            f"{took:.1f} s: the local mode evaluated about {steps / took:.1f} steps/s",
+            f"{took:.1f} s: the local mode evaluated about {steps / took:.1f} steps/s, "
+            f"{1000 * (time.process_time() - cpu) / steps:.0f} ms of CPU per step (this process)",
             flush=True,
         )
+        if requests is not None and counted is not None:
+            made = requests.since(counted)
+            top = ", ".join(f"{op} {n / steps:.2f}" for op, n in made.most_common(12))
+            print(
+                f"{jobs} jobs: {sum(made.values()) / steps:.1f} AWS requests per step, all included "
+                f"(the writers' 2 PUTs, the event subscriber's SQS calls): {top}",
+                flush=True,
+            )
     errors = [r for r in results.values() if isinstance(r, BaseException)]
     if errors:
         raise RuntimeError(f"{len(errors)} of {jobs} jobs failed: {errors[0]}")
@@ -203,6 +252,8 @@ def main() -> int:
     from tornasole.local import LocalMode, LocalSettings
 
     observer = Observer()
+    requests = RequestCounter()
+    requests.install()
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load:.1f} before the run (other work slows every figure)")
     with LocalMode(LocalSettings(port=0)) as local:
@@ -215,8 +266,11 @@ def main() -> int:
             report("1 job", single)
         many: list[tuple[float, float]] = []
         for r in range(args.rounds):
-            many += scenario(local, observer, f"many-{r:02d}", args.jobs, args.timeout, args.step_interval)
+            many += scenario(
+                local, observer, f"many-{r:02d}", args.jobs, args.timeout, args.step_interval, requests
+            )
         report(f"{args.jobs} concurrent jobs", many)
+        print(f"load average {os.getloadavg()[0]:.1f} after the run", flush=True)
         if local.dispatcher.errors:
             print("dispatcher errors: " + "; ".join(local.dispatcher.errors[:5]), flush=True)
     return 0

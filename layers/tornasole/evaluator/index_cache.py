@@ -13,6 +13,11 @@ files go through the process-wide ``IndexFileCache`` (an LRU bounded in bytes),
 everything else (ranged event-file reads, listings, writes) passes through.
 A missing or failed read is never cached.
 
+The worker's collections file, which every step's trial reads, is kept the same
+way (one GetObject per step saved): the format writes it once per worker, early,
+and never changes it, the same contract as index files. It is not capped: it is
+read whole, as without the cache.
+
 Index files are also read with a size cap: the read asks for at most
 ``MAX_INDEX_BYTES + 1`` bytes, and a file that is larger is an error for its
 step (recorded like a corrupt one), so a hostile 18 MiB index file costs a
@@ -86,6 +91,15 @@ class IndexFileCache:
             and paths.parse_index_file_name(request.path) is not None
         )
 
+    @staticmethod
+    def kept_whole(request: ReadRequest) -> bool:
+        """Whole reads of collections files: kept like index files, read without a cap."""
+        return (
+            request.start is None
+            and request.end is None
+            and paths.parse_collections_file_name(request.path) is not None
+        )
+
 
 class CachingStorage:
     """A ``Storage`` serving whole index-file reads from an ``IndexFileCache``; the rest passes through."""
@@ -104,7 +118,8 @@ class CachingStorage:
         out: list[bytes | BaseException | None] = [None] * len(requests)
         missing: list[int] = []
         for i, req in enumerate(requests):
-            hit = self.cache.get(req.path) if self.cache.cacheable(req) else None
+            keep = self.cache.cacheable(req) or self.cache.kept_whole(req)
+            hit = self.cache.get(req.path) if keep else None
             if hit is None:
                 missing.append(i)
             else:
@@ -126,7 +141,8 @@ class CachingStorage:
                     if on_error == "raise":
                         raise data
                 out[i] = data
-                if isinstance(data, bytes) and self.cache.cacheable(requests[i]):
+                keep = self.cache.cacheable(requests[i]) or self.cache.kept_whole(requests[i])
+                if isinstance(data, bytes) and keep:
                     self.cache.put(requests[i].path, data)
         return out  # type: ignore[return-value]
 

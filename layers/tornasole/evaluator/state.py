@@ -72,6 +72,9 @@ CONDITIONS = {
     "job_is_new": "attribute_not_exists(pk)",
     # A job must exist before anything is recorded against it.
     "job_exists": "attribute_exists(pk)",
+    # The job exists and its end marker is not seen yet: a step counted under this condition cannot be the
+    # one that completes the job (completion waits for the end marker, whose handler then counts this step).
+    "job_exists_before_end": "attribute_exists(pk) AND attribute_not_exists(end_marker_seen)",
     # A failed-registration record never replaces a registered job's registry entry.
     "registry_free_or_failed": "attribute_not_exists(pk) OR attribute_exists(failure_reason)",
     # A trial path belongs to exactly one job.

@@ -128,9 +128,17 @@ def record_step_error(ev: Evaluator, state: JobState, step: int, why: str) -> tu
     )
     now = ev.now_ms()
     ev.steps.record_evaluations(state.name, [(o, []) for o in outcomes], now)
-    ev.steps.mark_evaluated(state.name, step, now)
-    ev.complete(state.name)
+    _settle(ev, state.name, step, now)
     return outcomes
+
+
+def _settle(ev: Evaluator, job: str, step: int, now: int) -> None:
+    """Count ``step`` as evaluated; try to complete the job only once its end marker may be there."""
+    marked = ev.steps.mark_evaluated_before_end(job, step, now)  # True: the job cannot complete yet
+    if marked is None:
+        ev.steps.mark_evaluated(job, step, now)
+    if marked is not True:
+        ev.complete(job)
 
 
 def complete(ev: Evaluator, job: str) -> list:
@@ -181,11 +189,18 @@ def evaluate_step(
         (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
         for o in outcomes
     ]
+    # No issue (so no outbox item, no refine) and no transition (apply's first look): one transaction.
+    quiet = not any(o.fired and not o.error for o in outcomes)
+    if (
+        quiet
+        and decisions.after_outcomes(outcomes)(state) is None
+        and ev.steps.record_and_mark_before_end(state.name, outcomes, step, now)
+    ):
+        return outcomes  # recorded and counted; the job cannot complete before its end marker
     ev.steps.record_evaluations(state.name, batch, now)
     ev.transitions.apply(state.name, decisions.after_outcomes(outcomes), now, state=state)
     for o in outcomes:
         if o.fired and not o.error:
             ev.steps.refine_issue(state.name, o.rule_name, step, o.details)
-    ev.steps.mark_evaluated(state.name, step, now)
-    ev.complete(state.name)
+    _settle(ev, state.name, step, now)
     return outcomes

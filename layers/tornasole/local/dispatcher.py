@@ -57,6 +57,7 @@ class Dispatcher:
         evaluation_workers: int = 2,
         stream_poll_seconds: float = 0.05,
         stream_consumed: Callable[[int | None], None] | None = None,
+        stream_reader: Callable[[str | None, int], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.resources = resources
         self.spec = spec
@@ -87,6 +88,8 @@ class Dispatcher:
             retry_attempts=spec.stream_retry_attempts,
             poll_seconds=stream_poll_seconds,
             consumed=stream_consumed,
+            filter_pattern=spec.stream_filter_pattern,
+            reader=stream_reader,
         )
         self.schedule = ScheduleSource(self.scheduled_check, schedule_seconds, self._stop, self._record_error)
         self.events = QueueSource(

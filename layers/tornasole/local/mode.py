@@ -20,9 +20,14 @@ from tornasole import config
 from tornasole.aws.clients import clear_client_cache
 from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
-from tornasole.local import transport
+from tornasole.local import moto_cache, transport
 from tornasole.local.dispatcher import Dispatcher
-from tornasole.local.moto_guard import release_stream, serialize_dynamodb, unserialize_dynamodb
+from tornasole.local.moto_guard import (
+    read_stream,
+    release_stream,
+    serialize_dynamodb,
+    unserialize_dynamodb,
+)
 from tornasole.local.resources import LocalResources, create_resources
 from tornasole.local.state_store import check_bucket, has_state, restore_objects, restore_table, save_state
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
@@ -118,6 +123,7 @@ class LocalMode:
         # Metrics are disabled locally; Powertools still warns once per invocation that none were published.
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
         serialize_dynamodb()
+        moto_cache.cache()
         self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
@@ -147,6 +153,7 @@ class LocalMode:
             schedule_seconds=s.schedule_seconds,
             evaluation_workers=s.evaluation_workers,
             stream_consumed=functools.partial(release_stream, self.resources.table),
+            stream_reader=functools.partial(read_stream, self.resources.table),
         )
         self.dispatcher.start()
         log.info("local mode up at %s", self.endpoint)
@@ -181,6 +188,7 @@ class LocalMode:
         self._server.stop()
         self._server = None
         unserialize_dynamodb()
+        moto_cache.uncache()
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until every queued notification, stream record and event has been handled."""

@@ -15,11 +15,12 @@ import functools
 import threading
 from typing import Any
 
-__all__ = ["release_stream", "serialize_dynamodb", "unserialize_dynamodb"]
+__all__ = ["release_stream", "read_stream", "serialize_dynamodb", "unserialize_dynamodb"]
 
 _LOCK = threading.RLock()
 _ORIGINALS: dict[type, Any] = {}
-_TRANSACTION = threading.local()  # the partitions the running TransactWriteItems touches, per table
+_QUERY = object()  # the key of Table.query in _ORIGINALS (Table itself holds __deepcopy__)
+_TRANSACTION = threading.local()  # the keys the running TransactWriteItems names, per table; its snapshots
 
 
 def _handlers() -> list[type]:
@@ -29,7 +30,8 @@ def _handlers() -> list[type]:
     return [DynamoHandler, DynamoDBStreamsHandler]
 
 
-def _partitions(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str, set[Any]] | None:
+def _touched_keys(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str, set[Any]] | None:
+    """Per table, the ``(hash, range)`` keys of the items a transaction names (None: a shape not handled)."""
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     touched: dict[str, set[Any]] = {}
@@ -37,33 +39,88 @@ def _partitions(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str,
         _, op = next(iter(entry.items()))
         table = backend.tables.get(op.get("TableName"))
         key = op.get("Key") or op.get("Item") or {}
-        if table is None or not table.has_range_key or table.hash_key_attr not in key:
+        if (
+            table is None
+            or not table.has_range_key
+            or table.hash_key_attr not in key
+            or table.range_key_attr not in key
+        ):
             return None  # not the shape the partial snapshot handles: moto's full copy
-        touched.setdefault(table.name, set()).add(DynamoType(key[table.hash_key_attr]))
+        pair = (DynamoType(key[table.hash_key_attr]), DynamoType(key[table.range_key_attr]))
+        touched.setdefault(table.name, set()).add(pair)
     return touched
 
 
 def _table_snapshot(table: Any, memo: dict[int, Any]) -> Any:
-    """``Table.__deepcopy__`` while the local mode runs: inside a transaction, copy only its partitions.
+    """``Table.__deepcopy__`` while the local mode runs: inside a transaction, copy only the items it names.
 
     moto snapshots the *whole* table (every item, every stream record) once per
     transaction item so it can roll back, which made each evaluated step slower
-    the more jobs the table held. Requests are serialized (``_LOCK``), so only the
-    partitions the transaction writes can change before a rollback: those are
-    deep-copied, the others shared. Anywhere else, the ordinary deep copy.
+    the more jobs and steps the table held. Requests are serialized (``_LOCK``),
+    so only the items the transaction writes can change before a rollback: those
+    are deep-copied (in copies of their partitions' dicts), everything else is
+    shared; the copies moto asks for again within the same transaction are the
+    same snapshot (nothing changed in between). Anywhere else, the ordinary deep copy.
     """
     import copy
     from collections import defaultdict
 
-    touched = getattr(_TRANSACTION, "partitions", None)
+    touched = getattr(_TRANSACTION, "keys", None)
     if not touched or table.name not in touched:
         return copy._reconstruct(table, memo, *table.__reduce_ex__(4))  # what deepcopy does by default
+    taken = _TRANSACTION.snapshots
+    if id(table) in taken:
+        return taken[id(table)]
     snapshot = copy.copy(table)
     snapshot.items = defaultdict(dict, table.items)
-    for hash_value in touched[table.name]:
-        if hash_value in table.items:
-            snapshot.items[hash_value] = copy.deepcopy(table.items[hash_value], memo)
+    copied: set[Any] = set()
+    for hash_value, range_value in touched[table.name]:
+        partition = table.items.get(hash_value)
+        if partition is None:
+            continue  # a new partition: the rollback's table does not have it
+        if hash_value not in copied:  # its own dict: an item put now must not appear in the snapshot
+            snapshot.items[hash_value] = dict(partition)
+            copied.add(hash_value)
+        if range_value in partition:  # an existing item: changed in place by an update
+            snapshot.items[hash_value][range_value] = copy.deepcopy(partition[range_value])
+    taken[id(table)] = snapshot
     return snapshot
+
+
+class _Partition:
+    """What ``Table.query`` reads of a table, narrowed to one partition (see ``_query_partition``)."""
+
+    def __init__(self, table: Any, hash_key: Any) -> None:
+        self._table = table
+        part = table.items.get(hash_key)
+        self.items = {} if part is None else {hash_key: part}
+
+    def all_items(self) -> list[Any]:
+        return type(self._table).all_items(self)  # moto's, over this partition's items
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+
+def _query_partition(original: Any) -> Any:
+    """``Table.query`` on the base table reads only the partition asked for.
+
+    moto answers a base-table query by sorting *every* item of the table and then
+    keeping those of the partition, so each of the evaluator's per-step queries
+    got slower as the table grew (every job's steps and outbox rows). DynamoDB
+    reads one partition; so does this: the same function runs over a view whose
+    ``items`` hold that partition only (moto's own filtering, ordering, paging and
+    copying are unchanged). Index queries are left as they are.
+    """
+
+    @functools.wraps(original)
+    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        if index_name or hash_key is None or not self.range_key_attr:
+            return original(self, hash_key, *args, **kwargs)
+        return original(_Partition(self, hash_key), hash_key, *args, **kwargs)
+
+    return query
 
 
 def _patch_transactions() -> None:
@@ -75,14 +132,18 @@ def _patch_transactions() -> None:
     original = DynamoDBBackend.transact_write_items
     _ORIGINALS[DynamoDBBackend] = DynamoDBBackend.__dict__.get("transact_write_items")
     _ORIGINALS[Table] = Table.__dict__.get("__deepcopy__")
+    _ORIGINALS[_QUERY] = Table.__dict__.get("query")
+    Table.query = _query_partition(Table.query)  # type: ignore[method-assign]
 
     @functools.wraps(original)
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
-        _TRANSACTION.partitions = _partitions(self, transact_items)
+        _TRANSACTION.keys = _touched_keys(self, transact_items)
+        _TRANSACTION.snapshots = {}
         try:
             return original(self, transact_items)
         finally:
-            _TRANSACTION.partitions = None
+            _TRANSACTION.keys = None
+            _TRANSACTION.snapshots = {}
 
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     Table.__deepcopy__ = _table_snapshot  # type: ignore[attr-defined]
@@ -110,14 +171,15 @@ def unserialize_dynamodb() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
-    names = {DynamoDBBackend: "transact_write_items", Table: "__deepcopy__"}
-    for owner, original in list(_ORIGINALS.items()):
-        name = names.get(owner, "call_action")
+    names = {DynamoDBBackend: "transact_write_items", Table: "__deepcopy__", _QUERY: "query"}
+    for key, original in list(_ORIGINALS.items()):
+        owner = Table if key is _QUERY else key
+        name = names.get(key, "call_action")
         if original is None:
             delattr(owner, name)
         else:
             setattr(owner, name, original)
-        del _ORIGINALS[owner]
+        del _ORIGINALS[key]
 
 
 def release_stream(table_name: str, consumed_through: int | None) -> None:
@@ -150,3 +212,35 @@ def release_stream(table_name: str, consumed_through: int | None) -> None:
                 if drop > 0:
                     shard.items = shard.items[drop:]
                     shard.starting_sequence_number += drop
+
+
+def read_stream(table_name: str, after: str | None, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` records of the table's stream after sequence number ``after`` (None: the oldest kept).
+
+    What ``GetShardIterator`` + ``GetRecords`` return, read in-process: the local
+    mode's stream reader lives in the server's own process, and those two
+    requests cost more than the rest of the pipeline's per step (moto serializes
+    every record with its new image, botocore parses it back, only for the
+    reader to keep the few outbox inserts). Records are in the stream record's
+    shape, sequence numbers as text, without ``ApproximateCreationDateTime``.
+    Only the top two levels are copies: the images are moto's own, which it
+    never changes; a consumer that keeps or changes a record copies it
+    (``StreamSource`` does, for what it delivers).
+    """
+    from moto.dynamodb.models import dynamodb_backends
+
+    with _LOCK:
+        for regions in dynamodb_backends.values():
+            for backend in regions.values():
+                shard = getattr(backend.tables.get(table_name), "stream_shard", None)
+                if shard is None:
+                    continue
+                start = 0 if after is None else int(after) + 1 - shard.starting_sequence_number
+                picked = shard.items[max(0, start) : max(0, start) + limit]
+                return [_record_copy(r.to_json()) for r in picked]
+    return []
+
+
+def _record_copy(record: dict[str, Any]) -> dict[str, Any]:
+    dynamodb = {k: v for k, v in record["dynamodb"].items() if k != "ApproximateCreationDateTime"}
+    return {**record, "dynamodb": dynamodb}

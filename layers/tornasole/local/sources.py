@@ -5,8 +5,11 @@
   workers give a function its own concurrency.
 - ``StreamSource``: reads the state table's DynamoDB stream in sequence order
   and hands each batch to ``publish_events``; one reader per table, so events
-  reach the bus in the order their changes were committed. Failed records
-  (``batchItemFailures``) are retried from the first failure, as Lambda does.
+  reach the bus in the order their changes were committed. The stack's event
+  filter (outbox inserts) is applied as the event source mapping applies it;
+  the local mode reads the shard in-process (``moto_guard.read_stream``).
+  Failed records (``batchItemFailures``) are retried from the first failure,
+  as Lambda does.
 - ``ScheduleSource``: the EventBridge schedule, a timer.
 
 Every source reports whether it is idle, which is what ``Dispatcher.drain``
@@ -15,6 +18,7 @@ waits for.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -25,11 +29,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tornasole.aws.clients import client
+from tornasole.local.filters import compile_pattern
 from tornasole.local.invoker import FunctionInvoker
 
 __all__ = ["QueueSource", "ScheduleSource", "Source", "StreamSource", "schedule_event"]
 
 log = logging.getLogger(__name__)
+IN_PROCESS = "in-process"  # the position key of a stream read by ``StreamSource.reader``
 
 
 class Source:
@@ -129,8 +135,15 @@ class QueueSource(Source):
                     self.handle(json.loads(msg["Body"]))
                 except BaseException as exc:  # one bad message never blocks the queue
                     self.on_error(f"{self.name}: {type(exc).__name__}: {exc}")
-                # Handled, or failed after its retries (Lambda would send it to the DLQ): either way done.
-                sqs.delete_message(QueueUrl=self.url, ReceiptHandle=msg["ReceiptHandle"])
+            # Handled, or failed after its retries (Lambda would send it to the DLQ): either way done.
+            # One request for the batch (at most 10, SQS's limit for both calls).
+            if messages:
+                entries = [
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                ]
+                failed = sqs.delete_message_batch(QueueUrl=self.url, Entries=entries).get("Failed", [])
+                if failed:
+                    self.on_error(f"{self.name}: {len(failed)} handled messages not deleted: {failed[0]}")
         return len(messages)
 
     def pending(self) -> bool:
@@ -154,9 +167,16 @@ class StreamSource(Source):
         retry_attempts: int = 10,
         poll_seconds: float = 0.05,
         consumed: Callable[[int | None], None] | None = None,
+        filter_pattern: str | None = None,
+        reader: Callable[[str | None, int], list[dict[str, Any]]] | None = None,
     ) -> None:
         super().__init__("stream", stop, on_error, workers=1)
         self.consumed = consumed  # told the last sequence number handed over after each poll
+        # The event source mapping's filter: records it rejects never reach the function (as on AWS).
+        self.wanted = compile_pattern(filter_pattern) if filter_pattern else None
+        # Reads the records after a sequence number in-process (the local mode's moto), instead of
+        # GetShardIterator + GetRecords: ``tornasole.local.moto_guard.read_stream``.
+        self.reader = reader
         self.stream_arn = stream_arn
         self.invoke = invoke
         self.batch_size = batch_size
@@ -191,6 +211,8 @@ class StreamSource(Source):
         return handled
 
     def _poll_shards(self) -> int:
+        if self.reader is not None:
+            return self._poll_reader()
         streams = client("dynamodbstreams")
         if not self.positions:
             shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
@@ -206,7 +228,20 @@ class StreamSource(Source):
                 handled += len(records)
         return handled
 
+    def _poll_reader(self) -> int:
+        assert self.reader is not None
+        records = self.reader(self.positions.get(IN_PROCESS), self.batch_size)
+        if records:
+            self._deliver(records)
+            self.positions[IN_PROCESS] = records[-1]["dynamodb"]["SequenceNumber"]
+        return len(records)
+
     def _deliver(self, records: list[dict[str, Any]]) -> None:
+        if self.wanted is not None:
+            records = [r for r in records if self.wanted(r)]
+            if not records:
+                return
+        records = copy.deepcopy(records)  # the function's own event (a reader may share its records)
         for r in records:
             r.setdefault("eventSourceARN", self.stream_arn)
             r["dynamodb"].pop("ApproximateCreationDateTime", None)  # a datetime from boto3; not JSON

@@ -13,12 +13,14 @@ the server as before; requests to any other URL are untouched.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["install", "route_to", "unroute"]
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _routes: dict[str, Any] = {}  # endpoint "http://host:port" -> WSGI app
 
@@ -69,6 +71,51 @@ def _app_for(dispatcher: Any, event_name: str) -> Any:
     return app
 
 
+# Services whose every request is a POST to "/" answered by one response class: served by calling it
+# directly, as moto's in-process mock (``mock_aws``) does, without a WSGI environ and Flask's request
+# context around it (a tenth of each request's time). S3's routing depends on path and method: WSGI.
+_DIRECT = {
+    "dynamodb": ("moto.dynamodb.urls", "{0}/"),
+    "dynamodbstreams": ("moto.dynamodbstreams.urls", "{0}/$"),
+    "sqs": ("moto.sqs.urls", "{0}/$"),
+    "events": ("moto.events.urls", "{0}/"),
+}
+_direct_handlers: dict[str, Any] = {}
+
+
+def _direct_handler(service: str) -> Any:
+    handler = _direct_handlers.get(service)
+    if handler is None:
+        import importlib
+
+        module, path = _DIRECT[service]
+        handler = _direct_handlers[service] = importlib.import_module(module).url_paths[path]
+    return handler
+
+
+def _service(event_name: str) -> str:
+    parts = event_name.split(".")
+    return _MOTO_BACKENDS.get(parts[1], parts[1]) if len(parts) > 1 else ""
+
+
+def _direct(request: Any, service: str) -> Any:
+    """What moto's ``mock_aws`` does with a botocore request: the service's response class, in this thread."""
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+    from moto.core.exceptions import HTTPException
+    from moto.core.request import normalize_request
+
+    normalized = normalize_request(request)
+    try:
+        status, headers, body = _direct_handler(service)(normalized, normalized.raw_url, normalized.headers)
+    except HTTPException as exc:
+        status, headers, body = exc.code, exc.get_headers(), exc.get_body()
+    except Exception:  # a fault in moto: what the server answers for it (botocore retries a 500)
+        log.exception("moto failed on a %s request", service)
+        status, headers, body = 500, {}, b"Internal Server Error"
+    return AWSResponse(request.url, status, headers, MockRawResponse(body))
+
+
 def _before_send(request: Any, event_name: str = "", **_: Any) -> Any:
     if not _routes:
         return None
@@ -76,6 +123,9 @@ def _before_send(request: Any, event_name: str = "", **_: Any) -> Any:
     dispatcher = _routes.get(f"{parts.scheme}://{parts.netloc}")
     if dispatcher is None:
         return None
+    service = _service(event_name)
+    if service in _DIRECT and request.method == "POST" and (parts.path or "/") == "/":
+        return _direct(request, service)
     app = _app_for(dispatcher, event_name)
     from botocore.awsrequest import AWSResponse
     from moto.core.botocore_stubber import MockRawResponse

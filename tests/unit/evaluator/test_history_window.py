@@ -86,6 +86,25 @@ def test_index_files_are_read_once_and_event_ranges_every_time(tmp_path: Any, tr
     assert len(cache) == 1
 
 
+def test_collections_files_are_read_once_and_whole(tmp_path: Any) -> None:
+    reads: list[ReadRequest] = []
+    inner = get_storage(str(tmp_path))
+
+    class CountingInner:
+        def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
+            reads.extend(requests)
+            return inner.read_many(requests, on_error=on_error)
+
+    collections = f"{tmp_path}/collections/000000000/worker_0_collections.json"
+    body = b'{"collections": {}, "_meta": {"num_workers": 1}}' + b" " * (1 << 20)
+    inner.write_atomic(collections, body)
+    cache = IndexFileCache()
+    storage = CachingStorage(CountingInner(), cache, max_index_bytes=16)  # type: ignore[arg-type]
+    assert storage.read(collections) == body  # not capped like an index file
+    assert storage.read(collections) == body
+    assert [(r.path, r.start, r.end) for r in reads] == [(collections, None, None)]
+
+
 def test_missing_index_files_are_not_cached(tmp_path: Any) -> None:
     cache = IndexFileCache()
     storage = CachingStorage(get_storage(str(tmp_path)), cache)

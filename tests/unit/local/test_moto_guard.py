@@ -1,0 +1,153 @@
+"""The local mode's moto adjustments answer exactly as moto does, only cheaper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from tornasole.aws.clients import clear_client_cache, client
+from tornasole.local.moto_guard import read_stream, release_stream, serialize_dynamodb, unserialize_dynamodb
+
+TABLE = "guard-t"
+
+
+@pytest.fixture
+def ddb() -> Iterator[object]:
+    with mock_aws():
+        clear_client_cache()
+        c = client("dynamodb")
+        c.create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        )
+        for p in ("a", "b", "c"):
+            for i in range(7):
+                item = {"pk": {"S": p}, "sk": {"S": f"s{i:02d}"}, "v": {"N": str(i)}}
+                c.put_item(TableName=TABLE, Item=item)
+        yield c
+    clear_client_cache()
+
+
+QUERIES = [
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "b"}}},
+    {
+        "KeyConditionExpression": "pk = :p AND sk < :s",
+        "ExpressionAttributeValues": {":p": {"S": "b"}, ":s": {"S": "s04"}},
+        "ScanIndexForward": False,
+        "Limit": 2,
+    },
+    {
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+        "FilterExpression": "v > :n",
+        "ExpressionAttributeValues": {":p": {"S": "c"}, ":s": {"S": "s0"}, ":n": {"N": "3"}},
+    },
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "nope"}}},
+]
+
+
+def _pages(c, q: dict) -> list[dict]:
+    out, start = [], None
+    while True:
+        resp = c.query(TableName=TABLE, **q, **({"ExclusiveStartKey": start} if start else {}))
+        out.append({k: resp.get(k) for k in ("Items", "Count", "ScannedCount", "LastEvaluatedKey")})
+        start = resp.get("LastEvaluatedKey")
+        if not start:
+            return out
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_partition_query_answers_as_moto_does(ddb, query: dict) -> None:
+    from moto.dynamodb.models.table import Table
+
+    expected = _pages(ddb, query)
+    moto_query = Table.query
+    serialize_dynamodb()
+    try:
+        assert Table.query is not moto_query  # the partition query is the one answering
+        assert _pages(ddb, query) == expected
+    finally:
+        unserialize_dynamodb()
+    assert Table.query is moto_query
+
+
+def test_read_stream_is_the_stream_in_order_after_a_position_and_survives_release(ddb) -> None:
+    records = read_stream(TABLE, None, 1000)
+    assert [r["eventName"] for r in records] == ["INSERT"] * 21  # the fixture's puts
+    assert records[4]["dynamodb"]["Keys"] == {"pk": {"S": "a"}, "sk": {"S": "s04"}}
+    assert records[4]["dynamodb"]["NewImage"]["v"] == {"N": "4"}
+    assert "ApproximateCreationDateTime" not in records[0]["dynamodb"]  # not JSON: a Lambda event is
+    seqs = [int(r["dynamodb"]["SequenceNumber"]) for r in records]
+    assert seqs == list(range(seqs[0], seqs[0] + 21))
+    last = records[-1]["dynamodb"]["SequenceNumber"]
+    assert read_stream(TABLE, last, 1000) == []
+    assert len(read_stream(TABLE, None, 5)) == 5
+
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": "x"}})
+    ddb.delete_item(TableName=TABLE, Key={"pk": {"S": "d"}, "sk": {"S": "x"}})
+    release_stream(TABLE, int(last))  # what was handed over is forgotten, not the numbering
+    new = read_stream(TABLE, last, 1000)
+    assert [r["eventName"] for r in new] == ["INSERT", "REMOVE"]
+    assert [int(r["dynamodb"]["SequenceNumber"]) for r in new] == [seqs[-1] + 1, seqs[-1] + 2]
+    assert read_stream(TABLE, None, 1000) == new  # released records are gone
+    assert read_stream("no-such-table", None, 10) == []
+
+
+def _items(c) -> list[dict]:
+    return sorted(c.scan(TableName=TABLE)["Items"], key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+
+
+def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
+    """Put into an existing partition, update an existing item, then a failing condition: all undone."""
+    serialize_dynamodb()
+    try:
+        before = _items(ddb)
+        with pytest.raises(ddb.exceptions.TransactionCanceledException):
+            ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "new"}}}},
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "z"}, "sk": {"S": "new"}}}},
+                    {
+                        "Update": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "b"}, "sk": {"S": "s01"}},
+                            "UpdateExpression": "SET v = :v",
+                            "ExpressionAttributeValues": {":v": {"N": "99"}},
+                        }
+                    },
+                    {
+                        "ConditionCheck": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        assert _items(ddb) == before
+        ddb.transact_write_items(  # and one that succeeds still writes
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "new"}}}},
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "a"}, "sk": {"S": "s01"}},
+                        "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"N": "7"}},
+                    }
+                },
+            ]
+        )
+        after = {(i["pk"]["S"], i["sk"]["S"]): i.get("v") for i in _items(ddb)}
+        assert after[("a", "new")] is None
+        assert after[("a", "s01")] == {"N": "7"}
+        assert len(after) == len(before) + 1
+    finally:
+        unserialize_dynamodb()
