@@ -27,7 +27,7 @@ MAX_POOL_CONNECTIONS = 64
 
 
 def _key(
-    service: str, read_timeout: float | None
+    service: str, read_timeout: float | None = None
 ) -> tuple[str, str | None, str | None, str | None, float | None]:
     env_service = f"AWS_ENDPOINT_URL_{service.upper()}"
     return (
