@@ -73,7 +73,7 @@ def _app_for(dispatcher: Any, event_name: str) -> Any:
 
 # Services whose every request is a POST to "/" answered by one response class: served by calling it
 # directly, as moto's in-process mock (``mock_aws``) does, without a WSGI environ and Flask's request
-# context around it (a tenth of each request's time). S3's routing depends on path and method: WSGI.
+# context around it (a tenth of each request's time). S3 too, below, by its URL patterns.
 _DIRECT = {
     "dynamodb": ("moto.dynamodb.urls", "{0}/"),
     "dynamodbstreams": ("moto.dynamodbstreams.urls", "{0}/$"),
@@ -93,21 +93,43 @@ def _direct_handler(service: str) -> Any:
     return handler
 
 
+# S3 routes by path and method: its URL patterns, tried in moto's order against the request's (still
+# percent-encoded) path, as ``mock_aws`` tries them against the URL. Path-style addressing: the local
+# endpoint's host is an IP address, which moto's S3 never reads as a bucket subdomain.
+_s3_routes: list[tuple[Any, Any]] = []
+
+
+def _s3_handler(path: str) -> Any:
+    if not _s3_routes:
+        import re
+
+        from moto.s3.urls import url_paths
+
+        _s3_routes.extend((re.compile(pattern.format("")), handler) for pattern, handler in url_paths.items())
+    for pattern, handler in _s3_routes:
+        if pattern.match(path):
+            return handler
+    return None
+
+
 def _service(event_name: str) -> str:
     parts = event_name.split(".")
     return _MOTO_BACKENDS.get(parts[1], parts[1]) if len(parts) > 1 else ""
 
 
-def _direct(request: Any, service: str) -> Any:
+def _direct(request: Any, service: str, handler: Any) -> Any:
     """What moto's ``mock_aws`` does with a botocore request: the service's response class, in this thread."""
     from botocore.awsrequest import AWSResponse
     from moto.core.botocore_stubber import MockRawResponse
     from moto.core.exceptions import HTTPException
-    from moto.core.request import normalize_request
+    from moto.core.request import Request
 
-    normalized = normalize_request(request)
+    body = request.body
+    if hasattr(body, "read"):  # a file being uploaded (or aws-chunked): its bytes, as moto reads it
+        body = body.read()
+    normalized = Request.from_primitives(request.method, request.url, request.headers, body)
     try:
-        status, headers, body = _direct_handler(service)(normalized, normalized.raw_url, normalized.headers)
+        status, headers, body = handler(normalized, normalized.raw_url, normalized.headers)
     except HTTPException as exc:
         status, headers, body = exc.code, exc.get_headers(), exc.get_body()
     except Exception:  # a fault in moto: what the server answers for it (botocore retries a 500)
@@ -125,7 +147,11 @@ def _before_send(request: Any, event_name: str = "", **_: Any) -> Any:
         return None
     service = _service(event_name)
     if service in _DIRECT and request.method == "POST" and (parts.path or "/") == "/":
-        return _direct(request, service)
+        return _direct(request, service, _direct_handler(service))
+    if service == "s3":
+        handler = _s3_handler(parts.path or "/")
+        if handler is not None:
+            return _direct(request, service, handler)
     app = _app_for(dispatcher, event_name)
     from botocore.awsrequest import AWSResponse
     from moto.core.botocore_stubber import MockRawResponse
