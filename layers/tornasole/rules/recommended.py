@@ -59,6 +59,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "window": "5",
             "reference": "first",
             "diff_percent": "5",
+            "patience": "4",
             "increase_threshold_percent": "1000",
         },
     ),
