@@ -79,8 +79,8 @@ def recommended_rules() -> list[dict[str, Any]]:
     Each choice, with its calibration numbers (runs fired on / precision / recall on the runs
     labelled with the problems it targets / false alarms on healthy runs; 72 runs). Figures for
     parameter values not chosen are from the previous revision's 63 calibration runs (the nine
-    slow-starting healthy runs added since matter only to LossNotDecreasing), except where 72 is
-    said:
+    slow-starting healthy runs added since, on which no chosen rule but LossNotDecreasing fires),
+    except where 72 is said:
 
     * ``ExplodingTensor`` (defaults): 5 / 1.00 / 4 of 4 NaN runs / 0. Nothing to tune.
     * ``VanishingGradient`` with ``norm_ratio_threshold=0.001`` (AUTOTRAINER's first/last
