@@ -19,7 +19,7 @@ held-out            recall 25/25, false alarms  recall 22/25, false alarms
 SageMaker's defaults "catch" everything because LossNotDecreasing, Overfit and
 Overtraining fire on every run, healthy or not: an alarm that always rings.
 Held-out misses: two warm-up runs the slow-convergence label flags at epoch 3
-(they learn afterwards) and one oscillation label with no other symptom.
+(they learn afterwards) and one oscillation label on a run whose loss falls slowly.
 Held-out false alarms: 3 runs built broken that no published criterion labels
 (a collapse, a validation-loss spike, a memorising net), one healthy sigmoid
 run still near its starting loss after 100 training steps, and one
