@@ -276,3 +276,45 @@ def hard_narrow_layers() -> Spec:
 def hard_sigmoid_shallow() -> Spec:
     """Hard negative: a shallow sigmoid net with small, healthy gradients."""
     return Spec(dataset="blobs", widths=(16,), act="sigmoid", lr=3e-2)
+
+
+# -- hard negatives: healthy runs that start slowly (added in the third revision, both splits) -------------
+# Early in a run these sit near the starting loss for an epoch or two, as a stalled run does, then learn;
+# every seed is labelled healthy by the published criteria (measured, not assumed).
+@case("healthy", "cal")
+def hard_slow_sigmoid_wide() -> Spec:
+    """Hard negative (slow start): one wide sigmoid layer on circles (Adam 2e-2): the loss stays near or
+    above ln 2 for about three epochs, then the net learns (DeepDiagnosis's healthy sigmoid models)."""
+    return Spec(dataset="circles", widths=(32,), act="sigmoid", lr=2e-2)
+
+
+@case("healthy", "cal")
+def hard_slow_small_init() -> Spec:
+    """Hard negative (slow start): weights at 0.3x the default initialisation (AUTOTRAINER's small-init
+    mutants, mild): near-zero signals for the first epoch, then normal training."""
+    return Spec(dataset="circles", widths=(16, 16), weight_scale=0.3)
+
+
+@case("healthy", "cal")
+def hard_slow_warmup_blobs() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100) on one wide ReLU layer, then Adam 1e-2."""
+    return Spec(dataset="blobs", widths=(32,), warmup_epochs=2)
+
+
+@case("healthy", "held")
+def hard_slow_deep_narrow() -> Spec:
+    """Hard negative (slow start): a deep, narrow ReLU stack (5 x 6 units, Adam 5e-3) on circles: two to
+    three flat epochs before it finds the boundary."""
+    return Spec(dataset="circles", widths=(6,) * 5, lr=5e-3)
+
+
+@case("healthy", "held")
+def hard_slow_warmup_sgd() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100) with SGD 0.2, momentum 0.9 on circles."""
+    return Spec(dataset="circles", widths=(32, 32), opt="sgd", lr=0.2, momentum=0.9, warmup_epochs=2)
+
+
+@case("healthy", "held")
+def hard_slow_sigmoid_sgd() -> Spec:
+    """Hard negative (slow start): one wide sigmoid layer trained with SGD 0.5, momentum 0.9 on circles."""
+    return Spec(dataset="circles", widths=(32,), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)

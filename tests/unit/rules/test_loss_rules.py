@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from rules_helpers import train_mlp
 
+from tornasole.exceptions import RuleParameterError
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import LossNotDecreasing, Overfit, Overtraining
@@ -106,6 +108,17 @@ def test_loss_not_decreasing_agrees_between_whole_run_and_a_short_history_window
             windowed.append(s)
     # THEN the same steps fire
     assert windowed == whole
+    # and with patience, whose look-back history_steps() covers
+    patient = LossNotDecreasing(trial, num_steps="10", patience="2")
+    whole = invoke_rule(patient).fired_steps
+    assert whole == [30, 42, 51]  # 30: the rebound check, which does not wait
+    windowed = []
+    for i, s in enumerate(steps):
+        start = steps[max(0, i - patient.history_steps())]
+        window = create_trial(trial.path, range_steps=(start, s + 1), collections_timeout=0.1)
+        if LossNotDecreasing(window, num_steps="10", patience="2").evaluate(s).fired:
+            windowed.append(s)
+    assert windowed == whole
 
 
 def test_loss_not_decreasing_first_reference_is_quiet_once_the_loss_came_down(trial_factory):
@@ -141,3 +154,40 @@ def test_loss_not_decreasing_windowed_rebound_needs_every_loss_of_the_window_up(
         summary.fired[0].details
     )
     assert "(threshold 0.11)" in summary.fired[0].details
+
+
+def test_loss_not_decreasing_patience_waits_for_the_plateau_to_persist(trial_factory):
+    # Evaluation points 0, 2, 4, ... (buckets of 2), each compared with the point 2 steps earlier.
+    # A slow start: flat for two intervals, then the loss falls. patience=1 fires at the first flat
+    # point (4); patience=2 needs two failing points running, and the loss fell at 6: quiet.
+    slow_start = trial_factory(_losses([1.0, 1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2]))
+    assert invoke_rule(LossNotDecreasing(slow_start, num_steps="2")).first_step == 2
+    assert invoke_rule(LossNotDecreasing(slow_start, num_steps="2", patience="3")).fired == []
+    # A stall fires once it has failed at `patience` comparable points running, and says so.
+    stall = trial_factory(_losses([1.0] * 9))
+    summary = invoke_rule(LossNotDecreasing(stall, num_steps="2", patience="3"))
+    assert summary.first_step == 6  # comparable points 2, 4, 6
+    assert summary.fired_steps == [6, 8]
+    assert ", at 3 evaluation points running" in summary.fired[0].details
+
+
+def test_loss_not_decreasing_patience_with_the_first_reference(trial_factory):
+    # reference=first, window 2: points 0, 4, 8, 12, 16 (buckets of 4); the first comparable point is 4.
+    params = {"num_steps": "4", "window": "2", "reference": "first", "diff_percent": "5"}
+    params["increase_threshold_percent"] = "1000"
+    slow_start = trial_factory(_losses([1.0] * 6 + [0.7] * 7))
+    assert invoke_rule(LossNotDecreasing(slow_start, **params)).first_step == 4
+    assert invoke_rule(LossNotDecreasing(slow_start, patience="2", **params)).fired == []
+    stall = trial_factory(_losses([1.0] * 13))
+    assert invoke_rule(LossNotDecreasing(stall, patience="2", **params)).first_step == 8
+
+
+def test_loss_not_decreasing_patience_does_not_delay_a_nan_loss(trial_factory):
+    trial = trial_factory(_losses([10, 9, float("nan"), float("nan")]))
+    assert invoke_rule(LossNotDecreasing(trial, num_steps="2", patience="3")).first_step == 2
+
+
+def test_loss_not_decreasing_rejects_a_patience_below_one(trial_factory):
+    trial = trial_factory(_losses([1.0, 1.0]))
+    with pytest.raises(RuleParameterError, match="patience"):
+        LossNotDecreasing(trial, patience="0")

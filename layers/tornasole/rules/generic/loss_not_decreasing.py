@@ -40,6 +40,13 @@ Choices:
   (``history_steps`` is then None; the serverless evaluator caps that at its
   history window, so there "so far" means the points it loaded, besides the
   run's first steps, which it always loads for ``first``).
+* ``patience`` (Tornasole's addition; 1 = SageMaker's reading): the decrease
+  check fires only when it failed at this evaluation point *and* at the
+  ``patience - 1`` comparable evaluation points before it (the plateau
+  persisted over ``patience`` checks). Why: early in a run a slow start and a
+  stall have the same loss curve (sigmoid nets, warm-ups, narrow or small-init
+  nets sit near the starting loss for an epoch or two, then learn); one more
+  check tells them apart. A NaN loss and the rebound check do not wait.
 * Rebound with ``window`` > 1: the rise counts only when *every* loss of the
   current window is above the threshold, not just their mean. Why: with a batch
   of one sample, one misclassified sample lifts a window's mean tenfold over a
@@ -86,6 +93,7 @@ class LossNotDecreasing(BuiltinRule):
         Param("increase_threshold_percent", "float", "5", "rise (%) above the lowest loss that fires"),
         Param("mode", "mode", None, "TRAIN, EVAL or GLOBAL (unset: each mode in its own steps)"),
         Param("window", "int", "1", "saved steps of the mode averaged into each compared loss"),
+        Param("patience", "int", "1", "consecutive evaluation points that must fail the decrease check"),
         Param(
             "reference",
             "str",
@@ -102,13 +110,16 @@ class LossNotDecreasing(BuiltinRule):
             raise self.param_error("reference", f"value {self.reference!r} must be 'previous' or 'first'")
         if self.window < 1:
             raise self.param_error("window", f"value {self.window} must be >= 1")
+        if self.patience < 1:
+            raise self.param_error("patience", f"value {self.patience} must be >= 1")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
     def history_steps(self) -> int | None:
         if self.reference == "first":
             return None  # every earlier evaluation point: has the loss ever come down?
-        return 2 * (self.num_steps + self.window)  # the other mode's steps may be interleaved
+        # the other mode's steps may be interleaved; ``patience`` looks back that many evaluation points
+        return 2 * (self.num_steps * self.patience + self.window)
 
     def leading_steps(self) -> int:
         # ``first``: the first ``window`` saved steps of each mode; the modes' steps may be interleaved.
@@ -149,6 +160,41 @@ class LossNotDecreasing(BuiltinRule):
                 return p
         return None
 
+    def _compare(
+        self, name: str, steps: list[int], points: list[int], cur: int, mode: object
+    ) -> tuple[float, float, int, float, bool] | None:
+        """At evaluation point ``cur``: (loss, compared loss, its step, threshold, failed), or None when
+        ``cur`` has nothing to compare with yet (or its losses are not readable)."""
+        older = [s for s in steps if s <= cur - self.num_steps]
+        if not older:
+            return None
+        prev = older[-1] if self.reference == "previous" else steps[min(self.window, len(steps)) - 1]
+        if steps.index(cur) - steps.index(prev) < self.window:
+            return None  # the compared windows would overlap
+        loss, before = self._loss(name, steps, cur, mode), self._loss(name, steps, prev, mode)
+        if loss is None or before is None:
+            return None
+        below = before - abs(before) * self.diff_percent / 100.0
+        not_lower = loss > below
+        if not_lower and self.reference == "first":
+            earlier = [p for p in points if p < cur]
+            not_lower = self._came_down(name, steps, earlier, prev, below, mode) is None
+        return loss, before, prev, below, not_lower
+
+    def _persisted(self, name: str, steps: list[int], points: list[int], mode: object) -> bool:
+        """The decrease check also failed at the ``patience - 1`` comparable points before the last."""
+        needed = self.patience - 1
+        for p in reversed(points[:-1]):
+            if needed == 0:
+                return True
+            got = self._compare(name, steps, points, p, mode)
+            if got is None:
+                return False  # fewer comparable points than ``patience`` so far
+            if not got[4]:
+                return False
+            needed -= 1
+        return needed == 0
+
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.use_losses_collection):
             tensor = self.base_trial.tensor(name)
@@ -160,28 +206,22 @@ class LossNotDecreasing(BuiltinRule):
             points = evaluation_points([s for s in steps if s <= cur], self.num_steps)
             if not points or points[-1] != cur:
                 continue
-            older = [s for s in steps if s <= cur - self.num_steps]
-            if not older:
+            got = self._compare(name, steps, points, cur, mode)
+            if got is None:
                 continue
-            prev = older[-1] if self.reference == "previous" else steps[min(self.window, len(steps)) - 1]
-            if steps.index(cur) - steps.index(prev) < self.window:
-                continue  # the compared windows would overlap
-            loss, before = self._loss(name, steps, cur, mode), self._loss(name, steps, prev, mode)
-            if loss is None or before is None:
-                continue
+            loss, before, prev, below, not_lower = got
+            if not_lower and not math.isnan(loss) and self.patience > 1:
+                not_lower = self._persisted(name, steps, points, mode)
             where = f"{name} ({mode.name} step {cur})"
             if self.window > 1:
                 where = f"mean {name} over {self.window} saved steps ({mode.name} step {cur})"
-            below = before - abs(before) * self.diff_percent / 100.0
-            not_lower = loss > below
-            if not_lower and self.reference == "first":
-                not_lower = self._came_down(name, steps, points[:-1], prev, below, mode) is None
             # A NaN loss has not decreased (the comparison alone would say nothing about it).
             if math.isnan(loss) or not_lower:
                 self.report_issue(
                     f"{where}={self.fmt(loss)} is not {self.fmt(self.diff_percent)}% below "
                     f"{self.fmt(before)} at step {prev} (threshold {self.fmt(below)})"
-                    + (" and no earlier evaluation point was" if self.reference == "first" else ""),
+                    + (" and no earlier evaluation point was" if self.reference == "first" else "")
+                    + (f", at {self.patience} evaluation points running" if self.patience > 1 else ""),
                     tensor=name,
                     value=loss,
                     previous=before,
