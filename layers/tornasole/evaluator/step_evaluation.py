@@ -81,16 +81,8 @@ def process_step(
             step=step,
             reason=f"{len(rec.workers)} of {num_workers} workers",
         )
-    if rec.evaluated:
-        return ObjectResult(
-            key,
-            ObjectKind.INDEX,
-            ObjectAction.DUPLICATE,
-            job=job,
-            step=step,
-            reason="step already evaluated",
-        )
-    attempts = ev.steps.begin_attempt(job, step, ev.now_ms(), redrive)
+    # begin_attempt is conditional too: None when another delivery evaluated the step meanwhile
+    attempts = None if rec.evaluated else ev.steps.begin_attempt(job, step, ev.now_ms(), redrive)
     if attempts is None:
         return ObjectResult(
             key,
