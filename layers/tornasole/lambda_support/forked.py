@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["run_forked"]
+__all__ = ["collect_reply", "kill_group", "run_forked", "verdict"]
 
 
 def _child(fn: Callable[[], dict[str, Any]], out: int) -> None:
@@ -44,43 +44,39 @@ def _child(fn: Callable[[], dict[str, Any]], out: int) -> None:
         os._exit(0)
 
 
-def run_forked(fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int) -> dict[str, Any]:
-    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
-        os.close(read_end)
-        _child(fn, write_end)
-    os.close(write_end)
-    try:  # also here: the child may not have made its group yet when the parent kills it
-        os.setpgid(pid, pid)
-    except OSError:
-        pass
+def collect_reply(read_fd: int, timeout_s: float, max_bytes: int) -> tuple[bytes, int, bool]:
+    """Read a child's reply until EOF, ``max_bytes`` + 1 bytes, or ``timeout_s``: (data, size, timed out)."""
     chunks: list[bytes] = []
     size, timed_out = 0, False
     deadline = time.monotonic() + max(0.1, timeout_s)
+    while size <= max_bytes:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+            timed_out = True
+            break
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), size, timed_out
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the child's process group (the child and whatever it started), else the child."""
     try:
-        while size <= max_bytes:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                timed_out = True
-                break
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(read_end)
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
         try:
-            os.killpg(pid, signal.SIGKILL)  # the child and whatever it started in its group
+            os.kill(pid, signal.SIGKILL)
         except OSError:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass  # already gone
-        _, status = os.waitpid(pid, 0)
-    data = b"".join(chunks)
+            pass  # already gone
+
+
+def verdict(
+    data: bytes, size: int, timed_out: bool, status: int, timeout_s: float, max_bytes: int
+) -> dict[str, Any]:
+    """The reply a child's output and wait status amount to: its JSON object, or an error reply."""
     if timed_out:
         return {"kind": "error", "reason": f"the rule was stopped after {timeout_s:.1f}s in the sandbox"}
     if size > max_bytes:
@@ -99,3 +95,24 @@ def run_forked(fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: in
     return (
         reply if isinstance(reply, dict) else {"kind": "error", "reason": "the rule's reply is not an object"}
     )
+
+
+def run_forked(fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int) -> dict[str, Any]:
+    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
+        os.close(read_end)
+        _child(fn, write_end)
+    os.close(write_end)
+    try:  # also here: the child may not have made its group yet when the parent kills it
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    try:
+        data, size, timed_out = collect_reply(read_end, timeout_s, max_bytes)
+    finally:
+        os.close(read_end)
+        kill_group(pid)
+        _, status = os.waitpid(pid, 0)
+    return verdict(data, size, timed_out, status, timeout_s, max_bytes)

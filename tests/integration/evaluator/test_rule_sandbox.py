@@ -442,3 +442,35 @@ def test_the_rules_deadline_in_the_sandbox_is_cut_to_the_evaluators_remaining_ti
     deadline = float(outcome.error.split("stopped after its deadline of ", 1)[1].rstrip("s"))
     assert 0.1 <= deadline <= 1.5  # what was left of the 1.5 s when the rule started
     assert outcome.latency_ms < 10_000
+
+
+def test_in_lambda_rules_run_in_children_of_a_zygote_forked_before_any_request(
+    stack, monkeypatch, lambda_context
+) -> None:
+    """In Lambda the sandbox forks a zygote at cold start and each rule runs in a child of it, so a
+    rule's process holds its own request only (a child of the handler would copy earlier ones)."""
+    import builtins
+
+    trial = f"s3://{BUCKET}/jobs/leaver"
+    stack.write_collections(trial=trial)
+    stack.write_step(0, trial=trial)
+    role = _setup(monkeypatch)
+    client("s3").put_object(Bucket=BUCKET, Key="custom-rules/leaves.py", Body=LEAVES_BEHIND)
+    assert custom_rule._start_zygote({}) is None  # local mode and tests: a child forked per request
+    assert custom_rule._start_zygote({"AWS_LAMBDA_FUNCTION_NAME": "f", custom_rule.ENV_FORK: "0"}) is None
+    zygote = custom_rule._start_zygote({"AWS_LAMBDA_FUNCTION_NAME": "tornasole-custom-rule"})
+    assert zygote is not None  # forked now, after the data above exists: its children see this moto state
+    monkeypatch.setattr(custom_rule, "_ZYGOTE", zygote)
+    try:
+        runner = LambdaCustomRuleRunner(FUNCTION, role, invoke=_sandbox(lambda_context))
+        files = StepFiles(0, ("worker_0",))
+        patch = RuleConfig("Leaves", "LeavesBehind", {"how": "patch"}, source_s3_uri=f"{RULES}/leaves.py")
+        outcome = runner.evaluate("leaver", trial, files, patch)
+        assert (outcome.error, outcome.step_error) == (None, None)
+        assert not hasattr(builtins, "TORNASOLE_LEFT_BEHIND")
+        exits = RuleConfig("Leaves", "LeavesBehind", {"how": "exit"}, source_s3_uri=f"{RULES}/leaves.py")
+        outcome = runner.evaluate("leaver", trial, files, exits)
+        assert outcome.error is not None
+        assert "ended without a verdict (status 3)" in outcome.error
+    finally:
+        zygote.stop()

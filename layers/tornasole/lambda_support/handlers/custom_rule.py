@@ -5,13 +5,15 @@ set of temporary credentials (reads of that job's trial and the rule file, nothi
 call here is made by a client built from those credentials only, never from the function's own
 role (which may write its logs and nothing else). The rule file is loaded through the same loader
 as in the evaluator, and only from this function's configured rule prefix; the rule runs under
-``isolation.guarded``, in a forked child process (``forked``: what the rule leaves behind in its
-process never meets a later invocation, which may be another job's). Nothing is written: the
-verdict is the reply, and the evaluator records it.
+``isolation.guarded``, in a child process: in Lambda a child of the zygote forked at cold start
+(``zygote``: the child holds its own request and no earlier one), elsewhere a child forked per request
+(``forked``). What the rule leaves behind in its process never meets a later invocation, which may be
+another job's. Nothing is written: the verdict is the reply, and the evaluator records it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -27,6 +29,7 @@ from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxRequest, Wi
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.forked import run_forked
 from tornasole.lambda_support.observability import logger
+from tornasole.lambda_support.zygote import Zygote
 
 __all__ = ["ENV_FORK", "allowed_rule_prefixes", "evaluate", "handler", "scoped_storage"]
 
@@ -97,41 +100,70 @@ def _bounded(remaining_s: Any, seconds: float | None) -> Any:
     return remaining
 
 
+def _run_request(request: SandboxRequest, remaining_s: Any) -> dict[str, Any]:
+    """One rule at one step on storage holding the request's credentials: the reply."""
+    storage = scoped_storage(request.credentials)
+    runner = StepRunner(
+        rule_factory=partial(default_rule_factory, storage=storage),
+        index_cache=IndexFileCache(),  # per request: nothing read for one job is served to another
+        storage=storage,
+    )
+    files = StepFiles(request.step, request.workers)
+    history = _history(request.recent, request.first)
+    try:
+        outcome = InProcessCustomRuleRunner(runner).evaluate(
+            request.job, request.trial, files, request.rule, history, remaining_s
+        )
+    except TransientError as exc:
+        return {"kind": "transient", "reason": str(exc)[:1024]}
+    return reply_of(outcome)
+
+
+def _run_payload(payload: bytes) -> dict[str, Any]:
+    """What a zygote's child runs: the request (already validated by the handler) and its deadline."""
+    sent = json.loads(payload)
+    deadline = sent["deadline"]  # CLOCK_MONOTONIC is the machine's: the same in the zygote's children
+    remaining_s = None if deadline is None else (lambda: deadline - time.monotonic())
+    return _run_request(SandboxRequest.from_event(sent["event"]), remaining_s)
+
+
+def _start_zygote(environ: Mapping[str, str]) -> Zygote | None:
+    """In Lambda, the zygote is forked at cold start, before any event exists (``zygote``'s why).
+
+    Elsewhere (local mode, tests) rules run in a child forked per request: one user's machine, and
+    in-process moto state that a child forked earlier would not see.
+    """
+    if not environ.get("AWS_LAMBDA_FUNCTION_NAME") or environ.get(ENV_FORK, "1").strip() == "0":
+        return None
+    if not hasattr(os, "fork"):
+        return None
+    _boto_session()  # warm once, so that every child starts with botocore's models loaded
+    return Zygote(_run_payload).start()
+
+
+_ZYGOTE = _start_zygote(os.environ)
+
+
 def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The reply to one request (what ``handler`` returns), for Lambda and for tests alike."""
     try:
         request = SandboxRequest.from_event(event)
     except ValueError as exc:
         return {"kind": "error", "reason": f"invalid sandbox request: {exc}"}
-    config = request.rule
     remaining_s = _bounded(remaining_s, request.seconds)
-    problem = rule_source_problem(config, allowed_rule_prefixes(environ))
+    problem = rule_source_problem(request.rule, allowed_rule_prefixes(environ))
     if problem:
         return {"kind": "error", "reason": problem}
-    _boto_session()
-
-    def run() -> dict[str, Any]:
-        storage = scoped_storage(request.credentials)
-        runner = StepRunner(
-            rule_factory=partial(default_rule_factory, storage=storage),
-            index_cache=IndexFileCache(),  # per request: nothing read for one job is served to another
-            storage=storage,
-        )
-        files = StepFiles(request.step, request.workers)
-        history = _history(request.recent, request.first)
-        try:
-            outcome = InProcessCustomRuleRunner(runner).evaluate(
-                request.job, request.trial, files, config, history, remaining_s
-            )
-        except TransientError as exc:
-            return {"kind": "transient", "reason": str(exc)[:1024]}
-        return reply_of(outcome)
-
     env = os.environ if environ is None else environ
     if env.get(ENV_FORK, "1").strip() == "0" or not hasattr(os, "fork"):
-        return run()
+        return _run_request(request, remaining_s)
     timeout = remaining_s() - REPLY_RESERVE_S if remaining_s else 300.0
-    return run_forked(run, timeout, MAX_REPLY_BYTES)
+    if _ZYGOTE is not None:
+        deadline = time.monotonic() + remaining_s() if remaining_s else None
+        payload = json.dumps({"event": event, "deadline": deadline}).encode()
+        return _ZYGOTE.run(payload, timeout, MAX_REPLY_BYTES)
+    _boto_session()
+    return run_forked(lambda: _run_request(request, remaining_s), timeout, MAX_REPLY_BYTES)
 
 
 @logger.inject_lambda_context(clear_state=True)  # never logs the event: it holds credentials
