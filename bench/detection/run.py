@@ -50,6 +50,7 @@ TARGETS = {
     "Overfit": {"overfit"},
     "Overtraining": {"overfit", "slow"},
     "OscillatingLoss": {"oscillating"},
+    "StalledLoss": {"slow", "unchanged"},
     "UnchangedTensor": {"unchanged"},
 }
 SAGEMAKER_DL_RULES = (

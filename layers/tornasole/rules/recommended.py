@@ -67,6 +67,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         },
     ),
     ("OscillatingLoss", "OscillatingLoss", {}),
+    ("StalledLoss", "StalledLoss", {}),
     ("Overfit", "Overfit", {"patience": "3", "ratio_threshold": "1.0", "min_difference": "0.05"}),
     ("UnchangedWeights", "UnchangedTensor", {"collection_names": "weights", "num_steps": "3"}),
     ("WeightUpdateRatio", "WeightUpdateRatio", {}),

@@ -40,6 +40,7 @@ BUILTIN_RULES: dict[str, str] = {
     "TreeDepth": "tree_depth",
     "CreateXgboostReport": "create_xgboost_report",
     "OscillatingLoss": "oscillating_loss",
+    "StalledLoss": "stalled_loss",
 }
 
 _OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")

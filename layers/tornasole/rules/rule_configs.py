@@ -21,7 +21,7 @@ Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
 ``smdebug_rulesconfig`` writes backslash-escaped quotes: the rules accept both).
 ``get_collection`` and ``is_valid_action_object`` are ``smdebug_rulesconfig``'s
 helpers of the same names (the SageMaker SDK calls them). Builders of rules
-that ``smdebug_rulesconfig`` does not know (``oscillating_loss``) follow the
+that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``stalled_loss``) follow the
 same shape.
 """
 
@@ -59,6 +59,7 @@ __all__ = [
     "tree_depth",
     "create_xgboost_report",
     "oscillating_loss",
+    "stalled_loss",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -215,6 +216,11 @@ def create_xgboost_report(**rule_parameters: Any) -> dict[str, Any]:
 def oscillating_loss(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.OscillatingLoss` (Tornasole's own rule)."""
     return _config("OscillatingLoss", rule_parameters)
+
+
+def stalled_loss(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.StalledLoss` (Tornasole's own rule)."""
+    return _config("StalledLoss", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

@@ -31,7 +31,7 @@ def trial(trial_factory):
 
 
 def test_all_table_rules_are_registered():
-    assert len(rule_names()) == 22  # SageMaker's 21 and OscillatingLoss
+    assert len(rule_names()) == 23  # SageMaker's 21, OscillatingLoss and StalledLoss
     for name in rule_names():
         assert get_rule(name).__name__ == name
 

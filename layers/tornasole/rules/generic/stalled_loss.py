@@ -1,0 +1,158 @@
+"""StalledLoss: the validation loss stopped moving while the training loss never came down.
+
+Starting point: DeepLocalize's "loss that stops changing" and DeepDiagnosis's
+"unchanged" check (the last values constant), read where they mean something:
+
+* Validation passes, not training batches. A validation pass over a fixed
+  validation set is a deterministic function of the weights: while the model
+  learns (or is still finding its way, as a slow start does) its mean moves
+  from pass to pass, up or down; when the weights barely move (a learning rate
+  far too small, a scheduler that set it to 0, dead or saturated units) it
+  stays put to a fraction of a percent. A training batch loss is noisy either
+  way and cannot tell these apart.
+* Like with like. Each pass's points are the mean of its first ``k`` saved
+  EVAL steps, ``k`` the number the current (possibly unfinished) pass has so
+  far: the same validation batches in every pass, so the evaluator can judge a
+  pass while it lands.
+* Fires at an EVAL step when the last ``num_passes`` passes' means lie within
+  ``tolerance_percent`` % of their mean (max - min), *and* the training loss
+  never came down from the start: no mean of ``window`` consecutive saved TRAIN
+  steps so far is ``diff_percent`` % below the mean of the first ``window``
+  (TRAIN with TRAIN; the same "since the start" as LossNotDecreasing's
+  ``reference=first``). Why the second condition: a converged run's validation
+  loss is flat too, but its training loss came down.
+* A non-finite loss is not judged here (ExplodingTensor's job). Loss tensors:
+  ``tensor_regex`` if given, else the ``losses`` collection; each judged alone
+  and needing both modes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tornasole.modes import EVAL, TRAIN
+from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.generic.losses import loss_names
+from tornasole.rules.generic.overfit import phases
+from tornasole.rules.params import Param
+
+__all__ = ["StalledLoss", "spread_percent"]
+
+
+def spread_percent(means: list[float]) -> float:
+    """(max - min) of ``means`` as a percentage of the magnitude of their mean (inf when that is 0).
+
+    Examples
+    --------
+    >>> spread_percent([1.0, 1.002, 0.998])
+    0.4
+    """
+    centre = abs(float(np.mean(means)))
+    if centre == 0:
+        return 0.0 if max(means) == min(means) else math.inf
+    return round(100.0 * (max(means) - min(means)) / centre, 12)
+
+
+class StalledLoss(BuiltinRule):
+    """Fires when ``num_passes`` validation passes agree within ``tolerance_percent`` % and the training loss
+    never came ``diff_percent`` % below its start.
+
+    Examples
+    --------
+    >>> # invoke_rule(StalledLoss(trial, num_passes="3", tolerance_percent="0.5"))
+    """
+
+    PARAMETERS = (
+        Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
+        Param("num_passes", "int", "3", "validation passes compared"),
+        Param("tolerance_percent", "float", "0.5", "their means lie within this % of their mean"),
+        Param("diff_percent", "float", "5", "the training loss never came this % below its start"),
+        Param("window", "int", "5", "saved TRAIN steps averaged into each training-loss mean"),
+    )
+    COLLECTIONS = (("losses", {"save_interval": "500"}),)
+
+    def check_params(self) -> None:
+        if self.num_passes < 2:
+            raise self.param_error("num_passes", f"value {self.num_passes} must be >= 2")
+        if self.window < 1:
+            raise self.param_error("window", f"value {self.window} must be >= 1")
+        if self.tolerance_percent < 0:
+            raise self.param_error("tolerance_percent", f"value {self.tolerance_percent} must be >= 0")
+        if not 0 <= self.diff_percent <= 100:
+            raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
+
+    def history_steps(self) -> int | None:
+        return None  # whole validation passes and the training loss since the start
+
+    def leading_steps(self) -> int:
+        return 4 * self.window  # the first window of TRAIN steps; EVAL steps may be interleaved
+
+    def _mean(self, name: str, steps: list[int]) -> float | None:
+        values = [self.scalar(name, s) for s in steps]
+        if not values or any(v is None or not math.isfinite(v) for v in values):
+            return None
+        return float(np.mean(values))
+
+    def _came_down(self, name: str, train: list[int]) -> tuple[float, float] | None:
+        """``(start, below)`` when the training loss never came ``diff_percent`` % below its start, else
+        None (also None when there are too few TRAIN steps to tell)."""
+        if len(train) < 2 * self.window:
+            return None
+        cache = self.__dict__.setdefault("_window_means", {})
+        first = self._mean(name, train[: self.window])
+        if first is None:
+            return None
+        below = first - abs(first) * self.diff_percent / 100.0
+        for i in range(2 * self.window, len(train) + 1):
+            key = (name, train[i - 1])
+            mean = cache.get(key)
+            if mean is None:
+                mean = self._mean(name, train[i - self.window : i])
+                if mean is not None:
+                    cache[key] = mean  # a saved step's losses never change; unreadable ones are asked again
+            if mean is not None and mean <= below:
+                return None
+        return first, below
+
+    def invoke_at_step(self, step: int) -> bool:
+        trial = self.base_trial
+        if trial.mode(step) != EVAL:
+            return False
+        for name in loss_names(self, self.tensor_regex is None):
+            gsteps = [s for s in trial.tensor(name).steps() if s <= step]
+            if not gsteps or gsteps[-1] != step:
+                continue
+            runs = phases([(s, trial.mode(s)) for s in gsteps])
+            passes = [st for mode, st in runs if mode == EVAL][-self.num_passes :]
+            if len(passes) < self.num_passes:
+                continue
+            k = len(passes[-1])
+            if any(len(p) < k for p in passes):
+                continue  # an earlier pass saved fewer steps: not the same batches
+            means = [self._mean(name, p[:k]) for p in passes]
+            if any(m is None for m in means):
+                continue
+            spread = spread_percent(means)
+            if spread > self.tolerance_percent:
+                continue
+            train = [s for mode, st in runs if mode == TRAIN for s in st]
+            start = self._came_down(name, train)
+            if start is None:
+                continue
+            first, below = start
+            shown = ", ".join(f"{self.fmt(m)} (steps {p[0]}..{p[k - 1]})" for m, p in zip(means, passes))
+            self.report_issue(
+                f"{name} (EVAL): the means of the last {self.num_passes} validation passes ({shown}; "
+                f"{k} saved step(s) each) lie within {self.fmt(spread)}% <= tolerance_percent "
+                f"{self.fmt(self.tolerance_percent)}%, and no mean of {self.window} saved TRAIN steps up to "
+                f"step {train[-1]} came {self.fmt(self.diff_percent)}% below the first ({self.fmt(first)}, "
+                f"threshold {self.fmt(below)})",
+                tensor=name,
+                value=spread,
+                threshold=self.tolerance_percent,
+                train_start=first,
+            )
+            return True
+        return False

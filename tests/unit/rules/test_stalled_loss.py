@@ -1,0 +1,80 @@
+"""StalledLoss: validation passes that stopped moving while the training loss never came down."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hook_trials import epochs
+
+from tornasole.exceptions import RuleParameterError
+from tornasole.rules import invoke_rule, rule_configs
+from tornasole.rules.generic import StalledLoss
+from tornasole.rules.generic.stalled_loss import spread_percent
+
+
+def _loss(v: float) -> dict:
+    return {"loss": np.float32(v)}
+
+
+def _run(path, train_means, eval_passes, batches=4):
+    """Epochs of ``batches`` TRAIN steps (+-0.02 around the epoch's mean), then one validation pass each;
+    ``eval_passes`` holds each pass's per-batch losses."""
+    train = [[_loss(m + (0.02 if b % 2 else -0.02)) for b in range(batches)] for m in train_means]
+    evals = [[_loss(v) for v in p] for p in eval_passes]
+    return epochs(path, train, evals)
+
+
+def test_fires_on_flat_validation_passes_when_training_never_came_down(tmp_path):
+    # two validation batches per pass, 1.0 and 2.0 (another batch, another loss); the passes barely move
+    passes = [[1.000, 2.000], [0.999, 1.999], [0.998, 1.998], [0.997, 1.997]]
+    trial = _run(str(tmp_path / "a"), [1.1, 1.1, 1.09, 1.09], passes)
+    summary = invoke_rule(StalledLoss(trial))
+    first = summary.fired[0]
+    # epoch e is global steps 6e..6e+3 (TRAIN) and 6e+4, 6e+5 (EVAL). Pass 3's first batch (step 16) is
+    # compared with the first batch of passes 1 and 2 (steps 4, 10), not with their whole-pass means
+    # (1.5), which a partial pass of 1.0 would be 40% away from
+    assert first.step == 16
+    assert first.mode == "EVAL"
+    assert first.values["value"] == pytest.approx(0.2, rel=1e-3)
+    assert "the means of the last 3 validation passes (1 (steps 4..4), 0.999 (steps 10..10), 0.998" in (
+        first.details
+    )
+    assert "lie within 0.2002% <= tolerance_percent 0.5%" in first.details
+    assert "steps up to step 15 came 5% below the first (1.096, threshold 1.041)" in first.details
+
+
+def test_quiet_on_a_converged_run_whose_validation_loss_is_flat(tmp_path):
+    passes = [[0.300, 0.300]] * 4
+    trial = _run(str(tmp_path / "a"), [1.1, 0.6, 0.35, 0.3], passes)
+    assert invoke_rule(StalledLoss(trial)).fired == []
+
+
+def test_quiet_on_a_slow_start_whose_validation_loss_moves(tmp_path):
+    passes = [[0.690, 0.690], [0.700, 0.700], [0.685, 0.685], [0.695, 0.695]]  # 2.2% spread, then 2.2%
+    trial = _run(str(tmp_path / "a"), [0.69] * 4, passes)
+    assert invoke_rule(StalledLoss(trial)).fired == []
+    # the same run is a stall for a tolerance above its spread
+    assert invoke_rule(StalledLoss(trial, tolerance_percent="3")).first_step == 16
+
+
+def test_needs_enough_passes_and_training_steps_and_ignores_nan(tmp_path):
+    flat = [[1.0, 1.0]] * 3
+    assert invoke_rule(StalledLoss(_run(str(tmp_path / "a"), [1.1] * 3, flat), num_passes="4")).fired == []
+    # 2 TRAIN steps per epoch: 6 before pass 3, fewer than two windows of 5
+    assert invoke_rule(StalledLoss(_run(str(tmp_path / "b"), [1.1] * 3, flat, batches=2))).fired == []
+    nan = [[float("nan"), 1.0]] * 3
+    assert invoke_rule(StalledLoss(_run(str(tmp_path / "c"), [1.1] * 3, nan))).fired == []
+
+
+def test_spread_and_parameter_checks(trial_factory):
+    assert spread_percent([1.0, 1.002, 0.998]) == pytest.approx(0.4)
+    assert spread_percent([0.0, 0.0]) == 0.0
+    trial = trial_factory({0: {"loss": np.float32(1)}})
+    bad = (("num_passes", "1"), ("window", "0"), ("tolerance_percent", "-1"), ("diff_percent", "101"))
+    for name, value in bad:
+        with pytest.raises(RuleParameterError, match=name):
+            StalledLoss(trial, **{name: value})
+    assert rule_configs.stalled_loss(tolerance_percent=1)["DebugRuleConfiguration"]["RuleParameters"] == {
+        "rule_to_invoke": "StalledLoss",
+        "tolerance_percent": "1",
+    }
