@@ -35,6 +35,7 @@ import numpy as np
 from tornasole.modes import EVAL, GLOBAL, TRAIN, ModeKeys
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.losses import loss_names
+from tornasole.rules.generic.overfit import trial_phases
 from tornasole.rules.params import Param
 
 __all__ = ["OscillatingLoss", "count_swings"]
@@ -107,17 +108,11 @@ class OscillatingLoss(BuiltinRule):
     def _points(self, name: str, step: int, mode: ModeKeys) -> list[tuple[list[int], float]]:
         """``(global steps, mean loss)`` per phase (or group) up to ``step``."""
         trial = self.base_trial
-        groups: list[list[int]] = []
-        prev_in_mode = True
-        for s in trial.tensor(name).steps():
-            if s > step:
-                break
-            in_mode = mode == GLOBAL or trial.mode(s) == mode
-            if in_mode:
-                if not groups or not prev_in_mode:
-                    groups.append([])
-                groups[-1].append(s)
-            prev_in_mode = in_mode
+        steps = [s for s in trial.tensor(name).steps() if s <= step]
+        if mode == GLOBAL:
+            groups = [steps] if steps else []
+        else:
+            groups = [st for m, st in trial_phases(trial, steps) if m == mode]
         if len(groups) == 1:  # no phases: fixed-size groups
             only = groups[0]
             groups = [only[i : i + self.group_steps] for i in range(0, len(only), self.group_steps)]

@@ -2,7 +2,9 @@
 
 Choices: evaluated at EVAL steps (global step >= ``start_step``). The saved
 steps of a loss tensor fall into *phases*: maximal runs of consecutive saved
-steps of one mode (an epoch's training batches, then its validation pass). At
+steps of one mode (an epoch's training batches, then its validation pass),
+split also where steps of another mode ran unsaved in between (an epoch whose
+training steps were all skipped by the save interval). At
 an EVAL step e:
 
 * the validation loss is the mean of the tensor's EVAL losses of e's phase up
@@ -34,7 +36,7 @@ from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.losses import loss_names
 from tornasole.rules.params import Param
 
-__all__ = ["Overfit", "phases"]
+__all__ = ["Overfit", "phases", "trial_phases"]
 
 
 def phases(steps_modes: list[tuple[int, object]]) -> list[tuple[object, list[int]]]:
@@ -51,6 +53,31 @@ def phases(steps_modes: list[tuple[int, object]]) -> list[tuple[object, list[int
             out[-1][1].append(step)
         else:
             out.append((mode, [step]))
+    return out
+
+
+def trial_phases(trial: object, steps: list[int]) -> list[tuple[object, list[int]]]:
+    """Phases of a trial's saved global ``steps`` (sorted): runs of one mode, also split where steps of
+    another mode ran *unsaved* in between (the global step advanced more than the mode step did).
+
+    Why: with TRAIN saved every few steps, an epoch of few batches may have no saved TRAIN step; the
+    validation passes before and after it are then adjacent saved steps of one mode, and grouping by
+    saved modes alone made them one "validation phase" (a mean over two passes, one pass fewer).
+    """
+    out: list[tuple[object, list[int]]] = []
+    prev: tuple[int, object, int | None] | None = None
+    for step in steps:
+        mode, mode_step = trial.mode(step), trial.mode_step(step)
+        contiguous = (
+            prev is not None
+            and prev[1] == mode
+            and (mode_step is None or prev[2] is None or step - prev[0] == mode_step - prev[2])
+        )
+        if contiguous:
+            out[-1][1].append(step)
+        else:
+            out.append((mode, [step]))
+        prev = (step, mode, mode_step)
     return out
 
 
@@ -90,7 +117,7 @@ class Overfit(BuiltinRule):
             gsteps = [s for s in self.base_trial.tensor(name).steps() if self.start_step <= s <= step]
             if not gsteps or gsteps[-1] != step:
                 continue
-            runs = phases([(s, self.base_trial.mode(s)) for s in gsteps])
+            runs = trial_phases(self.base_trial, gsteps)
             pairs = [
                 (runs[i - 1][1], runs[i][1])
                 for i in range(1, len(runs))

@@ -35,7 +35,7 @@ import numpy as np
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.losses import loss_names
-from tornasole.rules.generic.overfit import phases
+from tornasole.rules.generic.overfit import trial_phases
 from tornasole.rules.params import Param
 
 __all__ = ["StalledLoss", "spread_percent"]
@@ -124,7 +124,7 @@ class StalledLoss(BuiltinRule):
             gsteps = [s for s in trial.tensor(name).steps() if s <= step]
             if not gsteps or gsteps[-1] != step:
                 continue
-            runs = phases([(s, trial.mode(s)) for s in gsteps])
+            runs = trial_phases(trial, gsteps)
             passes = [st for mode, st in runs if mode == EVAL][-self.num_passes :]
             if len(passes) < self.num_passes:
                 continue
