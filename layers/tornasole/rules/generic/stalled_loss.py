@@ -56,8 +56,10 @@ def spread_percent(means: list[float]) -> float:
 
 
 class StalledLoss(BuiltinRule):
-    """Fires when ``num_passes`` validation passes agree within ``tolerance_percent`` % and the training loss
-    never came ``diff_percent`` % below its start.
+    """Fires when validation passes stop moving (``tolerance_percent``) and the training loss never came down.
+
+    The last ``num_passes`` passes' mean losses agree within ``tolerance_percent`` %, and no training-loss
+    mean came ``diff_percent`` % below its start.
 
     Examples
     --------
