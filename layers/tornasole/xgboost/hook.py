@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -152,6 +154,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.hyperparameters = dict(hyperparameters or {})
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
+        self._importance_names: dict[tuple[str, str], str] = {}
 
     def _default_collections(self) -> CollectionManager:
         return xgboost_collections()
@@ -204,15 +207,32 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named("labels", self.validation_data.get_label())
         tree_booster = (want[K.FEATURE_IMPORTANCE] or want[K.TREES]) and self._tree_booster(model)
         if want[K.FEATURE_IMPORTANCE] and tree_booster:
-            for kind, scores in feature_importances(model).items():
-                total = float(sum(scores.values())) or 1.0  # summed in order, as smdebug did
-                for feature, share in zip(scores, np.divide(list(scores.values()), total).reshape(-1, 1)):
-                    self._save_named(f"feature_importance/{kind}/{feature}", share)
+            self._save_all(self._importance_shares(model))
         if want[K.TREES] and tree_booster:
             for column, values in round_trees(model, epoch).items():
                 self._save_named(f"trees/{column}", values)
         if want[K.FULL_SHAP] or want[K.AVERAGE_SHAP]:
             self._write_shap(model, want[K.FULL_SHAP], want[K.AVERAGE_SHAP])
+
+    def _importance_shares(self, model: Any) -> Iterator[tuple[str, np.ndarray]]:
+        """``(feature_importance/<type>/<feature>, [share])``: each type normalized to sum 1."""
+        names = self._importance_names
+        for kind, scores in feature_importances(model).items():
+            total = float(sum(scores.values())) or 1.0  # summed in order, as smdebug did
+            for feature, share in zip(scores, np.divide(list(scores.values()), total).reshape(-1, 1)):
+                name = names.get((kind, feature))
+                if name is None:
+                    name = names[kind, feature] = f"feature_importance/{kind}/{feature}"
+                yield name, share
+
+    def _save_all(self, named: Iterable[tuple[str, Any]]) -> None:
+        """``_save_named`` for the many values of an open round: its collections and time looked up once."""
+        colls = self._current_step_colls()
+        plan, mode, write, now = self._saves.plan, self.mode, self._write_planned, time.time()
+        for name, value in named:
+            chosen = plan(name, colls, mode)
+            if chosen is not None:
+                write(name, value, chosen, now)
 
     def _tree_booster(self, model: Any) -> bool:
         """Whether ``model`` boosts trees (asked once: the booster's JSON config is not cheap)."""
