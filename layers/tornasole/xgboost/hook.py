@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -40,6 +41,7 @@ from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
 from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances
+from tornasole.xgboost.rounds import next_saved_step
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
@@ -155,6 +157,8 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
         self._importance_names: dict[tuple[str, str], str] = {}
+        self._quiet_until: float = 0  # rounds before this save nothing (see tornasole.xgboost.rounds)
+        self._quiet_groups: Any = None
 
     def _default_collections(self) -> CollectionManager:
         return xgboost_collections()
@@ -173,6 +177,9 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         """Save the round's tensors when a collection is saved at this round; never stops training."""
         if self._closed:
             return False
+        if epoch < self._quiet_until and self._still_quiet():
+            self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch  # what _begin_step does on such a round
+            return False
         # the step is the boosting round (continued training starts past 0)
         self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch - 1
         self._begin_step()
@@ -181,7 +188,31 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
             self._write_round(model, epoch, evals_log or {}, saved)
             self._end_step()
             self._open = False
+            self._quiet_until = 0
+        else:
+            self._quiet_until = self._next_saved_round(epoch + 1)
         return False
+
+    def _next_saved_round(self, first: int) -> float:
+        """The first round from ``first`` on that any saved collection saves (under today's settings)."""
+        self._quiet_groups = groups = self._saves._groups
+        if not self._writes:
+            return math.inf
+        return min(
+            (next_saved_step(cfg, first) for cfg, _ in groups.get(ModeKeys.GLOBAL, ())), default=math.inf
+        )
+
+    def _still_quiet(self) -> bool:
+        """Whether ``_begin_step`` would only move the step: an idle round open, nothing waiting to be
+        saved, no stop to raise, and the save settings those rounds were worked out from unchanged."""
+        saves = self._saves
+        saves.prepare()  # what the save manager checks first: rebuilds its groups if collections changed
+        return (
+            saves._groups is self._quiet_groups
+            and self._open
+            and not (self._pending or self._deferred or self.raise_on_stop)
+            and self.mode is ModeKeys.GLOBAL
+        )
 
     def after_training(self, model: Any) -> Any:
         """Make everything saved so far readable (``close()`` or interpreter exit ends the trial)."""
