@@ -65,6 +65,18 @@ def test_equal_get_score_at_every_checked_round(case):
     _assert_equals_get_score(booster)
 
 
+@pytest.mark.parametrize("strategy", ["multi_output_tree", "one_output_per_tree"])
+def test_equal_get_score_for_several_targets(strategy):
+    rng = np.random.default_rng(4)
+    x = rng.random((300, 5))
+    d = xgb.DMatrix(x, label=np.stack([x @ rng.random(5), x @ rng.random(5)], axis=1))
+    check = _GetScoreEvery(every=2)
+    params = {"tree_method": "hist", "multi_strategy": strategy, "max_depth": 3}
+    booster = xgb.train(params, d, 10, callbacks=[check])
+    assert check.checked == [0, 2, 4, 6, 8]
+    _assert_equals_get_score(booster)
+
+
 def test_equal_get_score_with_feature_names_continued_training_and_early_stopping():
     names = ["age", "höhe", "size", "w", "x", "y", "z"]  # a non-ASCII name comes back as get_score's
     params = {"max_depth": 3, "objective": "binary:logistic"}
