@@ -134,3 +134,18 @@ def test_a_collection_included_mid_training_saves_as_when_asking_every_round(tmp
     # saved at round 8 (the scalars collection saves every 4 from then on), not at 13; at 20 and 24
     # the hook has already closed the round it saved when the later callback runs, in both modes
     assert skipped == {"train-rmse": [0], "scalar/seen": [8]}
+
+
+def test_a_second_training_with_the_same_hook_saves_its_rounds_again(tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.random((200, 4))
+    d = xgb.DMatrix(x, label=x @ rng.random(4))
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=10), include_collections=["metrics"])
+    written = []
+    write_round = hook._write_round
+    hook._write_round = lambda model, epoch, *rest: (written.append(epoch), write_round(model, epoch, *rest))
+    for rounds in (15, 12):
+        xgb.train({"max_depth": 2}, d, rounds, evals=[(d, "train")], callbacks=[hook], verbose_eval=False)
+    hook.close()
+    assert written == [0, 10, 0, 10]
+    assert hook.step == 11  # the second training's last round

@@ -157,7 +157,8 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
         self._importance_names: dict[tuple[str, str], str] = {}
-        self._quiet_until: float = 0  # rounds before this save nothing (see tornasole.xgboost.rounds)
+        # rounds in [_quiet_from, _quiet_until) save nothing (see tornasole.xgboost.rounds)
+        self._quiet_from, self._quiet_until = 0, 0.0
         self._quiet_groups: Any = None
 
     def _default_collections(self) -> CollectionManager:
@@ -177,7 +178,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         """Save the round's tensors when a collection is saved at this round; never stops training."""
         if self._closed:
             return False
-        if epoch < self._quiet_until and self._still_quiet():
+        if self._quiet_from <= epoch < self._quiet_until and self._still_quiet():
             self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch  # what _begin_step does on such a round
             return False
         # the step is the boosting round (continued training starts past 0)
@@ -195,6 +196,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
 
     def _next_saved_round(self, first: int) -> float:
         """The first round from ``first`` on that any saved collection saves (under today's settings)."""
+        self._quiet_from = first  # rounds before it (a new xgboost.train with this hook) are asked again
         self._quiet_groups = groups = self._saves._groups
         if not self._writes:
             return math.inf
