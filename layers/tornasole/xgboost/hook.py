@@ -181,7 +181,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         if self._quiet_from <= epoch < self._quiet_until and self._still_quiet():
             self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch  # what _begin_step does on such a round
             return False
-        # the step is the boosting round (continued training starts past 0)
+        # the step is the round of this xgboost.train (from 0, continued training included)
         self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch - 1
         self._begin_step()
         if self._saving:
