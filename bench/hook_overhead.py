@@ -29,7 +29,11 @@ minimum of each is kept, in wall time and in process CPU time (all threads,
 the writer thread included). Also printed: the cost of one saved step
 ((hooked - unhooked) / saved steps, from the minima), the hook's own time on
 a step that saves nothing (its callbacks called directly, µs; target < 20 µs)
-and the load average before and after (the machine may be shared).
+and the load average before and after (the machine may be shared). XGBoost
+also gets a long run at interval 100 (``--long-rounds``, default 2000; 0 for
+none): the short run's four saves carry the one-time costs and a model of at
+most 400 trees, while a saved round's feature importances walk every tree, so
+the long run is the one that shows the cost per saved round of a long job.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SMDEBUG_PYTHON = REPO / ".venv-smdebug" / "bin" / "python"
 INTERVALS = (1, 10, 100)
+LONG_INTERVAL = 100
 
 
 def _train(steps: int, hook_factory, seed: int = 0) -> tuple[float, float]:
@@ -250,7 +255,9 @@ def _idle_step_us(framework: str, n: int = 20000) -> float:
     return took
 
 
-def framework_worker(framework: str, steps: int, repeats: int) -> dict[str, dict[str, float]]:
+def framework_worker(
+    framework: str, steps: int, repeats: int, long_rounds: int = 0
+) -> dict[str, dict[str, float]]:
     """Minimum no-hook and hooked (wall, CPU) times per interval, plus the idle-step hook time."""
     run = _keras_run if framework == "keras" else _xgboost_run
     _clock_writer_thread()
@@ -268,8 +275,28 @@ def framework_worker(framework: str, steps: int, repeats: int) -> dict[str, dict
             "hook_cpu": min(r[1] for r in hooked),
             "own_cpu": min(r[2] for r in hooked),
         }
+    if framework == "xgboost" and long_rounds:
+        results["long"] = _long_run(run, long_rounds, max(3, repeats // 3))
     results["idle_us"] = {"value": _idle_step_us(framework)}
     return results
+
+
+def _long_run(run, rounds: int, repeats: int) -> dict[str, float]:
+    """A long job at interval 100: one-time costs spread over many saves, the model (and the cost of
+    its feature importances, which walk every tree) as large as a long job's."""
+    base, hooked = [], []
+    for r in range(repeats):
+        pair = [(base, None), (hooked, LONG_INTERVAL)]
+        for bucket, arg in pair if r % 2 else pair[::-1]:
+            bucket.append(run(rounds, arg))
+    return {
+        "rounds": rounds,
+        "base": min(r[0] for r in base),
+        "hook": min(r[0] for r in hooked),
+        "base_cpu": min(r[1] for r in base),
+        "hook_cpu": min(r[1] for r in hooked),
+        "own_cpu": min(r[2] for r in hooked),
+    }
 
 
 def _saved_steps(framework: str, steps: int, interval: int) -> int:
@@ -278,10 +305,11 @@ def _saved_steps(framework: str, steps: int, interval: int) -> int:
     return len(range(-first % interval + first, first + steps, interval))
 
 
-def _framework_rows(frameworks: list[str], steps: int, repeats: int) -> None:
+def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds: int = 0) -> None:
     for fw in frameworks:
         load_before = os.getloadavg()
         cmd = [sys.executable, __file__, "--worker", fw, "--steps", str(steps), "--repeats", str(repeats)]
+        cmd += ["--long-rounds", str(long_rounds)]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
         if proc.returncode != 0:
             sys.exit(f"{fw} worker failed:\n{proc.stderr[-3000:]}")
@@ -314,6 +342,19 @@ def _framework_rows(frameworks: list[str], steps: int, repeats: int) -> None:
             f"   steady state: {per_save * 1e3:.2f} ms hook CPU per saved step"
             f" = {per_save / (100 * base_step):.1%} of 100 no-hook steps' CPU ({base_step * 1e3:.3f} ms/step)"
         )
+        long = res.get("long")
+        if long:
+            saves = len(range(0, int(long["rounds"]), LONG_INTERVAL))
+            per_save = long["own_cpu"] / saves
+            base_round = long["base_cpu"] / long["rounds"]
+            wall, cpu = long["hook"] / long["base"] - 1.0, long["hook_cpu"] / long["base_cpu"] - 1.0
+            share = long["own_cpu"] / long["base_cpu"]
+            print(
+                f"   long run, {long['rounds']:.0f} rounds at interval {LONG_INTERVAL} ({saves} saves):"
+                f" wall {wall:+.1%}, CPU {cpu:+.1%};"
+                f" hook CPU {per_save * 1e3:.2f} ms per saved round = {share:.1%}"
+                f" of the no-hook run's CPU ({base_round * 1e3:.3f} ms/round)"
+            )
         print(f"   hook time on a step that saves nothing: {res['idle_us']['value']:.1f} us")
 
 
@@ -323,6 +364,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None, help="runs of each (default 6 torch, 10 others)")
     ap.add_argument("--collections", default="", help="extra collections to save, comma separated")
     ap.add_argument("--frameworks", default="torch,keras,xgboost", help="rows to run, comma separated")
+    ap.add_argument(
+        "--long-rounds",
+        type=int,
+        default=2000,
+        help="XGBoost: also a run this long at interval 100 (0: none)",
+    )
     ap.add_argument("--worker", choices=("tornasole", "smdebug", "keras", "xgboost"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     colls = [c for c in args.collections.split(",") if c]
@@ -330,13 +377,13 @@ def main() -> None:
     fw_repeats = args.repeats or 10
     args.repeats = args.repeats or 6
     if args.worker in ("keras", "xgboost"):
-        print(json.dumps(framework_worker(args.worker, args.steps, fw_repeats)))
+        print(json.dumps(framework_worker(args.worker, args.steps, fw_repeats, args.long_rounds)))
         return
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps, args.repeats, colls)))
         return
     if "torch" not in frameworks:
-        _framework_rows(frameworks, args.steps, fw_repeats)
+        _framework_rows(frameworks, args.steps, fw_repeats, args.long_rounds)
         return
     if not SMDEBUG_PYTHON.exists():
         sys.exit(f"{SMDEBUG_PYTHON} is missing: build the smdebug venv first (make setup-smdebug)")
@@ -363,7 +410,7 @@ def main() -> None:
             ratio = slow["tornasole"] / slow["smdebug"] if slow["smdebug"] > 0 else float("nan")
             ours, theirs = slow["tornasole"], slow["smdebug"]
             print(f"{interval:>8} {base_ms:>16.3f} {ours:>+10.1%} {theirs:>+10.1%} {ratio:>13.2f}")
-    _framework_rows([f for f in frameworks if f != "torch"], args.steps, fw_repeats)
+    _framework_rows([f for f in frameworks if f != "torch"], args.steps, fw_repeats, args.long_rounds)
 
 
 if __name__ == "__main__":

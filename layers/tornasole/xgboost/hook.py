@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -37,6 +40,8 @@ from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
+from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances
+from tornasole.xgboost.rounds import next_saved_step
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
@@ -56,7 +61,6 @@ class K(CollectionKeys):
     TREES = "trees"
 
 
-IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 DEFAULT_SAVE_INTERVAL = 10
 _INCREASING = ("auc", "map")
 XGBOOST_REGEXES = {
@@ -152,6 +156,10 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.hyperparameters = dict(hyperparameters or {})
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
+        self._importance_names: dict[tuple[str, str], str] = {}
+        # rounds in [_quiet_from, _quiet_until) save nothing (see tornasole.xgboost.rounds)
+        self._quiet_from, self._quiet_until = 0, 0.0
+        self._quiet_groups: Any = None
 
     def _default_collections(self) -> CollectionManager:
         return xgboost_collections()
@@ -170,7 +178,10 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         """Save the round's tensors when a collection is saved at this round; never stops training."""
         if self._closed:
             return False
-        # the step is the boosting round (continued training starts past 0)
+        if self._quiet_from <= epoch < self._quiet_until and self._still_quiet():
+            self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch  # what _begin_step does on such a round
+            return False
+        # the step is the round of this xgboost.train (from 0, continued training included)
         self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch - 1
         self._begin_step()
         if self._saving:
@@ -178,7 +189,32 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
             self._write_round(model, epoch, evals_log or {}, saved)
             self._end_step()
             self._open = False
+            self._quiet_until = 0
+        else:
+            self._quiet_until = self._next_saved_round(epoch + 1)
         return False
+
+    def _next_saved_round(self, first: int) -> float:
+        """The first round from ``first`` on that any saved collection saves (under today's settings)."""
+        self._quiet_from = first  # rounds before it (a new xgboost.train with this hook) are asked again
+        self._quiet_groups = groups = self._saves._groups
+        if not self._writes:
+            return math.inf
+        return min(
+            (next_saved_step(cfg, first) for cfg, _ in groups.get(ModeKeys.GLOBAL, ())), default=math.inf
+        )
+
+    def _still_quiet(self) -> bool:
+        """Whether ``_begin_step`` would only move the step: an idle round open, nothing waiting to be
+        saved, no stop to raise, and the save settings those rounds were worked out from unchanged."""
+        saves = self._saves
+        saves.prepare()  # what the save manager checks first: rebuilds its groups if collections changed
+        return (
+            saves._groups is self._quiet_groups
+            and self._open
+            and not (self._pending or self._deferred or self.raise_on_stop)
+            and self.mode is ModeKeys.GLOBAL
+        )
 
     def after_training(self, model: Any) -> Any:
         """Make everything saved so far readable (``close()`` or interpreter exit ends the trial)."""
@@ -204,15 +240,32 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named("labels", self.validation_data.get_label())
         tree_booster = (want[K.FEATURE_IMPORTANCE] or want[K.TREES]) and self._tree_booster(model)
         if want[K.FEATURE_IMPORTANCE] and tree_booster:
-            for kind, scores in feature_importances(model).items():
-                total = float(sum(scores.values())) or 1.0
-                for feature, score in scores.items():
-                    self._save_named(f"feature_importance/{kind}/{feature}", np.asarray([score / total]))
+            self._save_all(self._importance_shares(model))
         if want[K.TREES] and tree_booster:
             for column, values in round_trees(model, epoch).items():
                 self._save_named(f"trees/{column}", values)
         if want[K.FULL_SHAP] or want[K.AVERAGE_SHAP]:
             self._write_shap(model, want[K.FULL_SHAP], want[K.AVERAGE_SHAP])
+
+    def _importance_shares(self, model: Any) -> Iterator[tuple[str, np.ndarray]]:
+        """``(feature_importance/<type>/<feature>, [share])``: each type normalized to sum 1."""
+        names = self._importance_names
+        for kind, scores in feature_importances(model).items():
+            total = float(sum(scores.values())) or 1.0  # summed in order, as smdebug did
+            for feature, share in zip(scores, np.divide(list(scores.values()), total).reshape(-1, 1)):
+                name = names.get((kind, feature))
+                if name is None:
+                    name = names[kind, feature] = f"feature_importance/{kind}/{feature}"
+                yield name, share
+
+    def _save_all(self, named: Iterable[tuple[str, Any]]) -> None:
+        """``_save_named`` for the many values of an open round: its collections and time looked up once."""
+        colls = self._current_step_colls()
+        plan, mode, write, now = self._saves.plan, self.mode, self._write_planned, time.time()
+        for name, value in named:
+            chosen = plan(name, colls, mode)
+            if chosen is not None:
+                write(name, value, chosen, now)
 
     def _tree_booster(self, model: Any) -> bool:
         """Whether ``model`` boosts trees (asked once: the booster's JSON config is not cheap)."""
@@ -251,32 +304,6 @@ def _metrics(evals_log: Any) -> list[tuple[str, Any]]:
             if len(history):
                 out.append((f"{data_name}-{metric}", history[-1]))
     return out
-
-
-def feature_importances(model: Any) -> dict[str, dict[str, float]]:
-    """The five ``get_score`` importance types of ``model``, from three of its calls.
-
-    XGBoost computes ``gain`` and ``cover`` as ``total_gain`` / ``total_cover``
-    divided by the split count (``weight``), in float32; doing that division
-    in float32 here gives the very values ``get_score`` returns (each call
-    walks every tree, so two fewer calls is 40 % less work on a saved round).
-    """
-    weight = model.get_score(importance_type="weight")
-    total_gain = model.get_score(importance_type="total_gain")
-    total_cover = model.get_score(importance_type="total_cover")
-
-    def per_split(totals: dict[str, float]) -> dict[str, float]:
-        one = np.float32(1.0)
-        return {f: float(np.float32(v) / max(one, np.float32(weight.get(f, 0.0)))) for f, v in totals.items()}
-
-    scores = {
-        "weight": weight,
-        "gain": per_split(total_gain),
-        "cover": per_split(total_cover),
-        "total_gain": total_gain,
-        "total_cover": total_cover,
-    }
-    return {kind: scores[kind] for kind in IMPORTANCE_TYPES}
 
 
 def _booster_name(model: Any) -> str:
