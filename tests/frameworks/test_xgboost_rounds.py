@@ -11,7 +11,6 @@ import xgboost as xgb
 from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.trials import create_trial
 from tornasole.xgboost import Hook
-from tornasole.xgboost.rounds import next_saved_step
 
 SETTINGS = [
     SaveConfigMode(save_interval=1),
@@ -34,7 +33,7 @@ def test_next_saved_step_is_the_first_step_should_save_step_accepts(settings):
     saved = [s for s in range(horizon) if settings.should_save_step(s)]
     for step in range(horizon - 100):
         expected = next((s for s in saved if s >= step), math.inf)
-        got = next_saved_step(settings, step)
+        got = settings.next_saved_step(step)
         assert got == expected or (expected == math.inf and got >= horizon), (step, got, expected)
 
 

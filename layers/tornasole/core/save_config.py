@@ -11,6 +11,7 @@ default config, but stays ``null`` on disk so files round-trip byte for byte.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -102,6 +103,28 @@ class SaveConfigMode:
         if mode_step < self.start_step or (self.end_step is not None and mode_step >= self.end_step):
             return False
         return mode_step % self.save_interval == 0
+
+    def next_saved_step(self, mode_step: int) -> float:
+        """The first mode step ``>= mode_step`` that :meth:`should_save_step` accepts (``math.inf``: none).
+
+        Lets a hook whose steps are short (XGBoost rounds) skip the idle steps in between
+        instead of asking every step.
+
+        Examples
+        --------
+        >>> SaveConfigMode(save_interval=100, start_step=5).next_saved_step(7)
+        100
+        >>> SaveConfigMode(save_interval=10, end_step=30, save_steps=[42]).next_saved_step(31)
+        42
+        """
+        best: float = min((s for s in self.save_steps if s >= mode_step), default=math.inf)
+        for other in self._alternatives:
+            best = min(best, other.next_saved_step(mode_step))
+        first = max(mode_step, self.start_step)
+        first += -first % self.save_interval
+        if self.end_step is None or first < self.end_step:
+            best = min(best, first)
+        return best
 
     @classmethod
     def union(cls, *configs: SaveConfigMode) -> SaveConfigMode:

@@ -17,6 +17,7 @@ saved raw, without reductions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -65,6 +66,7 @@ class SaveManager:
         self.reduction_config = reduction_config
         self.include_collections: list[str] = list(dict.fromkeys(include_collections))
         self._prepared_count = -1
+        self._generation = 0
         self._to_save: tuple[Collection, ...] = ()
         # per mode: [(SaveConfigMode, indices into _to_save)], collections grouped by identical settings
         self._groups: dict[ModeKeys, list[tuple[SaveConfigMode, tuple[int, ...]]]] = {}
@@ -98,9 +100,22 @@ class SaveManager:
         self._to_save = tuple(c for c in self.collections if save_all or c.name in self.include_collections)
         self._prepared_count = len(self.collections)
         self._groups = {mode: self._group(mode) for mode in ModeKeys}
+        self._generation += 1
         self._combos.clear()
         self._tensor_cache.clear()
         self._plan_cache.clear()
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the effective save settings are rebuilt (a collection was added)."""
+        return self._generation
+
+    def next_saved_step(self, mode: ModeKeys, mode_step: int) -> float:
+        """The first mode step ``>= mode_step`` at which any saved collection saves (``math.inf``: none),
+        under the settings of the current :attr:`generation`."""
+        self.prepare()
+        settings = (cfg for cfg, _ in self._groups.get(mode, ()))
+        return min((cfg.next_saved_step(mode_step) for cfg in settings), default=math.inf)
 
     def _group(self, mode: ModeKeys) -> list[tuple[SaveConfigMode, tuple[int, ...]]]:
         groups: dict[SaveConfigMode, list[int]] = {}

@@ -41,7 +41,6 @@ from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
 from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances
-from tornasole.xgboost.rounds import next_saved_step
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
@@ -157,9 +156,10 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
         self._importance_names: dict[tuple[str, str], str] = {}
-        # rounds in [_quiet_from, _quiet_until) save nothing (see tornasole.xgboost.rounds)
+        # Rounds in [_quiet_from, _quiet_until) save nothing (SaveManager.next_saved_step). XGBoost
+        # rounds are short: the 99 idle rounds of an interval of 100 only move the step counters.
         self._quiet_from, self._quiet_until = 0, 0.0
-        self._quiet_groups: Any = None
+        self._quiet_generation = -1
 
     def _default_collections(self) -> CollectionManager:
         return xgboost_collections()
@@ -197,12 +197,12 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
     def _next_saved_round(self, first: int) -> float:
         """The first round from ``first`` on that any saved collection saves (under today's settings)."""
         self._quiet_from = first  # rounds before it (a new xgboost.train with this hook) are asked again
-        self._quiet_groups = groups = self._saves._groups
+        saves = self._saves
+        saves.prepare()
+        self._quiet_generation = saves.generation
         if not self._writes:
             return math.inf
-        return min(
-            (next_saved_step(cfg, first) for cfg, _ in groups.get(ModeKeys.GLOBAL, ())), default=math.inf
-        )
+        return saves.next_saved_step(ModeKeys.GLOBAL, first)
 
     def _still_quiet(self) -> bool:
         """Whether ``_begin_step`` would only move the step: an idle round open, nothing waiting to be
@@ -210,7 +210,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         saves = self._saves
         saves.prepare()  # what the save manager checks first: rebuilds its groups if collections changed
         return (
-            saves._groups is self._quiet_groups
+            saves.generation == self._quiet_generation
             and self._open
             and not (self._pending or self._deferred or self.raise_on_stop)
             and self.mode is ModeKeys.GLOBAL
