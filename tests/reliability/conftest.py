@@ -14,6 +14,7 @@ import pytest
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig
 
 from moto_stack import moto_stack
+from tornasole.local import moto_guard
 
 HERE = "tests/reliability/"
 
@@ -22,9 +23,16 @@ HERE = "tests/reliability/"
 def rig(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Rig]:
     env = {"TORNASOLE_CUSTOM_RULES_PREFIX": RULES_PREFIX, "POWERTOOLS_LOG_LEVEL": "WARNING"}
     with moto_stack(monkeypatch, BUCKET, **env) as res:
-        r = Rig(res, lambda_context)
-        r.notes()
-        yield r
+        # moto as the local mode runs it: a transaction snapshots the items it names, not the whole
+        # table, and a query reads one partition (at the full sizes, moto's own copies of every
+        # table per transaction took 15 GB and most of the time)
+        moto_guard.serialize_dynamodb()
+        try:
+            r = Rig(res, lambda_context)
+            r.notes()
+            yield r
+        finally:
+            moto_guard.unserialize_dynamodb()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
