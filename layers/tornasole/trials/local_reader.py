@@ -51,6 +51,7 @@ class MappedValueReader:
     """
 
     readahead_bytes = 0
+    ahead_files = 0
 
     def __init__(self, storage: LocalStorage) -> None:
         self.storage = storage
@@ -150,6 +151,10 @@ class MappedValueReader:
                 continue
             n += loc.start + loc.length <= len(data)
         return n
+
+    def holds(self, loc: RecordLocation) -> bool:
+        """Whether ``loc``'s event file is mapped already (a local read never makes a request)."""
+        return loc.event_path in self._mapped
 
     def _second_look(self, loc: RecordLocation) -> np.ndarray:
         """Decode ``loc`` from the file now at its path (it may have been replaced); else raise."""

@@ -62,6 +62,15 @@ class ValueSource(Protocol):
     """What a Tensor needs of a value reader (local: mapped files; remote: ranged reads and a cache)."""
 
     readahead_bytes: int
+    ahead_files: int
+
+    def holds(self, loc: RecordLocation) -> bool:
+        """Whether ``loc`` is read without a request (remote readers)."""
+        ...
+
+    def prefetch(self, locs: Sequence[RecordLocation], neighbors: Any = None) -> int:
+        """Fetch ``locs`` now, concurrently; errors are left for later reads."""
+        ...
 
     def fetch(self, loc: RecordLocation, neighbors: Any = None) -> np.ndarray:
         """The value, possibly shared with a cache (read-only): for internal use."""
@@ -163,11 +172,16 @@ class Tensor:
         if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
             loc = self._first_location(self.name, step)
             if loc is not None:
+                if self._neighbors is not None:
+                    self._read_ahead(loc, step)
                 return self._read_value(loc, self._neighbors)
         mode = GLOBAL if mode is None else mode
-        loc = self._resolve(step, mode, worker)[2].location
+        g, _, entry = self._resolve(step, mode, worker)
+        loc = entry.location
         if loc is None:
             raise self._no_value(step, mode, worker)
+        if self._neighbors is not None:
+            self._read_ahead(loc, g)
         return self._reader.read_value(loc, self._neighbors)
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
@@ -242,12 +256,16 @@ class Tensor:
             g, w, entry = self._resolve(step, mode, worker)
         loc = entry.reductions.get((red, absolute))
         if loc is not None:
+            if self._neighbors is not None:
+                self._read_ahead(loc, g)
             return self._read_value(loc, self._neighbors)
         if entry.location is None:
             raise self._no_value(step, GLOBAL if mode is None else mode, worker)
         key = (g, w, red, absolute)
         cached = self._computed.get(key)
         if cached is None:
+            if self._neighbors is not None:
+                self._read_ahead(entry.location, g)
             value = self._reader.fetch(entry.location, self._neighbors)
             cached = self._computed[key] = reductions.compute(value, red, absolute)
         return cached.copy()
@@ -264,6 +282,28 @@ class Tensor:
             if isinstance(v, Exception):
                 raise v
         return dict(zip(keys, values))
+
+    def _read_ahead(self, loc: RecordLocation, step: int) -> None:
+        """Remote trials: when ``loc`` is not in memory, fetch it with this tensor's next steps.
+
+        A read missing ``loc`` costs a request; reads go on along the tensor's
+        steps (a loop over steps) or along the tensors of the step (read ahead
+        within the event file anyway). So the event files of the next
+        :attr:`ValueReader.ahead_files` steps are fetched now, concurrently, each
+        widened over its records: one round of requests instead of one per step.
+        Errors are left for the read that follows to raise.
+        """
+        reader = self._reader
+        if not reader.ahead_files or reader.holds(loc):
+            return
+        steps = self._table.tensor_steps(self.name)
+        first = self._first_location
+        ahead = [loc]
+        for s in steps[bisect_right(steps, step) : bisect_right(steps, step) + reader.ahead_files]:
+            nxt = first(self.name, s)
+            if nxt is not None:
+                ahead.append(nxt)
+        reader.prefetch(ahead, self._neighbors)
 
     # -- lookup --------------------------------------------------------------------------------
     def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> Exception:
