@@ -80,10 +80,39 @@ def scan_tensor_record(
     if length < OVERHEAD or start < 0 or start + length > len(buf):
         return None
     layout = _LAYOUTS.get(tag)
-    if layout is not None:  # the common case: a tag seen before, checked with a few comparisons
-        found = _known_layout(buf, start, length, layout)
-        if found is not None:
-            return found
+    if layout is None:
+        return _scan_record(buf, start, length, tag, None)
+    # The common case, inline (this runs once per value): a tag seen before, checked by comparing
+    # bytes (see _known_layout, the same steps as a function, which the tests call).
+    end = start + length - FOOTER_SIZE
+    header = _HEADERS.get(length)
+    pos = start + HEADER_SIZE
+    mid = None
+    if header is not None and buf[start:pos] == header and buf[end : end + FOOTER_SIZE] == _FOOTER_BYTES:
+        try:
+            key = buf[pos]
+            if key == 0x09:  # Event.wall_time, fixed64
+                pos += 9
+                key = buf[pos]
+            if key == 0x10:  # Event.step: a varint of one or two bytes here (longer: _known_layout)
+                if buf[pos + 1] < 0x80:
+                    pos += 2
+                else:
+                    pos = pos + 3 if buf[pos + 2] < 0x80 else end
+        except IndexError:
+            pos = end
+        mid = layout[6].get(end - pos)
+    if mid is None or buf[pos : pos + len(mid)] != mid:
+        return _known_layout(buf, start, length, layout) or _scan_record(buf, start, length, tag, layout)
+    offset = pos + len(mid)
+    tensor_end = offset + layout[4]
+    if tensor_end != end and buf[tensor_end:end] not in _VALID_TAILS:
+        return _scan_record(buf, start, length, tag, layout)
+    return layout[1], layout[2], offset, layout[3]
+
+
+def _scan_record(buf, start: int, length: int, tag: str, layout: tuple | None):
+    """:func:`scan_tensor_record` field by field (``layout``: the tag's, when known)."""
     size, len_crc = _HEADER.unpack_from(buf, start)
     end = start + length - FOOTER_SIZE
     if size + OVERHEAD != length or _FOOTER.unpack_from(buf, end)[0] != CONSTANT_PAYLOAD_CRC:
