@@ -116,9 +116,16 @@ class MappedValueReader:
         allocator reuses from one batch to the next (one block per batch was
         measured slower: a fresh block is faulted in afresh every time).
         """
-        read = self.read_value
+        mapped, scan, read = self._mapped, scan_tensor_record, self.read_value
         out: list[np.ndarray | Exception] = []
         for loc in locs:
+            data = mapped.get(loc.event_path)
+            if data is not None:  # read_value's common case, inline
+                found = scan(data, loc.start, loc.length, loc.tag)
+                if found is not None:
+                    value = _frombuffer(data, found[0], found[3], found[2])
+                    out.append(value.copy() if len(found[1]) == 1 else value.reshape(found[1]).copy())
+                    continue
             try:
                 out.append(read(loc))
             except IndexReaderException as exc:
