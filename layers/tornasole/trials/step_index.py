@@ -247,6 +247,10 @@ class StepTable:
                 return set()
             return {name for tensors in rec.workers.values() for name in tensors}
 
+    def tensor_step_count(self, name: str) -> int:
+        """How many global steps :meth:`tensor_steps` would list (no sort, no lock: a length)."""
+        return len(self._tensor_steps.get(name, ()))
+
     def tensor_steps(self, name: str) -> list[int]:
         """Global steps at which any worker saved anything (value, reduction or shape) of ``name``."""
         with self.lock:

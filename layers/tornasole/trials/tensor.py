@@ -133,6 +133,7 @@ class Tensor:
         self._computed: dict[tuple[int, str, str, bool], np.ndarray] = {}
         self._first_location = table.first_location  # the read path's calls, bound once
         self._first_entry = table.first_entry
+        self._steps_sorted: list[int] | None = None  # the read-ahead's view of tensor_steps (remote)
         self._read_value = reader.read_value
 
     def __repr__(self) -> str:
@@ -296,10 +297,13 @@ class Tensor:
         reader = self._reader
         if not reader.ahead_files or reader.holds(loc):
             return
-        steps = self._table.tensor_steps(self.name)
+        steps = self._steps_sorted
+        if steps is None or len(steps) != self._table.tensor_step_count(self.name):  # steps only get added
+            steps = self._steps_sorted = self._table.tensor_steps(self.name)
         first = self._first_location
         ahead = [loc]
-        for s in steps[bisect_right(steps, step) : bisect_right(steps, step) + reader.ahead_files]:
+        i = bisect_right(steps, step)
+        for s in steps[i : i + reader.ahead_files]:
             nxt = first(self.name, s)
             if nxt is not None:
                 ahead.append(nxt)

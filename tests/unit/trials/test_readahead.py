@@ -140,3 +140,20 @@ def test_read_ahead_along_steps_stops_after_the_readers_file_budget(tmp_path):
     for step in steps:
         np.testing.assert_array_equal(t.value(step), tensor_value(step, "worker_0", "a"))
     assert storage.batches == [3, 2]
+
+
+def test_read_ahead_sees_steps_that_arrive_later(tmp_path):
+    """The read-ahead keeps a sorted copy of the tensor's steps, renewed when steps are added."""
+    d = make_trial_dir(str(tmp_path / "run"), [0, 1], names=NAMES)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage, readahead_bytes=1 << 20)
+    t = trial.tensor("a")
+    np.testing.assert_array_equal(t.value(0), tensor_value(0, "worker_0", "a"))
+    before = t._steps_sorted
+    assert before == [0, 1]
+    rec = trial._table.record(1)
+    t._table.add_step(2, "worker_0", rec.mode, 2, dict(rec.workers["worker_0"]))  # a step that arrived
+    t._reader.cache = type(t._reader.cache)(t._reader.cache.max_bytes)  # forget the values read so far
+    t._reader.blocks = type(t._reader.blocks)(t._reader.blocks.max_bytes)
+    t.value(1)
+    assert t._steps_sorted == [0, 1, 2]
