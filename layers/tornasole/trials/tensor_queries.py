@@ -87,10 +87,8 @@ class TensorQueries:
             return t
         if not self.has_tensor(name):
             raise TensorUnavailable(name)
-        if t is None:
-            t = Tensor(name, self, self._table, self._reader, self.maybe_refresh)
-            t = self._tensors.setdefault(name, t)
-        return t
+        t = Tensor(name, self, self._table, self._reader, self.maybe_refresh)
+        return self._tensors.setdefault(name, t)
 
     def has_tensor(self, name: str) -> bool:
         if not self._table.has_tensor(name):
