@@ -79,6 +79,40 @@ def scan_tensor_record(
     """
     if length < OVERHEAD or start < 0 or start + length > len(buf):
         return None
+    layout = _LAYOUTS.get(tag)
+    if layout is None:
+        return _scan_record(buf, start, length, tag, None)
+    # The common case, inline (this runs once per value): a tag seen before, checked by comparing
+    # bytes (see _known_layout, the same steps as a function, which the tests call).
+    end = start + length - FOOTER_SIZE
+    header = _HEADERS.get(length)
+    pos = start + HEADER_SIZE
+    mid = None
+    if header is not None and buf[start:pos] == header and buf[end : end + FOOTER_SIZE] == _FOOTER_BYTES:
+        try:
+            key = buf[pos]
+            if key == 0x09:  # Event.wall_time, fixed64
+                pos += 9
+                key = buf[pos]
+            if key == 0x10:  # Event.step: a varint of one or two bytes here (longer: _known_layout)
+                if buf[pos + 1] < 0x80:
+                    pos += 2
+                else:
+                    pos = pos + 3 if buf[pos + 2] < 0x80 else end
+        except IndexError:
+            pos = end
+        mid = layout[6].get(end - pos)
+    if mid is None or buf[pos : pos + len(mid)] != mid:
+        return _known_layout(buf, start, length, layout) or _scan_record(buf, start, length, tag, layout)
+    offset = pos + len(mid)
+    tensor_end = offset + layout[4]
+    if tensor_end != end and buf[tensor_end:end] not in _VALID_TAILS:
+        return _scan_record(buf, start, length, tag, layout)
+    return layout[1], layout[2], offset, layout[3]
+
+
+def _scan_record(buf, start: int, length: int, tag: str, layout: tuple | None):
+    """:func:`scan_tensor_record` field by field (``layout``: the tag's, when known)."""
     size, len_crc = _HEADER.unpack_from(buf, start)
     end = start + length - FOOTER_SIZE
     if size + OVERHEAD != length or _FOOTER.unpack_from(buf, end)[0] != CONSTANT_PAYLOAD_CRC:
@@ -88,10 +122,9 @@ def scan_tensor_record(
     base = start + HEADER_SIZE
     # The fields before the content are a few dozen bytes: scan a copy of them (indexing bytes
     # is several times cheaper than indexing a mapping).
-    layout = _LAYOUTS.get(tag)
     found = None
     if layout is not None:  # the common case, inline: wall time, step, two lengths, then the layout
-        prefix, np_dtype, shape, count, content_len, head_bytes = layout
+        prefix, np_dtype, shape, count, content_len, head_bytes, _ = layout
         h = bytes(buf[base : base + head_bytes if size > head_bytes else end])
         try:
             pos = value_start(h, size)
@@ -130,7 +163,9 @@ _HEAD_BYTES = 256
 _PREFIX_BYTES = 9 + 11 + 2 * 6
 #: tag -> (the Summary.Value bytes from the tag up to the content, validated once; what they say).
 #: A tensor's records differ in wall time, step and mode step, not there, unless its shape changes.
-_LAYOUTS: dict[str, tuple[bytes, np.dtype, tuple[int, ...], int, int, int]] = {}
+#: The last item: remaining payload length after the step -> the bytes up to the content (see
+#: :func:`_known_layout`).
+_LAYOUTS: dict[str, tuple[bytes, np.dtype, tuple[int, ...], int, int, int, dict[int, bytes | None]]] = {}
 _MAX_LAYOUTS = 1 << 14
 #: Metadata bytes already validated: every tensor of a step carries the same (mode step, mode).
 _VALID_TAILS: set[bytes] = set()
@@ -169,5 +204,95 @@ def _scan_event(h: bytes, end: int, tag: str, tag_bytes: bytes):
             _LAYOUTS.clear()
         np_dtype, shape, offset, count, tensor_end = found
         prefix = h[pos:offset]
-        _LAYOUTS[tag] = (prefix, np_dtype, shape, count, tensor_end - offset, len(prefix) + _PREFIX_BYTES)
+        _LAYOUTS[tag] = (prefix, np_dtype, shape, count, tensor_end - offset, len(prefix) + _PREFIX_BYTES, {})
     return found
+
+
+#: The record header (length and its masked CRC) of each record length seen: a function of the length.
+_HEADERS: dict[int, bytes] = {}
+_FOOTER_BYTES = _FOOTER.pack(CONSTANT_PAYLOAD_CRC)
+#: Longest Event.step varint taken by the comparison path (longer ones: the field-by-field scan).
+_MAX_STEP_VARINT = 9
+
+
+def _known_layout(buf, start: int, length: int, layout: tuple):
+    """:func:`scan_tensor_record` for a tag whose layout is known, by comparing bytes; ``None`` if unsure.
+
+    Given the record's length, everything but the wall time and the step is
+    fixed: the header (length and its CRC), the footer, and from the Summary's
+    key to the content (the Summary's and the Value's keys and lengths, both
+    ending where the Event ends, then the tag's validated layout). So the
+    record is checked with three comparisons against bytes built once per
+    length, a walk over the wall time and the step varint, and the set lookup
+    of the metadata after the content, exactly what the field-by-field scan
+    accepts with minimal length varints. Anything else (a varint not minimal,
+    unseen metadata, another length) returns ``None`` and takes that scan.
+    """
+    end = start + length - FOOTER_SIZE
+    header = _HEADERS.get(length)
+    if header is None:
+        if len(_HEADERS) >= _MAX_LAYOUTS:
+            _HEADERS.clear()
+        size = length - OVERHEAD
+        header = _HEADERS[length] = _HEADER.pack(size, length_crc(size))
+    if buf[start : start + HEADER_SIZE] != header or buf[end : end + FOOTER_SIZE] != _FOOTER_BYTES:
+        return None
+    pos = start + HEADER_SIZE
+    try:
+        key = buf[pos]
+        if key == 0x09:  # Event.wall_time, fixed64
+            pos += 9
+            key = buf[pos]
+        if key == 0x10:  # Event.step, a varint
+            stop = pos + 1 + _MAX_STEP_VARINT
+            pos += 1
+            while buf[pos] >= 0x80:
+                pos += 1
+                if pos >= stop:
+                    return None
+            pos += 1
+    except IndexError:
+        return None
+    mids = layout[6]
+    rest = end - pos
+    mid = mids.get(rest, b"")
+    if mid == b"":
+        if len(mids) >= 64:
+            mids.clear()
+        mid = mids[rest] = _summary_bytes(layout[0], layout[4], rest)
+    if mid is None or buf[pos : pos + len(mid)] != mid:
+        return None
+    offset = pos + len(mid)
+    tensor_end = offset + layout[4]
+    if tensor_end != end and buf[tensor_end:end] not in _VALID_TAILS:
+        return None
+    return layout[1], layout[2], offset, layout[3]
+
+
+def _summary_bytes(prefix: bytes, content_len: int, rest: int) -> bytes | None:
+    """``Summary`` key and length, ``Value`` key and length, ``prefix``: when both end ``rest`` bytes on.
+
+    ``None`` when no minimal encoding fits (or the tensor would not fit in the Value).
+    """
+    for summary_len_bytes in range(1, 6):
+        summary = rest - 1 - summary_len_bytes
+        if summary < 0 or len(_varint(summary)) != summary_len_bytes:
+            continue
+        for value_len_bytes in range(1, 6):
+            value = summary - 1 - value_len_bytes
+            if value < 0 or len(_varint(value)) != value_len_bytes:
+                continue
+            if value < len(prefix) + content_len:
+                return None
+            return b"\x2a" + _varint(summary) + b"\x0a" + _varint(value) + prefix
+        return None
+    return None
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

@@ -51,6 +51,7 @@ class MappedValueReader:
     """
 
     readahead_bytes = 0
+    ahead_files = 0
 
     def __init__(self, storage: LocalStorage) -> None:
         self.storage = storage
@@ -115,9 +116,16 @@ class MappedValueReader:
         allocator reuses from one batch to the next (one block per batch was
         measured slower: a fresh block is faulted in afresh every time).
         """
-        read = self.read_value
+        mapped, scan, read = self._mapped, scan_tensor_record, self.read_value
         out: list[np.ndarray | Exception] = []
         for loc in locs:
+            data = mapped.get(loc.event_path)
+            if data is not None:  # read_value's common case, inline
+                found = scan(data, loc.start, loc.length, loc.tag)
+                if found is not None:
+                    value = _frombuffer(data, found[0], found[3], found[2])
+                    out.append(value.copy() if len(found[1]) == 1 else value.reshape(found[1]).copy())
+                    continue
             try:
                 out.append(read(loc))
             except IndexReaderException as exc:
@@ -150,6 +158,10 @@ class MappedValueReader:
                 continue
             n += loc.start + loc.length <= len(data)
         return n
+
+    def holds(self, loc: RecordLocation) -> bool:
+        """Whether ``loc``'s event file is mapped already (a local read never makes a request)."""
+        return loc.event_path in self._mapped
 
     def _second_look(self, loc: RecordLocation) -> np.ndarray:
         """Decode ``loc`` from the file now at its path (it may have been replaced); else raise."""

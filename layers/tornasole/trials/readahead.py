@@ -5,7 +5,10 @@ such as ``for name in names: for step in steps: tensor(name).value(step)``
 would pay one GET per value. When a value is missed, the reader instead fetches
 a window of neighbouring records of the *same* event file (at most
 ``readahead_bytes``, never more than that event file) and keeps the raw bytes in
-a small LRU; later values of that file are decoded from memory. Locally a read
+a small LRU; later values of that file are decoded from memory. The same miss
+also fetches, concurrently, the event files of the tensor's next steps
+(``Tensor._read_ahead``, up to ``ValueReader.ahead_files``): a loop over a
+tensor's steps then waits for one round of requests, not one per step. Locally a read
 is a cheap system call and the window would only add I/O, so local trials do
 not read ahead (``create_trial(..., readahead_bytes=...)`` overrides either way).
 """

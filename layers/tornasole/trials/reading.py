@@ -52,6 +52,10 @@ BATCH_BYTES = 64 * 1024 * 1024
 LOCAL_BATCH_BYTES = 1048576
 #: Records of one event file at most this many bytes apart are fetched with one ranged read.
 SPAN_GAP = 256 * 1024
+#: Most event files fetched at once when a tensor's read misses (see ``Tensor._read_ahead``).
+AHEAD_FILES = 16
+#: Smallest read-ahead window (``readahead_bytes``) with which a missed read also fetches next steps.
+AHEAD_MIN_WINDOW = 64 * 1024
 #: Value cache budget of a reader that does not read ahead (local trials; see the module docstring).
 LOCAL_CACHE_BYTES = 2 * 1024 * 1024
 
@@ -76,10 +80,19 @@ class ValueReader:
         self.cache = ValueCache(cache_bytes)
         self.readahead_bytes = readahead_bytes
         self.blocks = BlockCache(block_cache_bytes)
+        # event files a tensor's read-ahead fetches at once: half the block cache in read-ahead windows;
+        # none with a window under AHEAD_MIN_WINDOW (a reader asked to read little beyond its records)
+        self.ahead_files = 0
+        if readahead_bytes >= AHEAD_MIN_WINDOW:
+            self.ahead_files = max(1, min(AHEAD_FILES, block_cache_bytes // 2 // readahead_bytes))
 
-    def fetch(
-        self, loc: RecordLocation, neighbors: Neighbors | None = None
-    ) -> np.ndarray:
+    def holds(self, loc: RecordLocation) -> bool:
+        """Whether ``loc`` is decoded or read from memory (the value cache or a read-ahead block)."""
+        if loc in self.cache:
+            return True
+        return self.blocks.find(loc.event_path, loc.start, loc.start + loc.length) is not None
+
+    def fetch(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
         """The value of one record (cached per location, shared: read-only).
 
         ``neighbors(loc)`` gives the other records of the same index, used to read
@@ -115,9 +128,7 @@ class ValueReader:
         self.cache.put(loc, value)
         return value
 
-    def read_value(
-        self, loc: RecordLocation, neighbors: Neighbors | None = None
-    ) -> np.ndarray:
+    def read_value(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
         """:meth:`fetch`, as an array of the caller's own (writable; the cache keeps its copy)."""
         return self.fetch(loc, neighbors).copy()
 

@@ -83,6 +83,8 @@ class StepRecord:
     mode: ModeKeys
     mode_step: int
     workers: dict[str, dict[str, TensorEntry]] = field(default_factory=dict)
+    #: ``(worker, its tensors)`` of the step's only worker, ``None`` with several: the read path's lookup.
+    single: tuple[str, dict[str, TensorEntry]] | None = field(default=None, repr=False, compare=False)
 
 
 class StepTable:
@@ -128,6 +130,7 @@ class StepTable:
                 if mode != GLOBAL:
                     self._mode_to_global.setdefault(mode, {}).setdefault(mode_step, step)
             rec.workers[worker] = tensors
+            rec.single = (worker, tensors) if len(rec.workers) == 1 else None
             self._workers.add(worker)
             self.bad.pop((step, worker), None)
             tensor_steps = self._tensor_steps
@@ -244,6 +247,10 @@ class StepTable:
                 return set()
             return {name for tensors in rec.workers.values() for name in tensors}
 
+    def tensor_step_count(self, name: str) -> int:
+        """How many global steps :meth:`tensor_steps` would list (no sort, no lock: a length)."""
+        return len(self._tensor_steps.get(name, ()))
+
     def tensor_steps(self, name: str) -> list[int]:
         """Global steps at which any worker saved anything (value, reduction or shape) of ``name``."""
         with self.lock:
@@ -252,18 +259,14 @@ class StepTable:
     def tensor_mode_steps(self, name: str, mode: ModeKeys, complete_only: bool = True) -> list[int]:
         """Steps of ``mode`` (global steps for GLOBAL) at which ``name`` was saved, sorted."""
         with self.lock:
-            out = []
-            for g in self._tensor_steps.get(name, ()):
-                if complete_only and not self.is_complete(g):
-                    continue
-                if mode == GLOBAL:
-                    out.append(g)
-                else:
-                    rec = self._steps[g]
-                    if rec.mode == mode:
-                        out.append(rec.mode_step)
-            out.sort()
-            return out
+            steps = self._tensor_steps.get(name, ())
+            if complete_only and not self.all_loaded:  # is_complete of each, without its lock
+                last, recs, full = self._last_complete, self._steps, self._has_all_workers
+                steps = [g for g in steps if g <= last or full(recs[g])]
+            if mode == GLOBAL:
+                return sorted(steps)
+            recs = self._steps
+            return sorted(recs[g].mode_step for g in steps if recs[g].mode == mode)
 
     def entries(self, name: str, step: int) -> dict[str, TensorEntry]:
         """Per-worker entries of ``name`` at global ``step`` (empty if none)."""
@@ -284,12 +287,32 @@ class StepTable:
         rec = self._steps.get(step)
         if rec is None:
             return None
+        single = rec.single
+        if single is not None:  # one worker: one lookup
+            entry = single[1].get(name)
+            return None if entry is None else (single[0], entry)
         found = None
         for w, tensors in tuple(rec.workers.items()):
             entry = tensors.get(name)
             if entry is not None and (found is None or w < found[0]):
                 found = (w, entry)
         return found
+
+    def first_location(self, name: str, step: int) -> RecordLocation | None:
+        """Where :meth:`first_entry`'s value is, for the common step of one worker; else ``None``.
+
+        ``None`` also when that worker saved no value of ``name`` there (the caller
+        then takes the path that says why). The read path's lookup: one per value.
+        """
+        rec = self._steps.get(step)
+        if rec is None:
+            return None
+        single = rec.single
+        if single is None:
+            found = self.first_entry(name, step)
+            return None if found is None else found[1].location
+        entry = single[1].get(name)
+        return None if entry is None else entry.location
 
     def locations(self, step: int, worker: str) -> list[RecordLocation]:
         """Every record (values and reductions) of ``worker``'s index for ``step``."""

@@ -62,6 +62,15 @@ class ValueSource(Protocol):
     """What a Tensor needs of a value reader (local: mapped files; remote: ranged reads and a cache)."""
 
     readahead_bytes: int
+    ahead_files: int
+
+    def holds(self, loc: RecordLocation) -> bool:
+        """Whether ``loc`` is read without a request (remote readers)."""
+        ...
+
+    def prefetch(self, locs: Sequence[RecordLocation], neighbors: Any = None) -> int:
+        """Fetch ``locs`` now, concurrently; errors are left for later reads."""
+        ...
 
     def fetch(self, loc: RecordLocation, neighbors: Any = None) -> np.ndarray:
         """The value, possibly shared with a cache (read-only): for internal use."""
@@ -122,6 +131,10 @@ class Tensor:
         # remote readers read ahead over the records of the same index file
         self._neighbors = table.neighbors if reader.readahead_bytes else None
         self._computed: dict[tuple[int, str, str, bool], np.ndarray] = {}
+        self._first_location = table.first_location  # the read path's calls, bound once
+        self._first_entry = table.first_entry
+        self._steps_sorted: list[int] | None = None  # the read-ahead's view of tensor_steps (remote)
+        self._read_value = reader.read_value
 
     def __repr__(self) -> str:
         return f"<Tensor {self.name!r} of trial {self.trial.name!r}>"
@@ -158,13 +171,18 @@ class Tensor:
         if kwargs or step is None:
             step = _step_from_kwargs("value", step, kwargs)
         if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
-            found = self._table.first_entry(self.name, step)
-            if found is not None and found[1].location is not None:
-                return self._reader.read_value(found[1].location, self._neighbors)
+            loc = self._first_location(self.name, step)
+            if loc is not None:
+                if self._neighbors is not None:
+                    self._read_ahead(loc, step)
+                return self._read_value(loc, self._neighbors)
         mode = GLOBAL if mode is None else mode
-        loc = self._resolve(step, mode, worker)[2].location
+        g, _, entry = self._resolve(step, mode, worker)
+        loc = entry.location
         if loc is None:
             raise self._no_value(step, mode, worker)
+        if self._neighbors is not None:
+            self._read_ahead(loc, g)
         return self._reader.read_value(loc, self._neighbors)
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
@@ -175,21 +193,22 @@ class Tensor:
         :meth:`value` would raise for the first step that fails.
         """
         steps = self.steps(mode)
-        locs = []
         name = self.name
-        first_entry = self._table.first_entry if worker is None and (mode is GLOBAL or mode is None) else None
-        for s in steps:
-            found = first_entry(name, s) if first_entry is not None else None  # the common call
-            loc = found[1].location if found is not None else self._entry(s, mode, worker).location
+        if worker is None and (mode is GLOBAL or mode is None):  # the common call
+            first = self._first_location
+            locs = [first(name, s) for s in steps]
+        else:
+            locs = [None] * len(steps)
+        for i, loc in enumerate(locs):
             if loc is None:
-                raise self._no_value(s, mode, worker)
-            locs.append(loc)
-        out = {}
-        for s, v in zip(steps, self._reader.read_values(locs, self._neighbors)):
+                loc = locs[i] = self._entry(steps[i], mode, worker).location
+                if loc is None:
+                    raise self._no_value(steps[i], mode, worker)
+        values = self._reader.read_values(locs, self._neighbors)
+        for v in values:
             if isinstance(v, Exception):
                 raise v
-            out[s] = v
-        return out
+        return dict(zip(steps, values))
 
     @_step_num_alias
     def shape(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
@@ -226,18 +245,30 @@ class Tensor:
         if reduction_name is None:
             raise TypeError("reduction_value() missing required argument: 'reduction_name'")
         red = _CANONICAL.get(reduction_name) or reductions.canonical_reduction(reduction_name)
-        mode = GLOBAL if mode is None else mode
-        g, w, entry = self._resolve(step, mode, worker)
-        loc = entry.reductions.get((red, bool(abs)))
+        absolute = bool(abs)
+        found = None
+        if worker is None and (mode is GLOBAL or mode is None):  # the common call: one lookup
+            found = self._first_entry(self.name, step)
+        if found is not None:
+            g = step
+            w, entry = found
+        else:
+            mode = GLOBAL if mode is None else mode
+            g, w, entry = self._resolve(step, mode, worker)
+        loc = entry.reductions.get((red, absolute))
         if loc is not None:
-            return self._reader.read_value(loc, self._neighbors)
+            if self._neighbors is not None:
+                self._read_ahead(loc, g)
+            return self._read_value(loc, self._neighbors)
         if entry.location is None:
-            raise self._no_value(step, mode, worker)
-        key = (g, w, red, bool(abs))
+            raise self._no_value(step, GLOBAL if mode is None else mode, worker)
+        key = (g, w, red, absolute)
         cached = self._computed.get(key)
         if cached is None:
+            if self._neighbors is not None:
+                self._read_ahead(entry.location, g)
             value = self._reader.fetch(entry.location, self._neighbors)
-            cached = self._computed[key] = reductions.compute(value, red, abs)
+            cached = self._computed[key] = reductions.compute(value, red, absolute)
         return cached.copy()
 
     @_step_num_alias
@@ -252,6 +283,31 @@ class Tensor:
             if isinstance(v, Exception):
                 raise v
         return dict(zip(keys, values))
+
+    def _read_ahead(self, loc: RecordLocation, step: int) -> None:
+        """Remote trials: when ``loc`` is not in memory, fetch it with this tensor's next steps.
+
+        A read missing ``loc`` costs a request; reads go on along the tensor's
+        steps (a loop over steps) or along the tensors of the step (read ahead
+        within the event file anyway). So the event files of the next
+        :attr:`ValueReader.ahead_files` steps are fetched now, concurrently, each
+        widened over its records: one round of requests instead of one per step.
+        Errors are left for the read that follows to raise.
+        """
+        reader = self._reader
+        if not reader.ahead_files or reader.holds(loc):
+            return
+        steps = self._steps_sorted
+        if steps is None or len(steps) != self._table.tensor_step_count(self.name):  # steps only get added
+            steps = self._steps_sorted = self._table.tensor_steps(self.name)
+        first = self._first_location
+        ahead = [loc]
+        i = bisect_right(steps, step)
+        for s in steps[i : i + reader.ahead_files]:
+            nxt = first(self.name, s)
+            if nxt is not None:
+                ahead.append(nxt)
+        reader.prefetch(ahead, self._neighbors)
 
     # -- lookup --------------------------------------------------------------------------------
     def _no_value(self, step: int, mode: ModeKeys, worker: str | None) -> Exception:

@@ -82,13 +82,13 @@ class TensorQueries:
         >>> trial.tensor("CrossEntropyLoss_output_0").value(5)  # doctest: +SKIP
         array(1.0572, dtype=float32)
         """
+        t = self._tensors.get(name)  # a tensor handed out once stays valid: no check, no refresh
+        if t is not None:
+            return t
         if not self.has_tensor(name):
             raise TensorUnavailable(name)
-        t = self._tensors.get(name)
-        if t is None:
-            t = Tensor(name, self, self._table, self._reader, self.maybe_refresh)
-            t = self._tensors.setdefault(name, t)
-        return t
+        t = Tensor(name, self, self._table, self._reader, self.maybe_refresh)
+        return self._tensors.setdefault(name, t)
 
     def has_tensor(self, name: str) -> bool:
         if not self._table.has_tensor(name):

@@ -56,7 +56,7 @@ def check_modes(trial, records: list[dict]) -> None:
 
 
 class RecordingS3Storage(S3Storage):
-    """An S3Storage that records its list calls (and what they returned) and its single reads."""
+    """An S3Storage that records its list calls (and what they returned) and its reads, single or batched."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,6 +71,10 @@ class RecordingS3Storage(S3Storage):
     def read(self, path, start=None, end=None):
         self.reads.append((path, start, end))
         return super().read(path, start, end)
+
+    def read_many(self, requests, on_error="raise"):
+        self.reads.extend((r.path, r.start, r.end) for r in requests)
+        return super().read_many(requests, on_error)
 
     def index_lists(self) -> list[tuple[str, str | None, list[str]]]:
         return [c for c in self.lists if c[0].endswith("/index/")]

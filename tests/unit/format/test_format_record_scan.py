@@ -264,3 +264,35 @@ def test_payload_crc_footer_is_left_to_the_checking_path() -> None:
     rec = frame(_payload(np.float32([1, 2])), write_checksum=True)
     assert scan_tensor_record(rec, 0, len(rec), "t") is None
     assert decode_indexed_tensor(rec, 0, len(rec), "t") is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_records_of_a_known_tag_are_compared_not_rescanned_and_never_differ(seed: int) -> None:
+    """Once a tag's layout and a step's metadata are known, records are checked by comparison.
+
+    Steps whose varints have different lengths (0 omits the field) give the same
+    tag records of different lengths; each is answered by the comparison path, and
+    mutations of it (re-framed, so the framing checks pass) never scan to a value
+    protobuf would not give.
+    """
+    from tornasole.modes import TRAIN
+
+    rng = random.Random(seed)
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for step in (0, 5, 127, 128, 20000, 2**40):
+        payload = encode_event("layer/t", array + step, step=step, mode=TRAIN, mode_step=step, wall_time=2.5)
+        rec = frame(payload)
+        value = _check(rec, 0, len(rec), "layer/t")
+        assert value is not None
+        assert value[0, 0] == step
+        assert "layer/t" in record_scan._LAYOUTS
+        assert record_scan._VALID_TAILS
+        assert record_scan._known_layout(rec, 0, len(rec), record_scan._LAYOUTS["layer/t"]) is not None
+        for mutated in _mutations(payload, rng, 150):
+            rec = frame(mutated)
+            _check(rec, 0, len(rec), "layer/t")
+        framing = frame(payload)
+        for i in (0, 8, len(framing) - 1):  # the compared header and footer bytes
+            flipped = bytearray(framing)
+            flipped[i] ^= 0x01
+            assert _check(bytes(flipped), 0, len(framing), "layer/t") is None

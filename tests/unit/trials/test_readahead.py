@@ -108,3 +108,52 @@ def test_bulk_fetches_widen_over_the_event_file_and_fill_the_block_cache(tmp_pat
     assert all(start == 0 for _, start, _ in storage.reads)
     np.testing.assert_array_equal(first[2], tensor_value(2, "worker_0", "a"))
     np.testing.assert_array_equal(rest["d"][1], tensor_value(1, "worker_0", "d"))
+
+
+def test_a_missed_value_brings_the_event_files_of_the_tensors_next_steps_in_one_batch(tmp_path):
+    """A loop over a tensor's steps (or a step's tensors) makes one round of concurrent reads."""
+    steps = list(range(6))
+    d = make_trial_dir(str(tmp_path / "run"), steps, names=NAMES, reductions=True)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage, readahead_bytes=1 << 20)
+    storage.reset()
+    np.testing.assert_array_equal(trial.tensor("b").value(0), tensor_value(0, "worker_0", "b"))
+    assert storage.batches == [len(steps)]  # every event file, in one read_many
+    assert all(start == 0 for _, start, _ in storage.reads)  # each widened over its whole file
+    for name in NAMES:
+        t = trial.tensor(name)
+        for step in steps:
+            np.testing.assert_array_equal(t.value(step), tensor_value(step, "worker_0", name))
+            assert t.reduction_value(step, "mean").shape == (1,)
+    assert storage.batches == [len(steps)]  # nothing read again
+    assert len(storage.reads) == len(steps)
+
+
+def test_read_ahead_along_steps_stops_after_the_readers_file_budget(tmp_path):
+    steps = list(range(5))
+    d = make_trial_dir(str(tmp_path / "run"), steps, names=NAMES)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage, readahead_bytes=1 << 20)
+    trial._reader.ahead_files = 2  # the budget: the missed step and two after it
+    storage.reset()
+    t = trial.tensor("a")
+    for step in steps:
+        np.testing.assert_array_equal(t.value(step), tensor_value(step, "worker_0", "a"))
+    assert storage.batches == [3, 2]
+
+
+def test_read_ahead_sees_steps_that_arrive_later(tmp_path):
+    """The read-ahead keeps a sorted copy of the tensor's steps, renewed when steps are added."""
+    d = make_trial_dir(str(tmp_path / "run"), [0, 1], names=NAMES)
+    storage = RecordingStorage()
+    trial = create_trial(d, storage=storage, readahead_bytes=1 << 20)
+    t = trial.tensor("a")
+    np.testing.assert_array_equal(t.value(0), tensor_value(0, "worker_0", "a"))
+    before = t._steps_sorted
+    assert before == [0, 1]
+    rec = trial._table.record(1)
+    t._table.add_step(2, "worker_0", rec.mode, 2, dict(rec.workers["worker_0"]))  # a step that arrived
+    t._reader.cache = type(t._reader.cache)(t._reader.cache.max_bytes)  # forget the values read so far
+    t._reader.blocks = type(t._reader.blocks)(t._reader.blocks.max_bytes)
+    t.value(1)
+    assert t._steps_sorted == [0, 1, 2]
