@@ -14,7 +14,7 @@ introspection) to read that one number: a twentieth of the local mode's CPU.
 While cached, the check reads the queue's retention period directly: the same
 comparison, the same answer. And every request to any service listed its
 response class's methods (``inspect.getmembers``) to find the action's: the
-list is kept per class.
+list is kept per class. DynamoDB's expression parsing: ``tornasole.local.moto_expressions``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ def cache() -> None:
     """Memoize ``jsonpath_ng.ext.parse`` and moto's action lookup; shorten its retention check."""
     import jsonpath_ng.ext
 
+    from tornasole.local import moto_expressions
+
     with _lock:
+        moto_expressions.cache()
         if _original:
             return
         import moto.core.responses
@@ -51,7 +54,10 @@ def cache() -> None:
 def uncache() -> None:
     import jsonpath_ng.ext
 
+    from tornasole.local import moto_expressions
+
     with _lock:
+        moto_expressions.uncache()
         if _original:
             import moto.core.responses
             from moto.sqs.models import SQSBackend
