@@ -14,7 +14,8 @@ introspection) to read that one number: a twentieth of the local mode's CPU.
 While cached, the check reads the queue's retention period directly: the same
 comparison, the same answer. And every request to any service listed its
 response class's methods (``inspect.getmembers``) to find the action's: the
-list is kept per class. DynamoDB's expression parsing: ``tornasole.local.moto_expressions``.
+list is kept per class. DynamoDB's expression parsing: ``tornasole.local.moto_expressions``;
+its attribute values in answers: ``tornasole.local.moto_serialize``.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ def cache() -> None:
     """Memoize ``jsonpath_ng.ext.parse`` and moto's action lookup; shorten its retention check."""
     import jsonpath_ng.ext
 
-    from tornasole.local import moto_expressions
+    from tornasole.local import moto_expressions, moto_serialize
 
     with _lock:
         moto_expressions.cache()
+        moto_serialize.patch()
         if _original:
             return
         import moto.core.responses
@@ -54,10 +56,11 @@ def cache() -> None:
 def uncache() -> None:
     import jsonpath_ng.ext
 
-    from tornasole.local import moto_expressions
+    from tornasole.local import moto_expressions, moto_serialize
 
     with _lock:
         moto_expressions.uncache()
+        moto_serialize.unpatch()
         if _original:
             import moto.core.responses
             from moto.sqs.models import SQSBackend
