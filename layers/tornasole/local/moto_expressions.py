@@ -16,7 +16,11 @@ While cached:
   ``copy.deepcopy``; the tree holds only parser nodes and strings, no values);
 - ``ConditionExpressionParser`` lexes a condition expression once: the token
   list depends on the text alone (placeholders are looked up in a later stage),
-  and its tokens are immutable named tuples, handed out in a new deque.
+  and its tokens are immutable named tuples, handed out in a new deque;
+- the validator's ten tree walkers each asked, at every node, which node types
+  they process, and each answer built a new dict of bound methods to read its
+  keys (a twentieth of the local mode's CPU). Every walker's answer is a
+  constant of its class in the moto checked: it is kept per class.
 
 An expression that fails to parse raises as before and is not kept. The caches
 hold at most ``MAX_EXPRESSIONS`` entries each (then start again), keyed by the
@@ -41,6 +45,7 @@ SUPPORTED = ((5, 2),)  # moto major.minor versions whose parsers these patches w
 _trees: dict[str, tuple[Any, bytes]] = {}  # update expression text -> (tree, its pickle)
 _pickles: dict[int, tuple[Any, bytes]] = {}  # id(tree) -> (tree, its pickle), for the validator's copy
 _tokens: dict[str, tuple[Any, ...]] = {}  # condition expression text -> its tokens
+_node_types: dict[type, tuple[type, ...]] = {}  # tree walker class -> the node types it processes
 _originals: dict[str, Any] = {}
 
 
@@ -60,6 +65,7 @@ def cache() -> None:
         return
     from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
     if validators.deepcopy is not copy.deepcopy:  # not the module this was written against
@@ -68,6 +74,8 @@ def cache() -> None:
     _originals["make"] = UpdateExpressionParser.__dict__["make"]
     _originals["lex"] = ConditionExpressionParser.__dict__["_lex_condition_expression"]
     _originals["deepcopy"] = validators.deepcopy
+    _originals["node_types"] = DepthFirstTraverser.__dict__["nodes_to_be_processed"]
+    DepthFirstTraverser.nodes_to_be_processed = _nodes_to_be_processed  # type: ignore[method-assign]
     UpdateExpressionParser.make = classmethod(_make)  # type: ignore[method-assign,assignment]
     ConditionExpressionParser._lex_condition_expression = _lex  # type: ignore[method-assign]
     validators.deepcopy = _copy_tree
@@ -78,14 +86,17 @@ def uncache() -> None:
         return
     from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
+    DepthFirstTraverser.nodes_to_be_processed = _originals.pop("node_types")  # type: ignore[method-assign]
     UpdateExpressionParser.make = _originals.pop("make")  # type: ignore[method-assign]
     ConditionExpressionParser._lex_condition_expression = _originals.pop("lex")  # type: ignore[method-assign]
     validators.deepcopy = _originals.pop("deepcopy")
     _trees.clear()
     _pickles.clear()
     _tokens.clear()
+    _node_types.clear()
 
 
 def _make(cls: Any, expression_str: str) -> Any:
@@ -118,3 +129,10 @@ def _lex(self: Any) -> deque[Any]:
             _tokens.clear()
         _tokens[text] = tokens
     return deque(tokens)
+
+
+def _nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+    types = _node_types.get(type(self))
+    if types is None:
+        types = _node_types[type(self)] = tuple(_originals["node_types"](self))
+    return types

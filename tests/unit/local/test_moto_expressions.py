@@ -117,6 +117,7 @@ def test_cached_parsing_answers_as_moto() -> None:
         cached = _run()
         assert moto_expressions._trees
         assert moto_expressions._tokens
+        assert moto_expressions._node_types  # the validator's walkers asked
     finally:
         moto_expressions.uncache()
     assert cached == expected
