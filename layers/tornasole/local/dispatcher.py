@@ -76,8 +76,7 @@ class Dispatcher:
             self._on_notification,
             self._stop,
             self._record_error,
-            workers=evaluation_workers,
-            batch=1,  # S3 -> Lambda is one asynchronous invocation per object
+            workers=evaluation_workers,  # one invocation per object, as S3 -> Lambda makes
         )
         self.stream = StreamSource(
             resources.stream_arn,
