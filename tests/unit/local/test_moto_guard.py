@@ -178,17 +178,17 @@ def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
 
 
 def test_a_sort_key_condition_narrows_the_partition_moto_walks(ddb, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tornasole.local import moto_guard
+    from tornasole.local import moto_query
 
     views: list[int] = []
-    narrow = moto_guard._in_key_range
+    narrow = moto_query._in_key_range
 
     def counting(part, comparison, bounds):  # noqa: ANN001, ANN202
         view = narrow(part, comparison, bounds)
         views.append(len(view))
         return view
 
-    monkeypatch.setattr(moto_guard, "_in_key_range", counting)
+    monkeypatch.setattr(moto_query, "_in_key_range", counting)
     serialize_dynamodb()
     try:
         items = ddb.query(

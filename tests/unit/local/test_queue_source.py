@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from tornasole.aws.clients import clear_client_cache, client
 from tornasole.local import moto_cache
-from tornasole.local.sources import QueueSource
+from tornasole.local.queue_source import QueueSource
 
 
 @pytest.fixture
