@@ -28,8 +28,9 @@ from typing import Any
 
 from tornasole.lambda_support.handlers import load_handler
 from tornasole.local.invoker import FunctionInvoker, LocalLambdaContext
+from tornasole.local.queue_source import QueueSource
 from tornasole.local.resources import LocalResources
-from tornasole.local.sources import QueueSource, ScheduleSource, Source, StreamSource
+from tornasole.local.sources import ScheduleSource, Source, StreamSource
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
 
 __all__ = ["Dispatcher", "LocalLambdaContext"]
@@ -76,8 +77,7 @@ class Dispatcher:
             self._on_notification,
             self._stop,
             self._record_error,
-            workers=evaluation_workers,
-            batch=1,  # S3 -> Lambda is one asynchronous invocation per object
+            workers=evaluation_workers,  # one invocation per object, as S3 -> Lambda makes
         )
         self.stream = StreamSource(
             resources.stream_arn,

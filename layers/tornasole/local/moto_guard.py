@@ -15,6 +15,8 @@ import functools
 import threading
 from typing import Any
 
+from tornasole.local.moto_query import query_partition
+
 __all__ = ["release_stream", "read_stream", "serialize_dynamodb", "unserialize_dynamodb"]
 
 _LOCK = threading.RLock()
@@ -87,42 +89,6 @@ def _table_snapshot(table: Any, memo: dict[int, Any]) -> Any:
     return snapshot
 
 
-class _Partition:
-    """What ``Table.query`` reads of a table, narrowed to one partition (see ``_query_partition``)."""
-
-    def __init__(self, table: Any, hash_key: Any) -> None:
-        self._table = table
-        part = table.items.get(hash_key)
-        self.items = {} if part is None else {hash_key: part}
-
-    def all_items(self) -> list[Any]:
-        return type(self._table).all_items(self)  # moto's, over this partition's items
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._table, name)
-
-
-def _query_partition(original: Any) -> Any:
-    """``Table.query`` on the base table reads only the partition asked for.
-
-    moto answers a base-table query by sorting *every* item of the table and then
-    keeping those of the partition, so each of the evaluator's per-step queries
-    got slower as the table grew (every job's steps and outbox rows). DynamoDB
-    reads one partition; so does this: the same function runs over a view whose
-    ``items`` hold that partition only (moto's own filtering, ordering, paging and
-    copying are unchanged). Index queries are left as they are.
-    """
-
-    @functools.wraps(original)
-    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
-        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
-        if index_name or hash_key is None or not self.range_key_attr:
-            return original(self, hash_key, *args, **kwargs)
-        return original(_Partition(self, hash_key), hash_key, *args, **kwargs)
-
-    return query
-
-
 def _patch_transactions() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
@@ -133,7 +99,7 @@ def _patch_transactions() -> None:
     _ORIGINALS[DynamoDBBackend] = DynamoDBBackend.__dict__.get("transact_write_items")
     _ORIGINALS[Table] = Table.__dict__.get("__deepcopy__")
     _ORIGINALS[_QUERY] = Table.__dict__.get("query")
-    Table.query = _query_partition(Table.query)  # type: ignore[method-assign]
+    Table.query = query_partition(Table.query)  # type: ignore[method-assign]
 
     @functools.wraps(original)
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:

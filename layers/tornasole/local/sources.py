@@ -1,8 +1,9 @@
 """Event sources of the local mode, each on its own thread(s), as Lambda's event source mappings are.
 
-- ``QueueSource``: long-polls an SQS queue (moto wakes a waiting receive as
-  soon as a message arrives) and hands each message to a callback; several
-  workers give a function its own concurrency.
+- ``QueueSource`` (``tornasole.local.queue_source``): long-polls an SQS queue
+  (moto wakes a waiting receive as soon as a message arrives) and hands each
+  message to a callback, one at a time per worker; several workers give a
+  function its own concurrency.
 - ``StreamSource``: reads the state table's DynamoDB stream in sequence order
   and hands each batch to ``publish_events``; one reader per table, so events
   reach the bus in the order their changes were committed. The stack's event
@@ -19,7 +20,6 @@ waits for.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import threading
 import time
@@ -32,7 +32,7 @@ from tornasole.aws.clients import client
 from tornasole.local.filters import compile_pattern
 from tornasole.local.invoker import FunctionInvoker
 
-__all__ = ["QueueSource", "ScheduleSource", "Source", "StreamSource", "schedule_event"]
+__all__ = ["ScheduleSource", "Source", "StreamSource", "schedule_event"]
 
 log = logging.getLogger(__name__)
 IN_PROCESS = "in-process"  # the position key of a stream read by ``StreamSource.reader``
@@ -102,56 +102,6 @@ class Source:
                     self.polls += 1
             if handled == 0:
                 self.idle_wait()
-
-
-class QueueSource(Source):
-    """An SQS queue and what to do with each message body (parsed JSON)."""
-
-    def __init__(
-        self,
-        name: str,
-        url: str,
-        handle: Callable[[dict[str, Any]], None],
-        stop: threading.Event,
-        on_error: Callable[[str], None],
-        workers: int = 1,
-        batch: int = 10,
-        wait_seconds: int = 1,
-    ) -> None:
-        super().__init__(name, stop, on_error, workers)
-        self.url = url
-        self.handle = handle
-        self.batch = batch
-        self.wait_seconds = wait_seconds
-
-    def poll_once(self) -> int:
-        sqs = client("sqs")
-        messages = sqs.receive_message(
-            QueueUrl=self.url, MaxNumberOfMessages=self.batch, WaitTimeSeconds=self.wait_seconds
-        ).get("Messages", [])
-        with self.working():
-            for msg in messages:
-                try:
-                    self.handle(json.loads(msg["Body"]))
-                except BaseException as exc:  # one bad message never blocks the queue
-                    self.on_error(f"{self.name}: {type(exc).__name__}: {exc}")
-            # Handled, or failed after its retries (Lambda would send it to the DLQ): either way done.
-            # One request for the batch (at most 10, SQS's limit for both calls).
-            if messages:
-                entries = [
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-                ]
-                failed = sqs.delete_message_batch(QueueUrl=self.url, Entries=entries).get("Failed", [])
-                if failed:
-                    self.on_error(f"{self.name}: {len(failed)} handled messages not deleted: {failed[0]}")
-        return len(messages)
-
-    def pending(self) -> bool:
-        attrs = client("sqs").get_queue_attributes(
-            QueueUrl=self.url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return any(int(v) for v in attrs.values())
 
 
 class StreamSource(Source):

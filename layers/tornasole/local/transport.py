@@ -7,7 +7,8 @@ server, make about a dozen requests per step. While a local mode runs, a
 botocore ``before-send`` handler hands requests addressed to its endpoint to
 the same WSGI application the server runs (moto's ``DomainDispatcherApplication``),
 in this thread: the same parsing, the same backends, the same responses, minus
-the socket. Other processes (a training script, the CLI in another shell) use
+the socket (and minus the HMAC work of signing them: ``tornasole.local.signing``).
+Other processes (a training script, the CLI in another shell) use
 the server as before; requests to any other URL are untouched.
 """
 
@@ -18,7 +19,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["install", "route_to", "unroute"]
+__all__ = ["install", "route_to", "served_in_process", "unroute"]
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -36,6 +37,17 @@ def install() -> None:
 
         if ("before-send", _before_send) not in BUILTIN_HANDLERS:
             BUILTIN_HANDLERS.append(("before-send", _before_send))
+    from tornasole.local import signing
+
+    signing.install(served_in_process)
+
+
+def served_in_process(url: str) -> bool:
+    """Whether a request to ``url`` is answered by moto in this process (``_before_send`` takes it)."""
+    if not _routes:
+        return False
+    parts = url.split("/", 3)  # "http:", "", "host:port", path
+    return len(parts) >= 3 and f"{parts[0]}//{parts[2]}" in _routes
 
 
 def route_to(endpoint: str) -> None:

@@ -32,6 +32,8 @@ def ddb() -> Iterator[object]:
             for i in range(7):
                 item = {"pk": {"S": p}, "sk": {"S": f"s{i:02d}"}, "v": {"N": str(i)}}
                 c.put_item(TableName=TABLE, Item=item)
+        for sk in ("#j", "b#0", "b#1", "b#2", "m#0", "m#1", "m#2", "x#0", "m", "b#10"):  # put out of order
+            c.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": sk}, "v": {"N": "1"}})
         yield c
     clear_client_cache()
 
@@ -50,6 +52,28 @@ QUERIES = [
         "ExpressionAttributeValues": {":p": {"S": "c"}, ":s": {"S": "s0"}, ":n": {"N": "3"}},
     },
     {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "nope"}}},
+    # Sort key conditions (the view holds the run and its neighbours): every page and LastEvaluatedKey
+    # as moto gives them, Limit reached on the run's last item included.
+    *[
+        {
+            "KeyConditionExpression": f"pk = :p AND {cond}",
+            "ExpressionAttributeValues": {":p": {"S": "d"}, **values},
+            "ScanIndexForward": forward,
+            **({"Limit": limit} if limit else {}),
+        }
+        for cond, values in [
+            ("begins_with(sk, :s)", {":s": {"S": "m#"}}),
+            ("begins_with(sk, :s)", {":s": {"S": "zz"}}),
+            ("sk BETWEEN :a AND :b", {":a": {"S": "b#1"}, ":b": {"S": "m#2"}}),
+            ("sk = :s", {":s": {"S": "m#1"}}),
+            ("sk < :s", {":s": {"S": "m#0"}}),
+            ("sk <= :s", {":s": {"S": "b#2"}}),
+            ("sk > :s", {":s": {"S": "m#1"}}),
+            ("sk >= :s", {":s": {"S": "a"}}),
+        ]
+        for forward in (True, False)
+        for limit in (None, 1, 2, 3)
+    ],
 ]
 
 
@@ -80,18 +104,18 @@ def test_a_partition_query_answers_as_moto_does(ddb, query: dict) -> None:
 
 def test_read_stream_is_the_stream_in_order_after_a_position_and_survives_release(ddb) -> None:
     records = read_stream(TABLE, None, 1000)
-    assert [r["eventName"] for r in records] == ["INSERT"] * 21  # the fixture's puts
+    assert [r["eventName"] for r in records] == ["INSERT"] * 31  # the fixture's puts
     assert records[4]["dynamodb"]["Keys"] == {"pk": {"S": "a"}, "sk": {"S": "s04"}}
     assert records[4]["dynamodb"]["NewImage"]["v"] == {"N": "4"}
     assert "ApproximateCreationDateTime" not in records[0]["dynamodb"]  # not JSON: a Lambda event is
     seqs = [int(r["dynamodb"]["SequenceNumber"]) for r in records]
-    assert seqs == list(range(seqs[0], seqs[0] + 21))
+    assert seqs == list(range(seqs[0], seqs[0] + 31))
     last = records[-1]["dynamodb"]["SequenceNumber"]
     assert read_stream(TABLE, last, 1000) == []
     assert len(read_stream(TABLE, None, 5)) == 5
 
-    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": "x"}})
-    ddb.delete_item(TableName=TABLE, Key={"pk": {"S": "d"}, "sk": {"S": "x"}})
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "e"}, "sk": {"S": "x"}})
+    ddb.delete_item(TableName=TABLE, Key={"pk": {"S": "e"}, "sk": {"S": "x"}})
     release_stream(TABLE, int(last))  # what was handed over is forgotten, not the numbering
     new = read_stream(TABLE, last, 1000)
     assert [r["eventName"] for r in new] == ["INSERT", "REMOVE"]
@@ -151,3 +175,28 @@ def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
         assert len(after) == len(before) + 1
     finally:
         unserialize_dynamodb()
+
+
+def test_a_sort_key_condition_narrows_the_partition_moto_walks(ddb, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tornasole.local import moto_query
+
+    views: list[int] = []
+    narrow = moto_query._in_key_range
+
+    def counting(part, comparison, bounds):  # noqa: ANN001, ANN202
+        view = narrow(part, comparison, bounds)
+        views.append(len(view))
+        return view
+
+    monkeypatch.setattr(moto_query, "_in_key_range", counting)
+    serialize_dynamodb()
+    try:
+        items = ddb.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+            ExpressionAttributeValues={":p": {"S": "d"}, ":s": {"S": "m#"}},
+        )["Items"]
+    finally:
+        unserialize_dynamodb()
+    assert [i["sk"]["S"] for i in items] == ["m#0", "m#1", "m#2"]
+    assert views == [5]  # the run of 3 and its neighbours ("m" and "x#0"), of the partition's 10

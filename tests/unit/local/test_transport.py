@@ -70,3 +70,51 @@ def _s3_client_with_bucket(endpoint: str, bucket: str) -> Any:
     s3 = _client(endpoint)
     s3.create_bucket(Bucket=bucket)
     return s3
+
+
+def _authorization_sent(client: Any) -> list[str]:
+    sent: list[str] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        sent.append(request.headers["Authorization"].decode())
+
+    client.meta.events.register_first("before-send", capture)
+    return sent
+
+
+def test_in_process_requests_are_not_hmac_signed_others_are(moto_endpoint: str) -> None:
+    import boto3
+
+    transport.unroute(moto_endpoint)
+    session = boto3.session.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+    over_tcp = session.client("sqs", endpoint_url=moto_endpoint, region_name="eu-west-1")
+    tcp_sent = _authorization_sent(over_tcp)
+    over_tcp.list_queues()
+    transport.route_to(moto_endpoint)
+    try:
+        in_process = session.client("sqs", endpoint_url=moto_endpoint, region_name="eu-west-1")
+        local_sent = _authorization_sent(in_process)
+        url = in_process.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+        arn = in_process.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        elsewhere = session.client("sqs", endpoint_url="http://127.0.0.1:9", region_name="eu-west-1")
+        elsewhere_sent = _authorization_sent(elsewhere)
+        elsewhere.meta.events.register("before-send", lambda **_: _refused())
+        with pytest.raises(Exception, match="refused"):
+            elsewhere.list_queues()
+    finally:
+        transport.unroute(moto_endpoint)
+    # moto read the region and the account from the header: the queue is in eu-west-1.
+    assert arn.startswith("arn:aws:sqs:eu-west-1:")
+    assert all(s.endswith("Signature=" + "0" * 64) for s in local_sent)
+    scope = "Credential=AKIDEXAMPLE/"
+    assert all(scope in s and "/eu-west-1/sqs/aws4_request" in s for s in local_sent + tcp_sent)
+    assert tcp_sent
+    assert not tcp_sent[0].endswith("0" * 64)
+    assert elsewhere_sent
+    assert not elsewhere_sent[0].endswith("0" * 64)
+
+
+def _refused() -> Any:
+    raise ConnectionRefusedError("refused (no request leaves the test)")
