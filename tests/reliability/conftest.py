@@ -14,7 +14,7 @@ import pytest
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig
 
 from moto_stack import moto_stack
-from tornasole.local import moto_guard
+from tornasole.local import moto_cache, moto_guard
 
 HERE = "tests/reliability/"
 
@@ -25,13 +25,15 @@ def rig(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Rig]:
     with moto_stack(monkeypatch, BUCKET, **env) as res:
         # moto as the local mode runs it: a transaction snapshots the items it names, not the whole
         # table, and a query reads one partition (at the full sizes, moto's own copies of every
-        # table per transaction took 15 GB and most of the time)
+        # table per transaction took 15 GB and most of the time), its expressions parsed once
         moto_guard.serialize_dynamodb()
+        moto_cache.cache()
         try:
             r = Rig(res, lambda_context)
             r.notes()
             yield r
         finally:
+            moto_cache.uncache()
             moto_guard.unserialize_dynamodb()
 
 
