@@ -7,7 +7,10 @@ for the many small values of a saved step (XGBoost's fifty feature
 importances, a Keras model's scalars) that dominates the step's cost. This
 module writes the same wire bytes directly, proto3 rules included (zero
 scalars and empty bytes left out, sub-messages in field-number order), and
-caches the part that depends only on the tag, dtype and shape.
+caches what depends only on the tag, dtype and shape (everything before the
+content but the wall time and step), the mode metadata and the time of the
+latest record (a step's records share them), and each record size's TFRecord
+header: a record is then one ``tobytes`` and one ``join``.
 
 :func:`encode_numeric_event` returns ``None`` where the generic encoder must be
 used (strings, a zero or negative step or wall time); tests compare both
@@ -16,21 +19,32 @@ encoders byte for byte over dtypes, shapes, steps and modes.
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
 import numpy as np
 
+from tornasole.format.crc import CONSTANT_PAYLOAD_CRC, masked_crc32c
 from tornasole.format.tensors import _KIND_TO_DT, _normalize, to_array
 
-__all__ = ["encode_numeric_event"]
+__all__ = ["encode_numeric_event", "encode_numeric_record"]
 
 _DOUBLE = struct.Struct("<d")
+_LEN = struct.Struct("<Q")
+_HEADER = struct.Struct("<QI")
+_FOOTER = struct.Struct("<I").pack(CONSTANT_PAYLOAD_CRC)
 _MODE_STEP_NAME = b"\x0a\x09mode_step"  # PluginData.plugin_name (field 1) = "mode_step"
 _MODE_NAME = b"\x0a\x04mode"
 _CACHE_LIMIT = 4096
-# (tag, dtype, shape) -> (Value.tag field, TensorProto.dtype field, TensorProto.tensor_shape field)
-_prefixes: dict[tuple[str, np.dtype, tuple[int, ...]], tuple[bytes, bytes, bytes]] = {}
+# (tag, dtype, shape, metadata length) -> (the bytes from Event.summary's key to tensor_content's length,
+# their count plus the content's and the metadata field's: the Event's size after wall_time and step)
+_bodies: dict[tuple[str, np.dtype, tuple[int, ...], int], tuple[bytes, int]] = {}
+# the latest (wall_time, step) and (mode_step, mode) seen, with their bytes: a step's records share them
+# (one tuple each, replaced whole: writer threads of several hooks may share them)
+_last_head: list[tuple[Any, Any, bytes]] = [(None, None, b"")]
+_last_metadata: list[tuple[Any, Any, bytes]] = [(None, None, b"")]
+_record_headers: dict[int, bytes] = {}  # payload size -> TFRecord length + masked length CRC
 
 
 def _varint(n: int) -> bytes:
@@ -52,48 +66,45 @@ def _field(key: int, payload: bytes) -> bytes:
     return b"".join((bytes((key,)), _varint(size), payload))
 
 
-def _prefix(tag: str, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[bytes, bytes, bytes]:
-    key = (tag, dtype, shape)
-    cached = _prefixes.get(key)
+def _body(tag: str, dtype: np.dtype, shape: tuple[int, ...], metadata_size: int) -> tuple[bytes, int]:
+    """What precedes a tensor's content in its Event (after wall_time and step), and the Event's
+    size from there on: they depend only on the tag, dtype, shape and the mode metadata's size."""
+    key = (tag, dtype, shape, metadata_size)
+    cached = _bodies.get(key)
     if cached is None:
         dims = []
         for size in shape:
             dim = (b"\x08" + _varint(size) if size else b"") + _field(0x12, f"{tag}_{size}".encode())
             dims.append(_field(0x12, dim))  # TensorShapeProto.dim (field 2)
-        dtype_enum = _KIND_TO_DT[(dtype.kind, dtype.itemsize)]
-        cached = (
-            _field(0x0A, tag.encode()),  # Summary.Value.tag (field 1)
-            b"\x08" + _varint(dtype_enum),  # TensorProto.dtype (field 1)
-            _field(0x12, b"".join(dims)),  # TensorProto.tensor_shape (field 2), present even when empty
+        nbytes = dtype.itemsize * math.prod(shape)
+        tensor_head = b"".join(
+            (
+                b"\x08" + _varint(_KIND_TO_DT[(dtype.kind, dtype.itemsize)]),  # TensorProto.dtype (1)
+                _field(0x12, b"".join(dims)),  # TensorProto.tensor_shape (2), present even when empty
+                b"\x22" + _varint(nbytes) if nbytes else b"",  # TensorProto.tensor_content (4)
+            )
         )
-        if len(_prefixes) >= _CACHE_LIMIT:
-            _prefixes.clear()
-        _prefixes[key] = cached
+        tensor_size = len(tensor_head) + nbytes
+        value_head = b"".join(
+            (_field(0x0A, tag.encode()), b"\x42", _varint(tensor_size), tensor_head)  # Value.tag, .tensor
+        )
+        value_size = len(value_head) + nbytes + 2 + metadata_size  # + Value.metadata (field 9)
+        summary_size = 1 + len(_varint(value_size)) + value_size  # Summary.value (field 1)
+        head = b"".join((b"\x2a", _varint(summary_size), b"\x0a", _varint(value_size), value_head))
+        cached = (head, len(head) + nbytes + 2 + metadata_size)  # Event.summary (field 5)
+        if len(_bodies) >= _CACHE_LIMIT:
+            _bodies.clear()
+        _bodies[key] = cached
     return cached
 
 
-def encode_numeric_event(
-    tag: str, value: Any, *, step: int, mode_value: int, mode_step: int, wall_time: float
-) -> bytes | None:
-    """The serialized ``Event`` of one numeric tensor, or ``None`` (use the protobuf encoder).
-
-    Byte-identical to :func:`tornasole.format.events.encode_event` for the
-    values it accepts.
-    """
-    if step < 0 or not wall_time:
-        return None
-    arr = value if type(value) is np.ndarray else to_array(value)
-    dtype = arr.dtype
-    if dtype.kind in "USO":
-        return None
-    if not dtype.isnative or (dtype.kind, dtype.itemsize) not in _KIND_TO_DT:
-        arr = _normalize(arr, tag)
-    tag_field, dtype_field, shape_field = _prefix(tag, arr.dtype, arr.shape)
-    content = arr.tobytes()
-    tensor = dtype_field + shape_field + (_field(0x22, content) if content else b"")
+def _metadata(mode_step: int, mode_value: int) -> bytes:
+    """Value.metadata (field 9): SummaryMetadata's two PluginData, ``mode_step`` and ``mode`` as text."""
+    last = _last_metadata[0]
+    if last[0] == mode_step and last[1] == mode_value and type(mode_step) is int:
+        return last[2]
     mode_step_data = str(mode_step).encode()
     mode_data = str(mode_value).encode()
-    # SummaryMetadata: two PluginData entries (field 1), each plugin_name (1) and content (2); all short
     metadata = b"".join(
         (
             bytes((0x0A, 13 + len(mode_step_data))),
@@ -106,6 +117,80 @@ def encode_numeric_event(
             mode_data,
         )
     )
-    summary_value = b"".join((tag_field, _field(0x42, tensor), bytes((0x4A, len(metadata))), metadata))
+    field = bytes((0x4A, len(metadata))) + metadata  # short: a mode step has at most 20 characters
+    _last_metadata[0] = (mode_step, mode_value, field)
+    return field
+
+
+def _head(wall_time: float, step: int) -> bytes:
+    """Event.wall_time (field 1) and Event.step (field 2, left out when 0)."""
+    last = _last_head[0]
+    if last[0] == wall_time and last[1] == step:
+        return last[2]
     head = b"\x09" + _DOUBLE.pack(wall_time) + (b"\x10" + _varint(step) if step else b"")
-    return head + _field(0x2A, _field(0x0A, summary_value))
+    _last_head[0] = (wall_time, step, head)
+    return head
+
+
+def _parts(tag: str, value: Any, step: int, mode_value: int, mode_step: int, wall_time: float):
+    if step < 0 or not wall_time:
+        return None
+    arr = value if type(value) is np.ndarray else to_array(value)
+    dtype = arr.dtype
+    if dtype.kind in "USO":
+        return None
+    if not dtype.isnative or (dtype.kind, dtype.itemsize) not in _KIND_TO_DT:
+        arr = _normalize(arr, tag)
+        dtype = arr.dtype
+    metadata = _metadata(mode_step, mode_value)
+    body, body_size = _body(tag, dtype, arr.shape, len(metadata) - 2)
+    return _head(wall_time, step), body, body_size, arr.tobytes(), metadata
+
+
+def encode_numeric_event(
+    tag: str, value: Any, *, step: int, mode_value: int, mode_step: int, wall_time: float
+) -> bytes | None:
+    """The serialized ``Event`` of one numeric tensor, or ``None`` (use the protobuf encoder).
+
+    Byte-identical to :func:`tornasole.format.events.encode_event` for the
+    values it accepts.
+    """
+    parts = _parts(tag, value, step, mode_value, mode_step, wall_time)
+    if parts is None:
+        return None
+    head, body, _, content, metadata = parts
+    return b"".join((head, body, content, metadata))
+
+
+def encode_numeric_record(
+    tag: str, value: Any, *, step: int, mode_value: int, mode_step: int, wall_time: float
+) -> bytes | None:
+    """:func:`encode_numeric_event` in TFRecord framing (constant footer), or ``None``.
+
+    The writer's per-record path, so :func:`_parts` is written out here (a call less a record).
+    """
+    if step < 0 or not wall_time:
+        return None
+    arr = value if type(value) is np.ndarray else to_array(value)
+    dtype = arr.dtype
+    if dtype.kind in "USO":
+        return None
+    if not dtype.isnative or (dtype.kind, dtype.itemsize) not in _KIND_TO_DT:
+        arr = _normalize(arr, tag)
+        dtype = arr.dtype
+    last = _last_metadata[0]
+    if last[0] == mode_step and last[1] == mode_value and type(mode_step) is int:
+        metadata = last[2]
+    else:
+        metadata = _metadata(mode_step, mode_value)
+    cached = _bodies.get((tag, dtype, arr.shape, len(metadata) - 2))
+    body, body_size = cached or _body(tag, dtype, arr.shape, len(metadata) - 2)
+    last = _last_head[0]
+    head = last[2] if last[0] == wall_time and last[1] == step else _head(wall_time, step)
+    size = len(head) + body_size
+    header = _record_headers.get(size)
+    if header is None:
+        if len(_record_headers) >= _CACHE_LIMIT:
+            _record_headers.clear()
+        header = _record_headers[size] = _HEADER.pack(size, masked_crc32c(_LEN.pack(size)))
+    return b"".join((header, head, body, arr.tobytes(), metadata, _FOOTER))

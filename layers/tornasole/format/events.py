@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 
 from tornasole.exceptions import FormatError
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC
-from tornasole.format.event_encoding import encode_numeric_event
+from tornasole.format.event_encoding import encode_numeric_event, encode_numeric_record
 from tornasole.format.proto import messages
 from tornasole.format.record_scan import scan_tensor_record
 from tornasole.format.tensors import fill_tensor_proto, tensor_to_array, to_array
@@ -140,6 +140,17 @@ def encode_record(
     >>> len(encode_record("x", np.float32(1), step=0, mode=None, mode_step=None, wall_time=1.0))
     82
     """
+    if mode is None:
+        mode = ModeKeys.GLOBAL
+    if mode_step is None:
+        mode_step = step
+    if wall_time is None:
+        wall_time = time.time()
+    fast = encode_numeric_record(
+        tag, array, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
+    )
+    if fast is not None:
+        return fast  # framed as frame() does, without the intermediate payload
     return frame(encode_event(tag, array, step=step, mode=mode, mode_step=mode_step, wall_time=wall_time))
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "decode_index",
     "decode_index_document",
     "tensor_entry_error",
+    "index_entry",
 ]
 
 
@@ -68,7 +69,11 @@ class StepIndex:
 
 
 def encode_index(index: StepIndex) -> bytes:
-    """Serialize an index exactly as smdebug's ``IndexWriter`` does.
+    """Serialize an index exactly as smdebug's ``IndexWriter`` does (``json.dumps`` of its dict).
+
+    The tensor entries, one per record, are formatted directly (``json.dumps``'s
+    own string escaping, default separators) instead of going through a dict
+    each: a saved step of many small values writes as many entries.
 
     Examples
     --------
@@ -80,17 +85,23 @@ def encode_index(index: StepIndex) -> bytes:
     meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
     if index.event_file_name is not None:
         meta["event_file_name"] = index.event_file_name
-    doc = {
-        "meta": meta,
-        "tensor_payload": [
-            {"tensorname": e.tensorname, "start_idx": e.start_idx, "length": e.length} for e in index.tensors
-        ],
-        "shape_payload": [
-            {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
-            for s in index.shapes
-        ],
-    }
-    return json.dumps(doc).encode("utf-8")
+    esc, number = _json_string, int.__repr__  # int.__repr__: a TypeError for what json.dumps refuses too
+    tensors = ", ".join(
+        [
+            f'{{"tensorname": {esc(e.tensorname)}, "start_idx": {number(e.start_idx)}, '
+            f'"length": {number(e.length)}}}'
+            for e in index.tensors
+        ]
+    )
+    shapes = [
+        {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
+        for s in index.shapes
+    ]
+    head = f'{{"meta": {json.dumps(meta)}, "tensor_payload": [{tensors}], '
+    return f'{head}"shape_payload": {json.dumps(shapes)}}}'.encode()
+
+
+_json_string = json.encoder.encode_basestring_ascii  # what json.dumps (ensure_ascii) writes for a str
 
 
 @dataclass(slots=True)
@@ -250,3 +261,13 @@ _new_index_entry = object.__new__
 _set_tensorname = IndexEntry.tensorname.__set__
 _set_start_idx = IndexEntry.start_idx.__set__
 _set_length = IndexEntry.length.__set__
+
+
+def index_entry(tensorname: str, start_idx: int, length: int) -> IndexEntry:
+    """``IndexEntry(tensorname, start_idx, length)`` without the frozen dataclass ``__init__`` (the
+    writer makes one per record)."""
+    entry = _new_index_entry(IndexEntry)
+    _set_tensorname(entry, tensorname)
+    _set_start_idx(entry, start_idx)
+    _set_length(entry, length)
+    return entry

@@ -17,12 +17,14 @@ Byte output equals smdebug's ``FileWriter`` for the same records and wall times.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tornasole.format.collections import encode_collections
+from tornasole.format.event_encoding import encode_numeric_record
 from tornasole.format.events import encode_record
-from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index
+from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index, index_entry
 from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
 from tornasole.modes import ModeKeys
 from tornasole.storage.paths import join
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from tornasole.storage.base import Storage
 
 __all__ = ["StepWriter", "TrialWriter"]
+
+_index_entry = index_entry
 
 
 class StepWriter:
@@ -63,6 +67,7 @@ class StepWriter:
         self.step = int(step)
         self.worker = worker
         self.mode = mode if mode is not None else ModeKeys.GLOBAL
+        self._mode_value = self.mode.value
         self.mode_step = self.step if mode_step is None else int(mode_step)
         self._records: list[bytes] = []
         self._size = 0
@@ -104,14 +109,20 @@ class StepWriter:
         ``mode`` / ``mode_step`` default to the writer's; ``wall_time`` to now.
         Scalars become shape ``[1]`` and 0-d arrays stay 0-d (as smdebug).
         """
-        mode = self.mode if mode is None else mode
+        if mode is None:
+            mode, mode_value = self.mode, self._mode_value  # the enum's .value is a slow descriptor
+        else:
+            mode_value = mode.value
         mode_step = self.mode_step if mode_step is None else int(mode_step)
-        record = encode_record(
-            tag, value, step=self.step, mode=mode, mode_step=mode_step, wall_time=wall_time
-        )
-        entry = IndexEntry(tag, self._size, len(record))
+        if wall_time is None:
+            wall_time = time.time()
+        record = encode_numeric_record(
+            tag, value, step=self.step, mode_value=mode_value, mode_step=mode_step, wall_time=wall_time
+        ) or encode_record(tag, value, step=self.step, mode=mode, mode_step=mode_step, wall_time=wall_time)
+        size = len(record)
+        entry = _index_entry(tag, self._size, size)
         self._records.append(record)
-        self._size += len(record)
+        self._size += size
         self._tensors.append(entry)
         if self._tensor_meta is None:
             self._tensor_meta = (mode, mode_step)

@@ -7,10 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from tornasole.format.event_encoding import encode_numeric_event
+from tornasole.format.event_encoding import encode_numeric_event, encode_numeric_record
 from tornasole.format.events import decode_event
 from tornasole.format.proto import messages
 from tornasole.format.tensors import fill_tensor_proto
+from tornasole.format.tfrecord import frame
 from tornasole.modes import ModeKeys
 
 VALUES = [
@@ -53,7 +54,31 @@ def test_direct_bytes_equal_protobuf_bytes(value):
         direct = encode_numeric_event(
             tag, value, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
         )
-        assert direct == _protobuf_event(tag, value, step, mode, mode_step, wall_time), (tag, step, mode)
+        expected = _protobuf_event(tag, value, step, mode, mode_step, wall_time)
+        assert direct == expected, (tag, step, mode)
+        framed = encode_numeric_record(
+            tag, value, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
+        )
+        assert framed == frame(expected), (tag, step, mode)
+
+
+def test_cached_parts_follow_each_record():
+    """Records alternating between steps, times, modes and tags (the caches' keys) keep their own bytes."""
+    cases = [
+        ("a", np.float32([1.0]), 3, ModeKeys.TRAIN, 3, 10.0),
+        ("a", np.float32([2.0]), 3, ModeKeys.TRAIN, 3, 10.0),
+        ("b", np.float64([2.0]), 3, ModeKeys.TRAIN, 3, 10.0),
+        ("a", np.float32([1.0]), 4, ModeKeys.TRAIN, 3, 10.0),
+        ("a", np.float32([1.0]), 4, ModeKeys.EVAL, 3, 10.0),
+        ("a", np.float32([1.0]), 4, ModeKeys.EVAL, 12345, 10.0),
+        ("a", np.float32([1.0]), 4, ModeKeys.EVAL, 12345, 11.5),
+        ("a", np.float32([1.0, 2.0]), 4, ModeKeys.EVAL, 12345, 11.5),
+    ]
+    for tag, value, step, mode, mode_step, wall_time in cases * 2:
+        framed = encode_numeric_record(
+            tag, value, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
+        )
+        assert framed == frame(_protobuf_event(tag, value, step, mode, mode_step, wall_time))
 
 
 def test_declines_what_it_does_not_encode():
@@ -61,6 +86,8 @@ def test_declines_what_it_does_not_encode():
     assert encode_numeric_event("s", np.array(["a"]), step=1, wall_time=1.0, **kwargs) is None
     assert encode_numeric_event("x", np.zeros(2), step=-1, wall_time=1.0, **kwargs) is None
     assert encode_numeric_event("x", np.zeros(2), step=1, wall_time=0.0, **kwargs) is None
+    assert encode_numeric_record("s", np.array(["a"]), step=1, wall_time=1.0, **kwargs) is None
+    assert encode_numeric_record("x", np.zeros(2), step=-1, wall_time=1.0, **kwargs) is None
 
 
 def test_direct_bytes_decode_back():

@@ -36,6 +36,29 @@ def test_encode_uses_json_dumps_default_separators_and_key_order() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "name", ["plain", 'quo"te/back\\slash', "tab\tnew\nline\x01", "ünï/çødé", "emoji \U0001f600", ""]
+)
+def test_encode_equals_json_dumps_of_smdebug_dict(name: str) -> None:
+    idx = StepIndex(
+        ModeKeys.EVAL,
+        2**40,
+        EFN,
+        [IndexEntry(name, 0, 17), IndexEntry(name + "2", 17, 2**33)],
+        [ShapeEntry(name, name + "o", (0, 3))],
+    )
+    doc = {
+        "meta": {"mode": "EVAL", "mode_step": 2**40, "event_file_name": EFN},
+        "tensor_payload": [
+            {"tensorname": name, "start_idx": 0, "length": 17},
+            {"tensorname": name + "2", "start_idx": 17, "length": 2**33},
+        ],
+        "shape_payload": [{"tensorname": name, "originalname": name + "o", "shape": [0, 3]}],
+    }
+    assert encode_index(idx) == json.dumps(doc).encode("utf-8")
+    assert decode_index(encode_index(idx), PATH) == idx
+
+
 def test_round_trip() -> None:
     assert decode_index(encode_index(_index()), PATH) == _index()
 
