@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -38,9 +37,10 @@ from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.save_config import SaveConfig
 from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.save_manager import WritePlan
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
-from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances
+from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances, importance_table
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
@@ -155,7 +155,9 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.hyperparameters = dict(hyperparameters or {})
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
-        self._importance_names: dict[tuple[str, str], str] = {}
+        self._importance_names: dict[tuple[str, ...], list[str]] = {}
+        self._plans_key: tuple[Any, ...] | None = None
+        self._plans: dict[str, tuple[WritePlan | None, bool]] = {}
         # Rounds in [_quiet_from, _quiet_until) save nothing (SaveManager.next_saved_step). XGBoost
         # rounds are short: the 99 idle rounds of an interval of 100 only move the step counters.
         self._quiet_from, self._quiet_until = 0, 0.0
@@ -240,31 +242,59 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named("labels", self.validation_data.get_label())
         tree_booster = (want[K.FEATURE_IMPORTANCE] or want[K.TREES]) and self._tree_booster(model)
         if want[K.FEATURE_IMPORTANCE] and tree_booster:
-            self._save_all(self._importance_shares(model))
+            self._save_all(*self._importance_shares(model))
         if want[K.TREES] and tree_booster:
             for column, values in round_trees(model, epoch).items():
                 self._save_named(f"trees/{column}", values)
         if want[K.FULL_SHAP] or want[K.AVERAGE_SHAP]:
             self._write_shap(model, want[K.FULL_SHAP], want[K.AVERAGE_SHAP])
 
-    def _importance_shares(self, model: Any) -> Iterator[tuple[str, np.ndarray]]:
-        """``(feature_importance/<type>/<feature>, [share])``: each type normalized to sum 1."""
-        names = self._importance_names
-        for kind, scores in feature_importances(model).items():
-            total = float(sum(scores.values())) or 1.0  # summed in order, as smdebug did
-            for feature, share in zip(scores, np.divide(list(scores.values()), total).reshape(-1, 1)):
-                name = names.get((kind, feature))
-                if name is None:
-                    name = names[kind, feature] = f"feature_importance/{kind}/{feature}"
-                yield name, share
+    def _importance_shares(self, model: Any) -> tuple[list[str], list[np.ndarray]]:
+        """``feature_importance/<type>/<feature>`` names and their ``[share]`` values: each type
+        normalized to sum 1, all five divided at once."""
+        table = importance_table(model)
+        if isinstance(table, dict):  # the walks listed different features: type by type
+            features_of = [list(table[kind]) for kind in IMPORTANCE_TYPES]
+            rows = [list(table[kind].values()) for kind in IMPORTANCE_TYPES]
+        else:
+            features, scores = table
+            features_of, rows = [features] * len(IMPORTANCE_TYPES), scores.tolist()
+        names, values = [], []
+        for kind, features, row in zip(IMPORTANCE_TYPES, features_of, rows):
+            total = float(sum(row)) or 1.0  # summed in order, as smdebug did
+            names += self._importance_names_of(kind, features)
+            values += list(np.divide(row, total).reshape(-1, 1))
+        return names, values
 
-    def _save_all(self, named: Iterable[tuple[str, Any]]) -> None:
-        """``_save_named`` for the many values of an open round: its collections and time looked up once."""
+    def _importance_names_of(self, kind: str, features: list[str]) -> list[str]:
+        key = (kind, *features)
+        names = self._importance_names.get(key)
+        if names is None:
+            if len(self._importance_names) >= 64:  # the split features change early in training
+                self._importance_names.clear()
+            names = self._importance_names[key] = [f"feature_importance/{kind}/{f}" for f in features]
+        return names
+
+    def _save_all(self, names: list[str], values: list[np.ndarray]) -> None:
+        """``_save_named`` for many fresh (hook-owned, never empty) values of an open round: the
+        collections, time and plans looked up once; a value saved whole is queued without a copy."""
         colls = self._current_step_colls()
-        plan, mode, write, now = self._saves.plan, self.mode, self._write_planned, time.time()
-        for name, value in named:
-            chosen = plan(name, colls, mode)
-            if chosen is not None:
+        if not colls:
+            return
+        key = (colls, self.mode, self._saves.generation, self._tb_enabled)
+        if self._plans_key != key:
+            self._plans_key, self._plans = key, {}
+        plans, plan, mode, now = self._plans, self._saves.plan, self.mode, time.time()
+        pending, write = self._pending, self._write_planned
+        for name, value in zip(names, values):
+            found = plans.get(name)
+            if found is None:
+                chosen = plan(name, colls, mode)
+                found = plans[name] = (chosen, chosen is not None and _whole_only(chosen, key[3]))
+            chosen, whole_only = found
+            if whole_only:
+                pending.append(("t", name, value, now))
+            elif chosen is not None:
                 write(name, value, chosen, now)
 
     def _tree_booster(self, model: Any) -> bool:
@@ -286,6 +316,12 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named(f"full_shap/{name}", column)
             if average:
                 self._save_named(f"average_shap/{name}", np.asarray([column.mean()]))
+
+
+def _whole_only(plan: WritePlan, tensorboard: bool) -> bool:
+    """Whether ``plan`` writes the value as it is and nothing else (no shape, reduction or summary)."""
+    summaries = tensorboard and (plan.histogram_of or plan.scalar_summary)
+    return plan.save_raw and not (plan.save_shape or plan.reductions or summaries)
 
 
 def _flat(value: Any) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["IMPORTANCE_TYPES", "feature_importances", "feature_scores"]
+__all__ = ["IMPORTANCE_TYPES", "feature_importances", "feature_scores", "importance_table"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,21 @@ _ARGS = {
 
 def feature_importances(model: Any) -> dict[str, dict[str, float]]:
     """The five ``get_score`` importance types of ``model``, ``{type: {feature: score}}``."""
+    table = _table(model)
+    if isinstance(table, dict):
+        return table
+    features, scores = table
+    return {kind: dict(zip(features, row)) for kind, row in zip(IMPORTANCE_TYPES, scores.tolist())}
+
+
+def importance_table(model: Any) -> tuple[list[str], np.ndarray] | dict[str, dict[str, float]]:
+    """``(features, float32 scores of shape (5, features))``, rows in :data:`IMPORTANCE_TYPES` order:
+    :func:`feature_importances` without its dictionaries (a hook saves every value anyway); that
+    function's dictionaries where the three walks do not list the same features (never seen)."""
+    return _table(model)
+
+
+def _table(model: Any) -> tuple[list[str], np.ndarray] | dict[str, dict[str, float]]:
     weight_names, weight = feature_scores(model, "weight")
     gain_names, total_gain = feature_scores(model, "total_gain")
     cover_names, total_cover = feature_scores(model, "total_cover")
@@ -44,14 +59,9 @@ def feature_importances(model: Any) -> dict[str, dict[str, float]]:
         weights = dict(zip(weight_names, weight.tolist()))
         return _by_name(weights, gain_names, total_gain, cover_names, total_cover)
     splits = np.maximum(np.float32(1.0), weight)
-    scores = {
-        "weight": weight,
-        "gain": total_gain / splits,  # float32 / float32: XGBoost's own division
-        "cover": total_cover / splits,
-        "total_gain": total_gain,
-        "total_cover": total_cover,
-    }
-    return {kind: dict(zip(weight_names, scores[kind].tolist())) for kind in IMPORTANCE_TYPES}
+    gain = total_gain / splits  # float32 / float32: XGBoost's own division
+    cover = total_cover / splits
+    return weight_names, np.stack((weight, gain, cover, total_gain, total_cover))
 
 
 def _by_name(weight: dict[str, float], *named: Any) -> dict[str, dict[str, float]]:
