@@ -28,7 +28,7 @@ import numpy as np
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC, masked_crc32c
 from tornasole.format.tensors import _KIND_TO_DT, _normalize, to_array
 
-__all__ = ["encode_numeric_event", "encode_numeric_record"]
+__all__ = ["encode_numeric_event", "encode_numeric_record", "numeric_record"]
 
 _DOUBLE = struct.Struct("<d")
 _LEN = struct.Struct("<Q")
@@ -165,10 +165,15 @@ def encode_numeric_event(
 def encode_numeric_record(
     tag: str, value: Any, *, step: int, mode_value: int, mode_step: int, wall_time: float
 ) -> bytes | None:
-    """:func:`encode_numeric_event` in TFRecord framing (constant footer), or ``None``.
+    """:func:`encode_numeric_event` in TFRecord framing (constant footer), or ``None``."""
+    return numeric_record(tag, value, step, mode_value, mode_step, wall_time)
 
-    The writer's per-record path, so :func:`_parts` is written out here (a call less a record).
-    """
+
+def numeric_record(
+    tag: str, value: Any, step: int, mode_value: int, mode_step: int, wall_time: float
+) -> bytes | None:
+    """:func:`encode_numeric_record` with positional arguments: the writer's per-record call, so
+    :func:`_parts` is written out here too (a call less a record)."""
     if step < 0 or not wall_time:
         return None
     arr = value if type(value) is np.ndarray else to_array(value)

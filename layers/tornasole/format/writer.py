@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tornasole.format.collections import encode_collections
-from tornasole.format.event_encoding import encode_numeric_record
+from tornasole.format.event_encoding import numeric_record
 from tornasole.format.events import encode_record
 from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index, index_entry
 from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
@@ -116,9 +116,9 @@ class StepWriter:
         mode_step = self.mode_step if mode_step is None else int(mode_step)
         if wall_time is None:
             wall_time = time.time()
-        record = encode_numeric_record(
-            tag, value, step=self.step, mode_value=mode_value, mode_step=mode_step, wall_time=wall_time
-        ) or encode_record(tag, value, step=self.step, mode=mode, mode_step=mode_step, wall_time=wall_time)
+        record = numeric_record(tag, value, self.step, mode_value, mode_step, wall_time) or encode_record(
+            tag, value, step=self.step, mode=mode, mode_step=mode_step, wall_time=wall_time
+        )
         size = len(record)
         entry = _index_entry(tag, self._size, size)
         self._records.append(record)
