@@ -222,6 +222,23 @@ class TestLocalStorage(StorageContract):
         (path,) = self._write(storage, root, "a/b")
         assert os.listdir(os.path.dirname(path)) == ["b"]
 
+    def test_write_atomic_makes_missing_parents_and_takes_any_buffer(
+        self, storage: LocalStorage, root: str
+    ) -> None:
+        big = bytearray(range(256)) * 4096  # 1 MiB: os.write may take it in parts
+        storage.write_atomic(join(root, "events/000000000007/x.tfevents"), big)
+        storage.write_atomic(join(root, "events/000000000007/y.tfevents"), memoryview(b"yy"))
+        assert storage.read(join(root, "events/000000000007/x.tfevents")) == bytes(big)
+        assert storage.read(join(root, "events/000000000007/y.tfevents")) == b"yy"
+
+    def test_failed_write_atomic_leaves_nothing(self, storage: LocalStorage, root: str) -> None:
+        (path,) = self._write(storage, root, "a/b")
+        with pytest.raises(OSError):
+            storage.write_atomic(join(root, "a/b/c"), b"x")  # a/b is a file
+        with pytest.raises(TypeError):
+            storage.write_atomic(join(root, "a/d"), "not bytes")  # type: ignore[arg-type]
+        assert os.listdir(os.path.dirname(path)) == ["b"]
+
     def test_list_start_after_prunes_earlier_directories(
         self, storage: LocalStorage, root: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
