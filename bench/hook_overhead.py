@@ -26,8 +26,10 @@ importances, each against the same run without a hook (both after an untimed
 warm-up that traces the step function). Hooked and unhooked runs alternate
 (which goes first alternates too), ``--repeats`` of each (default 10), and the
 minimum of each is kept, in wall time and in process CPU time (all threads,
-the writer thread included). Also printed: the cost of one saved step
-((hooked - unhooked) / saved steps, from the minima), the hook's own time on
+the writer thread included). Also printed: the hook's CPU time (the training
+thread's CPU time inside the hook's callbacks, less what the timer itself
+counts around an empty callback, ~1 us a call, plus the writer thread's), as a
+share of the no-hook run and per saved step, the hook's own time on
 a step that saves nothing (its callbacks called directly, µs; target < 20 µs)
 and the load average before and after (the machine may be shared). XGBoost
 also gets a long run at interval 100 (``--long-rounds``, default 2000; 0 for
@@ -145,8 +147,9 @@ def _clock_writer_thread() -> None:
 
 
 def _clock_callbacks(hook, names: tuple[str, ...]) -> list[float]:
-    """Count the training thread's CPU time inside the hook's callbacks; returns the running total."""
-    spent = [0.0]
+    """Count the training thread's CPU time inside the hook's callbacks; returns the running total and
+    the number of calls (``[seconds, calls]``: the timer's own cost is taken off per call)."""
+    spent = [0.0, 0]
     for name in names:
         method = getattr(hook, name)
 
@@ -156,9 +159,37 @@ def _clock_callbacks(hook, names: tuple[str, ...]) -> list[float]:
                 return _method(*args, **kwargs)
             finally:
                 spent[0] += time.thread_time() - start
+                spent[1] += 1
 
         setattr(hook, name, timed)
     return spent
+
+
+_TIMER_S = [0.0]  # what _clock_callbacks counts around a callback that does nothing, per call
+
+
+def _calibrate_timer(n: int = 20000, rounds: int = 5) -> float:
+    """The CPU time ``_clock_callbacks`` counts around an empty callback (its two clock reads and the
+    call through the wrapper, ~1 us on a VM): counted on every round, so taken off every call's time
+    (the fewest of ``rounds`` tries, like every other figure here)."""
+
+    class Empty:
+        def after_iteration(self, model, epoch, evals_log):
+            return False
+
+    tries = []
+    for _ in range(rounds):
+        empty = Empty()
+        spent = _clock_callbacks(empty, ("after_iteration",))
+        for i in range(n):
+            empty.after_iteration(None, i, None)
+        tries.append(spent[0] / spent[1])
+    _TIMER_S[0] = min(tries)
+    return _TIMER_S[0]
+
+
+def _callbacks_cpu(spent: list[list[float]]) -> float:
+    return sum(s[0] - s[1] * _TIMER_S[0] for s in spent)
 
 
 def _keras_run(steps: int, interval: int | None) -> tuple[float, float, float]:
@@ -192,7 +223,7 @@ def _keras_run(steps: int, interval: int | None) -> tuple[float, float, float]:
     took = (
         time.perf_counter() - start,
         time.process_time() - cpu_start,
-        sum(s[0] for s in spent) + _WRITER_CPU[0] - writer_start,
+        _callbacks_cpu(spent) + _WRITER_CPU[0] - writer_start,
     )
     shutil.rmtree(out, ignore_errors=True)
     return took
@@ -223,7 +254,7 @@ def _xgboost_run(rounds: int, interval: int | None) -> tuple[float, float, float
     took = (
         time.perf_counter() - start,
         time.process_time() - cpu_start,
-        sum(s[0] for s in spent) + _WRITER_CPU[0] - writer_start,
+        _callbacks_cpu(spent) + _WRITER_CPU[0] - writer_start,
     )
     shutil.rmtree(out, ignore_errors=True)
     return took
@@ -261,6 +292,7 @@ def framework_worker(
     """Minimum no-hook and hooked (wall, CPU) times per interval, plus the idle-step hook time."""
     run = _keras_run if framework == "keras" else _xgboost_run
     _clock_writer_thread()
+    _calibrate_timer()
     results: dict[str, dict[str, float]] = {}
     for interval in INTERVALS:
         base, hooked = [], []
@@ -278,6 +310,7 @@ def framework_worker(
     if framework == "xgboost" and long_rounds:
         results["long"] = _long_run(run, long_rounds, max(3, repeats // 3))
     results["idle_us"] = {"value": _idle_step_us(framework)}
+    results["timer_us"] = {"value": _TIMER_S[0] * 1e6}
     return results
 
 
@@ -320,7 +353,11 @@ def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds
             "xgboost": f"xgboost.train, depth 4, 2000x10, {steps} rounds; metrics, feature importances",
         }[fw]
         print(f"-- {what}; min of {repeats} alternating runs each, tornasole vs no hook")
-        print(f"   load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
+        print(
+            f"   load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; hook CPU: thread CPU"
+            f" time in the callbacks, less the timer's own {res['timer_us']['value']:.2f} us a call,"
+            " plus the writer thread's"
+        )
         print(
             f"{'interval':>8} {'no hook ms/step':>16} {'wall':>8} {'CPU':>8}"
             f" {'hook CPU':>9} {'hook CPU per saved step':>24}"
