@@ -172,30 +172,19 @@ def encode_numeric_record(
 def numeric_record(
     tag: str, value: Any, step: int, mode_value: int, mode_step: int, wall_time: float
 ) -> bytes | None:
-    """:func:`encode_numeric_record` with positional arguments: the writer's per-record call, so
-    :func:`_parts` is written out here too (a call less a record)."""
-    if step < 0 or not wall_time:
+    """:func:`encode_numeric_record` with positional arguments: the writer's per-record call.
+
+    Every part but the content comes from a cache (body by tag, dtype and shape; the last
+    wall_time/step head and mode metadata; the TFRecord header by size).
+    """
+    parts = _parts(tag, value, step, mode_value, mode_step, wall_time)
+    if parts is None:
         return None
-    arr = value if type(value) is np.ndarray else to_array(value)
-    dtype = arr.dtype
-    if dtype.kind in "USO":
-        return None
-    if not dtype.isnative or (dtype.kind, dtype.itemsize) not in _KIND_TO_DT:
-        arr = _normalize(arr, tag)
-        dtype = arr.dtype
-    last = _last_metadata[0]
-    if last[0] == mode_step and last[1] == mode_value and type(mode_step) is int:
-        metadata = last[2]
-    else:
-        metadata = _metadata(mode_step, mode_value)
-    cached = _bodies.get((tag, dtype, arr.shape, len(metadata) - 2))
-    body, body_size = cached or _body(tag, dtype, arr.shape, len(metadata) - 2)
-    last = _last_head[0]
-    head = last[2] if last[0] == wall_time and last[1] == step else _head(wall_time, step)
+    head, body, body_size, content, metadata = parts
     size = len(head) + body_size
     header = _record_headers.get(size)
     if header is None:
         if len(_record_headers) >= _CACHE_LIMIT:
             _record_headers.clear()
         header = _record_headers[size] = _HEADER.pack(size, masked_crc32c(_LEN.pack(size)))
-    return b"".join((header, head, body, arr.tobytes(), metadata, _FOOTER))
+    return b"".join((header, head, body, content, metadata, _FOOTER))
