@@ -14,7 +14,7 @@ import pytest
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig
 
 from moto_stack import moto_stack
-from tornasole.local import moto_cache, moto_guard
+from tornasole.local import moto_cache, moto_guard, moto_registry
 
 HERE = "tests/reliability/"
 
@@ -28,11 +28,13 @@ def rig(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Rig]:
         # table per transaction took 15 GB and most of the time), its expressions parsed once
         moto_guard.serialize_dynamodb()
         moto_cache.cache()
+        moto_registry.stop_registering_models()  # every item version and message moto made, kept
         try:
             r = Rig(res, lambda_context)
             r.notes()
             yield r
         finally:
+            moto_registry.register_models()
             moto_cache.uncache()
             moto_guard.unserialize_dynamodb()
 

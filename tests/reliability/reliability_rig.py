@@ -251,7 +251,8 @@ class Rig:
 
     def tally(self, job: str, steps: list[int], rules: tuple[str, ...] = ("VanishingGradient",)) -> None:
         """Count, from the stored state, (rule, step) records missing and steps never settled."""
-        lost = sum(1 for r in rules for s in steps if s not in self.records(job, r))
+        recorded = {r: self.records(job, r) for r in rules}
+        lost = sum(1 for r in rules for s in steps if s not in recorded[r])
         items = StateTable().query(f"JOB#{job}", "STEP#")
         settled = {int(i["step"]) for i in items if "evaluated" in i}
         unevaluated = sum(1 for s in steps if s not in settled)

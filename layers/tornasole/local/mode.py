@@ -20,7 +20,7 @@ from tornasole import config
 from tornasole.aws.clients import clear_client_cache
 from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
-from tornasole.local import moto_cache, transport
+from tornasole.local import moto_cache, moto_registry, transport
 from tornasole.local.dispatcher import Dispatcher
 from tornasole.local.moto_guard import (
     read_stream,
@@ -124,6 +124,7 @@ class LocalMode:
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
         serialize_dynamodb()
         moto_cache.cache()
+        moto_registry.stop_registering_models()
         self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
@@ -189,6 +190,7 @@ class LocalMode:
         self._server = None
         unserialize_dynamodb()
         moto_cache.uncache()
+        moto_registry.register_models()
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until every queued notification, stream record and event has been handled."""

@@ -16,13 +16,13 @@ import threading
 from typing import Any
 
 from tornasole.local.moto_query import query_partition
+from tornasole.local.moto_transactions import patch_transactions, unpatch_transactions
 
 __all__ = ["release_stream", "read_stream", "serialize_dynamodb", "unserialize_dynamodb"]
 
 _LOCK = threading.RLock()
 _ORIGINALS: dict[type, Any] = {}
-_QUERY = object()  # the key of Table.query in _ORIGINALS (Table itself holds __deepcopy__)
-_TRANSACTION = threading.local()  # the keys the running TransactWriteItems names, per table; its snapshots
+_QUERY = object()  # the key of Table.query in _ORIGINALS
 
 
 def _handlers() -> list[type]:
@@ -32,87 +32,13 @@ def _handlers() -> list[type]:
     return [DynamoHandler, DynamoDBStreamsHandler]
 
 
-def _touched_keys(backend: Any, transact_items: list[dict[str, Any]]) -> dict[str, set[Any]] | None:
-    """Per table, the ``(hash, range)`` keys of the items a transaction names (None: a shape not handled)."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
-    touched: dict[str, set[Any]] = {}
-    for entry in transact_items:
-        _, op = next(iter(entry.items()))
-        table = backend.tables.get(op.get("TableName"))
-        key = op.get("Key") or op.get("Item") or {}
-        if (
-            table is None
-            or not table.has_range_key
-            or table.hash_key_attr not in key
-            or table.range_key_attr not in key
-        ):
-            return None  # not the shape the partial snapshot handles: moto's full copy
-        pair = (DynamoType(key[table.hash_key_attr]), DynamoType(key[table.range_key_attr]))
-        touched.setdefault(table.name, set()).add(pair)
-    return touched
-
-
-def _table_snapshot(table: Any, memo: dict[int, Any]) -> Any:
-    """``Table.__deepcopy__`` while the local mode runs: inside a transaction, copy only the items it names.
-
-    moto snapshots the *whole* table (every item, every stream record) once per
-    transaction item so it can roll back, which made each evaluated step slower
-    the more jobs and steps the table held. Requests are serialized (``_LOCK``),
-    so only the items the transaction writes can change before a rollback: those
-    are deep-copied (in copies of their partitions' dicts), everything else is
-    shared; the copies moto asks for again within the same transaction are the
-    same snapshot (nothing changed in between). Anywhere else, the ordinary deep copy.
-    """
-    import copy
-    from collections import defaultdict
-
-    touched = getattr(_TRANSACTION, "keys", None)
-    if not touched or table.name not in touched:
-        return copy._reconstruct(table, memo, *table.__reduce_ex__(4))  # what deepcopy does by default
-    taken = _TRANSACTION.snapshots
-    if id(table) in taken:
-        return taken[id(table)]
-    snapshot = copy.copy(table)
-    snapshot.items = defaultdict(dict, table.items)
-    copied: set[Any] = set()
-    for hash_value, range_value in touched[table.name]:
-        partition = table.items.get(hash_value)
-        if partition is None:
-            continue  # a new partition: the rollback's table does not have it
-        if hash_value not in copied:  # its own dict: an item put now must not appear in the snapshot
-            snapshot.items[hash_value] = dict(partition)
-            copied.add(hash_value)
-        if range_value in partition:  # an existing item: changed in place by an update
-            snapshot.items[hash_value][range_value] = copy.deepcopy(partition[range_value])
-    taken[id(table)] = snapshot
-    return snapshot
-
-
 def _patch_transactions() -> None:
-    from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
-    if DynamoDBBackend in _ORIGINALS:
-        return
-    original = DynamoDBBackend.transact_write_items
-    _ORIGINALS[DynamoDBBackend] = DynamoDBBackend.__dict__.get("transact_write_items")
-    _ORIGINALS[Table] = Table.__dict__.get("__deepcopy__")
-    _ORIGINALS[_QUERY] = Table.__dict__.get("query")
-    Table.query = query_partition(Table.query)  # type: ignore[method-assign]
-
-    @functools.wraps(original)
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
-        _TRANSACTION.keys = _touched_keys(self, transact_items)
-        _TRANSACTION.snapshots = {}
-        try:
-            return original(self, transact_items)
-        finally:
-            _TRANSACTION.keys = None
-            _TRANSACTION.snapshots = {}
-
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    Table.__deepcopy__ = _table_snapshot  # type: ignore[attr-defined]
+    patch_transactions()
+    if _QUERY not in _ORIGINALS:
+        _ORIGINALS[_QUERY] = Table.__dict__.get("query")
+        Table.query = query_partition(Table.query)  # type: ignore[method-assign]
 
 
 def serialize_dynamodb() -> None:
@@ -133,14 +59,13 @@ def serialize_dynamodb() -> None:
 
 
 def unserialize_dynamodb() -> None:
-    """Put moto's own ``call_action`` back (after the local mode stopped)."""
-    from moto.dynamodb.models import DynamoDBBackend
+    """Put moto's own request handling, query and transactions back (after the local mode stopped)."""
     from moto.dynamodb.models.table import Table
 
-    names = {DynamoDBBackend: "transact_write_items", Table: "__deepcopy__", _QUERY: "query"}
+    unpatch_transactions()
     for key, original in list(_ORIGINALS.items()):
         owner = Table if key is _QUERY else key
-        name = names.get(key, "call_action")
+        name = "query" if key is _QUERY else "call_action"
         if original is None:
             delattr(owner, name)
         else:
@@ -151,9 +76,7 @@ def unserialize_dynamodb() -> None:
 def release_stream(table_name: str, consumed_through: int | None) -> None:
     """Forget stream records up to ``consumed_through`` and the iterators handed out so far.
 
-    moto keeps every stream record of a table for ever and deep-copies them
-    with the table in each ``TransactWriteItems`` (its rollback snapshot), so
-    every transaction gets slower as the run goes on; each ``GetShardIterator``
+    moto keeps every stream record of a table for ever; each ``GetShardIterator``
     and ``GetRecords`` also leaves an iterator object behind. The local mode is
     the stream's only reader and takes a fresh iterator on every poll, so once
     it has handed records to ``publish_events`` (AWS would age them out after 24 h)

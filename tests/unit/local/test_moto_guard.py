@@ -200,3 +200,104 @@ def test_a_sort_key_condition_narrows_the_partition_moto_walks(ddb, monkeypatch:
         unserialize_dynamodb()
     assert [i["sk"]["S"] for i in items] == ["m#0", "m#1", "m#2"]
     assert views == [5]  # the run of 3 and its neighbours ("m" and "x#0"), of the partition's 10
+
+
+def test_queries_answer_as_moto_does_after_the_partition_changed(ddb) -> None:
+    """The sorted partition follows puts, overwrites, deletes and a cancelled transaction's undo."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    from tornasole.local.moto_query import SortedPartition
+
+    serialize_dynamodb()
+    try:
+        _pages(ddb, QUERIES[4])  # converts partition "d"
+        table = dynamodb_backends["123456789012"]["us-east-1"].tables[TABLE]
+        assert isinstance(next(p for h, p in table.items.items() if h.value == "d"), SortedPartition)
+        for sk in ("m#00", "a", "zz", "m#1", "b#05"):  # new keys, before, after and inside runs; an overwrite
+            ddb.put_item(TableName=TABLE, Item={"pk": {"S": "d"}, "sk": {"S": sk}, "v": {"N": "2"}})
+        for sk in ("m#2", "#j", "no-such-key"):
+            ddb.delete_item(TableName=TABLE, Key={"pk": {"S": "d"}, "sk": {"S": sk}})
+        with pytest.raises(ddb.exceptions.TransactionCanceledException):
+            ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "d"}, "sk": {"S": "m#05"}}}},
+                    {"Delete": {"TableName": TABLE, "Key": {"pk": {"S": "d"}, "sk": {"S": "b#0"}}}},
+                    {
+                        "ConditionCheck": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        ours = [_pages(ddb, q) for q in QUERIES]
+    finally:
+        unserialize_dynamodb()
+    assert ours == [_pages(ddb, q) for q in QUERIES]  # moto's own answers over the same items
+
+
+def test_a_cancelled_transaction_leaves_no_stream_record(ddb) -> None:
+    serialize_dynamodb()
+    try:
+        before = read_stream(TABLE, None, 1000)
+        with pytest.raises(ddb.exceptions.TransactionCanceledException):
+            ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "new"}}}},
+                    {
+                        "ConditionCheck": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        assert read_stream(TABLE, None, 1000) == before
+        ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "sk": {"S": "later"}})
+        after = read_stream(TABLE, None, 1000)
+        assert len(after) == len(before) + 1
+        seq = [int(r["dynamodb"]["SequenceNumber"]) for r in (before[-1], after[-1])]
+        assert seq[1] == seq[0] + 1
+    finally:
+        unserialize_dynamodb()
+
+
+def test_transactions_neither_copy_the_table_nor_leave_objects_behind(ddb) -> None:
+    """A long local run made one table copy per transaction, and moto's registry kept them all."""
+    import gc
+
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.dynamodb.models.table import Table
+
+    from tornasole.local.moto_registry import register_models, stop_registering_models
+
+    serialize_dynamodb()
+    stop_registering_models()
+    try:
+        tracked = len(Item.instances_tracked)
+        for i in range(30):
+            ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": f"t{i}"}}}},
+                    {
+                        "Update": {
+                            "TableName": TABLE,
+                            "Key": {"pk": {"S": "b"}, "sk": {"S": "s01"}},
+                            "UpdateExpression": "SET v = :v",
+                            "ExpressionAttributeValues": {":v": {"N": str(i)}},
+                        }
+                    },
+                ]
+            )
+        gc.collect()
+        assert sum(isinstance(o, Table) for o in gc.get_objects()) == 1
+        assert len(Item.instances_tracked) == tracked
+        item = ddb.get_item(TableName=TABLE, Key={"pk": {"S": "b"}, "sk": {"S": "s01"}})["Item"]
+        assert item["v"] == {"N": "29"}
+    finally:
+        register_models()
+        unserialize_dynamodb()
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "sk": {"S": "moto-again"}})
+    assert len(Item.instances_tracked) > tracked  # moto's own registration is back
