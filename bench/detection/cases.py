@@ -3,9 +3,18 @@ each with a healthy twin, plus hard negatives. Each case is a function whose doc
 ``CASES`` maps its name to ``(kind, split, Spec)``.
 
 ``kind`` is what the case was built to be ("broken" or "healthy"); the *label* of each run still comes from
-the published criteria measured while it trains (see :mod:`labels`), per seed. ``split`` says whether the
-case is used to calibrate the recommended rules ("cal") or held out to report on them ("held"): variant A
-of each problem (and its twin) calibrates, variant B is held out; hard negatives are split between both.
+the published criteria measured while it trains (see :mod:`labels`), per seed. ``split`` says which split
+the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
+
+* "cal": variant A of each problem (and its twin) and half the hard negatives; they calibrate the
+  recommended rules (seeds 0-2).
+* "dev": variant B and the other hard negatives, seeds 0-2. Until the fifth revision this was the
+  "held-out" split; its numbers were read in four revisions of the rules and labels, so it is a
+  *development* split now: misses and false alarms may be studied there.
+* "fresh": variant C (new realisations of the same problems, each with a healthy twin) and new hard
+  negatives, written in the fifth revision before any rule was evaluated on them. The fresh held-out split
+  is these cases *and* the "dev" cases at new seeds (100-102); it is evaluated once per revision, after
+  the rules are frozen.
 """
 
 from __future__ import annotations
@@ -38,13 +47,13 @@ def vanish_sigmoid_stack_twin() -> Spec:
     return Spec(dataset="circles", widths=(16,) * 4, act="relu", opt="adam", lr=1e-2)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def vanish_deep_sigmoid_sgd() -> Spec:
     """AUTOTRAINER's vanishing-gradient mutants (deep sigmoid stacks, plain SGD), re-made on blobs."""
     return Spec(dataset="blobs", widths=(8,) * 10, act="sigmoid", opt="sgd", lr=0.05)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def vanish_deep_sigmoid_sgd_twin() -> Spec:
     """Twin of ``vanish_deep_sigmoid_sgd``: two sigmoid layers instead of ten."""
     return Spec(dataset="blobs", widths=(8, 8), act="sigmoid", opt="sgd", lr=0.5)
@@ -63,13 +72,13 @@ def explode_high_lr_unscaled_twin() -> Spec:
     return Spec(dataset="blobs", widths=(32, 32), opt="sgd", lr=0.05)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def explode_large_init() -> Spec:
     """AUTOTRAINER's exploding-gradient mutants: a too-large weight initialisation in a deep ReLU net."""
     return Spec(dataset="blobs", widths=(32,) * 5, opt="sgd", lr=0.05, weight_scale=6.0)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def explode_large_init_twin() -> Spec:
     """Twin of ``explode_large_init``: default (Kaiming-uniform) initialisation."""
     return Spec(dataset="blobs", widths=(32,) * 5, opt="sgd", lr=0.05)
@@ -87,13 +96,13 @@ def nan_naive_log_softmax_twin() -> Spec:
     return Spec(dataset="blobs", widths=(16, 16), weight_scale=8.0, input_scale=5.0, lr=1e-3)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def nan_huge_lr() -> Spec:
     """UMLAUT's learning-rate heuristic (lr > 0.01 flagged) at its extreme: Adam with lr 5."""
     return Spec(dataset="circles", widths=(16, 16), opt="adam", lr=5.0, input_scale=10.0)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def nan_huge_lr_twin() -> Spec:
     """Twin of ``nan_huge_lr``: Adam's default-range step (1e-2)."""
     return Spec(dataset="circles", widths=(16, 16), opt="adam", lr=1e-2, input_scale=10.0)
@@ -112,13 +121,13 @@ def dying_relu_negative_bias_twin() -> Spec:
     return Spec(dataset="blobs", widths=(16, 16, 16))
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def dying_relu_high_lr() -> Spec:
     """AUTOTRAINER ``Motivation/``: a high learning rate kills ReLUs (in some seeds only: per-seed labels)."""
     return Spec(dataset="circles", widths=(16, 16, 16), opt="sgd", lr=2.0, momentum=0.9)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def dying_relu_high_lr_twin() -> Spec:
     """Twin of ``dying_relu_high_lr``: the same net at lr 0.05."""
     return Spec(dataset="circles", widths=(16, 16, 16), opt="sgd", lr=0.05, momentum=0.9)
@@ -139,13 +148,13 @@ def oscillating_batch1_momentum_twin() -> Spec:
     return Spec(dataset="blobs", widths=(50,), opt="sgd", lr=0.01, momentum=0.9, batch=16, noise=1.3)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def oscillating_adam_high_lr() -> Spec:
     """AUTOTRAINER's oscillating-loss mutants: a learning rate well above the optimiser's range (Adam 0.3)."""
     return Spec(dataset="circles", widths=(32, 32), opt="adam", lr=0.3, batch=8)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def oscillating_adam_high_lr_twin() -> Spec:
     """Twin of ``oscillating_adam_high_lr``: Adam 3e-3."""
     return Spec(dataset="circles", widths=(32, 32), opt="adam", lr=3e-3, batch=8)
@@ -164,13 +173,13 @@ def saturated_tanh_large_init_twin() -> Spec:
     return Spec(dataset="blobs", widths=(32, 32, 32), act="tanh", lr=1e-3)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def saturated_sigmoid_unscaled() -> Spec:
     """DeepDiagnosis / UMLAUT (inputs outside [-1, 1]): sigmoid layers fed unnormalised inputs."""
     return Spec(dataset="circles", widths=(16, 16), act="sigmoid", input_scale=40.0, lr=1e-3)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def saturated_sigmoid_unscaled_twin() -> Spec:
     """Twin of ``saturated_sigmoid_unscaled``: inputs as generated (about [-2, 2])."""
     return Spec(dataset="circles", widths=(16, 16), act="sigmoid", lr=3e-2)
@@ -189,14 +198,14 @@ def slow_tiny_lr_twin() -> Spec:
     return Spec(dataset="blobs", widths=(16, 16), opt="sgd", lr=0.1)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def frozen_layers() -> Spec:
     """TrainCheck (OSDI'25) frozen-layers silent error: the optimiser is handed only the last layer's
     parameters, so the hidden layers never train (DeepDiagnosis "unchanged")."""
     return Spec(dataset="circles", widths=(16, 16), train_only_last=True)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def frozen_layers_twin() -> Spec:
     """Twin of ``frozen_layers``: every parameter handed to the optimiser."""
     return Spec(dataset="circles", widths=(16, 16))
@@ -229,13 +238,13 @@ def overfit_tiny_data_twin() -> Spec:
     return Spec(dataset="blobs", widths=(16, 16), noise=1.6, label_noise=0.3, epochs=14)
 
 
-@case("broken", "held")
+@case("broken", "dev")
 def overfit_label_noise() -> Spec:
     """UMLAUT overfitting on circles: half the labels random, a wide net memorising them."""
     return Spec(dataset="circles", widths=(128, 128), n_train=32, batch=8, label_noise=0.5, epochs=14)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def overfit_label_noise_twin() -> Spec:
     """Twin of ``overfit_label_noise``: clean labels, 256 samples."""
     return Spec(dataset="circles", widths=(32, 32), epochs=14)
@@ -248,7 +257,7 @@ def hard_deep_tanh_trains() -> Spec:
     return Spec(dataset="blobs", widths=(16,) * 6, act="tanh", lr=3e-3)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def hard_batch1_sgd() -> Spec:
     """Hard negative: batch-1 SGD with a sensible step (noisy batch losses, converging model)."""
     return Spec(dataset="blobs", widths=(16,), opt="sgd", lr=0.01, batch=1, n_train=96)
@@ -260,13 +269,13 @@ def hard_some_dead_units() -> Spec:
     return Spec(dataset="blobs", widths=(32, 32), bias_init=-0.5)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def hard_slow_start() -> Spec:
     """Hard negative: a warm-up (lr / 100 for 3 epochs) then normal training: a flat start, then learning."""
     return Spec(dataset="circles", widths=(16, 16), warmup_epochs=3, lr=2e-2)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def hard_narrow_layers() -> Spec:
     """Hard negative: narrow (3 x 4) ReLU layers that still learn the blobs."""
     return Spec(dataset="blobs", widths=(4, 4, 4))
@@ -301,20 +310,205 @@ def hard_slow_warmup_blobs() -> Spec:
     return Spec(dataset="blobs", widths=(32,), warmup_epochs=2)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def hard_slow_deep_narrow() -> Spec:
     """Hard negative (slow start): a deep, narrow ReLU stack (5 x 6 units, Adam 5e-3) on circles: two to
     three flat epochs before it finds the boundary."""
     return Spec(dataset="circles", widths=(6,) * 5, lr=5e-3)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def hard_slow_warmup_sgd() -> Spec:
     """Hard negative (slow start): a two-epoch warm-up (lr / 100) with SGD 0.2, momentum 0.9 on circles."""
     return Spec(dataset="circles", widths=(32, 32), opt="sgd", lr=0.2, momentum=0.9, warmup_epochs=2)
 
 
-@case("healthy", "held")
+@case("healthy", "dev")
 def hard_slow_sigmoid_sgd() -> Spec:
     """Hard negative (slow start): one wide sigmoid layer trained with SGD 0.5, momentum 0.9 on circles."""
     return Spec(dataset="circles", widths=(32,), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)
+
+
+# -- variant C: the fresh held-out split (written in the fifth revision before any evaluation on them) -------
+# New realisations of the same problems, on a third dataset (two interleaved half-moons) where the problem
+# allows, with other optimisers, widths and magnitudes than variants A and B; each with a healthy twin.
+@case("broken", "fresh")
+def vanish_sigmoid_moons() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 7 x Dense(6, sigmoid), SGD 0.1 with momentum 0.9, moons."""
+    return Spec(dataset="moons", widths=(6,) * 7, act="sigmoid", opt="sgd", lr=0.1, momentum=0.9)
+
+
+@case("healthy", "fresh")
+def vanish_sigmoid_moons_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_moons``: AUTOTRAINER's repair (ReLU, three wider layers)."""
+    return Spec(dataset="moons", widths=(16,) * 3, opt="sgd", lr=0.1, momentum=0.9)
+
+
+@case("broken", "fresh")
+def explode_unscaled_sgd_moons() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x30) with SGD 0.5 on moons."""
+    return Spec(dataset="moons", widths=(32, 32), opt="sgd", lr=0.5, input_scale=30.0)
+
+
+@case("healthy", "fresh")
+def explode_unscaled_sgd_moons_twin() -> Spec:
+    """Twin of ``explode_unscaled_sgd_moons``: inputs as generated, SGD 0.05."""
+    return Spec(dataset="moons", widths=(32, 32), opt="sgd", lr=0.05)
+
+
+@case("broken", "fresh")
+def nan_naive_log_softmax_sgd() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, one wide layer, large weights and
+    inputs, SGD 0.1."""
+    return Spec(
+        dataset="moons",
+        widths=(64,),
+        naive_log_softmax=True,
+        weight_scale=5.0,
+        input_scale=8.0,
+        opt="sgd",
+        lr=0.1,
+    )
+
+
+@case("healthy", "fresh")
+def nan_naive_log_softmax_sgd_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_sgd``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="moons", widths=(64,), weight_scale=5.0, input_scale=8.0, lr=1e-3)
+
+
+@case("broken", "fresh")
+def dying_relu_bias_moons() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -2.5, SGD 0.05 with momentum 0.9, moons."""
+    return Spec(dataset="moons", widths=(24, 24), bias_init=-2.5, opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("healthy", "fresh")
+def dying_relu_bias_moons_twin() -> Spec:
+    """Twin of ``dying_relu_bias_moons``: default biases."""
+    return Spec(dataset="moons", widths=(24, 24), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh")
+def dying_relu_adam_high_lr() -> Spec:
+    """AUTOTRAINER ``Motivation/``: a high learning rate (Adam 0.1) kills ReLUs in some seeds, on blobs."""
+    return Spec(dataset="blobs", widths=(16, 16, 16), lr=0.1)
+
+
+@case("healthy", "fresh")
+def dying_relu_adam_high_lr_twin() -> Spec:
+    """Twin of ``dying_relu_adam_high_lr``: Adam 3e-3."""
+    return Spec(dataset="blobs", widths=(16, 16, 16), lr=3e-3)
+
+
+@case("broken", "fresh")
+def oscillating_batch2_sgd() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(32, relu), SGD 0.1 with momentum 0.9, batch 2,
+    noisy blobs."""
+    return Spec(
+        dataset="blobs", widths=(32,), opt="sgd", lr=0.1, momentum=0.9, batch=2, n_train=96, noise=1.3
+    )
+
+
+@case("healthy", "fresh")
+def oscillating_batch2_sgd_twin() -> Spec:
+    """Twin of ``oscillating_batch2_sgd``: batch 32, SGD 0.01 with momentum 0.9."""
+    return Spec(dataset="blobs", widths=(32,), opt="sgd", lr=0.01, momentum=0.9, batch=32, noise=1.3)
+
+
+@case("broken", "fresh")
+def saturated_tanh_unscaled_moons() -> Spec:
+    """DeepDiagnosis saturation / UMLAUT (inputs outside [-1, 1]): tanh layers fed inputs x25, Adam 1e-3."""
+    return Spec(dataset="moons", widths=(16, 16), act="tanh", input_scale=25.0, lr=1e-3)
+
+
+@case("healthy", "fresh")
+def saturated_tanh_unscaled_moons_twin() -> Spec:
+    """Twin of ``saturated_tanh_unscaled_moons``: inputs as generated, Adam 1e-2."""
+    return Spec(dataset="moons", widths=(16, 16), act="tanh")
+
+
+@case("broken", "fresh")
+def slow_tiny_lr_adam() -> Spec:
+    """AUTOTRAINER slow convergence: Adam with a learning rate 1000x too small (1e-5), moons."""
+    return Spec(dataset="moons", widths=(16, 16), lr=1e-5)
+
+
+@case("healthy", "fresh")
+def slow_tiny_lr_adam_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam``: Adam 1e-2."""
+    return Spec(dataset="moons", widths=(16, 16))
+
+
+@case("broken", "fresh")
+def lr_scheduler_zero_sgd() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes SGD's learning rate after the second epoch."""
+    return Spec(dataset="blobs", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, lr_zero_after_epoch=1)
+
+
+@case("healthy", "fresh")
+def lr_scheduler_zero_sgd_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_sgd``: the schedule keeps the learning rate."""
+    return Spec(dataset="blobs", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh")
+def frozen_layers_blobs() -> Spec:
+    """TrainCheck frozen-layers silent error on blobs: only the last layer is handed to the optimiser."""
+    return Spec(dataset="blobs", widths=(32, 32), train_only_last=True)
+
+
+@case("healthy", "fresh")
+def frozen_layers_blobs_twin() -> Spec:
+    """Twin of ``frozen_layers_blobs``: every parameter handed to the optimiser."""
+    return Spec(dataset="blobs", widths=(32, 32))
+
+
+@case("broken", "fresh")
+def overfit_tiny_moons() -> Spec:
+    """UMLAUT overfitting: one very wide layer on 24 noisy moons (30% random labels), batch 4, 14 epochs."""
+    return Spec(dataset="moons", widths=(256,), n_train=24, batch=4, noise=1.5, label_noise=0.3, epochs=14)
+
+
+@case("healthy", "fresh")
+def overfit_tiny_moons_twin() -> Spec:
+    """Twin of ``overfit_tiny_moons``: 256 samples and a smaller net."""
+    return Spec(dataset="moons", widths=(16, 16), noise=1.5, label_noise=0.3, epochs=14)
+
+
+# -- hard negatives of the fresh split ---------------------------------------------------------------------
+@case("healthy", "fresh")
+def hard_slow_warmup_moons() -> Spec:
+    """Hard negative (slow start): a three-epoch warm-up (lr / 100), then Adam 1e-2, on moons."""
+    return Spec(dataset="moons", widths=(16, 16), warmup_epochs=3)
+
+
+@case("healthy", "fresh")
+def hard_sigmoid_two_layers_moons() -> Spec:
+    """Hard negative (slow start): two sigmoid layers (12 units) with Adam 1e-2 on moons."""
+    return Spec(dataset="moons", widths=(12, 12), act="sigmoid")
+
+
+@case("healthy", "fresh")
+def hard_batch2_sgd_circles() -> Spec:
+    """Hard negative: batch-2 SGD 0.01 on circles (noisy batch losses, converging model)."""
+    return Spec(dataset="circles", widths=(16,), opt="sgd", lr=0.01, batch=2, n_train=96)
+
+
+@case("healthy", "fresh")
+def hard_narrow_tanh() -> Spec:
+    """Hard negative: narrow (2 x 3) tanh layers that still learn the blobs."""
+    return Spec(dataset="blobs", widths=(3, 3), act="tanh")
+
+
+@case("healthy", "fresh")
+def hard_some_dead_sgd() -> Spec:
+    """Hard negative: hidden biases at -0.3 with SGD 0.1 on moons: some units dead, the net converges."""
+    return Spec(dataset="moons", widths=(32, 32), bias_init=-0.3, opt="sgd", lr=0.1)
+
+
+@case("healthy", "fresh")
+def hard_small_init_sgd() -> Spec:
+    """Hard negative (slow start): weights at 0.2x the default initialisation, SGD 0.1 with momentum 0.9,
+    circles."""
+    return Spec(dataset="circles", widths=(16, 16), weight_scale=0.2, opt="sgd", lr=0.1, momentum=0.9)

@@ -2,17 +2,22 @@
 
 Usage::
 
-    python bench/detection/run.py                 # train every case x 3 seeds, evaluate, print the tables
-    python bench/detection/run.py --reuse DIR     # re-evaluate trials a previous run left in DIR
-    python bench/detection/run.py --split cal     # only the calibration cases
+    python bench/detection/run.py                   # every split: train, evaluate, print the tables
+    python bench/detection/run.py --reuse DIR       # re-evaluate trials a previous run left in DIR
+    python bench/detection/run.py --split cal,dev   # only these splits (what rule work may look at)
 
 Runs: :mod:`cases` (broken runs re-implemented from AUTOTRAINER, DeepDiagnosis, DeepLocalize, UMLAUT and
 TrainCheck, their healthy twins, hard negatives), 3 seeds each, trained by :mod:`training` (tiny PyTorch
 MLPs, one thread, a validation pass every epoch), labelled by :mod:`labels` from the published criteria
-while they train. Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
+while they train. Three splits (``SPLIT_SEEDS``): "cal" calibrates the recommended rules; "dev" (the
+held-out split of revisions one to four, seen in each) is for development; "fresh" is the held-out split
+of the fifth revision: the "dev" cases at seeds no revision had run (100-102) and the variant-C cases,
+evaluated once, after the rules were frozen. Its numbers are the ones to report.
+
+Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
 (``rule_configs``, every deep-learning rule) and ``tornasole.rules.recommended_rules()``.
 
-Printed per split (calibration / held-out) and rule set: per-rule precision (runs it fired on that are
+Printed per split and rule set: per-rule precision (runs it fired on that are
 labelled broken) and recall (labelled runs of the problems it targets that it fired on), run-level recall
 (broken runs where any rule fired), the false-alarm rate (healthy runs where any rule fired) and the median
 latency from onset to first firing, in TRAIN steps (a firing at an EVAL step counts the TRAIN steps before
@@ -37,7 +42,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import CASES  # noqa: E402
 from training import SAVE_INTERVAL, run  # noqa: E402
 
-SEEDS = (0, 1, 2)
+#: ``{split: ((case split, seeds), ...)}``: which cases run at which seeds in each benchmark split.
+SPLIT_SEEDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
+    "cal": (("cal", (0, 1, 2)),),
+    "dev": (("dev", (0, 1, 2)),),
+    "fresh": (("dev", (100, 101, 102)), ("fresh", (100, 101, 102))),
+}
+SPLIT_TITLES = {
+    "cal": "CALIBRATION split (variant A, seeds 0-2)",
+    "dev": "DEVELOPMENT split (variant B, seeds 0-2; the held-out split of revisions 1-4, seen in each)",
+    "fresh": "FRESH HELD-OUT split (variant B at seeds 100-102 and variant C; evaluated once)",
+}
 #: The problems (labels) each rule is meant to catch: its recall is measured on runs with these labels.
 TARGETS = {
     "VanishingGradient": {"vanishing"},
@@ -88,10 +103,19 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def train_one(job: tuple[str, int, str]) -> dict:
-    name, seed, root = job
-    kind, split, spec = CASES[name]
-    path = os.path.join(root, f"{name}-s{seed}")
+def jobs_for(splits: list[str]) -> list[tuple[str, int, str]]:
+    """``(case, seed, split)`` of every run the named splits hold, in order."""
+    out = []
+    for split in splits:
+        for case_split, seeds in SPLIT_SEEDS[split]:
+            out += [(n, s, split) for n, (_, cs, _) in CASES.items() if cs == case_split for s in seeds]
+    return out
+
+
+def train_one(job: tuple[str, int, str, str]) -> dict:
+    name, seed, split, root = job
+    kind, _, spec = CASES[name]
+    path = os.path.join(root, f"{name}-s{seed}")  # a case's seeds differ between splits: paths never clash
     shutil.rmtree(path, ignore_errors=True)
     r = run(name, spec, seed, path)
     return {
@@ -196,11 +220,11 @@ def _fmt(x: float | None, pct: bool = False) -> str:
 
 def report(results: list[dict], set_names: list[str]) -> dict:
     out = {}
-    for split in ("cal", "held"):
+    for split in SPLIT_SEEDS:
         rs = [r for r in results if r["split"] == split]
         if not rs:
             continue
-        title = {"cal": "calibration cases", "held": "HELD-OUT cases"}[split]
+        title = SPLIT_TITLES[split]
         print(f"\n=== {title}: {len(rs)} runs, {sum(1 for r in rs if r['labels'])} labelled broken ===")
         ms = {s: metrics(rs, s) for s in set_names}
         out[split] = ms
@@ -231,10 +255,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="directory for the trials (default: a temporary one, removed at the end)")
     ap.add_argument("--reuse", help="evaluate the trials and labels a previous run left in this directory")
-    ap.add_argument("--split", choices=("cal", "held"), help="only these cases")
+    ap.add_argument(
+        "--split",
+        default=",".join(SPLIT_SEEDS),
+        help="comma-separated splits among cal, dev, fresh (default: all three)",
+    )
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args(argv)
+    splits = [s for s in args.split.split(",") if s]
+    unknown = sorted(set(splits) - set(SPLIT_SEEDS))
+    if unknown or not splits:
+        names = ", ".join(unknown) or "(none)"
+        ap.error(f"--split: unknown split(s) {names}; choose among {', '.join(SPLIT_SEEDS)}")
     start = time.perf_counter()
     ctx = get_context("fork")
     root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-detection-")
@@ -242,13 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     with ctx.Pool(args.processes) as pool:
         if args.reuse:
             runs = json.loads(Path(runs_file).read_text())
+            for r in runs:  # trials of revisions 1-4 call the development split "held"
+                r["split"] = "dev" if r["split"] == "held" else r["split"]
         else:
-            jobs = [(n, s, root) for n in CASES for s in SEEDS]
+            jobs = [(n, s, split, root) for n, s, split in jobs_for(splits)]
             runs = pool.map(train_one, jobs, chunksize=1)
             Path(runs_file).write_text(json.dumps(runs))
         trained = time.perf_counter()
-        if args.split:
-            runs = [r for r in runs if r["split"] == args.split]
+        runs = [r for r in runs if r["split"] in splits]
         sets = rule_sets()
         results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
     evaluated = time.perf_counter()

@@ -25,7 +25,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles
+    dataset: str = "blobs"  # blobs | circles | moons
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -65,6 +65,16 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         y = rng.integers(0, 3, size=n)
         x = centers[y] + rng.normal(scale=spec.noise, size=(n, 2))
         classes = 3
+    elif spec.dataset == "moons":  # two interleaved half-circles, centred
+        y = rng.integers(0, 2, size=n)
+        t = rng.uniform(0, np.pi, size=n)
+        x = np.where(
+            (y == 0)[:, None],
+            np.stack([np.cos(t), np.sin(t)], axis=1),
+            np.stack([1.0 - np.cos(t), 0.5 - np.sin(t)], axis=1),
+        )
+        x = x - np.array([0.5, 0.25]) + rng.normal(scale=0.15 * spec.noise, size=(n, 2))
+        classes = 2
     else:  # circles
         y = rng.integers(0, 2, size=n)
         r = np.where(y == 0, 1.0, 2.0) + rng.normal(scale=0.15 * spec.noise, size=n)

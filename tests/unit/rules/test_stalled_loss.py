@@ -78,3 +78,38 @@ def test_spread_and_parameter_checks(trial_factory):
         "rule_to_invoke": "StalledLoss",
         "tolerance_percent": "1",
     }
+
+
+def _run_with_weights(path, weights_per_epoch, passes):
+    """Four TRAIN steps an epoch (loss 1.1 +- 0.02, ``weights/fc1.weight`` the epoch's value), then a pass."""
+    train = [
+        [{"loss": np.float32(1.1 + (0.02 if b % 2 else -0.02)), "weights/fc1.weight": w} for b in range(4)]
+        for w in weights_per_epoch
+    ]
+    return epochs(path, train, [[_loss(v) for v in p] for p in passes])
+
+
+def test_max_weight_change_percent_tells_a_stall_from_a_saddle(tmp_path):
+    passes = [[1.000, 2.000], [0.999, 1.999], [0.998, 1.998], [0.997, 1.997]]  # flat, as in a stall
+    base = np.ones((4, 4), dtype=np.float32)
+    # weights that barely move (0.5% an epoch): a stall; the rule fires as it does without the parameter
+    still = _run_with_weights(str(tmp_path / "still"), [base * (1 + 0.005 * e) for e in range(4)], passes)
+    fired = invoke_rule(StalledLoss(still, max_weight_change_percent="5")).fired[0]
+    assert fired.step == 16
+    # between the last saved TRAIN step before pass 1 (step 3, 1.0) and before pass 3 (step 15, 1.01): 1%
+    assert "the weights changed by 1% from step 3 to 15 <= max_weight_change_percent 5%" in fired.details
+    # weights moving 30% an epoch (an optimiser on a saddle): the same flat losses are no stall
+    moving = _run_with_weights(str(tmp_path / "moving"), [base * (1 + 0.3 * e) for e in range(4)], passes)
+    assert invoke_rule(StalledLoss(moving, max_weight_change_percent="5")).fired == []
+    assert invoke_rule(StalledLoss(moving)).first_step == 16  # unset: not checked (the rule's default)
+    assert invoke_rule(StalledLoss(moving, max_weight_change_percent="70")).first_step == 16
+
+
+def test_max_weight_change_percent_without_weights_judges_the_losses_and_says_so(tmp_path):
+    passes = [[1.000, 2.000], [0.999, 1.999], [0.998, 1.998], [0.997, 1.997]]
+    trial = _run(str(tmp_path / "a"), [1.1, 1.1, 1.09, 1.09], passes)
+    fired = invoke_rule(StalledLoss(trial, max_weight_change_percent="5")).fired[0]
+    assert fired.step == 16
+    assert "the weights' change was not checked (none saved across the passes)" in fired.details
+    with pytest.raises(RuleParameterError, match="max_weight_change_percent"):
+        StalledLoss(trial, max_weight_change_percent="-1")

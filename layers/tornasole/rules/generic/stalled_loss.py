@@ -21,6 +21,16 @@ Starting point: DeepLocalize's "loss that stops changing" and DeepDiagnosis's
   (TRAIN with TRAIN; the same "since the start" as LossNotDecreasing's
   ``reference=first``). Why the second condition: a converged run's validation
   loss is flat too, but its training loss came down.
+* Optionally (``max_weight_change_percent``), the weights barely moved too: one
+  norm over every tensor of the ``weights`` collection, taken at the last saved
+  TRAIN step before the first compared pass and before the last one, changed by
+  at most that % of the first. Why: a net sitting on a saddle (a sigmoid net at
+  ln 2 for a few epochs) has a flat validation loss and a training loss that
+  has not come down yet, exactly as a stall, but its optimiser is moving the
+  weights (tens of % an epoch) and it learns a few epochs later; a stall (a
+  learning rate far too small or zeroed, dead units) moves them by about 1% an
+  epoch or less. Where no weights were saved across those passes (or they are
+  not finite) the rule judges the losses alone and its report says so.
 * A non-finite loss is not judged here (ExplodingTensor's job). Loss tensors:
   ``tensor_regex`` if given, else the ``losses`` collection; each judged alone
   and needing both modes.
@@ -72,6 +82,13 @@ class StalledLoss(BuiltinRule):
         Param("tolerance_percent", "float", "0.5", "their means lie within this % of their mean"),
         Param("diff_percent", "float", "5", "the training loss never came this % below its start"),
         Param("window", "int", "5", "saved TRAIN steps averaged into each training-loss mean"),
+        Param(
+            "max_weight_change_percent",
+            "float",
+            None,
+            "also require the weights (one norm over the weights collection) to have changed by at most "
+            "this % across the compared passes (unset: not checked)",
+        ),
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
@@ -84,6 +101,10 @@ class StalledLoss(BuiltinRule):
             raise self.param_error("tolerance_percent", f"value {self.tolerance_percent} must be >= 0")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
+        if self.max_weight_change_percent is not None and self.max_weight_change_percent < 0:
+            raise self.param_error(
+                "max_weight_change_percent", f"value {self.max_weight_change_percent} must be >= 0"
+            )
 
     def history_steps(self) -> int | None:
         return None  # whole validation passes and the training loss since the start
@@ -118,6 +139,36 @@ class StalledLoss(BuiltinRule):
                 return None
         return first, below
 
+    def _weight_change(self, passes: list[list[int]]) -> tuple[float, int, int] | None:
+        """``(change %, from step, to step)``: how far the weights moved between the last saved TRAIN step
+        before the first compared pass and the last one before the newest pass (one norm over every tensor
+        of the ``weights`` collection); None when that cannot be read (no weights saved at two such steps,
+        or values that are not finite)."""
+        trial = self.base_trial
+        try:
+            names = sorted(trial.tensor_names(collection="weights"))
+        except (KeyError, ValueError):
+            return None
+        if not names:
+            return None
+        saved = self.same_mode_steps(names[0], passes[-1][0], mode=TRAIN)
+        before_first = [s for s in saved if s < passes[0][0]]
+        before_last = [s for s in saved if s < passes[-1][0]]
+        if not before_first or before_last[-1] == before_first[-1]:
+            return None
+        a, b = before_first[-1], before_last[-1]
+        diff2 = base2 = 0.0
+        for name in names:
+            wa, wb = self.value(name, a), self.value(name, b)
+            if wa is None or wb is None or wa.shape != wb.shape:
+                continue
+            wa, wb = wa.astype(np.float64), wb.astype(np.float64)
+            diff2 += float(np.sum((wb - wa) ** 2))
+            base2 += float(np.sum(wa**2))
+        if not (math.isfinite(diff2) and math.isfinite(base2)) or base2 == 0:
+            return None
+        return 100.0 * math.sqrt(diff2 / base2), a, b
+
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
         if trial.mode(step) != EVAL:
@@ -144,13 +195,25 @@ class StalledLoss(BuiltinRule):
             if start is None:
                 continue
             first, below = start
+            weights_note = ""
+            if self.max_weight_change_percent is not None:
+                moved = self._weight_change(passes)
+                if moved is None:
+                    weights_note = "; the weights' change was not checked (none saved across the passes)"
+                elif moved[0] > self.max_weight_change_percent:
+                    continue  # the optimiser is moving the weights: a saddle or a slow start, not a stall
+                else:
+                    weights_note = (
+                        f"; the weights changed by {self.fmt(moved[0])}% from step {moved[1]} to {moved[2]} "
+                        f"<= max_weight_change_percent {self.fmt(self.max_weight_change_percent)}%"
+                    )
             shown = ", ".join(f"{self.fmt(m)} (steps {p[0]}..{p[k - 1]})" for m, p in zip(means, passes))
             self.report_issue(
                 f"{name} (EVAL): the means of the last {self.num_passes} validation passes ({shown}; "
                 f"{k} saved step(s) each) lie within {self.fmt(spread)}% <= tolerance_percent "
                 f"{self.fmt(self.tolerance_percent)}%, and no mean of {self.window} saved TRAIN steps up to "
                 f"step {train[-1]} came {self.fmt(self.diff_percent)}% below the first ({self.fmt(first)}, "
-                f"threshold {self.fmt(below)})",
+                f"threshold {self.fmt(below)}){weights_note}",
                 tensor=name,
                 value=spread,
                 threshold=self.tolerance_percent,
