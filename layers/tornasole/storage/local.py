@@ -21,6 +21,7 @@ being preempted on a busy machine does not send a cached batch to the pool.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import time
@@ -98,6 +99,11 @@ class LocalStorage(ThreadedReads):
     def mapped_views(self) -> Mapping[str, memoryview]:
         """Absolute path -> view of the files mapped so far (read-only): :meth:`view` without a call."""
         return self._maps.mapped
+
+    @property
+    def mapped_files(self) -> Mapping[str, mmap.mmap | bytes]:
+        """Absolute path -> the ``mmap`` under each of :attr:`mapped_views` (slices are ``bytes``)."""
+        return self._maps.mapped_files
 
     def forget_view(self, path: str) -> None:
         """Drop the mapping of ``path`` (see :meth:`view`)."""

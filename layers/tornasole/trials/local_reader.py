@@ -56,7 +56,8 @@ class MappedValueReader:
     def __init__(self, storage: LocalStorage) -> None:
         self.storage = storage
         self._view = storage.view
-        self._mapped = storage.mapped_views
+        # the mmap objects themselves: the record scan's slices of them are bytes (memcmp, hashable)
+        self._mapped = storage.mapped_files
 
     def read_value(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
         """The value of the record at ``loc``, a writable array of the caller's own.

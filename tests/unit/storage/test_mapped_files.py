@@ -72,3 +72,25 @@ def test_local_storage_views_follow_its_own_writes(tmp_path) -> None:
     with pytest.raises(FileNotFoundError):
         storage.view(path)
     storage.close()
+
+
+def test_mapped_files_are_the_mappings_under_the_views(tmp_path) -> None:
+    # GIVEN three files mapped through views, at most two kept
+    files = MappedFiles(capacity=2)
+    paths = [_write(tmp_path / f"f{i}", b"abc%d" % i) for i in range(3)]
+    empty = _write(tmp_path / "empty", b"")
+    views = [files.view(p) for p in paths]
+    # THEN the hot loop's lookup holds exactly the mapped ones, each slicing to bytes of the same file
+    assert set(files.mapped_files) == set(files.mapped) == set(paths[1:])
+    mapped = files.mapped_files[paths[2]]
+    assert mapped[1:3] == b"bc"
+    assert isinstance(mapped[1:3], bytes)
+    assert bytes(views[2]) == mapped[:] == b"abc2"
+    # AND forgetting, an empty file and close keep both in step
+    files.forget(paths[2])
+    assert paths[2] not in files.mapped_files
+    files.view(empty)
+    assert files.mapped_files[empty] == b""
+    files.close()
+    assert not files.mapped_files
+    assert not files.mapped

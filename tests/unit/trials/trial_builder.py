@@ -64,7 +64,7 @@ def make_trial_dir(trial_dir: str, steps: Iterable[int], workers: int = 1, end: 
 
 
 class _RecordingViews:
-    """``LocalStorage.mapped_views`` that records each path it finds in ``storage.views``."""
+    """``LocalStorage.mapped_files`` that records each path it finds in ``storage.views``."""
 
     def __init__(self, mapped, storage: RecordingStorage) -> None:
         self._mapped = mapped
@@ -107,9 +107,9 @@ class RecordingStorage(LocalStorage):
         return super().view(path)
 
     @property
-    def mapped_views(self):
+    def mapped_files(self):
         """The mapped files, recording every hit (a local value read without a ``view`` call)."""
-        return _RecordingViews(super().mapped_views, self)
+        return _RecordingViews(super().mapped_files, self)
 
     def read_many(self, requests, on_error="raise"):
         with self._lock:
