@@ -61,7 +61,8 @@ test-wheel: setup
 	$(BIN)/python -m pytest tests/e2e/test_wheel_install.py -q
 
 # The evaluator's reliability suite at full scale (50 jobs x 4 workers x 200 steps, a 10,000-step soak,
-# a 500-step chaos run); `make test` runs the same scenarios scaled down.
+# a 500-step chaos run: about half an hour on 2 cores; `.ci/run` runs it); `make test` runs the same
+# scenarios scaled down.
 reliability: setup
 	TORNASOLE_RELIABILITY_FULL=1 $(BIN)/python -m pytest -q tests/reliability
 
