@@ -160,7 +160,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self._importance_names: dict[tuple[str, ...], list[str]] = {}
         self._plans_key: tuple[Any, ...] | None = None
         self._plans: dict[str, tuple[WritePlan | None, bool]] = {}
-        self._whole_names: list[str] | None = None  # a list of names _save_all found all saved whole
+        self._whole_lists: dict[int, list[str]] = {}  # lists of names _save_all found all saved whole
         # Rounds in [_quiet_from, _quiet_until) save nothing (SaveManager.next_saved_step). XGBoost
         # rounds are short: the 99 idle rounds of an interval of 100 only move the step counters.
         self._quiet_from, self._quiet_until = 0, 0.0
@@ -267,7 +267,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 raise
             return
         self._is_tree_booster = (model, True)
-        self._save_all(*shares)
+        self._save_all(*shares, cached_names=True)
 
     def _importance_shares(self, model: Any) -> tuple[list[str], list[np.ndarray]]:
         """``feature_importance/<type>/<feature>`` names and their ``[share]`` values: each type
@@ -297,18 +297,19 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
             ]
         return names
 
-    def _save_all(self, names: list[str], values: list[np.ndarray]) -> None:
+    def _save_all(self, names: list[str], values: list[np.ndarray], cached_names: bool = False) -> None:
         """``_save_named`` for many fresh (hook-owned, never empty) values of an open round: the
         collections, time and plans looked up once; a value saved whole is queued without a copy,
-        and a list of names all saved whole (the same list, round after round) in one ``extend``."""
+        and a list of names all saved whole in one ``extend`` when the same list comes again
+        (``cached_names``: the caller passes the same list object round after round)."""
         colls = self._current_step_colls()
         if not colls:
             return
         key = (colls, self.mode, self._saves.generation, self._tb_enabled)
         if self._plans_key != key:
-            self._plans_key, self._plans, self._whole_names = key, {}, None
+            self._plans_key, self._plans, self._whole_lists = key, {}, {}
         now = time.time()
-        if names is self._whole_names:
+        if self._whole_lists.get(id(names)) is names:  # held there: its id is not reused meanwhile
             self._pending.extend(zip(repeat("t"), names, values, repeat(now)))
             return
         plans, plan, mode = self._plans, self._saves.plan, self.mode
@@ -326,8 +327,10 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 all_whole = False
                 if chosen is not None:
                     write(name, value, chosen, now)
-        if all_whole:
-            self._whole_names = names
+        if all_whole and cached_names:
+            if len(self._whole_lists) >= 8:
+                self._whole_lists.clear()
+            self._whole_lists[id(names)] = names
 
     def _tree_booster(self, model: Any) -> bool:
         """Whether ``model`` boosts trees (asked once per model: the booster's JSON config is not cheap)."""
