@@ -41,7 +41,7 @@ from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.save_manager import WritePlan
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
-from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances, importance_table
+from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances, importance_shares
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
@@ -261,41 +261,13 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         if cached is not None and cached[0] is model and not cached[1]:
             return
         try:
-            shares = self._importance_shares(model)
+            shares = importance_shares(model, self._importance_names)
         except xgb.core.XGBoostError:
             if self._tree_booster(model):
                 raise
             return
         self._is_tree_booster = (model, True)
         self._save_all(*shares, cached_names=True)
-
-    def _importance_shares(self, model: Any) -> tuple[list[str], list[np.ndarray]]:
-        """``feature_importance/<type>/<feature>`` names and their ``[share]`` values: each type
-        normalized to sum 1 (summed in order, as smdebug did), all five divided at once."""
-        table = importance_table(model)
-        if isinstance(table, dict):  # the walks listed different features: type by type
-            names, values = [], []
-            for kind in IMPORTANCE_TYPES:
-                row = list(table[kind].values())
-                names += [f"feature_importance/{kind}/{f}" for f in table[kind]]
-                values += list(np.divide(row, float(sum(row)) or 1.0).reshape(-1, 1))
-            return names, values
-        features, scores = table
-        totals = [float(sum(row)) or 1.0 for row in scores.tolist()]
-        # float32 scores over float64 totals: each float32 widened, as the per-type lists were
-        shares = np.divide(scores, np.array(totals)[:, None])
-        return self._importance_names_of(features), list(shares.reshape(-1, 1))
-
-    def _importance_names_of(self, features: tuple[str, ...]) -> list[str]:
-        """The five types' names for ``features``, type after type (one list per feature list)."""
-        names = self._importance_names.get(features)
-        if names is None:
-            if len(self._importance_names) >= 64:  # the split features change early in training
-                self._importance_names.clear()
-            names = self._importance_names[features] = [
-                f"feature_importance/{kind}/{f}" for kind in IMPORTANCE_TYPES for f in features
-            ]
-        return names
 
     def _save_all(self, names: list[str], values: list[np.ndarray], cached_names: bool = False) -> None:
         """``_save_named`` for many fresh (hook-owned, never empty) values of an open round: the

@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["IMPORTANCE_TYPES", "feature_importances", "feature_scores", "importance_table"]
+__all__ = [
+    "IMPORTANCE_TYPES",
+    "feature_importances",
+    "feature_scores",
+    "importance_shares",
+    "importance_table",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +55,34 @@ def importance_table(model: Any) -> tuple[tuple[str, ...], np.ndarray] | dict[st
     :func:`feature_importances` without its dictionaries (a hook saves every value anyway); that
     function's dictionaries where the three walks do not list the same features (never seen)."""
     return _table(model)
+
+
+def importance_shares(
+    model: Any, names_cache: dict[tuple[str, ...], list[str]]
+) -> tuple[list[str], list[np.ndarray]]:
+    """What a hook saves: ``feature_importance/<type>/<feature>`` names and their ``[share]`` values,
+    each type normalized to sum 1 (summed in order, as smdebug did), all five divided at once. The
+    names list comes from ``names_cache`` (one list per feature list, the same object each round)."""
+    table = _table(model)
+    if isinstance(table, dict):  # the walks listed different features: type by type
+        names, values = [], []
+        for kind in IMPORTANCE_TYPES:
+            row = list(table[kind].values())
+            names += [f"feature_importance/{kind}/{f}" for f in table[kind]]
+            values += list(np.divide(row, float(sum(row)) or 1.0).reshape(-1, 1))
+        return names, values
+    features, scores = table
+    totals = [float(sum(row)) or 1.0 for row in scores.tolist()]
+    # float32 scores over float64 totals: each float32 widened, as the per-type lists were
+    shares = np.divide(scores, np.array(totals)[:, None])
+    names = names_cache.get(features)
+    if names is None:
+        if len(names_cache) >= 64:  # the split features change early in training
+            names_cache.clear()
+        names = names_cache[features] = [
+            f"feature_importance/{kind}/{f}" for kind in IMPORTANCE_TYPES for f in features
+        ]
+    return names, list(shares.reshape(-1, 1))
 
 
 def _table(model: Any) -> tuple[tuple[str, ...], np.ndarray] | dict[str, dict[str, float]]:
