@@ -121,6 +121,29 @@ def test_saved_importances_are_get_score_normalized(tmp_path):
             assert trial.tensor(f"feature_importance/{kind}/{feature}").value(4).item() == score / total
 
 
+@pytest.mark.parametrize("booster", ["gblinear", "dart"])
+def test_tree_collections_only_for_tree_boosters(tmp_path, booster):
+    """A linear booster has no importances beyond its weights and no trees: neither is saved (its
+    walk of the gains fails and the hook asks the booster type); dart boosts trees: both are."""
+    dtrain, dval = _data(weights=(4.0, 1.0))
+    _train(
+        tmp_path,
+        dtrain,
+        dval,
+        rounds=3,
+        collections=["metrics", "feature_importance", "trees"],
+        params={"booster": booster},
+    )
+    trial = create_trial(str(tmp_path))
+    names = trial.tensor_names()
+    assert trial.steps() == [0, 1, 2]
+    assert {"train-rmse", "validation-rmse"} <= set(names)
+    trees = booster == "dart"
+    assert ("feature_importance/weight/f0" in names) is trees
+    assert any(n.startswith("trees/") for n in names) is trees
+    assert all(n.startswith(("train-", "validation-")) for n in names) is not trees
+
+
 def test_default_saves_metrics_every_ten_rounds(tmp_path):
     from tornasole.xgboost import Hook
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tornasole.format.collections import encode_collections
-from tornasole.format.event_encoding import numeric_record
+from tornasole.format.event_encoding import numeric_record, numeric_records
 from tornasole.format.events import encode_record
 from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index, index_entry
 from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
@@ -127,6 +127,27 @@ class StepWriter:
         if self._tensor_meta is None:
             self._tensor_meta = (mode, mode_step)
         return entry
+
+    def add_tensors(self, items: Sequence[tuple[str, Any, float]]) -> None:
+        """:meth:`add_tensor` for many ``(tag, value, wall_time)``, in order, with the writer's mode
+        and mode step (a hook's step: tens of small values, encoded in one pass; a ``None`` wall
+        time is the time of that record's encoding)."""
+        step, mode_value, mode_step = self.step, self._mode_value, self.mode_step
+        records, tensors, offset = self._records, self._tensors, self._size
+        for (tag, value, wall_time), record in zip(
+            items, numeric_records(items, step, mode_value, mode_step)
+        ):
+            if record is None:
+                record = encode_record(
+                    tag, value, step=step, mode=self.mode, mode_step=mode_step, wall_time=wall_time
+                )
+            size = len(record)
+            tensors.append(_index_entry(tag, offset, size))
+            records.append(record)
+            offset += size
+        self._size = offset
+        if tensors and self._tensor_meta is None:
+            self._tensor_meta = (self.mode, mode_step)
 
     def add_shape(
         self,

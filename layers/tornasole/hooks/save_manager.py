@@ -73,6 +73,8 @@ class SaveManager:
         self._combos: dict[tuple[ModeKeys, tuple[bool, ...]], tuple[Collection, ...]] = {}
         self._tensor_cache: dict[str, tuple[Collection, ...]] = {}
         self._plan_cache: dict[tuple[str, tuple[Collection, ...]], WritePlan | None] = {}
+        # a plan depends only on the collections (WritePlan is immutable): names sharing them share it
+        self._plans_of: dict[tuple[Collection, ...], WritePlan] = {}
 
     def include(self, name: str) -> None:
         """Save collection ``name`` too (``save_tensor`` includes the collections it writes to)."""
@@ -104,6 +106,7 @@ class SaveManager:
         self._combos.clear()
         self._tensor_cache.clear()
         self._plan_cache.clear()
+        self._plans_of.clear()
 
     @property
     def generation(self) -> int:
@@ -166,10 +169,12 @@ class SaveManager:
             return self._plan_cache[key]
         except KeyError:
             pass
-        colls = [c for c in self.collections_of(name) if any(c is s for s in step_collections)]
+        colls = tuple(c for c in self.collections_of(name) if any(c is s for s in step_collections))
         plan = None
         if colls and not (mode in _NO_GRADIENT_MODES and name.startswith("gradient/")):
-            plan = _make_plan(colls)
+            plan = self._plans_of.get(colls)
+            if plan is None:
+                plan = self._plans_of[colls] = _make_plan(list(colls))
         self._plan_cache[key] = plan
         return plan
 

@@ -180,16 +180,16 @@ class AsyncTrialWriter:
 
         records = job.materialize(job.records) if job.materialize is not None else job.records
         sw = StepWriter(job.step, job.worker, mode=job.mode, mode_step=job.mode_step)
-        summaries = []
+        summaries, tensors = [], []
         for rec in records:
             kind = rec[0]
             if kind == "t":
-                _, tag, value, wall_time = rec
-                sw.add_tensor(tag, value, wall_time=wall_time)
+                tensors.append(rec[1:])  # (tag, value, wall_time): encoded together below, in order
             elif kind == "s":
                 sw.add_shape(rec[1], rec[2])
             else:  # "tb_scalar" / "tb_histogram": TensorBoard only
                 summaries.append((kind[3:], rec[1], rec[2], rec[3]))
+        sw.add_tensors(tensors)
         if not (sw.is_empty and summaries):
             self._trial_writer(job.worker).write_step(sw)
             self.steps_written += 1

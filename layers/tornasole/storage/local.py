@@ -21,11 +21,11 @@ being preempted on a busy machine does not send a cached batch to the pool.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import re
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
@@ -49,6 +49,29 @@ _TEMP_NAME = re.compile(r"\.tmp(\.[0-9a-f]{32})?$")
 _HAS_PREAD = hasattr(os, "pread")
 #: A read of a batch slower than this that slept waited for a device: the rest go to threads.
 INLINE_READ_S = 0.0005
+
+
+def _make_dir(path: str) -> None:
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
+
+
+# Temporary names: 32 hex digits, a random per-process half and a counter (uuid4 drew random bytes
+# and built a UUID object for every write); a forked child draws its own half.
+_TEMP_PREFIX = [os.urandom(8).hex()]
+_temp_counter = itertools.count()
+
+
+def _temp_suffix() -> str:
+    return f"{_TEMP_PREFIX[0]}{next(_temp_counter):016x}"
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _TEMP_PREFIX.__setitem__(0, os.urandom(8).hex()))
 
 
 class LocalStorage(ThreadedReads):
@@ -77,6 +100,7 @@ class LocalStorage(ThreadedReads):
         super().__init__(max_workers, default_workers=16)
         self._files = OpenFiles(open_files)
         self._maps = MappedFiles()
+        self._dirs: set[str] = set()  # directories write_atomic made or found (a bounded memo)
 
     def close(self) -> None:
         """Shut the read pool down and close the cached descriptors; the instance stays usable."""
@@ -165,13 +189,19 @@ class LocalStorage(ThreadedReads):
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write ``data`` to a temporary sibling, then rename it over ``path`` (parents created)."""
         target = to_local(path)
-        tmp = f"{target}.tmp.{uuid.uuid4().hex}"
-        # os.open/os.write: five system calls a file (open() adds fstat, ioctl and lseek; makedirs on
-        # every call adds two stats and a failing mkdir); the parents are made when the open says so
+        tmp = f"{target}.tmp.{_temp_suffix()}"
+        # os.open/os.write: five system calls a file (open() adds fstat, ioctl and lseek; makedirs adds
+        # a stat). A parent not known to exist is made first: a hook writes each step's event file
+        # into a new directory (mkdir, then open; not a failing open, a stat, mkdir and open again).
+        parent = os.path.dirname(target)
+        if parent and parent not in self._dirs:
+            _make_dir(parent)
+            if len(self._dirs) >= 256:
+                self._dirs.clear()
+            self._dirs.add(parent)
         try:
             fd = os.open(tmp, _CREATE, 0o666)
-        except FileNotFoundError:
-            parent = os.path.dirname(target)
+        except FileNotFoundError:  # the parent was removed since
             if not parent:
                 raise
             os.makedirs(parent, exist_ok=True)
@@ -246,7 +276,6 @@ class LocalStorage(ThreadedReads):
             os.remove(local)
         except FileNotFoundError:
             pass
-
 
 
 def _sleeps() -> int:

@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import time
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -40,12 +41,13 @@ from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.save_manager import WritePlan
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
-from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances, importance_table
+from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances, importance_shares
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
 
 logger = logging.getLogger(__name__)
+_GLOBAL = ModeKeys.GLOBAL
 
 
 class K(CollectionKeys):
@@ -158,6 +160,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self._importance_names: dict[tuple[str, ...], list[str]] = {}
         self._plans_key: tuple[Any, ...] | None = None
         self._plans: dict[str, tuple[WritePlan | None, bool]] = {}
+        self._whole_lists: dict[int, list[str]] = {}  # lists of names _save_all found all saved whole
         # Rounds in [_quiet_from, _quiet_until) save nothing (SaveManager.next_saved_step). XGBoost
         # rounds are short: the 99 idle rounds of an interval of 100 only move the step counters.
         self._quiet_from, self._quiet_until = 0, 0.0
@@ -178,13 +181,26 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
     # -- TrainingCallback ---------------------------------------------------------------------
     def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         """Save the round's tensors when a collection is saved at this round; never stops training."""
+        if self._quiet_from <= epoch < self._quiet_until:
+            # An idle round (see _next_saved_round), checked inline: this runs on every round, right
+            # after XGBoost's own work has evicted the hook's objects from the CPU caches, where each
+            # further call costs ~0.5 us. Still quiet when the save manager would not rebuild its
+            # settings (SaveManager.prepare's own test: no collection added, none invalidated or
+            # included) and has not rebuilt them since, and nothing waits to be saved or raised.
+            saves = self._saves
+            if (
+                saves._generation == self._quiet_generation
+                and saves._prepared_count == len(saves.collections.collections)
+                and self._open
+                and not (self._pending or self._deferred or self.raise_on_stop or self._closed)
+                and self.mode is _GLOBAL
+            ):
+                self.step = self.mode_steps[_GLOBAL] = epoch  # what _begin_step does on such a round
+                return False
         if self._closed:
             return False
-        if self._quiet_from <= epoch < self._quiet_until and self._still_quiet():
-            self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch  # what _begin_step does on such a round
-            return False
         # the step is the round of this xgboost.train (from 0, continued training included)
-        self.step = self.mode_steps[ModeKeys.GLOBAL] = epoch - 1
+        self.step = self.mode_steps[_GLOBAL] = epoch - 1
         self._begin_step()
         if self._saving:
             saved = {c.name for c in self._current_step_colls()}
@@ -206,18 +222,6 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
             return math.inf
         return saves.next_saved_step(ModeKeys.GLOBAL, first)
 
-    def _still_quiet(self) -> bool:
-        """Whether ``_begin_step`` would only move the step: an idle round open, nothing waiting to be
-        saved, no stop to raise, and the save settings those rounds were worked out from unchanged."""
-        saves = self._saves
-        saves.prepare()  # what the save manager checks first: rebuilds its groups if collections changed
-        return (
-            saves.generation == self._quiet_generation
-            and self._open
-            and not (self._pending or self._deferred or self.raise_on_stop)
-            and self.mode is ModeKeys.GLOBAL
-        )
-
     def after_training(self, model: Any) -> Any:
         """Make everything saved so far readable (``close()`` or interpreter exit ends the trial)."""
         self.flush()
@@ -230,9 +234,10 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
             for name, value in self.hyperparameters.items():
                 self._save_named(f"hyperparameters/{name}", _flat(value))
         if want[K.METRICS] or want[K.LOSSES] or all_:
-            for name, value in _metrics(evals_log):
-                if want[K.METRICS] or all_ or not name.endswith(_INCREASING):
-                    self._save_named(name, np.asarray(value, dtype=np.float64).reshape(-1))
+            every = want[K.METRICS] or all_
+            metrics = [(n, v) for n, v in _metrics(evals_log) if every or not n.endswith(_INCREASING)]
+            names = [name for name, _ in metrics]
+            self._save_all(names, [np.array(value, dtype=np.float64).reshape(-1) for _, value in metrics])
         if (want[K.PREDICTIONS] or want[K.LABELS]) and self.validation_data is None:
             logger.warning("Tornasole: predictions and labels need validation_data; not saved")
         elif self.validation_data is not None:
@@ -240,52 +245,48 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
                 self._save_named("predictions", model.predict(self.validation_data))
             if want[K.LABELS]:
                 self._save_named("labels", self.validation_data.get_label())
-        tree_booster = (want[K.FEATURE_IMPORTANCE] or want[K.TREES]) and self._tree_booster(model)
-        if want[K.FEATURE_IMPORTANCE] and tree_booster:
-            self._save_all(*self._importance_shares(model))
-        if want[K.TREES] and tree_booster:
+        if want[K.FEATURE_IMPORTANCE]:
+            self._save_importances(model)
+        if want[K.TREES] and self._tree_booster(model):
             for column, values in round_trees(model, epoch).items():
                 self._save_named(f"trees/{column}", values)
         if want[K.FULL_SHAP] or want[K.AVERAGE_SHAP]:
             self._write_shap(model, want[K.FULL_SHAP], want[K.AVERAGE_SHAP])
 
-    def _importance_shares(self, model: Any) -> tuple[list[str], list[np.ndarray]]:
-        """``feature_importance/<type>/<feature>`` names and their ``[share]`` values: each type
-        normalized to sum 1, all five divided at once."""
-        table = importance_table(model)
-        if isinstance(table, dict):  # the walks listed different features: type by type
-            features_of = [list(table[kind]) for kind in IMPORTANCE_TYPES]
-            rows = [list(table[kind].values()) for kind in IMPORTANCE_TYPES]
-        else:
-            features, scores = table
-            features_of, rows = [features] * len(IMPORTANCE_TYPES), scores.tolist()
-        names, values = [], []
-        for kind, features, row in zip(IMPORTANCE_TYPES, features_of, rows):
-            total = float(sum(row)) or 1.0  # summed in order, as smdebug did
-            names += self._importance_names_of(kind, features)
-            values += list(np.divide(row, total).reshape(-1, 1))
-        return names, values
+    def _save_importances(self, model: Any) -> None:
+        """The feature importances of a tree booster. Walking the trees is what tells: only tree
+        boosters have gain and cover, and another booster's walk fails (then its type is asked once,
+        from the JSON config, which costs more than the walks of a few hundred trees)."""
+        cached = self.__dict__.get("_is_tree_booster")
+        if cached is not None and cached[0] is model and not cached[1]:
+            return
+        try:
+            shares = importance_shares(model, self._importance_names)
+        except xgb.core.XGBoostError:
+            if self._tree_booster(model):
+                raise
+            return
+        self._is_tree_booster = (model, True)
+        self._save_all(*shares, cached_names=True)
 
-    def _importance_names_of(self, kind: str, features: list[str]) -> list[str]:
-        key = (kind, *features)
-        names = self._importance_names.get(key)
-        if names is None:
-            if len(self._importance_names) >= 64:  # the split features change early in training
-                self._importance_names.clear()
-            names = self._importance_names[key] = [f"feature_importance/{kind}/{f}" for f in features]
-        return names
-
-    def _save_all(self, names: list[str], values: list[np.ndarray]) -> None:
+    def _save_all(self, names: list[str], values: list[np.ndarray], cached_names: bool = False) -> None:
         """``_save_named`` for many fresh (hook-owned, never empty) values of an open round: the
-        collections, time and plans looked up once; a value saved whole is queued without a copy."""
+        collections, time and plans looked up once; a value saved whole is queued without a copy,
+        and a list of names all saved whole in one ``extend`` when the same list comes again
+        (``cached_names``: the caller passes the same list object round after round)."""
         colls = self._current_step_colls()
         if not colls:
             return
         key = (colls, self.mode, self._saves.generation, self._tb_enabled)
         if self._plans_key != key:
-            self._plans_key, self._plans = key, {}
-        plans, plan, mode, now = self._plans, self._saves.plan, self.mode, time.time()
+            self._plans_key, self._plans, self._whole_lists = key, {}, {}
+        now = time.time()
+        if self._whole_lists.get(id(names)) is names:  # held there: its id is not reused meanwhile
+            self._pending.extend(zip(repeat("t"), names, values, repeat(now)))
+            return
+        plans, plan, mode = self._plans, self._saves.plan, self.mode
         pending, write = self._pending, self._write_planned
+        all_whole = True
         for name, value in zip(names, values):
             found = plans.get(name)
             if found is None:
@@ -294,11 +295,17 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
             chosen, whole_only = found
             if whole_only:
                 pending.append(("t", name, value, now))
-            elif chosen is not None:
-                write(name, value, chosen, now)
+            else:
+                all_whole = False
+                if chosen is not None:
+                    write(name, value, chosen, now)
+        if all_whole and cached_names:
+            if len(self._whole_lists) >= 8:
+                self._whole_lists.clear()
+            self._whole_lists[id(names)] = names
 
     def _tree_booster(self, model: Any) -> bool:
-        """Whether ``model`` boosts trees (asked once: the booster's JSON config is not cheap)."""
+        """Whether ``model`` boosts trees (asked once per model: the booster's JSON config is not cheap)."""
         cached = self.__dict__.get("_is_tree_booster")
         if cached is None or cached[0] is not model:
             self._is_tree_booster = cached = (model, _booster_name(model) in ("gbtree", "dart"))

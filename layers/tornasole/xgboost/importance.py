@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["IMPORTANCE_TYPES", "feature_importances", "feature_scores", "importance_table"]
+__all__ = [
+    "IMPORTANCE_TYPES",
+    "feature_importances",
+    "feature_scores",
+    "importance_shares",
+    "importance_table",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +50,45 @@ def feature_importances(model: Any) -> dict[str, dict[str, float]]:
     return {kind: dict(zip(features, row)) for kind, row in zip(IMPORTANCE_TYPES, scores.tolist())}
 
 
-def importance_table(model: Any) -> tuple[list[str], np.ndarray] | dict[str, dict[str, float]]:
+def importance_table(model: Any) -> tuple[tuple[str, ...], np.ndarray] | dict[str, dict[str, float]]:
     """``(features, float32 scores of shape (5, features))``, rows in :data:`IMPORTANCE_TYPES` order:
     :func:`feature_importances` without its dictionaries (a hook saves every value anyway); that
     function's dictionaries where the three walks do not list the same features (never seen)."""
     return _table(model)
 
 
-def _table(model: Any) -> tuple[list[str], np.ndarray] | dict[str, dict[str, float]]:
-    weight_names, weight = feature_scores(model, "weight")
-    gain_names, total_gain = feature_scores(model, "total_gain")
-    cover_names, total_cover = feature_scores(model, "total_cover")
+def importance_shares(
+    model: Any, names_cache: dict[tuple[str, ...], list[str]]
+) -> tuple[list[str], list[np.ndarray]]:
+    """What a hook saves: ``feature_importance/<type>/<feature>`` names and their ``[share]`` values,
+    each type normalized to sum 1 (summed in order, as smdebug did), all five divided at once. The
+    names list comes from ``names_cache`` (one list per feature list, the same object each round)."""
+    table = _table(model)
+    if isinstance(table, dict):  # the walks listed different features: type by type
+        names, values = [], []
+        for kind in IMPORTANCE_TYPES:
+            row = list(table[kind].values())
+            names += [f"feature_importance/{kind}/{f}" for f in table[kind]]
+            values += list(np.divide(row, float(sum(row)) or 1.0).reshape(-1, 1))
+        return names, values
+    features, scores = table
+    totals = [float(sum(row)) or 1.0 for row in scores.tolist()]
+    # float32 scores over float64 totals: each float32 widened, as the per-type lists were
+    shares = np.divide(scores, np.array(totals)[:, None])
+    names = names_cache.get(features)
+    if names is None:
+        if len(names_cache) >= 64:  # the split features change early in training
+            names_cache.clear()
+        names = names_cache[features] = [
+            f"feature_importance/{kind}/{f}" for kind in IMPORTANCE_TYPES for f in features
+        ]
+    return names, list(shares.reshape(-1, 1))
+
+
+def _table(model: Any) -> tuple[tuple[str, ...], np.ndarray] | dict[str, dict[str, float]]:
+    weight_names, weight = _scores(model, "weight")
+    gain_names, total_gain = _scores(model, "total_gain")
+    cover_names, total_cover = _scores(model, "total_cover")
     if not weight_names == gain_names == cover_names:  # each lists the split features; never seen
         weights = dict(zip(weight_names, weight.tolist()))
         return _by_name(weights, gain_names, total_gain, cover_names, total_cover)
@@ -77,14 +111,19 @@ def _by_name(weight: dict[str, float], *named: Any) -> dict[str, dict[str, float
 
 def feature_scores(model: Any, kind: str) -> tuple[list[str], np.ndarray]:
     """``(features, float32 scores)`` of ``model.get_score(importance_type=kind)``, in its order."""
+    names, scores = _scores(model, kind)
+    return list(names), np.array(scores)  # the caller's own (the direct call's array is read-only)
+
+
+def _scores(model: Any, kind: str) -> tuple[tuple[str, ...], np.ndarray]:
     direct = _direct_scores(model, kind)
     if direct is not None:
         return direct
     scores = model.get_score(importance_type=kind)
-    return list(scores), np.asarray(list(scores.values()), dtype=np.float32)
+    return tuple(scores), np.asarray(list(scores.values()), dtype=np.float32)
 
 
-def _direct_scores(model: Any, kind: str) -> tuple[list[str], np.ndarray] | None:
+def _direct_scores(model: Any, kind: str) -> tuple[tuple[str, ...], np.ndarray] | None:
     lib, check, ulong = _c_api()
     if lib is None:
         return None
@@ -107,9 +146,24 @@ def _direct_scores(model: Any, kind: str) -> tuple[list[str], np.ndarray] | None
     if dim.value != 1 or shape[0] != count:
         return None  # a score vector per feature (multi-target trees): get_score's lists
     if count == 0:
-        return [], np.zeros(0, dtype=np.float32)
-    scores = np.ctypeslib.as_array(values, (count,)).copy()  # the buffer belongs to the booster
-    return [_text(names[i]) for i in range(count)], scores
+        return (), np.zeros(0, dtype=np.float32)
+    # copied out at once: the buffers belong to the booster (string_at is a memcpy; as_array costs more)
+    scores = np.frombuffer(ctypes.string_at(values, 4 * count), dtype=np.float32)
+    return _names(names[:count]), scores
+
+
+# the latest feature names seen, raw and decoded: the three walks of a round, and round after round,
+# list the same features (one tuple, replaced whole: several hooks may share it)
+_last_names: list[tuple[list[bytes], tuple[str, ...]]] = [([], ())]
+
+
+def _names(raw: list[bytes]) -> tuple[str, ...]:
+    last = _last_names[0]
+    if raw == last[0]:
+        return last[1]
+    decoded = tuple(_text(name) for name in raw)
+    _last_names[0] = (raw, decoded)
+    return decoded
 
 
 def _text(raw: bytes) -> str:

@@ -131,3 +131,33 @@ def test_local_trial_on_disk(tmp_path: Path) -> None:
     index = decode_index((tmp_path / files[2]).read_bytes(), files[2])
     payload = read_record((tmp_path / index.event_file_name).read_bytes(), "e", 0, index.tensors[0].length)
     assert decode_event(payload).value.tolist() == ["a", "bc"]
+
+
+@pytest.mark.parametrize("step", [0, 1, 300, 2**40])
+@pytest.mark.parametrize("mode", [ModeKeys.GLOBAL, ModeKeys.EVAL])
+def test_add_tensors_writes_what_add_tensor_writes_one_by_one(step, mode):
+    from tests.unit.format.test_format_event_encoding import VALUES
+
+    values = [*VALUES, np.array(["a", "bc"]), "text", np.float64([0.25]), np.float64([0.25])]
+    times = [1.0, 1.0, 1795517963.942807, float("nan"), 2.5]
+    items = [(f"t{i % 7}/{i}", v, times[i % len(times)]) for i, v in enumerate(values)]
+    items.append(("same", np.float32([1.0]), 3.0))
+    items.append(("same", np.float32([2.0]), 3.0))  # a tag twice, as a hook may save it
+    one, many = StepWriter(step, "worker_0", mode=mode), StepWriter(step, "worker_0", mode=mode)
+    for tag, value, wall_time in items:
+        one.add_tensor(tag, value, wall_time=wall_time)
+    many.add_tensors(items)
+    assert many.event_bytes() == one.event_bytes()
+    assert many.index_bytes() == one.index_bytes()
+
+
+def test_add_tensors_after_shapes_and_of_nothing():
+    one, many = StepWriter(3, "worker_0"), StepWriter(3, "worker_0")
+    for sw in (one, many):
+        sw.add_shape("w", (2, 3))
+    many.add_tensors([])
+    assert many.is_empty is False
+    assert many.has_tensors is False
+    one.add_tensor("x", np.int32([7]), wall_time=4.0)
+    many.add_tensors([("x", np.int32([7]), 4.0)])
+    assert (many.event_bytes(), many.index_bytes()) == (one.event_bytes(), one.index_bytes())
