@@ -47,9 +47,11 @@ setup-sagemaker: $(SM_VENV)/.installed
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: setup setup-smdebug setup-sagemaker
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 test-fast: setup

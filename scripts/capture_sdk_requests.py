@@ -114,9 +114,7 @@ def _fit(name: str, **estimator_args: Any) -> dict[str, Any]:
 def scenarios() -> dict[str, dict[str, Any]]:
     """Each scenario: a realistic use of the SDK's debugger surface."""
     out: dict[str, dict[str, Any]] = {}
-    actions = rule_configs.ActionList(
-        rule_configs.StopTraining(), rule_configs.Email("mlteam@example.com")
-    )
+    actions = rule_configs.ActionList(rule_configs.StopTraining(), rule_configs.Email("mlteam@example.com"))
     # 1. Built-in rules with numeric parameters and actions; the user's collections overlap the rules'.
     out["builtin_rules_actions_overlapping_collections"] = _fit(
         "sdk-builtin-job",

@@ -43,7 +43,6 @@ def install_smdebug_alias() -> None:
     install()
 
 
-
 def __getattr__(name: str) -> Any:
     target = _LAZY.get(name)
     if target is None:

@@ -14,7 +14,7 @@ import pytest
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig
 
 from moto_stack import moto_stack
-from tornasole.local import moto_cache, moto_guard, moto_registry
+from tornasole.local.moto_adjustments import moto_adjusted
 
 HERE = "tests/reliability/"
 
@@ -22,21 +22,14 @@ HERE = "tests/reliability/"
 @pytest.fixture
 def rig(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Rig]:
     env = {"TORNASOLE_CUSTOM_RULES_PREFIX": RULES_PREFIX, "POWERTOOLS_LOG_LEVEL": "WARNING"}
-    with moto_stack(monkeypatch, BUCKET, **env) as res:
-        # moto as the local mode runs it: a transaction snapshots the items it names, not the whole
-        # table, and a query reads one partition (at the full sizes, moto's own copies of every
-        # table per transaction took 15 GB and most of the time), its expressions parsed once
-        moto_guard.serialize_dynamodb()
-        moto_cache.cache()
-        moto_registry.stop_registering_models()  # every item version and message moto made, kept
-        try:
-            r = Rig(res, lambda_context)
-            r.notes()
-            yield r
-        finally:
-            moto_registry.register_models()
-            moto_cache.uncache()
-            moto_guard.unserialize_dynamodb()
+    # moto as the local mode runs it: a transaction snapshots the items it names, not the whole
+    # table, and a query reads one partition (at the full sizes, moto's own copies of every table
+    # per transaction took 15 GB and most of the time), its expressions parsed once, and moto's
+    # registry no longer keeps every item version and message moto made
+    with moto_stack(monkeypatch, BUCKET, **env) as res, moto_adjusted():
+        r = Rig(res, lambda_context)
+        r.notes()
+        yield r
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

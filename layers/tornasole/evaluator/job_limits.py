@@ -79,7 +79,6 @@ JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 _MAX_LISTED = 20
 
 
-
 def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
     """Nesting depth of a parsed JSON value, counted without recursion (stops past ``limit``)."""
     deepest, stack = 0, [(value, 1)]

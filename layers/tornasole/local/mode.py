@@ -20,14 +20,10 @@ from tornasole import config
 from tornasole.aws.clients import clear_client_cache
 from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
-from tornasole.local import moto_cache, moto_registry, transport
+from tornasole.local import transport
 from tornasole.local.dispatcher import Dispatcher
-from tornasole.local.moto_guard import (
-    read_stream,
-    release_stream,
-    serialize_dynamodb,
-    unserialize_dynamodb,
-)
+from tornasole.local.moto_adjustments import adjust_moto, restore_moto
+from tornasole.local.moto_guard import read_stream, release_stream
 from tornasole.local.resources import LocalResources, create_resources
 from tornasole.local.state_store import check_bucket, has_state, restore_objects, restore_table, save_state
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
@@ -122,9 +118,7 @@ class LocalMode:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
         # Metrics are disabled locally; Powertools still warns once per invocation that none were published.
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
-        serialize_dynamodb()
-        moto_cache.cache()
-        moto_registry.stop_registering_models()
+        adjust_moto()
         self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
@@ -188,9 +182,7 @@ class LocalMode:
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
         self._server.stop()
         self._server = None
-        unserialize_dynamodb()
-        moto_cache.uncache()
-        moto_registry.register_models()
+        restore_moto()
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until every queued notification, stream record and event has been handled."""

@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 #: Incomplete steps (some worker's index missing) waited on before the older half is settled.
 INCOMPLETE_STEP_WINDOW = 1000
 
+
 @functools.lru_cache(maxsize=1 << 16)
 def _parse_tag(tag: str) -> tuple[str, str, bool] | None:
     """Cached: the same tags repeat at every step of a trial."""
@@ -74,7 +75,9 @@ def entries_from_document(
             tag, start, length = raw.get("tensorname"), raw.get("start_idx"), raw.get("length")
             typed = type(tag) is str and type(start) is int and type(length) is int  # bools rejected
             if typed and start >= 0 and length >= OVERHEAD:
-                loc = _new_location(RecordLocation, (event_path, start, length, tag, step, worker, index_path))  # noqa: E501
+                loc = _new_location(
+                    RecordLocation, (event_path, start, length, tag, step, worker, index_path)
+                )
                 parsed = _parse_tag(tag)
                 if parsed is None:
                     entry = out.get(tag)

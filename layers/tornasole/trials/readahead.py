@@ -24,6 +24,7 @@ __all__ = ["readahead_span", "DEFAULT_READAHEAD_BYTES"]
 #: Read-ahead window of remote (S3) trials.
 DEFAULT_READAHEAD_BYTES = 1024 * 1024
 
+
 def readahead_span(
     path: str, start: int, end: int, neighbors: Sequence[RecordLocation], budget: int
 ) -> tuple[int, int]:

@@ -202,8 +202,17 @@ def _bad_plugin_name(ev) -> None:
         # an overlong (non-canonical) varint for the step
         b"\x09" + b"\0" * 8 + b"\x10\x89\x80\x80\x00" + _payload(np.float32([1]))[11:],
     ],
-    ids=["value-list", "two-values", "unknown-rank", "version", "plugin", "unknown-field", "order", "dup",
-         "overlong"],
+    ids=[
+        "value-list",
+        "two-values",
+        "unknown-rank",
+        "version",
+        "plugin",
+        "unknown-field",
+        "order",
+        "dup",
+        "overlong",
+    ],
 )
 def test_non_canonical_encodings_are_left_to_protobuf(payload: bytes) -> None:
     rec = frame(payload)

@@ -11,6 +11,14 @@ from tornasole.aws.clients import clear_client_cache, client
 from tornasole.local.moto_guard import read_stream, release_stream, serialize_dynamodb, unserialize_dynamodb
 
 TABLE = "guard-t"
+# a transaction item whose condition fails on an existing item ("c", "s00"): it cancels the transaction
+_CANCELLING_CHECK = {
+    "ConditionCheck": {
+        "TableName": TABLE,
+        "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
+        "ConditionExpression": "attribute_not_exists(pk)",
+    }
+}
 
 
 @pytest.fixture
@@ -146,13 +154,7 @@ def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
                             "ExpressionAttributeValues": {":v": {"N": "99"}},
                         }
                     },
-                    {
-                        "ConditionCheck": {
-                            "TableName": TABLE,
-                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    _CANCELLING_CHECK,
                 ]
             )
         assert _items(ddb) == before
@@ -222,13 +224,7 @@ def test_queries_answer_as_moto_does_after_the_partition_changed(ddb) -> None:
                 TransactItems=[
                     {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "d"}, "sk": {"S": "m#05"}}}},
                     {"Delete": {"TableName": TABLE, "Key": {"pk": {"S": "d"}, "sk": {"S": "b#0"}}}},
-                    {
-                        "ConditionCheck": {
-                            "TableName": TABLE,
-                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    _CANCELLING_CHECK,
                 ]
             )
         ours = [_pages(ddb, q) for q in QUERIES]
@@ -245,13 +241,7 @@ def test_a_cancelled_transaction_leaves_no_stream_record(ddb) -> None:
             ddb.transact_write_items(
                 TransactItems=[
                     {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "a"}, "sk": {"S": "new"}}}},
-                    {
-                        "ConditionCheck": {
-                            "TableName": TABLE,
-                            "Key": {"pk": {"S": "c"}, "sk": {"S": "s00"}},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    _CANCELLING_CHECK,
                 ]
             )
         assert read_stream(TABLE, None, 1000) == before

@@ -23,6 +23,7 @@ def _loc(start: int, length: int, path: str = "f") -> RecordLocation:
 
 def test_span_grows_over_contiguous_records_within_budget():
     recs = [_loc(0, 10), _loc(10, 10), _loc(20, 10), _loc(30, 10), _loc(0, 99, path="other")]
+
     def span(loc, neighbors, budget):
         return readahead_span(loc.event_path, loc.start, loc.start + loc.length, neighbors, budget)
 

@@ -36,9 +36,7 @@ def test_local_trial_built_positionally_with_range_steps_and_smdebug_flags(tmp_p
     trial = LocalTrial("run", d + "/", (2, 4), True, False, True, False)
     assert trial.path == d
     assert trial.steps() == [2, 3]
-    np.testing.assert_array_equal(
-        trial.tensor("loss").value(3), create_trial(d).tensor("loss").value(3)
-    )
+    np.testing.assert_array_equal(trial.tensor("loss").value(3), create_trial(d).tensor("loss").value(3))
 
 
 def test_local_trial_rejects_an_unknown_keyword(tmp_path):

@@ -12,10 +12,22 @@ from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.storage import LocalStorage
 
 COLLECTIONS = {
-    "weights": {"name": "weights", "include_regex": ["weight"], "tensor_names": [],
-                "reduction_config": None, "save_config": None, "save_histogram": True},
-    "losses": {"name": "losses", "include_regex": [], "tensor_names": ["loss"],
-               "reduction_config": None, "save_config": None, "save_histogram": False},
+    "weights": {
+        "name": "weights",
+        "include_regex": ["weight"],
+        "tensor_names": [],
+        "reduction_config": None,
+        "save_config": None,
+        "save_histogram": True,
+    },
+    "losses": {
+        "name": "losses",
+        "include_regex": [],
+        "tensor_names": ["loss"],
+        "reduction_config": None,
+        "save_config": None,
+        "save_histogram": False,
+    },
 }
 
 

@@ -41,6 +41,7 @@ def as_float(value: Any) -> float:
     writer, our numpy hook) is shape ``(1,)``, and numpy 2.4 refuses ``float()`` of a 1-d array."""
     return float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
 
+
 COLLECTION_NAMES = Param("collection_names", "str_list", None, "collections whose tensors are inspected")
 TENSOR_REGEX = Param("tensor_regex", "regex", None, "regex (re.match) selecting tensors to inspect")
 
