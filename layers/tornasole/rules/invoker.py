@@ -115,10 +115,12 @@ class _LookAhead:
 
     Only for :class:`~tornasole.rules.Rule` objects that keep the base ``invoke``; anything
     else is called through its own ``invoke(step)``. A step listed by ``base_trial.steps()``
-    is complete, so waiting for it again would only cost a step-state lookup. On S3, after a
-    step, when the window prefetched so far is used up, the tensors the rule required there
-    are prefetched for the next ``WINDOW`` saved steps (:meth:`Rule.prefetch_like`); locally
-    reads are cheap and nothing is read ahead (see :mod:`tornasole.rules.req_tensors`).
+    is complete, so waiting for it again would only cost a step-state lookup. On S3, at a
+    step past the window prefetched so far, once the rule has declared what it requires
+    there and before that is fetched, the same tensors are prefetched for that step and the
+    next ``WINDOW`` saved steps in one batch (:meth:`Rule.prefetch_like`): one round of
+    concurrent reads per window, the first step's included. Locally reads are cheap and
+    nothing is read ahead (see :mod:`tornasole.rules.req_tensors`).
     """
 
     WINDOW = 64
@@ -148,21 +150,27 @@ class _LookAhead:
         if step not in self.known:
             self.rule.invoke(step)  # waits (live trial) or raises StepUnavailable / NoMoreData
             return
+        if not self.remote:
+            self.rule._invoke(step, available=True)
+            return
+        self.rule._before_fetch = self._prefetch_from
         try:
             self.rule._invoke(step, available=True)
         finally:
-            if self.remote and step >= self.prefetched_until:
-                self._prefetch_after(step)
+            self.rule._before_fetch = None
 
-    def _prefetch_after(self, step: int) -> None:
+    def _prefetch_from(self, step: int) -> None:
+        """Prefetch what the rule requires at ``step`` for it and the next saved steps, past the window."""
+        if step <= self.prefetched_until:
+            return
         i = bisect.bisect_right(self.sorted, step)
-        window = [s for s in self.sorted[i : i + self.WINDOW] if self.end_step is None or s < self.end_step]
-        if window:
-            self.prefetched_until = window[-1]
-            try:
-                self.rule.prefetch_like(step, window)
-            except Exception as exc:  # noqa: BLE001 - a failed guess must not hide the step's own outcome
-                logger.debug("%s: prefetch after step %d failed: %s", self.rule.rule_name, step, exc)
+        ahead = [s for s in self.sorted[i : i + self.WINDOW] if self.end_step is None or s < self.end_step]
+        window = [step, *ahead]
+        self.prefetched_until = window[-1]
+        try:
+            self.rule.prefetch_like(step, window)
+        except Exception as exc:  # noqa: BLE001 - a failed guess must not hide the step's own outcome
+            logger.debug("%s: prefetch from step %d failed: %s", self.rule.rule_name, step, exc)
 
 
 def _next_saved_step(rule_obj: Any, step: int) -> int | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from tornasole.exceptions import (
@@ -74,6 +75,10 @@ class Rule(ABC):
     ...                 return True
     ...         return False
     """
+
+    #: Called with the step once the rule has declared what it requires there, before that is
+    #: fetched: ``invoke_rule``'s look-ahead on S3 reads the step and the next ones in one batch.
+    _before_fetch: Callable[[int], None] | None = None
 
     def __init__(
         self, base_trial: Any, other_trials: Any = None, action_str: Any = None, **kwargs: Any
@@ -180,6 +185,8 @@ class Rule(ABC):
             self.req_tensors.clear()
             self.req_tensors.mark_available(self.base_trial, [step])
             self._call_required(step)
+            if self._before_fetch is not None:
+                self._before_fetch(step)
             self.req_tensors.fetch()
             try:
                 return bool(self.invoke_at_step(step))

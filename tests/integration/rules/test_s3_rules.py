@@ -9,7 +9,7 @@ import pytest
 
 from tornasole.exceptions import RuleLoadError
 from tornasole.format.writer import TrialWriter
-from tornasole.rules import invoke_rule
+from tornasole.rules import Rule, invoke_rule
 from tornasole.rules.loader import create_custom_rule
 from tornasole.rules.rule_invoker import main
 from tornasole.storage import get_storage
@@ -103,3 +103,75 @@ def test_missing_s3_rule_file_names_it(s3_run):
     trial = create_trial(f"{s3_run}/run")
     with pytest.raises(RuleLoadError, match=rf"{s3_run}/rules/absent.py: rule file not found"):
         create_custom_rule(f"{s3_run}/rules/absent.py", "R", trial)
+
+
+class _AllGradients(Rule):
+    """Requires every gradient at the step; fires on none (what a rule job reads, nothing more)."""
+
+    def set_required_tensors(self, step):
+        for name in self.base_trial.tensor_names(collection="gradients"):
+            self.req_tensors.add(name, steps=[step])
+
+    def invoke_at_step(self, step):
+        return False
+
+
+@pytest.fixture
+def s3_ten_steps(s3_bucket):
+    path = f"s3://{s3_bucket}/ten"
+    tw = TrialWriter(path)
+    tw.write_collections(
+        {
+            "gradients": {
+                "name": "gradients",
+                "include_regex": ["^gradients/"],
+                "tensor_names": [],
+                "reduction_config": None,
+                "save_config": None,
+            }
+        },
+        1,
+    )
+    for step in range(10):
+        sw = tw.step_writer(step)
+        for layer in ("a", "b", "c"):
+            sw.add_tensor(f"gradients/{layer}", np.full(4, step, np.float32))
+        tw.write_step(sw)
+    tw.write_end_marker()
+    return path
+
+
+def _event_file_batches(monkeypatch) -> list[list[str]]:
+    """The event files of each ``read_many`` batch an S3 trial makes (a spy on the real storage)."""
+    from tornasole.storage.s3 import S3Storage
+
+    batches: list[list[str]] = []
+    real = S3Storage.read_many
+
+    def read_many(self, requests, on_error="raise"):
+        files = [r.path for r in requests if "/events/" in r.path]
+        if files:
+            batches.append(files)
+        return real(self, requests, on_error)
+
+    monkeypatch.setattr(S3Storage, "read_many", read_many)
+    return batches
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"), [(64, [range(10)]), (3, [range(4), range(4, 8), range(8, 10)])]
+)
+def test_a_rule_over_s3_reads_each_window_of_steps_in_one_batch_the_first_step_included(
+    s3_ten_steps, monkeypatch, window, expected
+):
+    """The look-ahead prefetches from the step whose requirements it has just learnt, so the first
+    step is not fetched alone before the window: one round of reads per window, each file once."""
+    from tornasole.rules import invoker
+
+    monkeypatch.setattr(invoker._LookAhead, "WINDOW", window)
+    batches = _event_file_batches(monkeypatch)
+    rule = _AllGradients(create_trial(s3_ten_steps))
+    summary = invoke_rule(rule, start_step=0, end_step=None)
+    assert summary.steps_evaluated == 10
+    steps = [sorted(int(f.rsplit("/", 2)[-2]) for f in batch) for batch in batches]
+    assert steps == [list(r) for r in expected]
