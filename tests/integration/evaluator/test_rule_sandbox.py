@@ -238,7 +238,21 @@ def test_the_sandbox_refuses_rule_code_outside_its_rule_prefix(stack, monkeypatc
     assert "outside the allowed prefixes" in outcome.error
 
 
-# -- the reply is hostile: through the production transport (a real Lambda client, stubbed) -----------
+# -- the reply is hostile: through the production transport (a real Lambda client) ---------------------
+def _moto_runner(monkeypatch: pytest.MonkeyPatch, role: str, reply: str) -> Any:
+    """A runner whose Invoke is answered by moto's Docker-free Lambda with ``reply`` as the payload.
+
+    moto's simple Lambda backend returns queued results instead of running code (no Docker here);
+    it cannot send a function error, a throttle or bytes that are not UTF-8: those cases use
+    botocore's Stubber below, on the same client and transport."""
+    from moto.core.config import default_user_config
+    from moto.moto_api._internal.models import moto_api_backend
+
+    monkeypatch.setitem(default_user_config, "lambda", {**default_user_config["lambda"], "use_docker": False})
+    moto_api_backend.set_lambda_simple_result(reply, account_id="123456789012", region="us-east-1")
+    return LambdaCustomRuleRunner(FUNCTION, role, invoke=lambda_invoke(FUNCTION, client=client("lambda")))
+
+
 def _runner(role: str, response: dict[str, Any] | None = None, error: tuple[str, int] | None = None) -> Any:
     lam = client("lambda")
     stub = Stubber(lam)
@@ -292,7 +306,12 @@ GOOD = {
     ],
 )
 def test_a_malformed_reply_is_the_rules_error_at_that_step(stack, monkeypatch, payload, why) -> None:
-    outcome = _evaluate(_runner(_setup(monkeypatch), _reply(payload)))
+    role = _setup(monkeypatch)
+    try:
+        runner = _moto_runner(monkeypatch, role, payload.decode())
+    except UnicodeDecodeError:  # moto sends text only
+        runner = _runner(role, _reply(payload))
+    outcome = _evaluate(runner)
     assert outcome.error is not None
     assert "reply was refused" in outcome.error
     assert why in outcome.error
@@ -301,7 +320,7 @@ def test_a_malformed_reply_is_the_rules_error_at_that_step(stack, monkeypatch, p
 
 def test_a_reply_is_clipped_and_capped_like_an_in_process_rules(stack, monkeypatch) -> None:
     big = {**GOOD, "details": "d" * 5000, "values": {"v": "x" * 40_000}}
-    outcome = _evaluate(_runner(_setup(monkeypatch), _reply(json.dumps(big).encode())))
+    outcome = _evaluate(_moto_runner(monkeypatch, _setup(monkeypatch), json.dumps(big)))
     assert outcome.fired
     assert outcome.error is None
     assert len(outcome.details) <= 1024
@@ -334,7 +353,7 @@ def test_a_missing_sandbox_function_is_not_blamed_on_the_rule(stack, monkeypatch
 def test_a_transient_reply_keeps_the_step_pending(stack, monkeypatch) -> None:
     reply = json.dumps({"kind": "transient", "reason": "SlowDown reading step 4"}).encode()
     with pytest.raises(TransientError, match="SlowDown reading step 4"):
-        _evaluate(_runner(_setup(monkeypatch), _reply(reply)))
+        _evaluate(_moto_runner(monkeypatch, _setup(monkeypatch), reply.decode()))
 
 
 def test_the_evaluator_built_from_env_chooses_the_runner(stack, monkeypatch) -> None:
