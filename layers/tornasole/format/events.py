@@ -67,6 +67,17 @@ class TensorRecord:
     wall_time: float
 
 
+def _event_defaults(
+    step: int, mode: ModeKeys | None, mode_step: int | None, wall_time: float | None
+) -> tuple[ModeKeys, int, float]:
+    """What an event says when the caller leaves them out: mode GLOBAL, mode step = step, now."""
+    return (
+        ModeKeys.GLOBAL if mode is None else mode,
+        step if mode_step is None else mode_step,
+        time.time() if wall_time is None else wall_time,
+    )
+
+
 def encode_event(
     tag: str,
     array: Any,
@@ -104,12 +115,7 @@ def encode_event(
     >>> decode_event(p).value.tolist()
     [1.0, 2.0]
     """
-    if mode is None:
-        mode = ModeKeys.GLOBAL
-    if mode_step is None:
-        mode_step = step
-    if wall_time is None:
-        wall_time = time.time()
+    mode, mode_step, wall_time = _event_defaults(step, mode, mode_step, wall_time)
     fast = encode_numeric_event(
         tag, array, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
     )
@@ -140,12 +146,7 @@ def encode_record(
     >>> len(encode_record("x", np.float32(1), step=0, mode=None, mode_step=None, wall_time=1.0))
     82
     """
-    if mode is None:
-        mode = ModeKeys.GLOBAL
-    if mode_step is None:
-        mode_step = step
-    if wall_time is None:
-        wall_time = time.time()
+    mode, mode_step, wall_time = _event_defaults(step, mode, mode_step, wall_time)
     fast = encode_numeric_record(
         tag, array, step=step, mode_value=mode.value, mode_step=mode_step, wall_time=wall_time
     )
