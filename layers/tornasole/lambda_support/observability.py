@@ -6,24 +6,65 @@ routes those records through the Powertools JSON formatter, so one CloudWatch
 Logs filter (``{ ($.job = "my-job") && ($.rule = "VanishingGradient") }``, see
 ``tornasole.jobs.logs``) shows one rule's evaluation log for one job. Creating
 these objects makes no AWS call.
+
+Metrics are locked. Lambda runs one invocation at a time per process, but the
+local mode (and the reliability suite) run several function instances as
+threads of one process, and Powertools keeps one metric set per process: one
+thread's flush iterating it while another added a metric raised
+``RuntimeError: dictionary changed size during iteration``. So adding, flushing
+and clearing hold one lock (uncontended in Lambda).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import utils as logging_utils
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 from tornasole.stack_spec import DEFAULT_SPEC
 
-__all__ = ["logger", "metrics", "tracer"]
+__all__ = ["LockedEMFProvider", "logger", "metrics", "tracer"]
 
 _SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or DEFAULT_SPEC.service_name
 
+
+class LockedEMFProvider(AmazonCloudWatchEMFProvider):
+    """Powertools' EMF metrics with adding, flushing and clearing under one process-wide lock."""
+
+    _lock = threading.RLock()
+
+    def add_metric(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            super().add_metric(*args, **kwargs)
+
+    def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
+        with self._lock:
+            super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
+
+    def clear_metrics(self) -> None:
+        with self._lock:
+            super().clear_metrics()
+
+
+def _metrics(namespace: str) -> Metrics:
+    """``Metrics(namespace=...)`` as Powertools builds it, on the locked provider (same shared sets)."""
+    provider = LockedEMFProvider(
+        metric_set=Metrics._metrics,
+        dimension_set=Metrics._dimensions,
+        namespace=namespace,
+        metadata_set=Metrics._metadata,
+        default_dimensions=Metrics._default_dimensions,
+    )
+    return Metrics(namespace=namespace, provider=provider)
+
+
 logger = Logger(service=_SERVICE)
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_SPEC.metrics_namespace)
+metrics = _metrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_SPEC.metrics_namespace)
 tracer = Tracer(service=_SERVICE)
 
 # The library's parent logger gets Powertools' handler; every ``tornasole.*`` logger (also those created
