@@ -41,23 +41,25 @@ RULE = textwrap.dedent(
 )
 
 
+def _gradients_collection(**extra):
+    """The collections file of a run saving ``gradients/*`` (``extra``: more fields of the collection)."""
+    return {
+        "gradients": {
+            "name": "gradients",
+            "include_regex": ["^gradients/"],
+            "tensor_names": [],
+            "reduction_config": None,
+            "save_config": None,
+            **extra,
+        }
+    }
+
+
 @pytest.fixture
 def s3_run(s3_bucket):
     base = f"s3://{s3_bucket}"
     tw = TrialWriter(f"{base}/run")
-    tw.write_collections(
-        {
-            "gradients": {
-                "name": "gradients",
-                "include_regex": ["^gradients/"],
-                "tensor_names": [],
-                "reduction_config": None,
-                "save_config": None,
-                "save_histogram": True,
-            }
-        },
-        1,
-    )
+    tw.write_collections(_gradients_collection(save_histogram=True), 1)
     for step in range(5):
         sw = tw.step_writer(step)
         sw.add_tensor("gradients/w", np.full(4, 1e-9 if step >= 2 else 1e-3, np.float32))
@@ -120,18 +122,7 @@ class _AllGradients(Rule):
 def s3_ten_steps(s3_bucket):
     path = f"s3://{s3_bucket}/ten"
     tw = TrialWriter(path)
-    tw.write_collections(
-        {
-            "gradients": {
-                "name": "gradients",
-                "include_regex": ["^gradients/"],
-                "tensor_names": [],
-                "reduction_config": None,
-                "save_config": None,
-            }
-        },
-        1,
-    )
+    tw.write_collections(_gradients_collection(), 1)
     for step in range(10):
         sw = tw.step_writer(step)
         for layer in ("a", "b", "c"):
