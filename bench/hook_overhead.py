@@ -375,7 +375,44 @@ def _saved_steps(framework: str, steps: int, interval: int) -> int:
     return len(range(-first % interval + first, first + steps, interval))
 
 
+def file_creation_cost(steps: int = 200) -> tuple[float, float]:
+    """CPU microseconds (thread time) of what the hook's writer asks the file system for per saved step,
+    without the hook: a new step directory, then two files each written under a temporary name and
+    renamed (the event file and the index file), in a fresh directory under ``tempfile.gettempdir()``,
+    where the runs write. Returns ``(mkdir, two files)``. On this kind of VM these system calls cost
+    from ~50 us to over 1 ms a step depending on the directory's state (an ext4 /tmp that held ~30 GB
+    of leftovers was 20-40x slower than another directory of the same disk), and the writer thread's
+    share of the hook CPU follows them, so the figure is printed beside the rows."""
+    root = tempfile.mkdtemp(prefix="bench-fs-")
+    made = written = 0.0
+    payload = b"x" * 4096
+    try:
+        for step in range(steps):
+            folder = os.path.join(root, "events", f"{step:012d}")
+            start = time.thread_time()
+            os.makedirs(folder)
+            made += time.thread_time() - start
+            start = time.thread_time()
+            for name in ("event", "index"):
+                tmp = os.path.join(folder, f"{name}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                try:
+                    os.write(fd, payload)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, os.path.join(folder, name))
+            written += time.thread_time() - start
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return made / steps * 1e6, written / steps * 1e6
+
+
 def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds: int = 0) -> None:
+    mkdir_us, files_us = file_creation_cost()
+    print(
+        f"-- file system under {tempfile.gettempdir()} (where the runs write; TMPDIR moves it): a step's"
+        f" new directory {mkdir_us:.0f} us, its two files (create, write, rename) {files_us:.0f} us of CPU"
+    )
     for fw in frameworks:
         load_before = os.getloadavg()
         cmd = [sys.executable, __file__, "--worker", fw, "--steps", str(steps), "--repeats", str(repeats)]
