@@ -28,7 +28,7 @@ from tornasole.evaluator.runner import StepFiles, StepRunner, default_rule_facto
 from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxRequest, Window, reply_of
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.forked import run_forked
-from tornasole.lambda_support.observability import logger
+from tornasole.lambda_support.observability import inject_invocation_context, logger
 from tornasole.lambda_support.zygote import Zygote
 
 __all__ = ["ENV_FORK", "allowed_rule_prefixes", "evaluate", "handler", "scoped_storage"]
@@ -166,7 +166,7 @@ def evaluate(event: Any, remaining_s: Any = None, environ: Mapping[str, str] | N
     return run_forked(lambda: _run_request(request, remaining_s), timeout, MAX_REPLY_BYTES)
 
 
-@logger.inject_lambda_context(clear_state=True)  # never logs the event: it holds credentials
+@inject_invocation_context  # never logs the event: it holds credentials
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     reply = evaluate(event, remaining_s=lambda: context.get_remaining_time_in_millis() / 1000)
     job = event.get("job") if isinstance(event, dict) else None

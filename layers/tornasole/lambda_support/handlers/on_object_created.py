@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from tornasole.evaluator.service import Evaluator
 from tornasole.lambda_support.env import HandlerEnv
-from tornasole.lambda_support.observability import logger, metrics, tracer
+from tornasole.lambda_support.observability import inject_invocation_context, logger, metrics, tracer
 
 
 @cache
@@ -27,7 +27,7 @@ def evaluator() -> Evaluator:
     return Evaluator.from_env(HandlerEnv.from_environ())
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_invocation_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @event_source(data_class=S3Event)

@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from tornasole.evaluator.events import OutboxPublisher
 from tornasole.lambda_support.env import HandlerEnv
-from tornasole.lambda_support.observability import logger, metrics, tracer
+from tornasole.lambda_support.observability import inject_invocation_context, metrics, tracer
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
@@ -38,7 +38,7 @@ def record_handler(record: DynamoDBRecord) -> None:
         metrics.add_metric(name="OutboxPublished", unit=MetricUnit.Count, value=1)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_invocation_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
