@@ -375,43 +375,40 @@ def _saved_steps(framework: str, steps: int, interval: int) -> int:
     return len(range(-first % interval + first, first + steps, interval))
 
 
-def file_creation_cost(steps: int = 200) -> tuple[float, float]:
-    """CPU microseconds (thread time) of what the hook's writer asks the file system for per saved step,
-    without the hook: a new step directory, then two files each written under a temporary name and
-    renamed (the event file and the index file), in a fresh directory under ``tempfile.gettempdir()``,
-    where the runs write. Returns ``(mkdir, two files)``. On this kind of VM these system calls cost
-    from ~50 us to over 1 ms a step depending on the directory's state (an ext4 /tmp that held ~30 GB
-    of leftovers was 20-40x slower than another directory of the same disk), and the writer thread's
-    share of the hook CPU follows them, so the figure is printed beside the rows."""
+def file_creation_cost(steps: int = 200) -> float:
+    """CPU microseconds (thread time) of one saved step's files, written the way the hook's writer
+    writes them but without the hook: the event file and the index file of a new step directory,
+    each through ``LocalStorage.write_atomic`` (the directory made, a temporary name written, then
+    renamed), in a fresh directory under ``tempfile.gettempdir()``, where the runs write. On this
+    kind of VM these system calls cost from ~50 us to over 1 ms a step depending on the directory's
+    state (an ext4 /tmp that held ~30 GB of leftovers was 20-40x slower than another directory of
+    the same disk), and the writer thread's share of the hook CPU follows them, so the figure is
+    printed beside the rows."""
+    from tornasole.storage import LocalStorage
+
+    storage = LocalStorage()
     root = tempfile.mkdtemp(prefix="bench-fs-")
-    made = written = 0.0
     payload = b"x" * 4096
+    spent = 0.0
     try:
         for step in range(steps):
-            folder = os.path.join(root, "events", f"{step:012d}")
+            event = os.path.join(root, "events", f"{step:012d}", "event")
+            index = os.path.join(root, "index", f"{step:012d}.json")
             start = time.thread_time()
-            os.makedirs(folder)
-            made += time.thread_time() - start
-            start = time.thread_time()
-            for name in ("event", "index"):
-                tmp = os.path.join(folder, f"{name}.tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                try:
-                    os.write(fd, payload)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, os.path.join(folder, name))
-            written += time.thread_time() - start
+            storage.write_atomic(event, payload)
+            storage.write_atomic(index, payload)
+            spent += time.thread_time() - start
     finally:
+        storage.close()
         shutil.rmtree(root, ignore_errors=True)
-    return made / steps * 1e6, written / steps * 1e6
+    return spent / steps * 1e6
 
 
 def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds: int = 0) -> None:
-    mkdir_us, files_us = file_creation_cost()
     print(
-        f"-- file system under {tempfile.gettempdir()} (where the runs write; TMPDIR moves it): a step's"
-        f" new directory {mkdir_us:.0f} us, its two files (create, write, rename) {files_us:.0f} us of CPU"
+        f"-- file system under {tempfile.gettempdir()} (where the runs write; TMPDIR moves it):"
+        f" a saved step's two files, its new directory included, {file_creation_cost():.0f} us of CPU"
+        " (LocalStorage.write_atomic)"
     )
     for fw in frameworks:
         load_before = os.getloadavg()

@@ -83,7 +83,7 @@ logging.getLogger("tornasole")
 logging_utils.copy_config_to_registered_loggers(source_logger=logger, include={"tornasole"})
 
 
-Handler = TypeVar("Handler", bound=Callable[..., Any])
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
 _cold = [True]  # the first invocation of this process (one flag, taken under the lock)
 _cold_lock = threading.Lock()
 
@@ -94,7 +94,7 @@ def _cold_start() -> bool:
     return cold
 
 
-def inject_invocation_context(handler: Handler) -> Handler:
+def inject_invocation_context(handler: _Handler) -> _Handler:
     """``logger.inject_lambda_context(clear_state=True)`` with the context keys kept per thread.
 
     Every log line of the invocation, the library's ``tornasole.*`` loggers

@@ -28,12 +28,9 @@ class _Lines(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[dict] = []
-        self._lock2 = threading.Lock()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        line = json.loads(logger.registered_formatter.format(record))
-        with self._lock2:
-            self.lines.append(line)
+    def emit(self, record: logging.LogRecord) -> None:  # logging.Handler.handle holds self.lock
+        self.lines.append(json.loads(logger.registered_formatter.format(record)))
 
 
 @pytest.fixture
