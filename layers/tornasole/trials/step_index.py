@@ -16,14 +16,17 @@ that (step, worker) raises the error while every other step stays readable.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import NamedTuple
 
 from tornasole.modes import GLOBAL, ModeKeys
 
 __all__ = ["StepState", "RecordLocation", "TensorEntry", "StepRecord", "StepTable"]
+
+_NO_ENTRIES: Mapping[int, TensorEntry] = MappingProxyType({})
 
 
 class StepState(Enum):
@@ -111,7 +114,10 @@ class StepTable:
         self.all_loaded = False
         self._steps: dict[int, StepRecord] = {}
         self._mode_to_global: dict[ModeKeys, dict[int, int]] = {}
-        self._tensor_steps: dict[str, set[int]] = {}
+        # name -> {global step: the entry of the first worker (by name) that saved anything of it}: the
+        # tensor's steps, and the read path's lookup in a tensor's own dict (a loop over one tensor's
+        # steps then stays in that dict, instead of visiting every step's record and tensor dict)
+        self._tensor_steps: dict[str, dict[int, TensorEntry]] = {}
         self._mode_tensors: dict[ModeKeys, set[str]] = {}
         self._workers: set[str] = set()
         self._last_complete = -1
@@ -129,21 +135,46 @@ class StepTable:
                 rec = self._steps[step] = StepRecord(step, mode, mode_step)
                 if mode != GLOBAL:
                     self._mode_to_global.setdefault(mode, {}).setdefault(mode_step, step)
+            replaced = rec.workers.get(worker)
             rec.workers[worker] = tensors
             rec.single = (worker, tensors) if len(rec.workers) == 1 else None
             self._workers.add(worker)
             self.bad.pop((step, worker), None)
             tensor_steps = self._tensor_steps
-            for name in tensors:
-                steps = tensor_steps.get(name)
-                if steps is None:
-                    tensor_steps[name] = {step}
-                else:
-                    steps.add(step)
+            if rec.single is not None:  # the common case: the step's one worker
+                if replaced is not None:
+                    self._drop_names(step, replaced.keys() - tensors.keys())
+                for name, entry in tensors.items():
+                    steps = tensor_steps.get(name)
+                    if steps is None:
+                        tensor_steps[name] = {step: entry}
+                    else:
+                        steps[step] = entry
+            else:
+                self._reindex(rec, tensors.keys() | (replaced.keys() if replaced is not None else set()))
             if rec.mode != GLOBAL:
                 self._mode_tensors.setdefault(rec.mode, set()).update(tensors)
             if self._has_all_workers(rec) and step > self._last_complete:
                 self._last_complete = step
+
+    def _reindex(self, rec: StepRecord, names: Iterable[str]) -> None:
+        """Point each of ``names`` at the entry of the first worker (by name) of ``rec`` that has it."""
+        for name in names:
+            owners = [w for w, tensors in rec.workers.items() if name in tensors]
+            if not owners:
+                self._drop_names(rec.step, (name,))
+                continue
+            steps = self._tensor_steps.setdefault(name, {})
+            steps[rec.step] = rec.workers[min(owners)][name]
+
+    def _drop_names(self, step: int, names: Iterable[str]) -> None:
+        """``step`` no longer holds ``names`` (a worker's index was re-read without them)."""
+        for name in names:
+            steps = self._tensor_steps.get(name)
+            if steps is not None:
+                steps.pop(step, None)
+                if not steps:  # a Tensor holding this dict falls back to the step records
+                    del self._tensor_steps[name]
 
     def add_bad(self, step: int, worker: str, error: Exception) -> None:
         """Record that ``worker``'s index for ``step`` could not be loaded."""
@@ -250,6 +281,13 @@ class StepTable:
     def tensor_step_count(self, name: str) -> int:
         """How many global steps :meth:`tensor_steps` would list (no sort, no lock: a length)."""
         return len(self._tensor_steps.get(name, ()))
+
+    def tensor_entries(self, name: str) -> Mapping[int, TensorEntry]:
+        """``{global step: entry}`` of ``name``, the entry of the step's first worker (by name): what
+        :meth:`first_entry` finds, kept up to date as steps load (read-only; empty for an unknown
+        name, and then never updated). No lock: a dict lookup is atomic under the GIL, and an entry
+        is complete before it is added."""
+        return self._tensor_steps.get(name, _NO_ENTRIES)
 
     def tensor_steps(self, name: str) -> list[int]:
         """Global steps at which any worker saved anything (value, reduction or shape) of ``name``."""

@@ -131,7 +131,10 @@ class Tensor:
         # remote readers read ahead over the records of the same index file
         self._neighbors = table.neighbors if reader.readahead_bytes else None
         self._computed: dict[tuple[int, str, str, bool], np.ndarray] = {}
-        self._first_location = table.first_location  # the read path's calls, bound once
+        # the read path's lookups, bound once: this tensor's own {step: first worker's entry}, kept up
+        # to date by the table (a loop over this tensor's steps stays in one dict), then the step records
+        self._by_step = table.tensor_entries(name)
+        self._first_location = table.first_location
         self._first_entry = table.first_entry
         self._steps_sorted: list[int] | None = None  # the read-ahead's view of tensor_steps (remote)
         self._read_value = reader.read_value
@@ -171,7 +174,8 @@ class Tensor:
         if kwargs or step is None:
             step = _step_from_kwargs("value", step, kwargs)
         if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
-            loc = self._first_location(self.name, step)
+            entry = self._by_step.get(step)
+            loc = entry.location if entry is not None else self._first_location(self.name, step)
             if loc is not None:
                 if self._neighbors is not None:
                     self._read_ahead(loc, step)
@@ -195,8 +199,11 @@ class Tensor:
         steps = self.steps(mode)
         name = self.name
         if worker is None and (mode is GLOBAL or mode is None):  # the common call
-            first = self._first_location
-            locs = [first(name, s) for s in steps]
+            by_step, first = self._by_step, self._first_location
+            locs = []
+            for s in steps:
+                entry = by_step.get(s)
+                locs.append(entry.location if entry is not None else first(name, s))
         else:
             locs = [None] * len(steps)
         for i, loc in enumerate(locs):
