@@ -255,6 +255,13 @@ class Tensor:
         absolute = bool(abs)
         found = None
         if worker is None and (mode is GLOBAL or mode is None):  # the common call: one lookup
+            entry = self._by_step.get(step)
+            if entry is not None:  # a saved reduction record, read as a value is
+                loc = entry.reductions.get((red, absolute))
+                if loc is not None:
+                    if self._neighbors is not None:
+                        self._read_ahead(loc, step)
+                    return self._read_value(loc, self._neighbors)
             found = self._first_entry(self.name, step)
         if found is not None:
             g = step

@@ -86,11 +86,16 @@ def test_a_tensor_reads_steps_that_load_after_it_was_handed_out(tmp_path):
     loss = trial.tensor("loss")
     np.testing.assert_array_equal(loss.value(0), tensor_value(0, "worker_0", "loss"))
     # step 1: worker_1's index lands first, then worker_0's, which is the one read without a worker
-    write_step(d, 1, worker="worker_1")
+    write_step(d, 1, worker="worker_1", reductions=True)
     trial.maybe_refresh()
     np.testing.assert_array_equal(loss.value(1), tensor_value(1, "worker_1", "loss"))
-    write_step(d, 1, worker="worker_0")
+    write_step(d, 1, worker="worker_0", reductions=True)
     trial.maybe_refresh()
     np.testing.assert_array_equal(loss.value(1), tensor_value(1, "worker_0", "loss"))
     np.testing.assert_array_equal(loss.values()[1], tensor_value(1, "worker_0", "loss"))
     np.testing.assert_array_equal(loss.value(1, worker="worker_1"), tensor_value(1, "worker_1", "loss"))
+    # a saved reduction record is looked up the same way
+    assert loss.reduction_value(1, "mean") == np.float32(tensor_value(1, "worker_0", "loss").mean())
+    assert loss.reduction_value(1, "mean", worker="worker_1") == np.float32(
+        tensor_value(1, "worker_1", "loss").mean()
+    )
