@@ -9,7 +9,7 @@ after a ``Tensor`` took the dict.
 from __future__ import annotations
 
 import numpy as np
-from trial_builder import tensor_value, write_collections, write_step
+from trial_builder import make_trial_dir, tensor_value, write_step
 
 from tornasole.modes import GLOBAL
 from tornasole.trials import create_trial
@@ -77,11 +77,7 @@ def test_an_index_read_again_without_a_tensor_drops_it_from_that_step():
 
 
 def test_a_tensor_reads_steps_that_load_after_it_was_handed_out(tmp_path):
-    d = str(tmp_path / "run")
-    write_collections(d, num_workers=2, worker="worker_0")
-    write_collections(d, num_workers=2, worker="worker_1")
-    write_step(d, 0, worker="worker_0")
-    write_step(d, 0, worker="worker_1")
+    d = make_trial_dir(str(tmp_path / "run"), [0], workers=2, end=False)
     trial = create_trial(d)
     loss = trial.tensor("loss")
     np.testing.assert_array_equal(loss.value(0), tensor_value(0, "worker_0", "loss"))
