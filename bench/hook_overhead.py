@@ -338,8 +338,8 @@ def framework_worker(
     for interval in INTERVALS:
         results[str(interval)] = _alternating(run, steps, interval, repeats)
     if framework == "xgboost" and long_rounds:
-        results["long"] = {"rounds": long_rounds}
-        results["long"].update(_alternating(run, long_rounds, LONG_INTERVAL, max(3, repeats // 3)))
+        long = _alternating(run, long_rounds, LONG_INTERVAL, max(3, repeats // 3))
+        results["long"] = {"rounds": long_rounds, **long}
     results["idle_us"] = {"value": _idle_step_us(framework)}
     results["timer_us"] = {"value": _TIMER_S[0] * 1e6, "hot": timer_hot * 1e6}
     return results

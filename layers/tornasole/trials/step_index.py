@@ -337,19 +337,13 @@ class StepTable:
         return found
 
     def first_location(self, name: str, step: int) -> RecordLocation | None:
-        """Where :meth:`first_entry`'s value is, for the common step of one worker; else ``None``.
+        """Where :meth:`first_entry`'s value is, or ``None``.
 
         ``None`` also when that worker saved no value of ``name`` there (the caller
-        then takes the path that says why). The read path's lookup: one per value.
+        then takes the path that says why). Read from :meth:`tensor_entries`, which
+        holds the first worker's entry of every step.
         """
-        rec = self._steps.get(step)
-        if rec is None:
-            return None
-        single = rec.single
-        if single is None:
-            found = self.first_entry(name, step)
-            return None if found is None else found[1].location
-        entry = single[1].get(name)
+        entry = self._tensor_steps.get(name, _NO_ENTRIES).get(step)
         return None if entry is None else entry.location
 
     def locations(self, step: int, worker: str) -> list[RecordLocation]:
