@@ -1,4 +1,6 @@
-"""Feature importances: the hook's five types equal ``Booster.get_score`` bit for bit, mid-training too."""
+"""Feature importances: ``feature_importances`` equals ``Booster.get_score`` bit for bit, mid-training
+too; the hook's saved shares equal it bit for bit at its first save, and after it (walking only the new
+trees, ``running_importance``) exactly in ``weight`` and within float32 rounding in the sums."""
 
 from __future__ import annotations
 
@@ -143,4 +145,7 @@ def test_saved_importances_are_get_score_normalized_at_every_saved_round(tmp_pat
                 saved = trial.tensor(f"feature_importance/{kind}/{feature}").value(step)
                 assert saved.shape == (1,)
                 assert saved.dtype == np.float64
-                assert saved.item() == score / total, (step, kind, feature)
+                if step == 0 or kind == "weight":  # a whole walk / a split count: exact
+                    assert saved.item() == score / total, (step, kind, feature)
+                else:  # the new trees' sums added to the old ones: float32 rounding apart
+                    assert saved.item() == pytest.approx(score / total, rel=2e-6), (step, kind, feature)

@@ -42,6 +42,7 @@ from tornasole.hooks.save_manager import WritePlan
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys
 from tornasole.xgboost.importance import IMPORTANCE_TYPES, feature_importances, importance_shares
+from tornasole.xgboost.running_importance import RunningImportance
 from tornasole.xgboost.trees import round_trees
 
 __all__ = ["Hook", "K", "xgboost_collections", "feature_importances", "IMPORTANCE_TYPES"]
@@ -158,6 +159,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         self.train_data = _dmatrix("train_data", train_data)
         self.validation_data = _dmatrix("validation_data", validation_data)
         self._importance_names: dict[tuple[str, ...], list[str]] = {}
+        self._importances = RunningImportance()
         self._plans_key: tuple[Any, ...] | None = None
         self._plans: dict[str, tuple[WritePlan | None, bool]] = {}
         self._whole_lists: dict[int, list[str]] = {}  # lists of names _save_all found all saved whole
@@ -261,7 +263,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         if cached is not None and cached[0] is model and not cached[1]:
             return
         try:
-            shares = importance_shares(model, self._importance_names)
+            shares = importance_shares(self._importances.table(model), self._importance_names)
         except xgb.core.XGBoostError:
             if self._tree_booster(model):
                 raise

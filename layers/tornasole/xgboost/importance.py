@@ -58,12 +58,13 @@ def importance_table(model: Any) -> tuple[tuple[str, ...], np.ndarray] | dict[st
 
 
 def importance_shares(
-    model: Any, names_cache: dict[tuple[str, ...], list[str]]
+    table: tuple[tuple[str, ...], np.ndarray] | dict[str, dict[str, float]],
+    names_cache: dict[tuple[str, ...], list[str]],
 ) -> tuple[list[str], list[np.ndarray]]:
-    """What a hook saves: ``feature_importance/<type>/<feature>`` names and their ``[share]`` values,
-    each type normalized to sum 1 (summed in order, as smdebug did), all five divided at once. The
-    names list comes from ``names_cache`` (one list per feature list, the same object each round)."""
-    table = _table(model)
+    """What a hook saves of an :func:`importance_table`: ``feature_importance/<type>/<feature>``
+    names and their ``[share]`` values, each type normalized to sum 1 (summed in order, as smdebug
+    did), all five divided at once. The names list comes from ``names_cache`` (one list per feature
+    list, the same object each round)."""
     if isinstance(table, dict):  # the walks listed different features: type by type
         names, values = [], []
         for kind in IMPORTANCE_TYPES:
@@ -123,7 +124,12 @@ def _scores(model: Any, kind: str) -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(scores), np.asarray(list(scores.values()), dtype=np.float32)
 
 
-def _direct_scores(model: Any, kind: str) -> tuple[tuple[str, ...], np.ndarray] | None:
+def _direct_scores(
+    model: Any, kind: str, args: bytes | None = None
+) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """The C function's ``(features, float32 scores)`` for ``kind``, over every tree or over the
+    trees ``args`` (its JSON arguments) names; ``None`` where the C API or one score per feature is
+    missing."""
     lib, check, ulong = _c_api()
     if lib is None:
         return None
@@ -134,7 +140,7 @@ def _direct_scores(model: Any, kind: str) -> tuple[tuple[str, ...], np.ndarray] 
     check(
         lib.XGBoosterFeatureScore(
             model.handle,
-            _ARGS[kind],
+            args or _ARGS[kind],
             ctypes.byref(n_features),
             ctypes.byref(names),
             ctypes.byref(dim),
