@@ -79,13 +79,15 @@ def test_equal_get_score_for_several_targets(strategy):
     _assert_equals_get_score(booster)
 
 
-def test_equal_get_score_with_feature_names_continued_training_and_early_stopping():
-    names = ["age", "höhe", "size", "w", "x", "y", "z"]  # a non-ASCII name comes back as get_score's
+NAMES = ["age", "höhe", "size", "w", "x", "y", "z"]  # a non-ASCII name comes back as get_score's
+
+
+def continued_with_early_stopping(callback):
+    """15 rounds trained, then continued with ``callback`` until a validation set stops improving."""
     params = {"max_depth": 3, "objective": "binary:logistic"}
-    d = _dmatrix(params, names=names)
-    val = _dmatrix(params, seed=1, names=names)
+    d = _dmatrix(params, names=NAMES)
+    val = _dmatrix(params, seed=1, names=NAMES)
     first = xgb.train(params, d, 15)
-    check = _GetScoreEvery(every=2)
     booster = xgb.train(
         params,
         d,
@@ -93,10 +95,16 @@ def test_equal_get_score_with_feature_names_continued_training_and_early_stoppin
         evals=[(val, "validation")],
         xgb_model=first,
         early_stopping_rounds=3,
-        callbacks=[check],
+        callbacks=[callback],
         verbose_eval=False,
     )
     assert booster.num_boosted_rounds() < 215  # stopped early
+    return booster
+
+
+def test_equal_get_score_with_feature_names_continued_training_and_early_stopping():
+    check = _GetScoreEvery(every=2)
+    booster = continued_with_early_stopping(check)
     assert check.rounds[0] == 16  # the first check saw the 15 loaded rounds and one new
     _assert_equals_get_score(booster)
     assert "höhe" in feature_importances(booster)["weight"]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from tests.frameworks.test_xgboost_importance import CASES, _dmatrix
+from tests.frameworks.test_xgboost_importance import CASES, _dmatrix, continued_with_early_stopping
 from tornasole.xgboost import running_importance
 from tornasole.xgboost.importance import IMPORTANCE_TYPES
 from tornasole.xgboost.running_importance import RunningImportance
@@ -94,23 +94,8 @@ def test_several_targets_follow_get_score(strategy, per_round, walks):
 
 
 def test_feature_names_continued_training_and_early_stopping(walks):
-    names = ["age", "höhe", "size", "w", "x", "y", "z"]
-    params = {"max_depth": 3, "objective": "binary:logistic"}
-    d = _dmatrix(params, names=names)
-    val = _dmatrix(params, seed=1, names=names)
-    first = xgb.train(params, d, 15)
     check = _Check(RunningImportance(), every=2)
-    booster = xgb.train(
-        params,
-        d,
-        200,
-        evals=[(val, "validation")],
-        xgb_model=first,
-        early_stopping_rounds=3,
-        callbacks=[check],
-        verbose_eval=False,
-    )
-    assert booster.num_boosted_rounds() < 215
+    booster = continued_with_early_stopping(check)
     assert check.checked[0][1] == 16  # the first check walked the 15 loaded trees and the new one
     assert walks
     assert walks[0][0][0] == 16  # the next walked from the 17th tree on
@@ -179,3 +164,33 @@ def test_a_linear_booster_fails_as_get_score_walks_do():
     booster = xgb.train(params, _dmatrix(params), 3)
     with pytest.raises(xgb.core.XGBoostError):
         RunningImportance().table(booster)
+
+
+def test_a_failed_walk_of_new_trees_falls_back_to_whole_walks(monkeypatch, caplog):
+    """Walking chosen trees only saves time: if XGBoost refuses it, the model is walked whole (the
+    exact get_score values) from then on, and training goes on."""
+    real = running_importance._direct_scores
+    refused = []
+
+    def refusing(model, kind, args=None):
+        if args is not None:
+            refused.append(kind)
+            raise xgb.core.XGBoostError("refused")
+        return real(model, kind, args)
+
+    monkeypatch.setattr(running_importance, "_direct_scores", refusing)
+    running, tables = RunningImportance(), []
+
+    class Keep(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            if epoch % 3 == 0:
+                tables.append(running.table(model))
+                _assert_exact(tables[-1], model)
+            return False
+
+    params = {"max_depth": 3}
+    booster = xgb.train(params, _dmatrix(params), 10, callbacks=[Keep()])
+    assert len(tables) == 4
+    assert refused == ["weight"]  # tried once, then walked whole
+    assert "walking the new trees failed" in caplog.text
+    _assert_exact(running.table(booster), booster)

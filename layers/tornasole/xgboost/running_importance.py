@@ -38,14 +38,18 @@ tree a round would have its extra trees left out of the sums.
 from __future__ import annotations
 
 import json
+import logging
 import weakref
 from typing import Any
 
 import numpy as np
+from xgboost.core import XGBoostError
 
 from tornasole.xgboost.importance import _c_api, _direct_scores, importance_table
 
 __all__ = ["RunningImportance"]
+
+logger = logging.getLogger(__name__)
 
 _WALKED = ("weight", "total_gain", "total_cover")
 _FOLLOWED_BOOSTERS = ("gbtree", "dart")
@@ -83,7 +87,7 @@ class RunningImportance:
             if config is None:
                 return self._restart(model)
             trees = config[2]
-        if trees > self._trees and not self._add_trees(model, self._trees, trees):
+        if trees > self._trees and not self._walk_new(model, trees):
             self._following = False  # this model is walked whole from now on
             return importance_table(model)
         self._trees, self._rounds = trees, rounds
@@ -117,6 +121,15 @@ class RunningImportance:
         self._trees, self._rounds, self._one_per_round = trees, rounds, trees == rounds
         self._following = True
         return table
+
+    def _walk_new(self, model: Any, trees: int) -> bool:
+        """:meth:`_add_trees` for the trees grown since the last save. An XGBoost error there is not
+        the user's: walking chosen trees only saves time, so the model is then walked whole."""
+        try:
+            return self._add_trees(model, self._trees, trees)
+        except XGBoostError:
+            logger.warning("Tornasole: walking the new trees failed; feature importances walk every tree")
+            return False
 
     def _add_trees(self, model: Any, first: int, end: int) -> bool:
         """Add the sums of trees ``[first, end)`` to the running ones; ``False`` if a walk could not
