@@ -194,3 +194,16 @@ def test_a_failed_walk_of_new_trees_falls_back_to_whole_walks(monkeypatch, caplo
     assert refused == ["weight"]  # tried once, then walked whole
     assert "walking the new trees failed" in caplog.text
     _assert_exact(running.table(booster), booster)
+
+
+def test_a_model_loaded_in_place_with_fewer_trees_is_walked_whole():
+    """The same booster object given a smaller model (``load_model``) between two saves, with more
+    rounds but fewer trees than were summed: walked whole again, never the old sums."""
+    params = {"max_depth": 3, "objective": "multi:softprob", "num_class": 3}
+    d = _dmatrix(params)
+    booster = xgb.train(params, d, 6)  # 18 trees
+    running = RunningImportance()
+    _assert_exact(running.table(booster), booster)
+    small = xgb.train({"max_depth": 3}, _dmatrix({}, seed=3), 8)  # 8 rounds, 8 trees
+    booster.load_model(small.save_raw())
+    _assert_exact(running.table(booster), booster)

@@ -84,7 +84,7 @@ class RunningImportance:
             trees = self._trees + (rounds - self._rounds)
         else:
             config = _booster_config(model)
-            if config is None:
+            if config is None or config[2] < self._trees:  # fewer trees: not the model summed
                 return self._restart(model)
             trees = config[2]
         if trees > self._trees and not self._walk_new(model, trees):
