@@ -27,6 +27,7 @@ __all__ = [
     "IMPORTANCE_TYPES",
     "feature_importances",
     "feature_scores",
+    "five_types",
     "importance_shares",
     "importance_table",
 ]
@@ -93,10 +94,16 @@ def _table(model: Any) -> tuple[tuple[str, ...], np.ndarray] | dict[str, dict[st
     if not weight_names == gain_names == cover_names:  # each lists the split features; never seen
         weights = dict(zip(weight_names, weight.tolist()))
         return _by_name(weights, gain_names, total_gain, cover_names, total_cover)
+    return weight_names, five_types(weight, total_gain, total_cover)
+
+
+def five_types(weight: np.ndarray, total_gain: np.ndarray, total_cover: np.ndarray) -> np.ndarray:
+    """The ``(5, features)`` float32 table from the three walked sums: ``gain`` and ``cover`` are the
+    totals over the split count, divided in float32 as XGBoost does."""
     splits = np.maximum(np.float32(1.0), weight)
     gain = total_gain / splits  # float32 / float32: XGBoost's own division
     cover = total_cover / splits
-    return weight_names, np.stack((weight, gain, cover, total_gain, total_cover))
+    return np.stack((weight, gain, cover, total_gain, total_cover))
 
 
 def _by_name(weight: dict[str, float], *named: Any) -> dict[str, dict[str, float]]:

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from xgboost.core import XGBoostError
 
-from tornasole.xgboost.importance import _c_api, _direct_scores, importance_table
+from tornasole.xgboost.importance import _c_api, _direct_scores, five_types, importance_table
 
 __all__ = ["RunningImportance"]
 
@@ -66,6 +66,7 @@ class RunningImportance:
         self._one_per_round = False
         self._rank: dict[str, int] = {}  # feature name -> feature index: XGBoost's order
         self._features: tuple[str, ...] = ()
+        self._column: dict[str, int] = {}  # feature name -> its column in _features / _sums
         self._sums = np.zeros((3, 0))  # weight, total_gain, total_cover in float64
         self._table: Any = None
 
@@ -117,6 +118,7 @@ class RunningImportance:
         if any(f not in self._rank for f in features):
             return table
         self._features = features
+        self._column = {f: i for i, f in enumerate(features)}
         self._sums = scores[[0, 3, 4]].astype(np.float64)
         self._trees, self._rounds, self._one_per_round = trees, rounds, trees == rounds
         self._following = True
@@ -153,21 +155,17 @@ class RunningImportance:
 
     def _columns(self, features: tuple[str, ...]) -> list[int]:
         """The running table's column of each feature, new features put in XGBoost's order."""
-        known = dict(zip(self._features, range(len(self._features))))
-        if any(f not in known for f in features):
+        column = self._column
+        if any(f not in column for f in features):
             merged = sorted(set(self._features).union(features), key=self._rank.__getitem__)
             sums = np.zeros((3, len(merged)))
             sums[:, [merged.index(f) for f in self._features]] = self._sums
             self._features, self._sums = tuple(merged), sums
-            known = dict(zip(self._features, range(len(self._features))))
-        return [known[f] for f in features]
+            column = self._column = {f: i for i, f in enumerate(merged)}
+        return [column[f] for f in features]
 
     def _current(self) -> tuple[tuple[str, ...], np.ndarray]:
-        weight, total_gain, total_cover = self._sums.astype(np.float32)
-        splits = np.maximum(np.float32(1.0), weight)
-        return self._features, np.stack(
-            (weight, total_gain / splits, total_cover / splits, total_gain, total_cover)
-        )
+        return self._features, five_types(*self._sums.astype(np.float32))
 
 
 def _booster_config(model: Any) -> tuple[str, str, int] | None:
