@@ -29,7 +29,7 @@ from tornasole.format import paths, reductions
 from tornasole.format.tfrecord import OVERHEAD
 from tornasole.storage import ReadRequest, Storage, join
 from tornasole.trials.reading import bare_message
-from tornasole.trials.step_index import RecordLocation, StepTable, TensorEntry
+from tornasole.trials.step_index import RecordLocation, StepTable, TensorEntry, flat_reductions
 
 __all__ = ["IndexLoader", "entries_from_document", "step_key_prefix"]
 
@@ -50,11 +50,6 @@ def step_key_prefix(trial_path: str, step: int) -> str:
     return join(trial_path, "index", f"{step // 1000:09d}", f"{step:012d}")
 
 
-# ``tuple.__new__`` builds a RecordLocation without the NamedTuple's Python-level ``__new__``
-# (one per record of the trial).
-_new_location = tuple.__new__
-
-
 def entries_from_document(
     doc: index_format.IndexDocument, *, trial_path: str, step: int, worker: str, index_path: str
 ) -> dict[str, TensorEntry]:
@@ -67,40 +62,60 @@ def entries_from_document(
     step: like smdebug, the step keeps its mode and mode step, the tensor is
     listed, and reading it raises the entry's error. An entry without a tensor
     name cannot be attributed to any tensor and is skipped with a warning.
+
+    Locations and entries are plain tuples in the layouts of
+    :class:`RecordLocation` and :class:`TensorEntry` (why: the former's docstring).
     """
     event_path = join(trial_path, doc.event_file_name or paths.event_file_name(step, worker))
-    out: dict[str, TensorEntry] = {}
+    # name -> its value's location (None: its last value entry was malformed), in payload order
+    values: dict[str, RecordLocation | None] = {}
+    reduced: dict[str, dict[tuple[str, bool], RecordLocation]] = {}
+    errors: dict[str, Exception] = {}
     for i, raw in enumerate(doc.tensor_payload):
-        if type(raw) is dict:  # the well-formed case inline: one RecordLocation per record, no IndexEntry
+        if type(raw) is dict:  # the well-formed case inline: one location tuple per record
             tag, start, length = raw.get("tensorname"), raw.get("start_idx"), raw.get("length")
             typed = type(tag) is str and type(start) is int and type(length) is int  # bools rejected
             if typed and start >= 0 and length >= OVERHEAD:
-                loc = _new_location(
-                    RecordLocation, (event_path, start, length, tag, step, worker, index_path)
-                )
+                loc = (event_path, start, length, tag, step, worker, index_path)
                 parsed = _parse_tag(tag)
                 if parsed is None:
-                    entry = out.get(tag)
-                    if entry is None:
-                        out[tag] = TensorEntry(loc)
-                    else:
-                        entry.location = loc
-                        entry.error = None
+                    values[tag] = loc
+                    if errors:
+                        errors.pop(tag, None)
                 else:
                     name, red, is_abs = parsed
-                    entry = out.get(name)
-                    if entry is None:
-                        entry = out[name] = TensorEntry()
-                    entry.reductions[(red, is_abs)] = loc
+                    saved = reduced.get(name)
+                    if saved is None:
+                        reduced[name] = {(red, is_abs): loc}
+                    else:
+                        saved[(red, is_abs)] = loc
                 continue
-        _add_bad_entry(out, raw, i, step, index_path)
-    for sh in doc.shapes:
-        out.setdefault(sh.tensorname, TensorEntry()).shape = tuple(int(d) for d in sh.shape)
+        _add_bad_entry(values, reduced, errors, raw, i, step, index_path)
+    shapes = {sh.tensorname: tuple(int(d) for d in sh.shape) for sh in doc.shapes}
+    if not reduced and not errors and not shapes:  # the usual index: values only
+        return {name: (loc, None, (), None) for name, loc in values.items()}
+    out: dict[str, TensorEntry] = {}
+    for name in dict.fromkeys([*values, *reduced, *errors, *shapes]):
+        saved = reduced.get(name)
+        reds = flat_reductions(saved) if saved else ()
+        out[name] = (values.get(name), shapes.get(name), reds, errors.get(name))  # type: ignore[assignment]
     return out
 
 
-def _add_bad_entry(out: dict[str, TensorEntry], raw: object, i: int, step: int, index_path: str) -> None:
-    """Record a malformed ``tensor_payload[i]`` so that reading its tensor raises why."""
+def _add_bad_entry(
+    values: dict[str, RecordLocation | None],
+    reduced: dict[str, dict[tuple[str, bool], RecordLocation]],
+    errors: dict[str, Exception],
+    raw: object,
+    i: int,
+    step: int,
+    index_path: str,
+) -> None:
+    """Record a malformed ``tensor_payload[i]`` so that reading its tensor raises why.
+
+    A malformed value entry replaces the tensor's value (reading it raises); a
+    malformed reduction entry only gives a tensor with no value yet an error.
+    """
     cause = index_format.tensor_entry_error(raw, i, index_path)
     tag = raw.get("tensorname") if isinstance(raw, dict) else None
     if not isinstance(tag, str):
@@ -112,15 +127,15 @@ def _add_bad_entry(out: dict[str, TensorEntry], raw: object, i: int, step: int, 
     err.__cause__ = cause
     logger.warning("%s", err)
     parsed = _parse_tag(tag)
-    name = tag if parsed is None else parsed[0]
-    entry = out.get(name)
-    if entry is None:
-        entry = out[name] = TensorEntry()
     if parsed is None:
-        entry.location = None
-        entry.error = err
-    elif entry.location is None and entry.error is None:
-        entry.error = err
+        values[tag] = None
+        errors[tag] = err
+        return
+    name = parsed[0]
+    if name not in reduced:
+        reduced[name] = {}
+    if values.get(name) is None and name not in errors:
+        errors[name] = err
 
 
 class IndexLoader:

@@ -31,7 +31,7 @@ from tornasole.format.events import decode_indexed_tensor
 from tornasole.format.record_scan import scan_tensor_record
 from tornasole.storage import LocalStorage
 from tornasole.trials.reading import decode_location, read_error
-from tornasole.trials.step_index import RecordLocation
+from tornasole.trials.step_index import LOC_PATH, RecordLocation
 
 __all__ = ["MappedValueReader"]
 
@@ -68,9 +68,10 @@ class MappedValueReader:
             The event file is missing or unreadable, or the record is cut short or
             corrupt; names the event file, the index file, the step and the tensor.
         """
-        data = self._mapped.get(loc.event_path)
+        path, start, length, tag, _, _, _ = loc  # a RecordLocation's layout
+        data = self._mapped.get(path)
         if data is not None:  # the common case, inline: a mapped file and a canonical record
-            found = scan_tensor_record(data, loc.start, loc.length, loc.tag)
+            found = scan_tensor_record(data, start, length, tag)
             if found is not None:
                 np_dtype, shape, offset, count = found
                 value = _frombuffer(data, np_dtype, count, offset)
@@ -87,21 +88,22 @@ class MappedValueReader:
 
         For values used internally (computed reductions, shapes); raises as :meth:`read_value`.
         """
-        data = self._mapped.get(loc.event_path)
+        path, start, length, tag, _, _, _ = loc  # a RecordLocation's layout
+        data = self._mapped.get(path)
         if data is not None:  # as in read_value: no copy at all, the value views the mapping
-            found = scan_tensor_record(data, loc.start, loc.length, loc.tag)
+            found = scan_tensor_record(data, start, length, tag)
             if found is not None:
                 np_dtype, shape, offset, count = found
                 value = _frombuffer(data, np_dtype, count, offset)
                 return value if len(shape) == 1 else value.reshape(shape)
         try:
-            data = self._view(loc.event_path)
+            data = self._view(path)
         except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor
             raise read_error(loc, exc) from exc
-        value = decode_indexed_tensor(data, loc.start, loc.length, loc.tag)
+        value = decode_indexed_tensor(data, start, length, tag)
         if value is None:  # not the common well-formed record: decode the slow way, which says why
             try:
-                value = decode_location(loc, data[loc.start : loc.start + loc.length])
+                value = decode_location(loc, data[start : start + length])
             except IndexReaderException:
                 value = self._second_look(loc)
         return value
@@ -120,9 +122,10 @@ class MappedValueReader:
         mapped, scan, read = self._mapped, scan_tensor_record, self.read_value
         out: list[np.ndarray | Exception] = []
         for loc in locs:
-            data = mapped.get(loc.event_path)
+            path, start, length, tag, _, _, _ = loc  # a RecordLocation's layout
+            data = mapped.get(path)
             if data is not None:  # read_value's common case, inline
-                found = scan(data, loc.start, loc.length, loc.tag)
+                found = scan(data, start, length, tag)
                 if found is not None:
                     value = _frombuffer(data, found[0], found[3], found[2])
                     out.append(value.copy() if len(found[1]) == 1 else value.reshape(found[1]).copy())
@@ -153,22 +156,24 @@ class MappedValueReader:
         """
         n = 0
         for loc in dict.fromkeys(locs):
+            path, start, length, _, _, _, _ = loc  # a RecordLocation's layout
             try:
-                data = self._view(loc.event_path)
+                data = self._view(path)
             except OSError:
                 continue
-            n += loc.start + loc.length <= len(data)
+            n += start + length <= len(data)
         return n
 
     def holds(self, loc: RecordLocation) -> bool:
         """Whether ``loc``'s event file is mapped already (a local read never makes a request)."""
-        return loc.event_path in self._mapped
+        return loc[LOC_PATH] in self._mapped
 
     def _second_look(self, loc: RecordLocation) -> np.ndarray:
         """Decode ``loc`` from the file now at its path (it may have been replaced); else raise."""
-        self.storage.forget_view(loc.event_path)
+        path, start, length, _, _, _, _ = loc  # a RecordLocation's layout
+        self.storage.forget_view(path)
         try:
-            data = self._view(loc.event_path)
+            data = self._view(path)
         except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor
             raise read_error(loc, exc) from exc
-        return decode_location(loc, data[loc.start : loc.start + loc.length])
+        return decode_location(loc, data[start : start + length])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tornasole.trials.step_index import RecordLocation
+from tornasole.trials.step_index import LOC_LENGTH, LOC_PATH, LOC_START, RecordLocation
 
 __all__ = ["readahead_span", "DEFAULT_READAHEAD_BYTES"]
 
@@ -35,11 +35,11 @@ def readahead_span(
     bytes between them (records no longer indexed, such as earlier copies of a
     repeated tag) are read too.
     """
-    same = sorted((n for n in neighbors if n.event_path == path), key=lambda n: n.start)
+    same = sorted((n for n in neighbors if n[LOC_PATH] == path), key=lambda n: n[LOC_START])
     for n in same:
-        if n.start >= end and n.start + n.length - start <= budget:
-            end = n.start + n.length
+        if n[LOC_START] >= end and n[LOC_START] + n[LOC_LENGTH] - start <= budget:
+            end = n[LOC_START] + n[LOC_LENGTH]
     for n in reversed(same):
-        if n.start + n.length <= start and end - n.start <= budget:
-            start = n.start
+        if n[LOC_START] + n[LOC_LENGTH] <= start and end - n[LOC_START] <= budget:
+            start = n[LOC_START]
     return start, end

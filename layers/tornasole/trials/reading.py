@@ -39,7 +39,15 @@ from tornasole.format import events, tfrecord
 from tornasole.storage import LocalStorage, ReadRequest, Storage
 from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYTES, BlockCache, ValueCache
 from tornasole.trials.readahead import readahead_span
-from tornasole.trials.step_index import RecordLocation
+from tornasole.trials.step_index import (
+    LOC_INDEX,
+    LOC_LENGTH,
+    LOC_PATH,
+    LOC_START,
+    LOC_STEP,
+    LOC_TAG,
+    RecordLocation,
+)
 
 __all__ = ["ValueReader", "decode_location", "read_error", "bare_message", "DEFAULT_CACHE_BYTES"]
 
@@ -90,7 +98,7 @@ class ValueReader:
         """Whether ``loc`` is decoded or read from memory (the value cache or a read-ahead block)."""
         if loc in self.cache:
             return True
-        return self.blocks.find(loc.event_path, loc.start, loc.start + loc.length) is not None
+        return self.blocks.find(loc[LOC_PATH], loc[LOC_START], loc[LOC_START] + loc[LOC_LENGTH]) is not None
 
     def fetch(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
         """The value of one record (cached per location, shared: read-only).
@@ -101,29 +109,29 @@ class ValueReader:
         cached = self.cache.get(loc)  # keyed by the location itself: no key object per read
         if cached is not None:
             return cached
-        end = loc.start + loc.length
+        end = loc[LOC_START] + loc[LOC_LENGTH]
         if not self.readahead_bytes:  # no read-ahead (local trials): exactly the record
             try:
-                raw = self.storage.read(loc.event_path, loc.start, end)
+                raw = self.storage.read(loc[LOC_PATH], loc[LOC_START], end)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
                 raise read_error(loc, exc) from exc
             value = decode_location(loc, memoryview(raw))
             del raw  # the record's bytes go before the value is cached
             self.cache.put(loc, value)
             return value
-        data = self.blocks.find(loc.event_path, loc.start, end)
+        data = self.blocks.find(loc[LOC_PATH], loc[LOC_START], end)
         if data is None:
-            start, stop = loc.start, end
+            start, stop = loc[LOC_START], end
             if neighbors is not None:
                 budget = self.readahead_bytes
-                start, stop = readahead_span(loc.event_path, loc.start, end, neighbors(loc), budget)
+                start, stop = readahead_span(loc[LOC_PATH], loc[LOC_START], end, neighbors(loc), budget)
             try:
-                raw = self.storage.read(loc.event_path, start, stop)
+                raw = self.storage.read(loc[LOC_PATH], start, stop)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
                 raise read_error(loc, exc) from exc
-            if (start, stop) != (loc.start, end):
-                self.blocks.put(loc.event_path, start, raw)
-            data = memoryview(raw)[loc.start - start : end - start]
+            if (start, stop) != (loc[LOC_START], end):
+                self.blocks.put(loc[LOC_PATH], start, raw)
+            data = memoryview(raw)[loc[LOC_START] - start : end - start]
         value = decode_location(loc, data)
         self.cache.put(loc, value)
         return value
@@ -160,7 +168,7 @@ class ValueReader:
             loc = locs[i]
             view = None
             if self.readahead_bytes:
-                view = self.blocks.find(loc.event_path, loc.start, loc.start + loc.length)
+                view = self.blocks.find(loc[LOC_PATH], loc[LOC_START], loc[LOC_START] + loc[LOC_LENGTH])
             if view is None:
                 todo.append(i)
             else:
@@ -171,7 +179,7 @@ class ValueReader:
                 first = locs[span.members[0]]
                 budget = max(self.readahead_bytes, span.end - span.start)
                 span.start, span.end = readahead_span(
-                    first.event_path, span.start, span.end, neighbors(first), budget
+                    first[LOC_PATH], span.start, span.end, neighbors(first), budget
                 )
                 span.widened = True
         for batch in _batches(spans, BATCH_BYTES if self.readahead_bytes else LOCAL_BATCH_BYTES):
@@ -190,8 +198,8 @@ class ValueReader:
                     continue
                 for i in span.members:
                     loc = locs[i]
-                    offset = loc.start - span.start
-                    out[i] = self._decode(loc, view[offset : offset + loc.length])
+                    offset = loc[LOC_START] - span.start
+                    out[i] = self._decode(loc, view[offset : offset + loc[LOC_LENGTH]])
         return out  # type: ignore[return-value]
 
     def _decode(self, loc: RecordLocation, data: memoryview) -> np.ndarray | Exception:
@@ -232,17 +240,17 @@ def _spans(indices: list[int], locs: Sequence[RecordLocation]) -> list[_Span]:
     """Group records by event file and merge those at most ``SPAN_GAP`` bytes apart."""
     by_path: dict[str, list[int]] = {}
     for i in indices:
-        by_path.setdefault(locs[i].event_path, []).append(i)
+        by_path.setdefault(locs[i][LOC_PATH], []).append(i)
     spans: list[_Span] = []
     for path, members in by_path.items():
         if len(members) == 1:  # one record of this file (a tensor across steps): nothing to merge
             loc = locs[members[0]]
-            spans.append(_Span(path, loc.start, loc.start + loc.length, members))
+            spans.append(_Span(path, loc[LOC_START], loc[LOC_START] + loc[LOC_LENGTH], members))
             continue
-        members.sort(key=lambda i: locs[i].start)
+        members.sort(key=lambda i: locs[i][LOC_START])
         cur: _Span | None = None
         for i in members:
-            start, end = locs[i].start, locs[i].start + locs[i].length
+            start, end = locs[i][LOC_START], locs[i][LOC_START] + locs[i][LOC_LENGTH]
             near = cur is not None and start <= cur.end + SPAN_GAP
             if near and max(end, cur.end) - cur.start <= BATCH_BYTES:
                 cur.end = max(cur.end, end)
@@ -268,7 +276,7 @@ def _batches(spans: list[_Span], limit: int) -> Iterable[list[_Span]]:
 
 
 def _where(loc: RecordLocation) -> str:
-    return f"(index {loc.index_path} says record [{loc.start}, {loc.start + loc.length}))"
+    return f"(index {loc[LOC_INDEX]} says record [{loc[LOC_START]}, {loc[LOC_START] + loc[LOC_LENGTH]}))"
 
 
 def read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException:
@@ -277,31 +285,35 @@ def read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException:
     else:
         msg = f"cannot read event file: {type(exc).__name__}: {exc} {_where(loc)}"
     return IndexReaderException(
-        msg, path=loc.event_path, offset=loc.start, step=loc.step, tensor_name=loc.tag
+        msg, path=loc[LOC_PATH], offset=loc[LOC_START], step=loc[LOC_STEP], tensor_name=loc[LOC_TAG]
     )
 
 
 def decode_location(loc: RecordLocation, data: bytes | memoryview) -> np.ndarray:
     """Decode the bytes of one ranged read; raise :class:`IndexReaderException` naming everything."""
-    if len(data) < loc.length:
+    if len(data) < loc[LOC_LENGTH]:
         raise _decode_error(
             loc,
             f"index points past the end of the event file (or the file is truncated): "
-            f"only {len(data)} of {loc.length} bytes exist from offset {loc.start}",
+            f"only {len(data)} of {loc[LOC_LENGTH]} bytes exist from offset {loc[LOC_START]}",
         )
     try:
-        payload = tfrecord.read_record(data, loc.event_path, 0, loc.length)
-        tag, value = events.decode_tensor(payload, path=loc.event_path)
+        payload = tfrecord.read_record(data, loc[LOC_PATH], 0, loc[LOC_LENGTH])
+        tag, value = events.decode_tensor(payload, path=loc[LOC_PATH])
     except FormatError as exc:
         raise _decode_error(loc, bare_message(exc), exc) from exc
-    if tag != loc.tag:
-        raise _decode_error(loc, f"record holds tensor {tag!r}, not {loc.tag!r}")
+    if tag != loc[LOC_TAG]:
+        raise _decode_error(loc, f"record holds tensor {tag!r}, not {loc[LOC_TAG]!r}")
     return value
 
 
 def _decode_error(loc: RecordLocation, msg: str, cause: BaseException | None = None) -> IndexReaderException:
     err = IndexReaderException(
-        f"{msg} {_where(loc)}", path=loc.event_path, offset=loc.start, step=loc.step, tensor_name=loc.tag
+        f"{msg} {_where(loc)}",
+        path=loc[LOC_PATH],
+        offset=loc[LOC_START],
+        step=loc[LOC_STEP],
+        tensor_name=loc[LOC_TAG],
     )
     err.__cause__ = cause
     return err

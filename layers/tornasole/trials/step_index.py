@@ -24,7 +24,28 @@ from typing import NamedTuple
 
 from tornasole.modes import GLOBAL, ModeKeys
 
-__all__ = ["StepState", "RecordLocation", "TensorEntry", "StepRecord", "StepTable"]
+__all__ = [
+    "StepState",
+    "RecordLocation",
+    "TensorEntry",
+    "StepRecord",
+    "StepTable",
+    "flat_reductions",
+    "entry_reductions",
+    "reduction_location",
+    "entry_locations",
+    "LOC_PATH",
+    "LOC_START",
+    "LOC_LENGTH",
+    "LOC_TAG",
+    "LOC_STEP",
+    "LOC_WORKER",
+    "LOC_INDEX",
+    "ENTRY_LOCATION",
+    "ENTRY_SHAPE",
+    "ENTRY_REDUCTIONS",
+    "ENTRY_ERROR",
+]
 
 _NO_ENTRIES: Mapping[int, TensorEntry] = MappingProxyType({})
 
@@ -42,7 +63,15 @@ class RecordLocation(NamedTuple):
 
     ``tag`` is the record's tag (``smdebug/reductions/...`` for reductions);
     ``index_path`` is the index file that pointed here, for error messages.
-    A NamedTuple: a trial holds one per record, built at about a microsecond each.
+
+    The field layout of a location. The index holds *plain tuples* in this
+    layout (``LOC_*`` are the positions; code reads locations by position, so
+    either kind works): CPython's garbage collector stops tracking a plain
+    tuple of strings and ints at its first collection, where it keeps
+    traversing every NamedTuple instance in every full collection. A trial
+    holds one location per record, so with instances the index made each full
+    collection cost tens of milliseconds at 100,000 records, and reading paid
+    for it.
     """
 
     event_path: str
@@ -54,28 +83,58 @@ class RecordLocation(NamedTuple):
     index_path: str
 
 
-class TensorEntry:
-    """What one worker saved of one tensor at one step (a slotted class: one per tensor per step).
+LOC_PATH, LOC_START, LOC_LENGTH, LOC_TAG, LOC_STEP, LOC_WORKER, LOC_INDEX = range(7)
 
-    ``error`` is set when the index entry of the value was malformed: reading
-    the value raises it (the step itself stays, as in smdebug).
+
+class TensorEntry(NamedTuple):
+    """What one worker saved of one tensor at one step: its value's record, shape, reductions, error.
+
+    The field layout of an entry; the index holds plain tuples in it (``ENTRY_*``
+    positions), for the reason given at :class:`RecordLocation`. ``reductions``
+    is flat, ``(name, abs, location)`` repeated (read it with
+    :func:`reduction_location` and :func:`entry_reductions`): a dict would keep
+    the entry tracked for good, and each level of nested tuples costs one more
+    collection before the collector lets go (it meets a tuple before its
+    elements). ``error`` is set when the index entry of the value was
+    malformed: reading the value raises it (the step itself stays, as in smdebug).
     """
 
-    __slots__ = ("location", "shape", "reductions", "error")
+    location: RecordLocation | None = None
+    shape: tuple[int, ...] | None = None
+    reductions: tuple[str | bool | RecordLocation, ...] = ()
+    error: Exception | None = None
 
-    def __init__(
-        self,
-        location: RecordLocation | None = None,
-        shape: tuple[int, ...] | None = None,
-        reductions: dict[tuple[str, bool], RecordLocation] | None = None,
-    ) -> None:
-        self.location = location
-        self.shape = shape
-        self.reductions = {} if reductions is None else reductions
-        self.error: Exception | None = None
 
-    def __repr__(self) -> str:
-        return f"TensorEntry({self.location!r}, shape={self.shape!r}, reductions={self.reductions!r})"
+ENTRY_LOCATION, ENTRY_SHAPE, ENTRY_REDUCTIONS, ENTRY_ERROR = range(4)
+
+
+def flat_reductions(saved: Mapping[tuple[str, bool], RecordLocation]) -> tuple[object, ...]:
+    """``{(name, abs): location}`` as an entry's flat ``reductions`` field, in the mapping's order."""
+    return tuple(x for (name, absolute), loc in saved.items() for x in (name, absolute, loc))
+
+
+def entry_reductions(entry: TensorEntry) -> list[tuple[tuple[str, bool], RecordLocation]]:
+    """``[((name, abs), location), ...]`` of the reductions saved in ``entry``, in saved order."""
+    flat = entry[ENTRY_REDUCTIONS]
+    return [((flat[i], flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]  # type: ignore[misc]
+
+
+def reduction_location(entry: TensorEntry, key: tuple[str, bool]) -> RecordLocation | None:
+    """The saved record of reduction ``key`` (``(name, abs)``) in ``entry``, or ``None``."""
+    flat = entry[ENTRY_REDUCTIONS]
+    name, absolute = key
+    for i in range(0, len(flat), 3):
+        if flat[i] == name and flat[i + 1] == absolute:
+            return flat[i + 2]  # type: ignore[return-value]
+    return None
+
+
+def entry_locations(entry: TensorEntry) -> list[RecordLocation]:
+    """Every record of ``entry``: its value's (when saved), then its reductions'."""
+    loc = entry[ENTRY_LOCATION]
+    out = [] if loc is None else [loc]
+    out.extend(entry[ENTRY_REDUCTIONS][2::3])  # type: ignore[arg-type]
+    return out
 
 
 @dataclass
@@ -344,7 +403,7 @@ class StepTable:
         holds the first worker's entry of every step.
         """
         entry = self._tensor_steps.get(name, _NO_ENTRIES).get(step)
-        return None if entry is None else entry.location
+        return None if entry is None else entry[ENTRY_LOCATION]
 
     def locations(self, step: int, worker: str) -> list[RecordLocation]:
         """Every record (values and reductions) of ``worker``'s index for ``step``."""
@@ -353,14 +412,12 @@ class StepTable:
             tensors = rec.workers.get(worker, {}) if rec is not None else {}
             out = []
             for entry in tensors.values():
-                if entry.location is not None:
-                    out.append(entry.location)
-                out.extend(entry.reductions.values())
+                out.extend(entry_locations(entry))
             return out
 
     def neighbors(self, loc: RecordLocation) -> list[RecordLocation]:
         """Every record of the index file that ``loc`` came from (what a read-ahead may bring along)."""
-        return self.locations(loc.step, loc.worker)
+        return self.locations(loc[LOC_STEP], loc[LOC_WORKER])
 
     def bad_for_step(self, step: int) -> dict[str, Exception]:
         """Worker -> load error, for index files of ``step`` that could not be read."""

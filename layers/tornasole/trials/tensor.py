@@ -33,7 +33,17 @@ import numpy as np
 from tornasole.exceptions import InvalidWorker, StepNotYetAvailable, TensorUnavailableForStep
 from tornasole.format import reductions
 from tornasole.modes import GLOBAL, ModeKeys
-from tornasole.trials.step_index import RecordLocation, StepState, TensorEntry
+from tornasole.trials.step_index import (
+    ENTRY_ERROR,
+    ENTRY_LOCATION,
+    ENTRY_REDUCTIONS,
+    ENTRY_SHAPE,
+    RecordLocation,
+    StepState,
+    TensorEntry,
+    entry_reductions,
+    reduction_location,
+)
 
 if TYPE_CHECKING:
     from tornasole.trials.step_index import StepTable
@@ -175,14 +185,14 @@ class Tensor:
             step = _step_from_kwargs("value", step, kwargs)
         if worker is None and (mode is GLOBAL or mode is None):  # the common call, in a few lookups
             entry = self._by_step.get(step)
-            loc = entry.location if entry is not None else self._first_location(self.name, step)
+            loc = entry[ENTRY_LOCATION] if entry is not None else self._first_location(self.name, step)
             if loc is not None:
                 if self._neighbors is not None:
                     self._read_ahead(loc, step)
                 return self._read_value(loc, self._neighbors)
         mode = GLOBAL if mode is None else mode
         g, _, entry = self._resolve(step, mode, worker)
-        loc = entry.location
+        loc = entry[ENTRY_LOCATION]
         if loc is None:
             raise self._no_value(step, mode, worker)
         if self._neighbors is not None:
@@ -203,12 +213,12 @@ class Tensor:
             locs = []
             for s in steps:
                 entry = by_step.get(s)
-                locs.append(entry.location if entry is not None else first(name, s))
+                locs.append(entry[ENTRY_LOCATION] if entry is not None else first(name, s))
         else:
             locs = [None] * len(steps)
         for i, loc in enumerate(locs):
             if loc is None:
-                loc = locs[i] = self._entry(steps[i], mode, worker).location
+                loc = locs[i] = self._entry(steps[i], mode, worker)[ENTRY_LOCATION]
                 if loc is None:
                     raise self._no_value(steps[i], mode, worker)
         values = self._reader.read_values(locs, self._neighbors)
@@ -221,16 +231,16 @@ class Tensor:
     def shape(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The saved shape (``shape_payload``) if there is one, else the value's shape."""
         entry = self._entry(step, mode, worker)
-        if entry.shape is not None:
-            return entry.shape
-        if entry.location is None:
+        if entry[ENTRY_SHAPE] is not None:
+            return entry[ENTRY_SHAPE]
+        if entry[ENTRY_LOCATION] is None:
             raise self._no_value(step, mode, worker)
-        return tuple(self._reader.fetch(entry.location, self._neighbors).shape)
+        return tuple(self._reader.fetch(entry[ENTRY_LOCATION], self._neighbors).shape)
 
     @_step_num_alias
     def has_reductions(self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> bool:
         """Whether reduction records were saved for this tensor at ``step``."""
-        return bool(self._entry(step, mode, worker).reductions)
+        return bool(self._entry(step, mode, worker)[ENTRY_REDUCTIONS])
 
     def reduction_value(
         self,
@@ -252,12 +262,12 @@ class Tensor:
         if reduction_name is None:
             raise TypeError("reduction_value() missing required argument: 'reduction_name'")
         red = _CANONICAL.get(reduction_name) or reductions.canonical_reduction(reduction_name)
-        absolute = bool(abs)
+        key = (red, bool(abs))
         found = None
         if worker is None and (mode is GLOBAL or mode is None):  # the common call: one lookup
             entry = self._by_step.get(step)
             if entry is not None:  # a saved reduction record, read as a value is
-                loc = entry.reductions.get((red, absolute))
+                loc = reduction_location(entry, key)
                 if loc is not None:
                     if self._neighbors is not None:
                         self._read_ahead(loc, step)
@@ -269,20 +279,21 @@ class Tensor:
         else:
             mode = GLOBAL if mode is None else mode
             g, w, entry = self._resolve(step, mode, worker)
-        loc = entry.reductions.get((red, absolute))
+        loc = reduction_location(entry, key)
         if loc is not None:
             if self._neighbors is not None:
                 self._read_ahead(loc, g)
             return self._read_value(loc, self._neighbors)
-        if entry.location is None:
+        loc = entry[ENTRY_LOCATION]
+        if loc is None:
             raise self._no_value(step, GLOBAL if mode is None else mode, worker)
-        key = (g, w, red, absolute)
-        cached = self._computed.get(key)
+        computed_key = (g, w, *key)
+        cached = self._computed.get(computed_key)
         if cached is None:
             if self._neighbors is not None:
-                self._read_ahead(entry.location, g)
-            value = self._reader.fetch(entry.location, self._neighbors)
-            cached = self._computed[key] = reductions.compute(value, red, absolute)
+                self._read_ahead(loc, g)
+            value = self._reader.fetch(loc, self._neighbors)
+            cached = self._computed[computed_key] = reductions.compute(value, *key)
         return cached.copy()
 
     @_step_num_alias
@@ -290,9 +301,9 @@ class Tensor:
         self, step: int, mode: ModeKeys = GLOBAL, worker: str | None = None
     ) -> dict[tuple[str, bool], np.ndarray]:
         """``{(reduction, abs): value}`` of every reduction saved at ``step`` (one read of its event file)."""
-        entry = self._entry(step, mode, worker)
-        keys = list(entry.reductions)
-        values = self._reader.read_values([entry.reductions[k] for k in keys], self._neighbors)
+        pairs = entry_reductions(self._entry(step, mode, worker))
+        keys = [k for k, _ in pairs]
+        values = self._reader.read_values([loc for _, loc in pairs], self._neighbors)
         for v in values:
             if isinstance(v, Exception):
                 raise v
@@ -330,9 +341,9 @@ class Tensor:
         Or the error of its malformed index entry, when there was one.
         """
         entry = self._entry(step, mode, worker)
-        if entry.error is not None:
-            return entry.error
-        return TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry.reductions))
+        if entry[ENTRY_ERROR] is not None:
+            return entry[ENTRY_ERROR]
+        return TensorUnavailableForStep(self.name, step, mode, has_reductions=bool(entry[ENTRY_REDUCTIONS]))
 
     def _entry(self, step: int, mode: ModeKeys, worker: str | None) -> TensorEntry:
         return self._resolve(step, GLOBAL if mode is None else mode, worker)[2]

@@ -39,7 +39,7 @@ from tornasole.trials.loading import IndexLoader
 from tornasole.trials.local_reader import MappedValueReader
 from tornasole.trials.readahead import DEFAULT_READAHEAD_BYTES
 from tornasole.trials.reading import DEFAULT_CACHE_BYTES, ValueReader
-from tornasole.trials.step_index import StepTable
+from tornasole.trials.step_index import ENTRY_LOCATION, StepTable, entry_locations
 from tornasole.trials.stepping import StepQueries, backoff
 from tornasole.trials.tensor_queries import TensorQueries
 
@@ -229,10 +229,10 @@ class Trial(StepQueries, TensorQueries):
                 g = self._table.global_step(mode, step)
                 for w, entry in self._table.entries(name, g).items() if g is not None else ():
                     if workers is None or w in workers:
-                        if entry.location is not None:
-                            locs.append(entry.location)
                         if include_reductions:
-                            locs.extend(entry.reductions.values())
+                            locs.extend(entry_locations(entry))
+                        elif entry[ENTRY_LOCATION] is not None:
+                            locs.append(entry[ENTRY_LOCATION])
         return self._reader.prefetch(locs, self._table.neighbors)
 
     # -- state -----------------------------------------------------------------------------------
