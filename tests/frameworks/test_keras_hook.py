@@ -130,15 +130,57 @@ def test_unsaved_steps_run_no_tap(keras_tf, tmp_path):
     keras, _ = keras_tf
     from tornasole.keras import Hook
 
-    model = tiny_model(keras)
+    model = tiny_model(keras, lr=0.1)
     x, y = regression_data()
     hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=3), include_collections=["gradients"])
-    model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[hook])
-    assert not bool(hook._flag.numpy())  # the in-graph taps are off again after the saved step
+    ran, slots = [], []
+
+    class _Watch(keras.callbacks.Callback):  # after the hook: sees the train function the batch runs
+        def on_train_batch_begin(self, batch, logs=None):
+            on, off = hook._train_variants
+            fn = model.train_function
+            ran.append("taps" if fn is on else "plain" if fn is off else "?")
+
+        def on_train_batch_end(self, batch, logs=None):
+            slots.append(hook._grad_tap.values()[0][1].copy())
+
+    rec = _Recorder(keras, model)
+    callbacks = [rec.callback, hook, _Watch()]
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False, callbacks=callbacks)
+    # fit calls the variant with the taps on the saved steps only; the others run the user's step alone
+    assert ran == ["taps", "plain", "plain", "taps", "plain", "plain", "taps", "plain"]
+    assert not bool(hook._flag.numpy())  # fit never needed the flag
+    for step, slot in enumerate(slots):  # the gradient slot changes on saved steps, and only there
+        saved = step - step % 3
+        applied = (rec.before[saved]["net/d1/kernel"] - rec.after[saved]["net/d1/kernel"]) / 0.1
+        np.testing.assert_allclose(slot, applied, rtol=1e-4, atol=1e-6)
+    _, plain = hook._train_variants
+    hook.close()
+    assert model.train_function is plain  # closing leaves later fits the variant that copies nothing
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == [0, 3, 6]
+    assert trial.tensor(G1).steps() == [0, 3, 6]
+
+
+def test_a_recompiled_model_still_saves_gradients_through_the_flag(keras_tf, tmp_path):
+    """compile() drops fit's train function; the one Keras makes next has the flag's taps."""
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras, lr=0.1)
+    x, y = regression_data()
+    rec = _Recorder(keras, model)
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=2), include_collections=["gradients"])
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[rec.callback, hook])
+    model.compile(optimizer=model.optimizer, loss="mse")  # same optimizer: its tap stays
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[rec.callback, hook])
+    assert hook._train_variants is None  # Keras's own train function: the flag decides
     hook.close()
     trial = create_trial(str(tmp_path))
-    assert trial.steps() == [0, 3]
-    assert trial.tensor(G1).steps() == [0, 3]
+    assert trial.tensor(G1).steps() == [0, 2, 4, 6]
+    for step in (4, 6):  # saved by the second fit
+        applied = (rec.before[step]["net/d1/kernel"] - rec.after[step]["net/d1/kernel"]) / 0.1
+        np.testing.assert_allclose(trial.tensor(G1).value(step), applied, rtol=1e-4, atol=1e-6)
 
 
 def test_disabled_hook_is_a_no_op_callback(keras_tf, tmp_path):

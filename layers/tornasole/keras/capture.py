@@ -2,9 +2,14 @@
 
 Keras compiles ``train_step`` into a ``tf.function``: inside it gradients and
 layer outputs are symbolic, and a callback only sees the step's logs. Two
-taps run *inside* the compiled step, both behind one boolean variable that the
-hook sets only on steps that save something, so the other steps run a
-not-taken ``tf.cond`` and nothing else:
+taps run *inside* the compiled step. What they do is decided by a
+:class:`TapSwitch` when the step is traced: either one boolean variable that
+the hook sets only on steps that save something (the other steps run a
+not-taken ``tf.cond``: evaluate, predict, custom loops), or a fixed answer. For
+``fit`` the hook traces the train step twice, copying and not copying, and
+hands Keras the one each step needs, so a step that saves nothing runs exactly
+the user's step (a ``tf.cond`` on a variable costs 10-20 us a step, a few
+percent of a small model's step):
 
 * gradients: ``optimizer.apply`` (which ``apply_gradients`` calls with the
   tape's gradients) is wrapped on the optimizer instance; on a saved step the
@@ -24,12 +29,21 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-__all__ = ["to_numpy", "read_numpy", "variable_name", "GradientTap", "LayerTap", "tensorflow_backend"]
+__all__ = [
+    "to_numpy",
+    "read_numpy",
+    "variable_name",
+    "TapSwitch",
+    "GradientTap",
+    "LayerTap",
+    "tensorflow_backend",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +99,34 @@ def variable_name(var: Any) -> str:
     return str(var.name).split(":")[0]
 
 
-class GradientTap:
-    """Copies the gradients given to ``optimizer.apply`` into variables on flagged steps."""
+class TapSwitch:
+    """Whether the taps copy: the ``flag`` variable at run time, or ``fixed`` while a step is traced.
 
-    def __init__(self, optimizer: Any, flag: Any) -> None:
-        self.optimizer = optimizer
+    ``fixed`` is read when a step function is traced (or, run eagerly, called):
+    ``None`` puts the flag's ``tf.cond`` in the graph, ``True`` the copy alone,
+    ``False`` nothing. Replica threads of a distribution strategy trace inside
+    one :meth:`fixing` block, so it is a plain attribute, not a thread-local.
+    """
+
+    def __init__(self, flag: Any) -> None:
         self.flag = flag
+        self.fixed: bool | None = None
+
+    @contextmanager
+    def fixing(self, on: bool) -> Iterator[None]:
+        previous, self.fixed = self.fixed, on
+        try:
+            yield
+        finally:
+            self.fixed = previous
+
+
+class GradientTap:
+    """Copies the gradients given to ``optimizer.apply`` into variables on the steps that save them."""
+
+    def __init__(self, optimizer: Any, switch: TapSwitch) -> None:
+        self.optimizer = optimizer
+        self.switch = switch
         # one slot per trainable variable, made on the first apply (subclassed models build late)
         self.slots: dict[str, Any] = {}
         self.order: list[str] = []
@@ -123,8 +159,11 @@ class GradientTap:
                     slot.assign(tf.convert_to_tensor(g))
                 return tf.constant(True)
 
-            if pairs:
-                tf.cond(self.flag, copy, lambda: tf.constant(False))
+            fixed = self.switch.fixed
+            if pairs and fixed is None:
+                tf.cond(self.switch.flag, copy, lambda: tf.constant(False))
+            elif pairs and fixed:
+                copy()
             return apply(grads, trainable_variables)
 
         return apply_and_tap
@@ -141,18 +180,18 @@ class GradientTap:
 
 
 class LayerTap:
-    """Hands a layer's first input and first output tensor to ``sink`` on flagged steps."""
+    """Hands a layer's first input and first output tensor to ``sink`` on the steps that save them."""
 
     def __init__(
         self,
         layer: Any,
-        flag: Any,
+        switch: TapSwitch,
         sink: Callable[[str, np.ndarray], None],
         want_input: bool,
         want_output: bool,
     ) -> None:
         self.layer = layer
-        self.flag = flag
+        self.switch = switch
         self.sink = sink
         self.names = (
             f"{layer.name}/inputs" if want_input else None,
@@ -166,8 +205,9 @@ class LayerTap:
 
         if not isinstance(value, tf.Tensor):
             return  # symbolic KerasTensors while Keras builds or infers shapes
+        fixed = self.switch.fixed
         if tf.executing_eagerly():
-            if bool(self.flag.numpy()):
+            if fixed if fixed is not None else bool(self.switch.flag.numpy()):
                 self.sink(name, np.array(value.numpy()))
             return
 
@@ -175,11 +215,14 @@ class LayerTap:
             self.sink(name, np.array(arr))
             return np.bool_(True)
 
-        tf.cond(
-            self.flag,
-            lambda: tf.numpy_function(push, [value], tf.bool, stateful=True),
-            lambda: tf.constant(False),
-        )
+        if fixed is None:
+            tf.cond(
+                self.switch.flag,
+                lambda: tf.numpy_function(push, [value], tf.bool, stateful=True),
+                lambda: tf.constant(False),
+            )
+        elif fixed:
+            tf.numpy_function(push, [value], tf.bool, stateful=True)
 
     def _wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
         import tensorflow as tf

@@ -90,6 +90,8 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         _CoreHook.__init__(self, *args, **kwargs)
         self._flag: Any = None
         self._flag_on = False
+        self._switch: Any = None  # TapSwitch, with the flag
+        self._train_variants: tuple[Any, Any] | None = None  # fit's train function: taps on, taps off
         self._grad_tap: GradientTap | None = None
         self._layer_taps: list[LayerTap] = []
         self._io_values: list[tuple[str, np.ndarray]] = []
@@ -218,7 +220,10 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
             # the step functions are traced on their first call: make them again, now with the taps
             for kind in ("train", "test", "predict"):
                 setattr(model, f"{kind}_function", None)
-            getattr(model, _MAKERS[mode])(force=True)
+            if mode is ModeKeys.TRAIN:
+                self._make_train_variants(model)
+            else:
+                getattr(model, _MAKERS[mode])(force=True)
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch mode (ends a step that saved something, and turns the in-graph taps off)."""

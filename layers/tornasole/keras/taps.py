@@ -2,7 +2,8 @@
 
 See :mod:`tornasole.keras.capture` for the taps themselves. Mixed into
 :class:`tornasole.keras.hook.Hook`, whose state (``_saves``, ``_flag``,
-``_grad_tap``, ``_layer_taps``, ``_io_values``, ``_saving``) it uses.
+``_switch``, ``_train_variants``, ``_grad_tap``, ``_layer_taps``,
+``_io_values``, ``_saving``, ``mode``) it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import keras
 import numpy as np
 
 from tornasole.core.collection import CollectionKeys
-from tornasole.keras.capture import GradientTap, LayerTap, tensorflow_backend
+from tornasole.keras.capture import GradientTap, LayerTap, TapSwitch, tensorflow_backend
+from tornasole.modes import ModeKeys
 
 __all__ = ["TapsMixin"]
 
@@ -22,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class TapsMixin:
-    """Gradient and layer taps of one model at a time, behind one boolean ``tf.Variable``."""
+    """Gradient and layer taps of one model at a time: ``fit``'s two traced train steps, else a flag."""
 
     def _install_taps(self, model: Any) -> bool:
         """Gradient and layer taps for what the included collections can ever want; True if any."""
@@ -60,16 +62,51 @@ class TapsMixin:
 
         if self._flag is None:
             self._flag = tf.Variable(False, trainable=False)
+            self._switch = TapSwitch(self._flag)
         if want_grads and self._optimizer is not None:
-            self._grad_tap = GradientTap(self._optimizer, self._flag)
+            self._grad_tap = GradientTap(self._optimizer, self._switch)
         for layer, want_in, want_out in io:
-            self._layer_taps.append(LayerTap(layer, self._flag, self._sink, want_in, want_out))
+            self._layer_taps.append(LayerTap(layer, self._switch, self._sink, want_in, want_out))
         if io and getattr(model, "jit_compile", False):
             logger.info("Tornasole: layer input/output taps need jit_compile=False; turning XLA off")
             model.jit_compile = False
         return True
 
+    def _make_train_variants(self, model: Any) -> None:
+        """Make ``fit``'s train function twice, its taps copying and not: :meth:`_sync_taps` swaps them.
+
+        Keras calls ``model.train_function`` afresh for every batch, so a step
+        that saves nothing runs the variant without taps: no ``tf.cond``, no
+        flag to assign. Each variant's step sets the switch while it is traced,
+        so a retrace (a new input shape) keeps each variant what it is. The
+        price: the train step is traced (and, with XLA, compiled) twice.
+        """
+        step = model.train_step
+        own = model.__dict__.get("train_step")  # an instance attribute of the user's, kept
+        variants = []
+        try:
+            for on in (True, False):
+
+                def fixed_step(data: Any, _on: bool = on) -> Any:
+                    with self._switch.fixing(_on):
+                        return step(data)
+
+                object.__setattr__(model, "train_step", fixed_step)
+                model.make_train_function(force=True)
+                variants.append(model.train_function)
+        finally:
+            if own is None:
+                model.__dict__.pop("train_step", None)
+            else:
+                object.__setattr__(model, "train_step", own)
+        self._train_variants = (variants[0], variants[1])
+        model.train_function = variants[0] if self._saving else variants[1]
+
     def _remove_taps(self) -> None:
+        variants, model = self._train_variants, self._tapped_model
+        if variants is not None and model is not None and model.train_function is variants[0]:
+            model.train_function = variants[1]  # later fits copy nothing
+        self._train_variants = None
         if self._grad_tap is not None:
             self._grad_tap.remove()
             self._grad_tap = None
@@ -83,7 +120,22 @@ class TapsMixin:
             self._io_values.append((name, value))
 
     def _sync_taps(self) -> None:
-        """Turn the in-graph taps on for a saved step, off for the others (one assign, only on change)."""
+        """Turn the in-graph taps on for a saved step, off for the others (only on change).
+
+        In ``fit``, by handing Keras the train-function variant the step needs;
+        if Keras made a train function of its own since (a recompile), and
+        elsewhere (evaluate, predict, custom loops), by assigning the flag.
+        """
+        variants = self._train_variants
+        if variants is not None and self.mode is ModeKeys.TRAIN:
+            model = self._tapped_model
+            current = model.train_function
+            if current is variants[0] or current is variants[1]:
+                wanted = variants[0] if self._saving else variants[1]
+                if current is not wanted:
+                    model.train_function = wanted
+                return
+            self._train_variants = None
         if self._flag is not None and self._saving != self._flag_on:
             self._flag.assign(self._saving, read_value=False)
             self._flag_on = self._saving
