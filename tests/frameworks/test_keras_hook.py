@@ -254,3 +254,35 @@ def test_save_all_saves_every_tensor_the_hook_knows(keras_tf, tmp_path):
     names = set(create_trial(str(tmp_path)).tensor_names(step=1))
     assert {W1, B1, G1, "loss", "mae", "d1/inputs", "d1/outputs", "out/outputs"} <= names
     assert any(n.startswith("optimizer_variables/") for n in names)
+
+
+def test_idle_batches_take_the_quiet_path_and_every_count_stays_right(keras_tf, tmp_path):
+    """Steps that save nothing only move the counters; saved steps land where the full path puts them."""
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=5))
+    full = []
+    begin = hook._batch_begin
+
+    def counted(mode):
+        full.append(mode)
+        begin(mode)
+
+    hook._batch_begin = counted
+    fit = {"batch_size": 2, "verbose": 0, "shuffle": False, "callbacks": [hook]}
+    model.fit(x, y, epochs=2, validation_data=(x[:8], y[:8]), validation_batch_size=2, **fit)
+    model.evaluate(x, y, batch_size=4, verbose=0, callbacks=[hook])
+    hook.close()
+    # 2 epochs of 8 TRAIN batches and 4 validation batches, then 4 evaluate batches: 28 steps
+    assert hook.step == 27
+    # the full path: each saved step, the step after it, and the first step of a phase before its first
+    # save (it works out where the next save is); the other 12 steps took the quiet path
+    assert len(full) == 16
+    trial = create_trial(str(tmp_path))
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 5, 10, 15]
+    assert trial.steps(mode=ModeKeys.EVAL) == [0, 5, 10]
+    # TRAIN mode steps 0-7 are global 0-7 and 8-15 are 12-19; EVAL 0-3 are 8-11, 4-7 are 20-23, 8-11 24-27
+    assert trial.steps() == [0, 5, 8, 14, 19, 21, 26]
