@@ -286,3 +286,27 @@ def test_idle_batches_take_the_quiet_path_and_every_count_stays_right(keras_tf, 
     assert trial.steps(mode=ModeKeys.EVAL) == [0, 5, 10]
     # TRAIN mode steps 0-7 are global 0-7 and 8-15 are 12-19; EVAL 0-3 are 8-11, 4-7 are 20-23, 8-11 24-27
     assert trial.steps() == [0, 5, 8, 14, 19, 21, 26]
+
+
+@pytest.mark.parametrize("how", ["run_eagerly", "jit_compile", "mirrored"])
+def test_gradients_of_fit_run_eagerly_compiled_by_xla_or_under_a_strategy(keras_tf, tmp_path, how):
+    """Both traced variants of fit's train step (taps on, taps off) in each way Keras runs a step."""
+    keras, tf = keras_tf
+    from tornasole.keras import Hook
+
+    if how == "mirrored":
+        with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+            model = tiny_model(keras, lr=0.1)
+    else:
+        model = tiny_model(keras, lr=0.1)
+        model.compile(optimizer=model.optimizer, loss="mse", **{how: True})
+    x, y = regression_data()
+    rec = _Recorder(keras, model)
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=2), include_collections=["gradients"])
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False, callbacks=[rec.callback, hook])
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    assert trial.tensor(G1).steps() == [0, 2, 4, 6]
+    for step in (0, 2, 4, 6):
+        applied = (rec.before[step]["net/d1/kernel"] - rec.after[step]["net/d1/kernel"]) / 0.1
+        np.testing.assert_allclose(trial.tensor(G1).value(step), applied, rtol=1e-4, atol=1e-6)
