@@ -3,8 +3,11 @@
 Steps and modes. Each batch of ``fit`` is a TRAIN step, each batch of
 ``evaluate`` (and of ``fit``'s validation) an EVAL step, each batch of
 ``predict`` a PREDICT step; the global step counts them all from 0, as
-smdebug's Keras hook does. A step that saves nothing costs one save-config
-lookup in ``on_*_batch_begin`` and an attribute check in ``on_*_batch_end``.
+smdebug's Keras hook does. A step that saves nothing moves the step counters
+in ``on_*_batch_begin`` (after an inline check that the save settings have not
+changed since the hook worked out the next step that saves) and checks one
+attribute in ``on_*_batch_end``; in ``fit`` it runs a trace of the train step
+without taps (:meth:`TapsMixin._make_train_variants`).
 
 Names (collection in brackets):
 
