@@ -14,6 +14,7 @@ saved while no step is open (before the first forward pass, or after
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import weakref
@@ -86,6 +87,7 @@ class HookBase:
         self._collections_written = False
         self._stop_raised = False
         self._saving = False  # the open step registered per-step framework hooks
+        self._quiet_generation = -1  # the save settings a hook's quiet steps were worked out under
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -117,6 +119,30 @@ class HookBase:
         if writes is None:
             writes = self._writes_cached = self._is_writer()
         return writes
+
+    # -- steps that save nothing (the framework hooks' idle steps) -------------------------------
+    def _next_saving_step(self, mode: ModeKeys, first: int) -> float:
+        """The first step of ``mode`` from ``first`` on at which anything is saved (``math.inf``: none,
+        or this worker writes nothing), under the save settings it records as the quiet generation."""
+        saves = self._saves
+        saves.prepare()
+        self._quiet_generation = saves.generation
+        return saves.next_saved_step(mode, first) if self._writes else math.inf
+
+    def _still_quiet(self) -> bool:
+        """Whether a step before :meth:`_next_saving_step`'s may only move the step counters.
+
+        True while the save manager would not rebuild its settings (SaveManager.prepare's
+        own test: no collection added, none invalidated or included) and has not rebuilt
+        them since, and nothing waits to be saved, deferred, raised or closed.
+        """
+        saves = self._saves
+        return (
+            saves._generation == self._quiet_generation
+            and saves._prepared_count == len(saves.collections.collections)
+            and self._open
+            and not (self._pending or self._deferred or self.raise_on_stop or self._closed)
+        )
 
     # -- steps --------------------------------------------------------------------------------
     def _current_step_colls(self) -> tuple[Collection, ...]:

@@ -108,11 +108,10 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         self._warned_backend = False
         self._stop_seen = False
         self._broken = False
-        # Steps of _quiet_mode before mode step _quiet_until save nothing (SaveManager.next_saved_step),
-        # under the save settings of _quiet_generation: their batch callbacks only move the counters.
+        # Steps of _quiet_mode before mode step _quiet_until save nothing (HookBase._next_saving_step):
+        # their batch callbacks only move the counters.
         self._quiet_mode: ModeKeys | None = None
         self._quiet_until = 0.0
-        self._quiet_generation = -1
 
     @classmethod
     def create_from_json_file(
@@ -252,10 +251,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         self._begin_step()
         self._sync_taps()
         if not self._saving and self._open and not self._closed:
-            saves = self._saves
-            saves.prepare()
-            self._quiet_generation = saves.generation
-            self._quiet_until = saves.next_saved_step(mode, self.mode_step + 1) if self._writes else math.inf
+            self._quiet_until = self._next_saving_step(mode, self.mode_step + 1)
             self._quiet_mode = mode
 
     def _quiet_step(self) -> bool:
@@ -264,25 +260,16 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         Inline, as the XGBoost hook's idle rounds: a batch callback runs after the
         framework's step has evicted the hook from the CPU caches, where the full
         path's calls cost 6-7 us a step (1-2 % of a small model's step). Quiet
-        while the save manager would not rebuild its settings (no collection
-        added, none invalidated or included) and nothing waits to be saved,
-        raised or switched.
+        while :meth:`_still_quiet` and the mode has not been switched.
         """
         mode = self._quiet_mode
         mode_step = self.mode_steps[mode] + 1
-        saves = self._saves
         if (
             mode_step >= self._quiet_until
             or self.mode is not mode
-            or saves._generation != self._quiet_generation
-            or saves._prepared_count != len(saves.collections.collections)
-            or not self._open
             or self._saving
-            or self._pending
-            or self._deferred
-            or self.raise_on_stop
-            or self._closed
             or self._broken
+            or not self._still_quiet()
         ):
             return False
         self.mode_steps[mode] = mode_step

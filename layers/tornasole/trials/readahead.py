@@ -35,11 +35,11 @@ def readahead_span(
     bytes between them (records no longer indexed, such as earlier copies of a
     repeated tag) are read too.
     """
-    same = sorted((n for n in neighbors if n[LOC_PATH] == path), key=lambda n: n[LOC_START])
-    for n in same:
-        if n[LOC_START] >= end and n[LOC_START] + n[LOC_LENGTH] - start <= budget:
-            end = n[LOC_START] + n[LOC_LENGTH]
-    for n in reversed(same):
-        if n[LOC_START] + n[LOC_LENGTH] <= start and end - n[LOC_START] <= budget:
-            start = n[LOC_START]
+    same = sorted((n[LOC_START], n[LOC_START] + n[LOC_LENGTH]) for n in neighbors if n[LOC_PATH] == path)
+    for first, last in same:
+        if first >= end and last - start <= budget:
+            end = last
+    for first, last in reversed(same):
+        if last <= start and end - first <= budget:
+            start = first
     return start, end

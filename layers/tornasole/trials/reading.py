@@ -40,7 +40,6 @@ from tornasole.storage import LocalStorage, ReadRequest, Storage
 from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYTES, BlockCache, ValueCache
 from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import (
-    LOC_INDEX,
     LOC_LENGTH,
     LOC_PATH,
     LOC_START,
@@ -98,7 +97,8 @@ class ValueReader:
         """Whether ``loc`` is decoded or read from memory (the value cache or a read-ahead block)."""
         if loc in self.cache:
             return True
-        return self.blocks.find(loc[LOC_PATH], loc[LOC_START], loc[LOC_START] + loc[LOC_LENGTH]) is not None
+        path, start, length, _, _, _, _ = loc  # a RecordLocation's layout
+        return self.blocks.find(path, start, start + length) is not None
 
     def fetch(self, loc: RecordLocation, neighbors: Neighbors | None = None) -> np.ndarray:
         """The value of one record (cached per location, shared: read-only).
@@ -109,29 +109,29 @@ class ValueReader:
         cached = self.cache.get(loc)  # keyed by the location itself: no key object per read
         if cached is not None:
             return cached
-        end = loc[LOC_START] + loc[LOC_LENGTH]
+        path, first, length, _, _, _, _ = loc  # a RecordLocation's layout
+        end = first + length
         if not self.readahead_bytes:  # no read-ahead (local trials): exactly the record
             try:
-                raw = self.storage.read(loc[LOC_PATH], loc[LOC_START], end)
+                raw = self.storage.read(path, first, end)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
                 raise read_error(loc, exc) from exc
             value = decode_location(loc, memoryview(raw))
             del raw  # the record's bytes go before the value is cached
             self.cache.put(loc, value)
             return value
-        data = self.blocks.find(loc[LOC_PATH], loc[LOC_START], end)
+        data = self.blocks.find(path, first, end)
         if data is None:
-            start, stop = loc[LOC_START], end
+            start, stop = first, end
             if neighbors is not None:
-                budget = self.readahead_bytes
-                start, stop = readahead_span(loc[LOC_PATH], loc[LOC_START], end, neighbors(loc), budget)
+                start, stop = readahead_span(path, first, end, neighbors(loc), self.readahead_bytes)
             try:
-                raw = self.storage.read(loc[LOC_PATH], start, stop)
+                raw = self.storage.read(path, start, stop)
             except Exception as exc:  # noqa: BLE001 - translated with file/step/tensor below
                 raise read_error(loc, exc) from exc
-            if (start, stop) != (loc[LOC_START], end):
-                self.blocks.put(loc[LOC_PATH], start, raw)
-            data = memoryview(raw)[loc[LOC_START] - start : end - start]
+            if (start, stop) != (first, end):
+                self.blocks.put(path, start, raw)
+            data = memoryview(raw)[first - start : end - start]
         value = decode_location(loc, data)
         self.cache.put(loc, value)
         return value
@@ -168,7 +168,8 @@ class ValueReader:
             loc = locs[i]
             view = None
             if self.readahead_bytes:
-                view = self.blocks.find(loc[LOC_PATH], loc[LOC_START], loc[LOC_START] + loc[LOC_LENGTH])
+                path, start, length, _, _, _, _ = loc  # a RecordLocation's layout
+                view = self.blocks.find(path, start, start + length)
             if view is None:
                 todo.append(i)
             else:
@@ -244,13 +245,14 @@ def _spans(indices: list[int], locs: Sequence[RecordLocation]) -> list[_Span]:
     spans: list[_Span] = []
     for path, members in by_path.items():
         if len(members) == 1:  # one record of this file (a tensor across steps): nothing to merge
-            loc = locs[members[0]]
-            spans.append(_Span(path, loc[LOC_START], loc[LOC_START] + loc[LOC_LENGTH], members))
+            _, start, length, _, _, _, _ = locs[members[0]]  # a RecordLocation's layout
+            spans.append(_Span(path, start, start + length, members))
             continue
         members.sort(key=lambda i: locs[i][LOC_START])
         cur: _Span | None = None
         for i in members:
-            start, end = locs[i][LOC_START], locs[i][LOC_START] + locs[i][LOC_LENGTH]
+            _, start, length, _, _, _, _ = locs[i]
+            end = start + length
             near = cur is not None and start <= cur.end + SPAN_GAP
             if near and max(end, cur.end) - cur.start <= BATCH_BYTES:
                 cur.end = max(cur.end, end)
@@ -276,7 +278,8 @@ def _batches(spans: list[_Span], limit: int) -> Iterable[list[_Span]]:
 
 
 def _where(loc: RecordLocation) -> str:
-    return f"(index {loc[LOC_INDEX]} says record [{loc[LOC_START]}, {loc[LOC_START] + loc[LOC_LENGTH]}))"
+    _, start, length, _, _, _, index_path = loc  # a RecordLocation's layout
+    return f"(index {index_path} says record [{start}, {start + length}))"
 
 
 def read_error(loc: RecordLocation, exc: BaseException) -> IndexReaderException:

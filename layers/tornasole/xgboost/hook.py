@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from itertools import repeat
@@ -166,7 +165,6 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         # Rounds in [_quiet_from, _quiet_until) save nothing (SaveManager.next_saved_step). XGBoost
         # rounds are short: the 99 idle rounds of an interval of 100 only move the step counters.
         self._quiet_from, self._quiet_until = 0, 0.0
-        self._quiet_generation = -1
 
     def _default_collections(self) -> CollectionManager:
         return xgboost_collections()
@@ -183,22 +181,11 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
     # -- TrainingCallback ---------------------------------------------------------------------
     def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         """Save the round's tensors when a collection is saved at this round; never stops training."""
-        if self._quiet_from <= epoch < self._quiet_until:
-            # An idle round (see _next_saved_round), checked inline: this runs on every round, right
-            # after XGBoost's own work has evicted the hook's objects from the CPU caches, where each
-            # further call costs ~0.5 us. Still quiet when the save manager would not rebuild its
-            # settings (SaveManager.prepare's own test: no collection added, none invalidated or
-            # included) and has not rebuilt them since, and nothing waits to be saved or raised.
-            saves = self._saves
-            if (
-                saves._generation == self._quiet_generation
-                and saves._prepared_count == len(saves.collections.collections)
-                and self._open
-                and not (self._pending or self._deferred or self.raise_on_stop or self._closed)
-                and self.mode is _GLOBAL
-            ):
-                self.step = self.mode_steps[_GLOBAL] = epoch  # what _begin_step does on such a round
-                return False
+        # An idle round (see _next_saved_round): this runs on every round, right after XGBoost's own
+        # work has evicted the hook's objects from the CPU caches.
+        if self._quiet_from <= epoch < self._quiet_until and self.mode is _GLOBAL and self._still_quiet():
+            self.step = self.mode_steps[_GLOBAL] = epoch  # what _begin_step does on such a round
+            return False
         if self._closed:
             return False
         # the step is the round of this xgboost.train (from 0, continued training included)
@@ -217,12 +204,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
     def _next_saved_round(self, first: int) -> float:
         """The first round from ``first`` on that any saved collection saves (under today's settings)."""
         self._quiet_from = first  # rounds before it (a new xgboost.train with this hook) are asked again
-        saves = self._saves
-        saves.prepare()
-        self._quiet_generation = saves.generation
-        if not self._writes:
-            return math.inf
-        return saves.next_saved_step(ModeKeys.GLOBAL, first)
+        return self._next_saving_step(ModeKeys.GLOBAL, first)
 
     def after_training(self, model: Any) -> Any:
         """Make everything saved so far readable (``close()`` or interpreter exit ends the trial)."""
