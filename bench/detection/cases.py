@@ -14,7 +14,11 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh": variant C (new realisations of the same problems, each with a healthy twin) and new hard
   negatives, written in the fifth revision before any rule was evaluated on them. The fresh held-out split
   is these cases *and* the "dev" cases at new seeds (100-102); it is evaluated once per revision, after
-  the rules are frozen.
+  the rules are frozen. The fifth revision read it once; the sixth studied its misses, so it is a
+  development split now.
+* "fresh2": variant D (every problem again, on a fourth dataset, XOR, each with a healthy twin) and new
+  hard negatives, written in the sixth revision before any rule was evaluated on them. The sixth
+  revision's held-out split is these cases and the "dev" and "fresh" cases at new seeds (200-202).
 """
 
 from __future__ import annotations
@@ -512,3 +516,172 @@ def hard_small_init_sgd() -> Spec:
     """Hard negative (slow start): weights at 0.2x the default initialisation, SGD 0.1 with momentum 0.9,
     circles."""
     return Spec(dataset="circles", widths=(16, 16), weight_scale=0.2, opt="sgd", lr=0.1, momentum=0.9)
+
+
+# -- variant D: the sixth revision's held-out split (written before any evaluation on them) -----------------
+# New realisations of every problem on a fourth dataset (XOR: four clusters, two classes, not linearly
+# separable), each with a healthy twin, and new hard negatives. Written and committed before the sixth
+# revision's rules were evaluated on them; evaluated once, after those rules were frozen.
+@case("broken", "fresh2")
+def vanish_sigmoid_xor() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 9 x Dense(6, sigmoid), Adam 3e-3, XOR."""
+    return Spec(dataset="xor", widths=(6,) * 9, act="sigmoid", lr=3e-3)
+
+
+@case("healthy", "fresh2")
+def vanish_sigmoid_xor_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_xor``: AUTOTRAINER's repair (ReLU, two wider layers)."""
+    return Spec(dataset="xor", widths=(16, 16), lr=3e-3)
+
+
+@case("broken", "fresh2")
+def explode_unscaled_momentum_xor() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x15), SGD 0.3 with momentum 0.9, XOR."""
+    return Spec(dataset="xor", widths=(32, 32, 32), opt="sgd", lr=0.3, momentum=0.9, input_scale=15.0)
+
+
+@case("healthy", "fresh2")
+def explode_unscaled_momentum_xor_twin() -> Spec:
+    """Twin of ``explode_unscaled_momentum_xor``: inputs as generated, SGD 0.03 with momentum 0.9."""
+    return Spec(dataset="xor", widths=(32, 32, 32), opt="sgd", lr=0.03, momentum=0.9)
+
+
+@case("broken", "fresh2")
+def nan_naive_log_softmax_xor() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x6, inputs x6, Adam 1e-2."""
+    return Spec(dataset="xor", widths=(32, 32), naive_log_softmax=True, weight_scale=6.0, input_scale=6.0)
+
+
+@case("healthy", "fresh2")
+def nan_naive_log_softmax_xor_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_xor``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="xor", widths=(32, 32), weight_scale=6.0, input_scale=6.0, lr=1e-3)
+
+
+@case("broken", "fresh2")
+def dying_relu_bias_xor() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -3, Adam 1e-3, XOR."""
+    return Spec(dataset="xor", widths=(32, 32), bias_init=-3.0, lr=1e-3)
+
+
+@case("healthy", "fresh2")
+def dying_relu_bias_xor_twin() -> Spec:
+    """Twin of ``dying_relu_bias_xor``: default biases."""
+    return Spec(dataset="xor", widths=(32, 32), lr=1e-3)
+
+
+@case("broken", "fresh2")
+def oscillating_batch1_xor() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(24, relu), SGD 0.2 with momentum 0.9, batch 1,
+    64 noisy XOR samples."""
+    return Spec(dataset="xor", widths=(24,), opt="sgd", lr=0.2, momentum=0.9, batch=1, n_train=64, noise=1.4)
+
+
+@case("healthy", "fresh2")
+def oscillating_batch1_xor_twin() -> Spec:
+    """Twin of ``oscillating_batch1_xor``: batch 16, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="xor", widths=(24,), opt="sgd", lr=0.02, momentum=0.9, batch=16, noise=1.4)
+
+
+@case("broken", "fresh2")
+def saturated_sigmoid_unscaled_xor() -> Spec:
+    """DeepDiagnosis saturation / UMLAUT (inputs outside [-1, 1]): one sigmoid layer fed inputs x30, Adam
+    3e-3."""
+    return Spec(dataset="xor", widths=(32,), act="sigmoid", input_scale=30.0, lr=3e-3)
+
+
+@case("healthy", "fresh2")
+def saturated_sigmoid_unscaled_xor_twin() -> Spec:
+    """Twin of ``saturated_sigmoid_unscaled_xor``: inputs as generated, Adam 3e-2."""
+    return Spec(dataset="xor", widths=(32,), act="sigmoid", lr=3e-2)
+
+
+@case("broken", "fresh2")
+def slow_tiny_lr_sgd_xor() -> Spec:
+    """AUTOTRAINER slow convergence: SGD 3e-4 (no momentum) on XOR."""
+    return Spec(dataset="xor", widths=(16, 16), opt="sgd", lr=3e-4)
+
+
+@case("healthy", "fresh2")
+def slow_tiny_lr_sgd_xor_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_sgd_xor``: SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="xor", widths=(16, 16), opt="sgd", lr=0.1, momentum=0.9)
+
+
+@case("broken", "fresh2")
+def lr_scheduler_zero_adam_xor() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate after the first epoch."""
+    return Spec(dataset="xor", widths=(24, 24), lr=3e-3, lr_zero_after_epoch=0)
+
+
+@case("healthy", "fresh2")
+def lr_scheduler_zero_adam_xor_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_adam_xor``: the schedule keeps the learning rate."""
+    return Spec(dataset="xor", widths=(24, 24), lr=3e-3)
+
+
+@case("broken", "fresh2")
+def frozen_layers_xor() -> Spec:
+    """TrainCheck frozen-layers silent error on XOR: only the last layer is handed to the optimiser."""
+    return Spec(dataset="xor", widths=(24, 24), train_only_last=True)
+
+
+@case("healthy", "fresh2")
+def frozen_layers_xor_twin() -> Spec:
+    """Twin of ``frozen_layers_xor``: every parameter handed to the optimiser."""
+    return Spec(dataset="xor", widths=(24, 24))
+
+
+@case("broken", "fresh2")
+def overfit_tiny_xor() -> Spec:
+    """UMLAUT overfitting: two very wide layers on 20 XOR samples (40% random labels), batch 4, 14 epochs."""
+    return Spec(dataset="xor", widths=(256, 256), n_train=20, batch=4, label_noise=0.4, epochs=14)
+
+
+@case("healthy", "fresh2")
+def overfit_tiny_xor_twin() -> Spec:
+    """Twin of ``overfit_tiny_xor``: 256 samples and a smaller net."""
+    return Spec(dataset="xor", widths=(16, 16), label_noise=0.4, epochs=14)
+
+
+# -- hard negatives of the sixth revision's held-out split ---------------------------------------------------
+@case("healthy", "fresh2")
+def hard_slow_warmup2_xor() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 1e-2, on XOR."""
+    return Spec(dataset="xor", widths=(32, 32), warmup_epochs=2)
+
+
+@case("healthy", "fresh2")
+def hard_deep_tanh_xor() -> Spec:
+    """Hard negative: a deep (5 x 12) tanh net that trains (Adam 3e-3) on XOR."""
+    return Spec(dataset="xor", widths=(12,) * 5, act="tanh", lr=3e-3)
+
+
+@case("healthy", "fresh2")
+def hard_batch1_sgd_xor() -> Spec:
+    """Hard negative: batch-1 SGD 0.005 on XOR (noisy batch losses, converging model)."""
+    return Spec(dataset="xor", widths=(16,), opt="sgd", lr=0.005, batch=1, n_train=96)
+
+
+@case("healthy", "fresh2")
+def hard_some_dead_xor() -> Spec:
+    """Hard negative: hidden biases at -0.4 with Adam 1e-2: some units dead, the net converges."""
+    return Spec(dataset="xor", widths=(32, 32), bias_init=-0.4)
+
+
+@case("healthy", "fresh2")
+def hard_sigmoid_wide_sgd_xor() -> Spec:
+    """Hard negative (slow start): one wide sigmoid layer (48 units), SGD 0.5 with momentum 0.9, XOR."""
+    return Spec(dataset="xor", widths=(48,), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)
+
+
+@case("healthy", "fresh2")
+def hard_small_init_xor() -> Spec:
+    """Hard negative (slow start): weights at 0.25x the default initialisation, Adam 1e-2, XOR."""
+    return Spec(dataset="xor", widths=(16, 16), weight_scale=0.25)
+
+
+@case("healthy", "fresh2")
+def hard_narrow_relu_xor() -> Spec:
+    """Hard negative: narrow (2 x 4) ReLU layers, Adam 1e-2, XOR."""
+    return Spec(dataset="xor", widths=(4, 4))

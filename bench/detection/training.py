@@ -2,7 +2,9 @@
 ``tornasole.Hook``, labelled by :mod:`labels` while it trains.
 
 Saved (collections as a PyTorch user would configure them): ``weights/fcK.weight``,
-``gradients/fcK.{weight,bias}``, ``fcK_<act>_input`` (pre-activations), ``fcK_relu_output`` and ``loss``.
+``gradients/fcK.{weight,bias}``, ``fcK_<act>_input`` (pre-activations), ``fcK_relu_output``, ``loss`` and
+(from the sixth revision) ``accuracy``, the batch's accuracy in the ``metrics`` collection, as a training
+loop that logs its accuracy saves it (Keras's hook saves its metrics by default).
 TRAIN steps are saved every ``SAVE_INTERVAL`` steps, EVAL steps every step (one validation pass of a few
 batches per epoch).
 """
@@ -25,7 +27,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons
+    dataset: str = "blobs"  # blobs | circles | moons | xor
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -74,6 +76,11 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
             np.stack([1.0 - np.cos(t), 0.5 - np.sin(t)], axis=1),
         )
         x = x - np.array([0.5, 0.25]) + rng.normal(scale=0.15 * spec.noise, size=(n, 2))
+        classes = 2
+    elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
+        corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
+        y = (corner[:, 0] * corner[:, 1] > 0).astype(np.int64)
+        x = corner + rng.normal(scale=0.35 * spec.noise, size=(n, 2))
         classes = 2
     else:  # circles
         y = rng.integers(0, 2, size=n)
@@ -163,7 +170,8 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
             loss.backward()
             lv = float(loss.item())
             losses.append(lv)
-            train_correct += int((logits.argmax(dim=1) == yt[idx]).sum())
+            batch_correct = int((logits.argmax(dim=1) == yt[idx]).sum())
+            train_correct += batch_correct
             grads = {}
             for i, layer in enumerate(layers, start=1):
                 g = layer.weight.grad
@@ -175,6 +183,7 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
                     all_grads[f"fc{i}.bias"] = np_(layer.bias.grad)
             monitor.train_step(step, lv, grads, weights, all_grads, {})
             hook.save_tensor("loss", np.float32(lv), "losses")
+            hook.save_tensor("accuracy", np.float32(batch_correct / len(idx)), "metrics")
             for i, layer in enumerate(layers, start=1):
                 hook.save_tensor(f"weights/fc{i}.weight", weights[f"fc{i}"], "weights")
                 hook.save_tensor(f"gradients/fc{i}.weight", grads[f"fc{i}"], "gradients")
@@ -198,8 +207,10 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
                 logits, pre, post = forward(xv[b : b + EVAL_BATCH])
                 lv = float(loss_fn(logits, yv[b : b + EVAL_BATCH]).item())
                 val_losses.append(lv)
-                correct += int((logits.argmax(dim=1) == yv[b : b + EVAL_BATCH]).sum())
+                batch_correct = int((logits.argmax(dim=1) == yv[b : b + EVAL_BATCH]).sum())
+                correct += batch_correct
                 hook.save_tensor("loss", np.float32(lv), "losses")
+                hook.save_tensor("accuracy", np.float32(batch_correct / EVAL_BATCH), "metrics")
                 for name, t in pre.items():
                     hook.save_tensor(name, np_(t), "relu_input" if spec.act == "relu" else "activations")
                     acts.setdefault(name, []).append(np_(t))
