@@ -72,6 +72,7 @@ TARGETS = {
     "Overtraining": {"overfit", "slow"},
     "OscillatingLoss": {"oscillating"},
     "StalledLoss": {"slow", "unchanged"},
+    "SlowConvergence": {"slow"},
     "UnchangedTensor": {"unchanged"},
 }
 SAGEMAKER_DL_RULES = (

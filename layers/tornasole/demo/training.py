@@ -8,7 +8,9 @@ rule set exists to catch. Everything is seeded, so both runs are reproducible.
 Like a real training loop it validates after each epoch (EVAL mode), and its
 network has a ReLU block and a tanh block: every rule of the recommended set
 then has the tensors it reads (Overfit the validation loss, SaturatedActivation
-the tanh inputs), so each one gives a verdict instead of "nothing evaluated".
+the tanh inputs, SlowConvergence the batches' accuracy, which the loop saves in
+the ``metrics`` collection), so each one gives a verdict instead of "nothing
+evaluated".
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ def train(out_dir: str, *, broken: bool, settings: TrainingSettings = TrainingSe
                 model.train()
             lo, hi = step * settings.batch_size, (step + 1) * settings.batch_size
             optimizer.zero_grad()
-            loss = loss_fn(model(features[lo:hi]), labels[lo:hi])
+            logits = model(features[lo:hi])
+            loss = loss_fn(logits, labels[lo:hi])
+            hook.save_tensor("accuracy", _accuracy(logits, labels[lo:hi]), "metrics")
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))
@@ -118,4 +122,11 @@ def _validate(hook, model, loss_fn, features, labels, batch_size: int) -> None:
     model.eval()
     with torch.no_grad():
         for lo in range(0, len(features), batch_size):
-            loss_fn(model(features[lo : lo + batch_size]), labels[lo : lo + batch_size])
+            logits = model(features[lo : lo + batch_size])
+            loss_fn(logits, labels[lo : lo + batch_size])
+            hook.save_tensor("accuracy", _accuracy(logits, labels[lo : lo + batch_size]), "metrics")
+
+
+def _accuracy(logits, labels):
+    """The batch's accuracy, as a training loop that logs it computes it (SlowConvergence reads it)."""
+    return (logits.argmax(dim=1) == labels).float().mean().detach()

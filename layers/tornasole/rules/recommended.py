@@ -79,7 +79,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         },
     ),
     ("StalledLoss", "StalledLoss", {"max_weight_change_percent": "5"}),
-    ("Overfit", "Overfit", {"patience": "3", "ratio_threshold": "1.0", "min_difference": "0.05"}),
+    ("SlowConvergence", "SlowConvergence", {"loss_tolerance_percent": "3"}),
+    ("Overfit", "Overfit", {"patience": "3", "ratio_threshold": "1.0", "min_difference": "0.1"}),
     ("UnchangedWeights", "UnchangedTensor", {"collection_names": "weights", "num_steps": "3"}),
     ("WeightUpdateRatio", "WeightUpdateRatio", {}),
 )

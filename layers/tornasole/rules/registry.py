@@ -41,6 +41,7 @@ BUILTIN_RULES: dict[str, str] = {
     "CreateXgboostReport": "create_xgboost_report",
     "OscillatingLoss": "oscillating_loss",
     "StalledLoss": "stalled_loss",
+    "SlowConvergence": "slow_convergence",
 }
 
 _OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")

@@ -21,8 +21,8 @@ Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
 ``smdebug_rulesconfig`` writes backslash-escaped quotes: the rules accept both).
 ``get_collection`` and ``is_valid_action_object`` are ``smdebug_rulesconfig``'s
 helpers of the same names (the SageMaker SDK calls them). Builders of rules
-that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``stalled_loss``) follow the
-same shape.
+that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``stalled_loss``,
+``slow_convergence``) follow the same shape.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ __all__ = [
     "create_xgboost_report",
     "oscillating_loss",
     "stalled_loss",
+    "slow_convergence",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -221,6 +222,11 @@ def oscillating_loss(**rule_parameters: Any) -> dict[str, Any]:
 def stalled_loss(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.StalledLoss` (Tornasole's own rule)."""
     return _config("StalledLoss", rule_parameters)
+
+
+def slow_convergence(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.SlowConvergence` (Tornasole's own rule)."""
+    return _config("SlowConvergence", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

@@ -54,5 +54,5 @@ def test_stalled_loss_counts_the_passes_apart(tmp_path):
     trial = _sparse_train_trial(str(tmp_path / "a"), 1.0, [2.0, 1.0, 1.0, 1.0])
     summary = invoke_rule(StalledLoss(trial, window="1"))
     first = summary.fired[0]
-    assert first.step == 18
-    assert "(1 (steps 8..8), 1 (steps 13..13), 1 (steps 18..18); 1 saved step(s) each)" in first.details
+    assert first.step == 19  # the third flat pass, judged whole at its last step
+    assert "(1 (steps 8..9), 1 (steps 13..14), 1 (steps 18..19); 2 saved step(s) each)" in first.details

@@ -20,7 +20,11 @@ def test_recommended_rules_are_debug_rule_configurations_with_string_parameters(
         assert params["rule_to_invoke"] in rule_names()
         assert all(isinstance(v, str) for v in params.values())
         rule = create_rule(params["rule_to_invoke"], trial, **params)
-        assert rule.evaluate(0).status in ("IssuesFound", "NoIssuesFound")
+        outcome = rule.evaluate(0)
+        if params["rule_to_invoke"] == "SlowConvergence":  # no validation accuracy saved: not judged
+            assert outcome.status == "Skipped"
+        else:
+            assert outcome.status in ("IssuesFound", "NoIssuesFound")
     json.dumps(configs)
     # a fresh list each call: callers may edit it
     configs[0]["RuleParameters"]["x"] = "y"

@@ -10,10 +10,14 @@ Starting point: DeepLocalize's "loss that stops changing" and DeepDiagnosis's
   far too small, a scheduler that set it to 0, dead or saturated units) it
   stays put to a fraction of a percent. A training batch loss is noisy either
   way and cannot tell these apart.
-* Like with like. Each pass's points are the mean of its first ``k`` saved
-  EVAL steps, ``k`` the number the current (possibly unfinished) pass has so
-  far: the same validation batches in every pass, so the evaluator can judge a
-  pass while it lands.
+* Like with like. Each pass's point is the mean of its first ``k`` saved
+  EVAL steps, ``k`` the length of the shortest compared pass: the same
+  validation batches in every pass. The newest pass is judged once, at the
+  step where it becomes as long as the shortest earlier one (a whole pass,
+  when the passes are alike; :func:`whole_passes`). Until the sixth revision
+  a pass was judged at each of its steps on its first ``k`` batches, so the
+  first batch alone could fire: a few dozen samples whose loss a net on a
+  plateau keeps to 0.1% while the whole pass moves.
 * Fires at an EVAL step when the last ``num_passes`` passes' means lie within
   ``tolerance_percent`` % of their mean (max - min), *and* the training loss
   never came down from the start: no mean of ``window`` consecutive saved TRAIN
@@ -48,7 +52,7 @@ from tornasole.rules.generic.losses import loss_names
 from tornasole.rules.generic.overfit import trial_phases
 from tornasole.rules.params import Param
 
-__all__ = ["StalledLoss", "spread_percent"]
+__all__ = ["StalledLoss", "spread_percent", "whole_passes"]
 
 
 def spread_percent(means: list[float]) -> float:
@@ -63,6 +67,32 @@ def spread_percent(means: list[float]) -> float:
     if centre == 0:
         return 0.0 if max(means) == min(means) else math.inf
     return round(100.0 * (max(means) - min(means)) / centre, 12)
+
+
+def whole_passes(passes: list[list[int]]) -> list[list[int]] | None:
+    """The validation ``passes`` (each a list of saved steps, the newest last) cut to the shortest one's
+    length, or None when the newest pass is not at the step where it is judged: the step where it becomes
+    as long as the shortest earlier pass (a whole pass when the passes are alike).
+
+    Why: a pass's first batch is a few dozen samples; judging the newest pass while it lands, on the first
+    ``k`` batches of every pass, compared one batch with one batch, and a model that predicts one class for
+    the first batch's samples looks flat there while the whole pass moves.
+
+    Examples
+    --------
+    >>> whole_passes([[10, 11, 12], [20, 21, 22]])
+    [[10, 11, 12], [20, 21, 22]]
+    >>> whole_passes([[10, 11, 12], [20]]) is None
+    True
+    >>> whole_passes([[10, 11], [20, 21, 22]]) is None
+    True
+    """
+    if not passes:
+        return None
+    if len(passes) > 1 and len(passes[-1]) != min(len(p) for p in passes[:-1]):
+        return None
+    k = min(len(p) for p in passes)
+    return [p[:k] for p in passes]
 
 
 class StalledLoss(BuiltinRule):
@@ -178,13 +208,11 @@ class StalledLoss(BuiltinRule):
             if not gsteps or gsteps[-1] != step:
                 continue
             runs = trial_phases(trial, gsteps)
-            passes = [st for mode, st in runs if mode == EVAL][-self.num_passes :]
-            if len(passes) < self.num_passes:
+            passes = whole_passes([st for mode, st in runs if mode == EVAL][-self.num_passes :])
+            if passes is None or len(passes) < self.num_passes:
                 continue
             k = len(passes[-1])
-            if any(len(p) < k for p in passes):
-                continue  # an earlier pass saved fewer steps: not the same batches
-            means = [self._mean(name, p[:k]) for p in passes]
+            means = [self._mean(name, p) for p in passes]
             if any(m is None for m in means):
                 continue
             spread = spread_percent(means)

@@ -1,0 +1,203 @@
+"""SlowConvergence: the validation accuracy has not risen since training began, and it is low.
+
+Starting point: AUTOTRAINER's slow-convergence criterion (ICSE'21): the best
+epoch-to-epoch gain of the accuracy is below 0.01 and the best accuracy is
+below 0.6, judged from 30% of training on. A loss cannot see this: a model
+that predicts one class whatever its input has a flat accuracy while its loss
+drifts down by a few percent as it calibrates that one guess, which is also
+what a healthy slow start looks like in its loss. The accuracy tells them
+apart.
+
+* Points: validation passes. The accuracy tensors' saved EVAL steps are
+  grouped into passes (phases, as the loss rules group them); each pass's
+  point is the mean of its first ``k`` saved steps, ``k`` the length of the
+  shortest pass, so every pass is judged on the same validation batches. The
+  newest pass is judged once, at the step where it becomes as long as the
+  shortest earlier pass (a whole pass, when the passes are alike;
+  ``stalled_loss.whole_passes``): one batch's accuracy is that of a few dozen
+  samples, and a model that predicts one class for them all looks flat there
+  while the whole pass moves.
+* Fires at an EVAL step once there are ``min_passes`` passes (a rule cannot
+  know where 30% of a run is; three passes is where AUTOTRAINER first looks
+  in a ten-epoch run) when the largest rise from one pass to the next is below
+  ``min_gain`` and the best pass is below ``max_accuracy``. Over all passes
+  since the start, as AUTOTRAINER does: both conditions only get harder to
+  meet as passes are added, so a run that once learned is never flagged.
+* Optionally (``loss_tolerance_percent``), the validation loss barely moved
+  either: the pass means of each loss of the ``losses`` collection (same
+  passes, same ``k``) lie within that % of their mean. Why: a net whose
+  accuracy sits still for a few passes while its validation loss moves by
+  several percent (a deep narrow ReLU stack finding its boundary; a sigmoid
+  net swinging on a saddle) learns a pass or two later; a stalled run's loss
+  (a learning rate far too small, a warm-up that never ends, dead units)
+  moves by about 2% or less. A non-finite loss never passes this check
+  (ExplodingTensor's job). Where no loss was saved in EVAL mode the rule
+  judges the accuracy alone and its report says so.
+* Accuracy tensors: ``tensor_regex`` (re.match), by default any name ending
+  in ``acc`` or ``accuracy`` (Keras's ``accuracy`` metric; a loop's own
+  ``accuracy`` scalar). AUTOTRAINER also requires the *training* accuracy to
+  be flat; a training accuracy saved every few batches is the accuracy of a
+  few batches, whose sampling noise alone exceeds 0.01, so only the
+  validation passes (the same fixed set each time) are read.
+* A trial with no accuracy saved in EVAL mode cannot be judged: every step
+  is skipped (``TensorUnavailable``), so the rule never reports
+  NoIssuesFound for a run it could not see (the evaluator reports it as
+  NothingEvaluated).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tornasole.exceptions import TensorUnavailable
+from tornasole.modes import EVAL
+from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.generic.overfit import trial_phases
+from tornasole.rules.generic.stalled_loss import spread_percent, whole_passes
+from tornasole.rules.params import Param
+
+__all__ = ["SlowConvergence", "max_rise"]
+
+
+def max_rise(points: list[float]) -> float:
+    """The largest rise from one point to the next (0 when it never rose).
+
+    Examples
+    --------
+    >>> max_rise([0.5, 0.52, 0.51, 0.515])
+    0.02
+    >>> max_rise([0.6, 0.5])
+    0.0
+    """
+    return round(max([0.0, *(b - a for a, b in zip(points, points[1:]))]), 12)
+
+
+class SlowConvergence(BuiltinRule):
+    """Fires when ``min_passes`` validation passes rose under ``min_gain`` and stay under ``max_accuracy``.
+
+    Examples
+    --------
+    >>> # invoke_rule(SlowConvergence(trial, min_gain="0.01", max_accuracy="0.6"))
+    """
+
+    PARAMETERS = (
+        Param("tensor_regex", "regex", ".*acc(uracy)?$", "accuracy tensors (re.match)"),
+        Param("min_passes", "int", "3", "validation passes before judging"),
+        Param("min_gain", "float", "0.01", "no pass-to-pass rise of the accuracy reached this"),
+        Param("max_accuracy", "float", "0.6", "the best pass's accuracy is below this"),
+        Param(
+            "loss_tolerance_percent",
+            "float",
+            None,
+            "also require the validation loss's pass means to lie within this % of their mean "
+            "(unset: not checked)",
+        ),
+    )
+    COLLECTIONS = (("metrics", {"save_interval": "500"}), ("losses", {"save_interval": "500"}))
+
+    def check_params(self) -> None:
+        if self.min_passes < 2:
+            raise self.param_error("min_passes", f"value {self.min_passes} must be >= 2")
+        if self.min_gain < 0:
+            raise self.param_error("min_gain", f"value {self.min_gain} must be >= 0")
+        if self.loss_tolerance_percent is not None and self.loss_tolerance_percent < 0:
+            raise self.param_error(
+                "loss_tolerance_percent", f"value {self.loss_tolerance_percent} must be >= 0"
+            )
+
+    def history_steps(self) -> int | None:
+        return None  # every validation pass since the start
+
+    def _accuracy_names(self) -> list[str]:
+        trial = self.base_trial
+        names = [n for n in sorted(trial.tensor_names()) if self.tensor_regex.match(n)]
+        return [n for n in names if trial.tensor(n).steps(mode=EVAL)]
+
+    def _pass_means(self, name: str, step: int) -> tuple[list[float], list[list[int]]] | None:
+        """Each validation pass's mean over its first ``k`` saved steps up to ``step`` (``k`` the shortest
+        pass's count), with the passes' steps; None when ``step`` is not one of ``name``'s saved steps, is
+        not the step where the newest pass reaches the shortest earlier pass's length, or a value is missing
+        or not finite."""
+        trial = self.base_trial
+        steps = [s for s in trial.tensor(name).steps() if s <= step]
+        if not steps or steps[-1] != step:
+            return None
+        passes = whole_passes([st for mode, st in trial_phases(trial, steps) if mode == EVAL])
+        if passes is None:
+            return None
+        means = []
+        for p in passes:
+            values = [self.scalar(name, s) for s in p]
+            if any(v is None or not math.isfinite(v) for v in values):
+                return None
+            means.append(float(np.mean(values)))
+        return means, passes
+
+    def _loss_check(self, step: int, passes: list[list[int]]) -> tuple[bool, str]:
+        """``(holds, note)`` for the validation-loss condition over the accuracy's ``passes``."""
+        if self.loss_tolerance_percent is None:
+            return True, ""
+        trial = self.base_trial
+        shown = []
+        try:  # the losses collection only: this rule's tensor_regex names its accuracies
+            losses = sorted(trial.tensor_names(collection="losses"))
+        except (KeyError, ValueError):
+            losses = []
+        for name in losses:
+            steps = set(trial.tensor(name).steps())
+            if not all(s in steps for p in passes for s in p):
+                continue  # this loss was not saved at the accuracy's steps
+            means = []
+            for p in passes:
+                values = [self.scalar(name, s) for s in p]
+                if any(v is None or not math.isfinite(v) for v in values):
+                    return False, ""
+                means.append(float(np.mean(values)))
+            spread = spread_percent(means)
+            if spread > self.loss_tolerance_percent:
+                return False, ""
+            shown.append(f"{name} within {self.fmt(spread)}%")
+        if not shown:
+            return True, "; no validation loss saved at those steps: judged on the accuracy alone"
+        return True, (
+            f"; the validation loss barely moved ({', '.join(shown)} <= loss_tolerance_percent "
+            f"{self.fmt(self.loss_tolerance_percent)}%)"
+        )
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = self._accuracy_names()
+        if not names:
+            raise TensorUnavailable(
+                f"matching tensor_regex {self.tensor_regex.pattern!r} in EVAL mode (a validation accuracy; "
+                "save one, e.g. in the metrics collection, for SlowConvergence to judge this run)"
+            )
+        if self.base_trial.mode(step) != EVAL:
+            return False
+        for name in names:
+            got = self._pass_means(name, step)
+            if got is None:
+                continue
+            means, passes = got
+            if len(means) < self.min_passes:
+                continue
+            rise, best = max_rise(means), max(means)
+            if rise >= self.min_gain or best >= self.max_accuracy:
+                continue
+            holds, loss_note = self._loss_check(step, passes)
+            if not holds:
+                continue
+            shown = ", ".join(self.fmt(m) for m in means[-6:])
+            self.report_issue(
+                f"{name} (EVAL): in {len(means)} validation passes (means of {len(passes[-1])} saved "
+                f"step(s) each, last: {shown}) the largest rise from one pass to the next is "
+                f"{self.fmt(rise)} < min_gain {self.fmt(self.min_gain)} and the best is {self.fmt(best)} "
+                f"< max_accuracy {self.fmt(self.max_accuracy)}: the model is not learning{loss_note}",
+                tensor=name,
+                value=rise,
+                threshold=self.min_gain,
+                best=best,
+            )
+            return True
+        return False
