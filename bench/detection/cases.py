@@ -18,7 +18,12 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
   development split now.
 * "fresh2": variant D (every problem again, on a fourth dataset, XOR, each with a healthy twin) and new
   hard negatives, written in the sixth revision before any rule was evaluated on them. The sixth
-  revision's held-out split is these cases and the "dev" and "fresh" cases at new seeds (200-202).
+  revision's held-out split is these cases and the "dev" and "fresh" cases at new seeds (200-202). The
+  sixth revision read it once; the seventh studied it.
+* "fresh3": variant E (every problem again, on a fifth dataset, four overlapping classes, each with a
+  healthy twin) and new hard negatives, written in the seventh revision before any rule was evaluated on
+  them. The seventh revision's held-out split is these cases and the "dev", "fresh" and "fresh2" cases at
+  new seeds (300-302).
 """
 
 from __future__ import annotations
@@ -685,3 +690,183 @@ def hard_small_init_xor() -> Spec:
 def hard_narrow_relu_xor() -> Spec:
     """Hard negative: narrow (2 x 4) ReLU layers, Adam 1e-2, XOR."""
     return Spec(dataset="xor", widths=(4, 4))
+
+
+# -- variant E: the seventh revision's held-out split (written before any evaluation on them) ---------------
+# Every problem again on a fifth dataset (four classes at a square's corners, overlapping: chance is 0.25),
+# each with a healthy twin, and new hard negatives. Written and committed before the seventh revision's
+# rules were evaluated on them; evaluated once, after those rules were frozen.
+@case("broken", "fresh3")
+def vanish_sigmoid_blobs4() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 8 x Dense(6, sigmoid), SGD 0.05 with momentum 0.9."""
+    return Spec(dataset="blobs4", widths=(6,) * 8, act="sigmoid", opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("healthy", "fresh3")
+def vanish_sigmoid_blobs4_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_blobs4``: AUTOTRAINER's repair (ReLU, two wider layers)."""
+    return Spec(dataset="blobs4", widths=(24, 24), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh3")
+def explode_unscaled_blobs4() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x20) with SGD 0.2."""
+    return Spec(dataset="blobs4", widths=(32, 32), opt="sgd", lr=0.2, input_scale=20.0)
+
+
+@case("healthy", "fresh3")
+def explode_unscaled_blobs4_twin() -> Spec:
+    """Twin of ``explode_unscaled_blobs4``: inputs as generated, SGD 0.02."""
+    return Spec(dataset="blobs4", widths=(32, 32), opt="sgd", lr=0.02)
+
+
+@case("broken", "fresh3")
+def nan_naive_log_softmax_blobs4() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x7, inputs x5, SGD 0.05."""
+    return Spec(
+        dataset="blobs4",
+        widths=(24, 24),
+        naive_log_softmax=True,
+        weight_scale=7.0,
+        input_scale=5.0,
+        opt="sgd",
+        lr=0.05,
+    )
+
+
+@case("healthy", "fresh3")
+def nan_naive_log_softmax_blobs4_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_blobs4``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="blobs4", widths=(24, 24), weight_scale=7.0, input_scale=5.0, lr=1e-3)
+
+
+@case("broken", "fresh3")
+def dying_relu_bias_blobs4() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -3.5, SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="blobs4", widths=(24, 24), bias_init=-3.5, opt="sgd", lr=0.1, momentum=0.9)
+
+
+@case("healthy", "fresh3")
+def dying_relu_bias_blobs4_twin() -> Spec:
+    """Twin of ``dying_relu_bias_blobs4``: default biases, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="blobs4", widths=(24, 24), opt="sgd", lr=0.02, momentum=0.9)
+
+
+@case("broken", "fresh3")
+def oscillating_batch1_blobs4() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(40, relu), SGD 0.1 with momentum 0.9, batch 1,
+    80 noisy samples."""
+    return Spec(
+        dataset="blobs4", widths=(40,), opt="sgd", lr=0.1, momentum=0.9, batch=1, n_train=80, noise=1.5
+    )
+
+
+@case("healthy", "fresh3")
+def oscillating_batch1_blobs4_twin() -> Spec:
+    """Twin of ``oscillating_batch1_blobs4``: batch 16, SGD 0.01 with momentum 0.9."""
+    return Spec(dataset="blobs4", widths=(40,), opt="sgd", lr=0.01, momentum=0.9, batch=16, noise=1.5)
+
+
+@case("broken", "fresh3")
+def saturated_tanh_unscaled_blobs4() -> Spec:
+    """DeepDiagnosis saturation / UMLAUT (inputs outside [-1, 1]): tanh layers fed inputs x20, Adam 2e-3."""
+    return Spec(dataset="blobs4", widths=(24, 24), act="tanh", input_scale=20.0, lr=2e-3)
+
+
+@case("healthy", "fresh3")
+def saturated_tanh_unscaled_blobs4_twin() -> Spec:
+    """Twin of ``saturated_tanh_unscaled_blobs4``: inputs as generated."""
+    return Spec(dataset="blobs4", widths=(24, 24), act="tanh", lr=2e-3)
+
+
+@case("broken", "fresh3")
+def slow_tiny_lr_adam_blobs4() -> Spec:
+    """AUTOTRAINER slow convergence: Adam 3e-5 on four classes."""
+    return Spec(dataset="blobs4", widths=(16, 16), lr=3e-5)
+
+
+@case("healthy", "fresh3")
+def slow_tiny_lr_adam_blobs4_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam_blobs4``: Adam 1e-2."""
+    return Spec(dataset="blobs4", widths=(16, 16))
+
+
+@case("broken", "fresh3")
+def lr_scheduler_zero_blobs4() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate after the second epoch."""
+    return Spec(dataset="blobs4", widths=(16, 16), lr=2e-3, lr_zero_after_epoch=1)
+
+
+@case("healthy", "fresh3")
+def lr_scheduler_zero_blobs4_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_blobs4``: the schedule keeps the learning rate."""
+    return Spec(dataset="blobs4", widths=(16, 16), lr=2e-3)
+
+
+@case("broken", "fresh3")
+def frozen_layers_blobs4() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (SGD 0.1)."""
+    return Spec(dataset="blobs4", widths=(16, 16, 16), opt="sgd", lr=0.1, train_only_last=True)
+
+
+@case("healthy", "fresh3")
+def frozen_layers_blobs4_twin() -> Spec:
+    """Twin of ``frozen_layers_blobs4``: every parameter handed to the optimiser."""
+    return Spec(dataset="blobs4", widths=(16, 16, 16), opt="sgd", lr=0.1)
+
+
+@case("broken", "fresh3")
+def overfit_tiny_blobs4() -> Spec:
+    """UMLAUT overfitting: two wide layers on 28 noisy samples (35% random labels), batch 4, 14 epochs."""
+    return Spec(
+        dataset="blobs4", widths=(192, 192), n_train=28, batch=4, noise=1.4, label_noise=0.35, epochs=14
+    )
+
+
+@case("healthy", "fresh3")
+def overfit_tiny_blobs4_twin() -> Spec:
+    """Twin of ``overfit_tiny_blobs4``: 256 samples and a smaller net."""
+    return Spec(dataset="blobs4", widths=(16, 16), noise=1.4, label_noise=0.35, epochs=14)
+
+
+# -- hard negatives of the seventh revision's held-out split -------------------------------------------------
+@case("healthy", "fresh3")
+def hard_slow_warmup_blobs4() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="blobs4", widths=(32, 32), opt="sgd", lr=0.1, momentum=0.9, warmup_epochs=2)
+
+
+@case("healthy", "fresh3")
+def hard_deep_tanh_blobs4() -> Spec:
+    """Hard negative: a deep (6 x 10) tanh net that trains (Adam 2e-3)."""
+    return Spec(dataset="blobs4", widths=(10,) * 6, act="tanh", lr=2e-3)
+
+
+@case("healthy", "fresh3")
+def hard_batch1_sgd_blobs4() -> Spec:
+    """Hard negative: batch-1 SGD 0.003 (noisy batch losses, converging model)."""
+    return Spec(dataset="blobs4", widths=(16,), opt="sgd", lr=0.003, batch=1, n_train=96)
+
+
+@case("healthy", "fresh3")
+def hard_some_dead_blobs4() -> Spec:
+    """Hard negative: hidden biases at -0.35 with SGD 0.05 and momentum 0.9: some units dead, converging."""
+    return Spec(dataset="blobs4", widths=(32, 32), bias_init=-0.35, opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("healthy", "fresh3")
+def hard_sigmoid_wide_blobs4() -> Spec:
+    """Hard negative (slow start): one wide sigmoid layer (40 units), Adam 1e-2."""
+    return Spec(dataset="blobs4", widths=(40,), act="sigmoid")
+
+
+@case("healthy", "fresh3")
+def hard_small_init_blobs4() -> Spec:
+    """Hard negative (slow start): weights at 0.3x the default initialisation, SGD 0.05, momentum 0.9."""
+    return Spec(dataset="blobs4", widths=(16, 16), weight_scale=0.3, opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("healthy", "fresh3")
+def hard_narrow_relu_blobs4() -> Spec:
+    """Hard negative: narrow (2 x 3) ReLU layers, Adam 1e-2."""
+    return Spec(dataset="blobs4", widths=(3, 3))

@@ -15,8 +15,10 @@ of the fifth revision (the "dev" cases at seeds 100-102 and the variant-C cases)
 studied in the sixth, so it is a development split now; "fresh2" is the held-out split of the sixth
 revision: the "dev" and variant-C cases at seeds no revision had run (200-202) and the variant-D cases,
 written and committed before the sixth revision's rules were evaluated on any of them, evaluated once,
-after those rules were frozen. Its numbers are the ones to report. While rules are worked on, run
-``--split cal,dev,fresh``.
+after those rules were frozen (the seventh revision studied it); "fresh3" is the held-out split of the
+seventh revision: the "dev", variant-C and variant-D cases at seeds 300-302 and the variant-E cases, written
+and committed before the seventh revision's rules were evaluated on any of them. Its numbers are the ones
+to report. While rules are worked on, run ``--split cal,dev,fresh,fresh2``.
 
 Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
 (``rule_configs``, every deep-learning rule) and ``tornasole.rules.recommended_rules()``.
@@ -52,12 +54,19 @@ SPLIT_SEEDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
     "dev": (("dev", (0, 1, 2)),),
     "fresh": (("dev", (100, 101, 102)), ("fresh", (100, 101, 102))),
     "fresh2": (("dev", (200, 201, 202)), ("fresh", (200, 201, 202)), ("fresh2", (200, 201, 202))),
+    "fresh3": (
+        ("dev", (300, 301, 302)),
+        ("fresh", (300, 301, 302)),
+        ("fresh2", (300, 301, 302)),
+        ("fresh3", (300, 301, 302)),
+    ),
 }
 SPLIT_TITLES = {
     "cal": "CALIBRATION split (variant A, seeds 0-2)",
     "dev": "DEVELOPMENT split (variant B, seeds 0-2; the held-out split of revisions 1-4, seen in each)",
     "fresh": "FRESH split of revision 5 (variant B at seeds 100-102, variant C; held out until revision 5)",
-    "fresh2": "HELD-OUT split of revision 6 (variants B and C at seeds 200-202, variant D; evaluated once)",
+    "fresh2": "HELD-OUT split of revision 6 (variants B-C at seeds 200-202, variant D; read once in rev. 6)",
+    "fresh3": "HELD-OUT split of revision 7 (variants B-D at seeds 300-302, variant E; evaluated once)",
 }
 #: The problems (labels) each rule is meant to catch: its recall is measured on runs with these labels.
 TARGETS = {
@@ -265,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default=",".join(SPLIT_SEEDS),
-        help="comma-separated splits among cal, dev, fresh, fresh2 (default: all four)",
+        help="comma-separated splits among cal, dev, fresh, fresh2, fresh3 (default: all five)",
     )
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--json", help="write the numbers here")

@@ -27,7 +27,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -77,6 +77,11 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         )
         x = x - np.array([0.5, 0.25]) + rng.normal(scale=0.15 * spec.noise, size=(n, 2))
         classes = 2
+    elif spec.dataset == "blobs4":  # four classes at the corners of a square (chance: 0.25)
+        centers = np.array([[2.0, 2.0], [2.0, -2.0], [-2.0, -2.0], [-2.0, 2.0]])
+        y = rng.integers(0, 4, size=n)
+        x = centers[y] + rng.normal(scale=1.1 * spec.noise, size=(n, 2))
+        classes = 4
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
         y = (corner[:, 0] * corner[:, 1] > 0).astype(np.int64)
