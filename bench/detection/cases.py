@@ -23,7 +23,11 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh3": variant E (every problem again, on a fifth dataset, four overlapping classes, each with a
   healthy twin) and new hard negatives, written in the seventh revision before any rule was evaluated on
   them. The seventh revision's held-out split is these cases and the "dev", "fresh" and "fresh2" cases at
-  new seeds (300-302).
+  new seeds (300-302). The seventh revision read it once; the eighth studied it.
+* "fresh4": variant F (every problem again, on a sixth dataset, three concentric rings, each with a
+  healthy twin) and new hard negatives, written in the eighth revision before any rule was evaluated on
+  them. The eighth revision's held-out split is these cases and the "dev" to "fresh3" cases at new seeds
+  (400-402).
 """
 
 from __future__ import annotations
@@ -870,3 +874,178 @@ def hard_small_init_blobs4() -> Spec:
 def hard_narrow_relu_blobs4() -> Spec:
     """Hard negative: narrow (2 x 3) ReLU layers, Adam 1e-2."""
     return Spec(dataset="blobs4", widths=(3, 3))
+
+
+# -- variant F: the eighth revision's held-out split (written before any evaluation on them) ----------------
+# Every problem again on a sixth dataset (three concentric rings, three classes, not linearly separable),
+# each with a healthy twin, and new hard negatives. Written and committed before the eighth revision's
+# rules were evaluated on them; evaluated once, after those rules were frozen.
+@case("broken", "fresh4")
+def vanish_sigmoid_rings3() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 9 x Dense(8, sigmoid), Adam 1e-3, three rings."""
+    return Spec(dataset="rings3", widths=(8,) * 9, act="sigmoid", lr=1e-3)
+
+
+@case("healthy", "fresh4")
+def vanish_sigmoid_rings3_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_rings3``: AUTOTRAINER's repair (ReLU, three wider layers), Adam 1e-2."""
+    return Spec(dataset="rings3", widths=(24,) * 3)
+
+
+@case("broken", "fresh4")
+def explode_unscaled_rings3() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x25), SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="rings3", widths=(32, 32), opt="sgd", lr=0.1, momentum=0.9, input_scale=25.0)
+
+
+@case("healthy", "fresh4")
+def explode_unscaled_rings3_twin() -> Spec:
+    """Twin of ``explode_unscaled_rings3``: inputs as generated, SGD 0.05 with momentum 0.9."""
+    return Spec(dataset="rings3", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh4")
+def nan_naive_log_softmax_rings3() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x6, inputs x6, Adam 2e-2."""
+    return Spec(
+        dataset="rings3", widths=(32, 32), naive_log_softmax=True, weight_scale=6.0, input_scale=6.0, lr=2e-2
+    )
+
+
+@case("healthy", "fresh4")
+def nan_naive_log_softmax_rings3_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_rings3``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="rings3", widths=(32, 32), weight_scale=6.0, input_scale=6.0, lr=1e-3)
+
+
+@case("broken", "fresh4")
+def dying_relu_bias_rings3() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -4, Adam 3e-3."""
+    return Spec(dataset="rings3", widths=(32, 32, 32), bias_init=-4.0, lr=3e-3)
+
+
+@case("healthy", "fresh4")
+def dying_relu_bias_rings3_twin() -> Spec:
+    """Twin of ``dying_relu_bias_rings3``: default biases."""
+    return Spec(dataset="rings3", widths=(32, 32, 32), lr=3e-3)
+
+
+@case("broken", "fresh4")
+def oscillating_batch2_rings3() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(48, relu), SGD 0.15 with momentum 0.9, batch 2,
+    noisy rings."""
+    return Spec(
+        dataset="rings3", widths=(48,), opt="sgd", lr=0.15, momentum=0.9, batch=2, n_train=96, noise=1.5
+    )
+
+
+@case("healthy", "fresh4")
+def oscillating_batch2_rings3_twin() -> Spec:
+    """Twin of ``oscillating_batch2_rings3``: batch 16, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="rings3", widths=(48,), opt="sgd", lr=0.02, momentum=0.9, noise=1.5)
+
+
+@case("broken", "fresh4")
+def saturated_sigmoid_large_init_rings3() -> Spec:
+    """DeepDiagnosis saturation: sigmoid layers with weights x6 and inputs x3, Adam 1e-3."""
+    return Spec(dataset="rings3", widths=(24, 24), act="sigmoid", weight_scale=6.0, input_scale=3.0, lr=1e-3)
+
+
+@case("healthy", "fresh4")
+def saturated_sigmoid_large_init_rings3_twin() -> Spec:
+    """Twin of ``saturated_sigmoid_large_init_rings3``: default initialisation, inputs as generated."""
+    return Spec(dataset="rings3", widths=(24, 24), act="sigmoid", lr=1e-2)
+
+
+@case("broken", "fresh4")
+def slow_tiny_lr_momentum_rings3() -> Spec:
+    """AUTOTRAINER slow convergence: SGD 1e-4 with momentum 0.9."""
+    return Spec(dataset="rings3", widths=(24, 24), opt="sgd", lr=1e-4, momentum=0.9)
+
+
+@case("healthy", "fresh4")
+def slow_tiny_lr_momentum_rings3_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_momentum_rings3``: SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="rings3", widths=(24, 24), opt="sgd", lr=0.1, momentum=0.9)
+
+
+@case("broken", "fresh4")
+def lr_scheduler_zero_rings3() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes SGD's learning rate after the third epoch."""
+    return Spec(dataset="rings3", widths=(24, 24), opt="sgd", lr=0.05, momentum=0.9, lr_zero_after_epoch=2)
+
+
+@case("healthy", "fresh4")
+def lr_scheduler_zero_rings3_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_rings3``: the schedule keeps the learning rate."""
+    return Spec(dataset="rings3", widths=(24, 24), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh4")
+def frozen_layers_rings3() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (Adam 1e-2)."""
+    return Spec(dataset="rings3", widths=(32, 32), train_only_last=True)
+
+
+@case("healthy", "fresh4")
+def frozen_layers_rings3_twin() -> Spec:
+    """Twin of ``frozen_layers_rings3``: every parameter handed to the optimiser."""
+    return Spec(dataset="rings3", widths=(32, 32))
+
+
+@case("broken", "fresh4")
+def overfit_tiny_rings3() -> Spec:
+    """UMLAUT overfitting: two wide layers on 24 noisy samples (30% random labels), batch 4, 14 epochs."""
+    return Spec(
+        dataset="rings3", widths=(256, 128), n_train=24, batch=4, noise=1.5, label_noise=0.3, epochs=14
+    )
+
+
+@case("healthy", "fresh4")
+def overfit_tiny_rings3_twin() -> Spec:
+    """Twin of ``overfit_tiny_rings3``: 256 samples and a smaller net."""
+    return Spec(dataset="rings3", widths=(24, 24), noise=1.5, label_noise=0.3, epochs=14)
+
+
+# -- hard negatives of the eighth revision's held-out split --------------------------------------------------
+@case("healthy", "fresh4")
+def hard_slow_warmup_rings3() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 1e-2."""
+    return Spec(dataset="rings3", widths=(32, 32), warmup_epochs=2)
+
+
+@case("healthy", "fresh4")
+def hard_deep_tanh_rings3() -> Spec:
+    """Hard negative: a deep (6 x 12) tanh net that trains (Adam 3e-3)."""
+    return Spec(dataset="rings3", widths=(12,) * 6, act="tanh", lr=3e-3)
+
+
+@case("healthy", "fresh4")
+def hard_batch2_sgd_rings3() -> Spec:
+    """Hard negative: batch-2 SGD 0.01 (noisy batch losses, converging model)."""
+    return Spec(dataset="rings3", widths=(24,), opt="sgd", lr=0.01, batch=2, n_train=96)
+
+
+@case("healthy", "fresh4")
+def hard_some_dead_rings3() -> Spec:
+    """Hard negative: hidden biases at -0.3 with Adam 1e-2: some units dead, the net converges."""
+    return Spec(dataset="rings3", widths=(32, 32), bias_init=-0.3)
+
+
+@case("healthy", "fresh4")
+def hard_large_init_converges_rings3() -> Spec:
+    """Hard negative: weights x5 with the library's cross-entropy and Adam 3e-3: large logits, then a loss
+    near 0."""
+    return Spec(dataset="rings3", widths=(32, 32), weight_scale=5.0, lr=3e-3)
+
+
+@case("healthy", "fresh4")
+def hard_small_init_rings3() -> Spec:
+    """Hard negative (slow start): weights at 0.25x the default initialisation, Adam 1e-2."""
+    return Spec(dataset="rings3", widths=(24, 24), weight_scale=0.25)
+
+
+@case("healthy", "fresh4")
+def hard_narrow_tanh_rings3() -> Spec:
+    """Hard negative: narrow (2 x 4) tanh layers, Adam 1e-2."""
+    return Spec(dataset="rings3", widths=(4, 4), act="tanh")

@@ -17,8 +17,11 @@ revision: the "dev" and variant-C cases at seeds no revision had run (200-202) a
 written and committed before the sixth revision's rules were evaluated on any of them, evaluated once,
 after those rules were frozen (the seventh revision studied it); "fresh3" is the held-out split of the
 seventh revision: the "dev", variant-C and variant-D cases at seeds 300-302 and the variant-E cases, written
-and committed before the seventh revision's rules were evaluated on any of them. Its numbers are the ones
-to report. While rules are worked on, run ``--split cal,dev,fresh,fresh2``.
+and committed before the seventh revision's rules were evaluated on any of them (the eighth revision
+studied it); "fresh4" is the held-out split of the eighth revision: the "dev" and variant-C to variant-E
+cases at seeds 400-402 and the variant-F cases, written and committed before the eighth revision's rules
+were evaluated on any of them. Its numbers are the ones to report. While rules are worked on, run
+``--split cal,dev,fresh,fresh2,fresh3``.
 
 Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
 (``rule_configs``, every deep-learning rule) and ``tornasole.rules.recommended_rules()``.
@@ -60,13 +63,21 @@ SPLIT_SEEDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
         ("fresh2", (300, 301, 302)),
         ("fresh3", (300, 301, 302)),
     ),
+    "fresh4": (
+        ("dev", (400, 401, 402)),
+        ("fresh", (400, 401, 402)),
+        ("fresh2", (400, 401, 402)),
+        ("fresh3", (400, 401, 402)),
+        ("fresh4", (400, 401, 402)),
+    ),
 }
 SPLIT_TITLES = {
     "cal": "CALIBRATION split (variant A, seeds 0-2)",
     "dev": "DEVELOPMENT split (variant B, seeds 0-2; the held-out split of revisions 1-4, seen in each)",
     "fresh": "FRESH split of revision 5 (variant B at seeds 100-102, variant C; held out until revision 5)",
     "fresh2": "HELD-OUT split of revision 6 (variants B-C at seeds 200-202, variant D; read once in rev. 6)",
-    "fresh3": "HELD-OUT split of revision 7 (variants B-D at seeds 300-302, variant E; evaluated once)",
+    "fresh3": "HELD-OUT split of revision 7 (variants B-D at seeds 300-302, variant E; read once in rev. 7)",
+    "fresh4": "HELD-OUT split of revision 8 (variants B-E at seeds 400-402, variant F; evaluated once)",
 }
 #: The problems (labels) each rule is meant to catch: its recall is measured on runs with these labels.
 TARGETS = {
@@ -274,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default=",".join(SPLIT_SEEDS),
-        help="comma-separated splits among cal, dev, fresh, fresh2, fresh3 (default: all five)",
+        help="comma-separated splits among cal, dev, fresh, fresh2, fresh3, fresh4 (default: all six)",
     )
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--json", help="write the numbers here")

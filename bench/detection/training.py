@@ -27,7 +27,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -82,6 +82,12 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         y = rng.integers(0, 4, size=n)
         x = centers[y] + rng.normal(scale=1.1 * spec.noise, size=(n, 2))
         classes = 4
+    elif spec.dataset == "rings3":  # three concentric rings (radii 1, 2, 3), one class each
+        y = rng.integers(0, 3, size=n)
+        r = (y + 1.0) + rng.normal(scale=0.15 * spec.noise, size=n)
+        t = rng.uniform(0, 2 * np.pi, size=n)
+        x = np.stack([r * np.cos(t), r * np.sin(t)], axis=1) / 2.0
+        classes = 3
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
         y = (corner[:, 0] * corner[:, 1] > 0).astype(np.int64)
