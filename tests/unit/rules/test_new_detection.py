@@ -139,3 +139,47 @@ def test_oscillating_loss_ignores_the_jitter_of_a_flat_loss(tmp_path):
     trial = _run(str(tmp_path / "a"), [0.8] * 8, flat)
     assert invoke_rule(OscillatingLoss(trial)).fired == []
     assert invoke_rule(OscillatingLoss(trial, min_swing_percent="0")).fired != []
+
+
+def _converging(path, losses, grad):
+    """TRAIN steps with a loss per step and every layer's gradient at ``grad`` (tiny: a layer 'vanished')."""
+    train = [[{"loss": np.float32(v), **_grads(grad)} for v in losses]]
+    return epochs(path, train)
+
+
+def test_vanishing_gradient_loss_gate_tells_a_converged_run_from_a_vanishing_one(tmp_path):
+    # gradients of 1e-9 everywhere: under the mean threshold at every step
+    converged = _converging(str(tmp_path / "c"), [2.0, 1.8, 1.5, 1.0, 0.5, 0.2, 0.1, 0.05, 0.04], 1e-9)
+    stuck = _converging(str(tmp_path / "s"), [0.7, 0.69, 0.7, 0.69, 0.7, 0.69, 0.7, 0.69, 0.7], 1e-9)
+    # unset (the default): both fire at step 0, as SageMaker's rule does
+    assert invoke_rule(VanishingGradient(converged)).first_step == 0
+    rule = dict(loss_drop_percent="80", loss_window="3")
+    summary = invoke_rule(VanishingGradient(stuck, **rule))
+    # judged from loss_window + 1 saved losses: steps 0-2 cannot tell a converged run, so they fire and say so
+    assert summary.first_step == 0
+    assert "too few saved steps to tell a converged run" in summary.fired[0].details
+    later = [o for o in summary.fired if o.step == 8][0]
+    assert "loss (TRAIN) came down 0% from its start (0.6967 -> 0.6967)" in later.details
+    assert "< loss_drop_percent 80%" in later.details
+    # the converged run: from step 5 on the last 3 losses (1.0, 0.5, 0.2 -> 0.5667) are 70% below the first
+    # 3 (1.767); from step 6 on (0.5667 -> 0.2667) 85%: quiet from there
+    fired = [o.step for o in invoke_rule(VanishingGradient(converged, **rule)).fired]
+    assert fired == [0, 1, 2, 3, 4, 5]
+    # no training loss saved: the gradients are judged alone, and the report says so
+    alone = epochs(str(tmp_path / "a"), [[_grads(1e-9)] * 4])
+    outcome = invoke_rule(VanishingGradient(alone, **rule)).fired[0]
+    assert "no training loss saved: judged on the gradients alone" in outcome.details
+    # a NaN loss is no converged run
+    nan = _converging(str(tmp_path / "n"), [2.0, 1.0, 0.5, float("nan"), 0.01, 0.01, 0.01], 1e-9)
+    assert 5 in [o.step for o in invoke_rule(VanishingGradient(nan, **rule)).fired]
+
+
+def test_vanishing_gradient_loss_gate_parameters_and_window(tmp_path):
+    trial = _converging(str(tmp_path / "c"), [1.0] * 4, 1e-9)
+    for bad in ({"loss_drop_percent": "0"}, {"loss_drop_percent": "101"}, {"loss_window": "0"}):
+        with pytest.raises(RuleParameterError, match=next(iter(bad))):
+            VanishingGradient(trial, **bad)
+    rule = VanishingGradient(trial, loss_drop_percent="80", loss_window="3")
+    # the serverless evaluator loads the first and the last few saved steps, not the whole run
+    assert (rule.history_steps(), rule.leading_steps()) == (12, 12)
+    assert (VanishingGradient(trial).history_steps(), VanishingGradient(trial).leading_steps()) == (0, 0)

@@ -18,15 +18,30 @@ reaches 1e-7. First and last layers: the tensors matched by
 ``first_layer_regex``/``last_layer_regex`` when given; else the gradient
 tensors not named ``*bias`` in natural name order (``fc2`` before ``fc10``,
 ``layers.0`` before ``layers.1``), first and last of that order.
+
+Loss gate (Tornasole's addition, off unless ``loss_drop_percent`` is set):
+the rule stays quiet at a step where the training loss has already come down
+by at least that % from its start (mean of the first ``loss_window`` saved
+TRAIN losses against the mean of the last ``loss_window`` up to the step, the
+two windows overlapping until there are twice as many, for every tensor of the
+``losses`` collection; judged from ``loss_window + 1`` saved TRAIN losses). Why: when the loss goes to 0 the
+gradients go with it (a net with a large initialisation that fits its data
+has first-layer bias gradients of 1e-12), which is a converged run, not a
+vanishing gradient. AUTOTRAINER gates its gradient checks the same way, on an
+accuracy that is not converging. A net whose gradients vanish has a loss that
+barely moved. Without a saved training loss the gradients are judged alone and
+the report says so.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 
 from tornasole.exceptions import TensorUnavailableForStep
+from tornasole.modes import TRAIN
 from tornasole.rules.generic.base import BuiltinRule, as_float
 from tornasole.rules.params import Param
 
@@ -77,26 +92,86 @@ class VanishingGradient(BuiltinRule):
         ),
         Param("first_layer_regex", "regex", None, "first layer's gradient (re.match); unset: natural order"),
         Param("last_layer_regex", "regex", None, "last layer's gradient (re.match); unset: natural order"),
+        Param(
+            "loss_drop_percent",
+            "float",
+            None,
+            "quiet at steps where the training loss came down by at least this % from its start "
+            "(the gradients vanished with the loss); unset: not checked",
+        ),
+        Param("loss_window", "int", "5", "with loss_drop_percent: saved TRAIN losses averaged at each end"),
     )
     COLLECTIONS = (("gradients", {"save_interval": "500"}),)
 
+    def check_params(self) -> None:
+        if self.loss_window < 1:
+            raise self.param_error("loss_window", f"value {self.loss_window} must be >= 1")
+        if self.loss_drop_percent is not None and not 0 < self.loss_drop_percent <= 100:
+            raise self.param_error(
+                "loss_drop_percent", f"value {self.loss_drop_percent} must be within (0, 100]"
+            )
+
+    def history_steps(self) -> int | None:
+        # the last loss_window saved TRAIN losses (validation steps may lie between them)
+        return 0 if self.loss_drop_percent is None else 4 * self.loss_window
+
+    def leading_steps(self) -> int:
+        return 0 if self.loss_drop_percent is None else 4 * self.loss_window
+
     def invoke_at_step(self, step: int) -> bool:
         names = self.names_at(step, ["gradients"])
-        fired = False
+        found: tuple[str, dict] | None = None
         for name in names:
             m = as_float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
             if m < self.threshold:
-                if not fired:
-                    self.report_issue(
-                        f"mean(|{name}|)={self.fmt(m)} < threshold {self.fmt(self.threshold)}",
-                        tensor=name,
-                        value=m,
-                        threshold=self.threshold,
-                    )
-                fired = True
-        if fired or self.norm_ratio_threshold is None:
-            return fired
-        return self._norm_ratio(step, names)
+                found = (
+                    f"mean(|{name}|)={self.fmt(m)} < threshold {self.fmt(self.threshold)}",
+                    {"tensor": name, "value": m, "threshold": self.threshold},
+                )
+                break
+        if found is None and self.norm_ratio_threshold is not None:
+            found = self._norm_ratio(step, names)
+        if found is None:
+            return False
+        message, values = found
+        if self.loss_drop_percent is not None:
+            dropped, note = self._loss_dropped(step)
+            if dropped:
+                return False  # the gradients vanished because the loss did: a converged run
+            message += note
+        self.report_issue(message, **values)
+        return True
+
+    def _loss_dropped(self, step: int) -> tuple[bool, str]:
+        """``(came down, note)``: whether every training loss came ``loss_drop_percent`` % below its start
+        by ``step``, and what the report says about it."""
+        trial = self.base_trial
+        try:
+            losses = sorted(trial.tensor_names(collection="losses"))
+        except (KeyError, ValueError):
+            losses = []
+        shown = []
+        for name in losses:
+            steps = self.same_mode_steps(name, step, mode=TRAIN)
+            if len(steps) <= self.loss_window:
+                return False, "; the training loss has too few saved steps to tell a converged run"
+            first = [self.scalar(name, s) for s in steps[: self.loss_window]]
+            last = [self.scalar(name, s) for s in steps[-self.loss_window :]]
+            values = [v for v in first + last if v is not None]
+            if len(values) < len(first) + len(last) or not all(math.isfinite(v) for v in values):
+                return False, f"; {name} is missing or not finite: not a converged run"
+            start, now = float(np.mean(first)), float(np.mean(last))
+            drop = 100.0 * (start - now) / abs(start) if start else 0.0
+            if drop < self.loss_drop_percent:
+                return False, (
+                    f"; {name} (TRAIN) came down {self.fmt(drop)}% from its start "
+                    f"({self.fmt(start)} -> {self.fmt(now)}) < loss_drop_percent "
+                    f"{self.fmt(self.loss_drop_percent)}%"
+                )
+            shown.append(name)
+        if not shown:
+            return False, "; no training loss saved: judged on the gradients alone"
+        return True, ""
 
     def _ends(self, names: list[str]) -> tuple[str | None, str | None]:
         def pick(regex: re.Pattern | None, default: str | None) -> str | None:
@@ -126,24 +201,26 @@ class VanishingGradient(BuiltinRule):
                 continue
         return None
 
-    def _norm_ratio(self, step: int, names: list[str]) -> bool:
+    def _norm_ratio(self, step: int, names: list[str]) -> tuple[str, dict] | None:
+        """``(message, values)`` when AUTOTRAINER's first/last norm ratio holds at ``step``, else None."""
         first, last = self._ends(names)
         if first is None or last is None or first == last:
-            return False
+            return None
         n_first, n_last = self._norm(first, step), self._norm(last, step)
         if n_first is None or n_last is None or n_last == 0:
-            return False
+            return None
         ratio = n_first / n_last
         if ratio < self.norm_ratio_threshold and n_first < self.first_norm_threshold:
-            self.report_issue(
+            return (
                 f"||{first}|| / ||{last}|| = {self.fmt(n_first)} / {self.fmt(n_last)} = {self.fmt(ratio)} "
                 f"< norm_ratio_threshold {self.fmt(self.norm_ratio_threshold)} and ||{first}|| < "
                 f"first_norm_threshold {self.fmt(self.first_norm_threshold)}",
-                tensor=first,
-                value=ratio,
-                first_norm=n_first,
-                last_norm=n_last,
-                threshold=self.norm_ratio_threshold,
+                {
+                    "tensor": first,
+                    "value": ratio,
+                    "first_norm": n_first,
+                    "last_norm": n_last,
+                    "threshold": self.norm_ratio_threshold,
+                },
             )
-            return True
-        return False
+        return None
