@@ -127,12 +127,17 @@ class SlowConvergence(BuiltinRule):
         passes = whole_passes([st for mode, st in trial_phases(trial, steps) if mode == EVAL])
         if passes is None:
             return None
+        cache = self.__dict__.setdefault("_pass_mean_cache", {})
         means = []
         for p in passes:
-            values = [self.scalar(name, s) for s in p]
-            if any(v is None or not math.isfinite(v) for v in values):
-                return None
-            means.append(float(np.mean(values)))
+            key = (name, p[0], len(p))
+            mean = cache.get(key)
+            if mean is None:
+                values = [self.scalar(name, s) for s in p]
+                if any(v is None or not math.isfinite(v) for v in values):
+                    return None
+                mean = cache[key] = float(np.mean(values))  # a saved step's value never changes
+            means.append(mean)
         return means, passes
 
     def _loss_check(self, step: int, passes: list[list[int]]) -> tuple[bool, str]:
