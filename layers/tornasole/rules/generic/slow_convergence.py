@@ -111,9 +111,33 @@ class SlowConvergence(BuiltinRule):
         return None  # every validation pass since the start
 
     def _accuracy_names(self) -> list[str]:
+        """Accuracy tensors saved in EVAL mode. Asked at every step: a name's match is remembered."""
         trial = self.base_trial
-        names = [n for n in sorted(trial.tensor_names()) if self.tensor_regex.match(n)]
+        matched = self.__dict__.setdefault("_matched", {})
+        names = []
+        for n in sorted(trial.tensor_names()):
+            hit = matched.get(n)
+            if hit is None:
+                hit = matched[n] = self.tensor_regex.match(n) is not None
+            if hit:
+                names.append(n)
         return [n for n in names if trial.tensor(n).steps(mode=EVAL)]
+
+    def _means(self, name: str, passes: list[list[int]]) -> list[float] | None:
+        """Each pass's mean of ``name``; None when a value is missing or not finite. A pass's mean is
+        computed once (a saved step's value never changes)."""
+        cache = self.__dict__.setdefault("_pass_mean_cache", {})
+        means = []
+        for p in passes:
+            key = (name, p[0], len(p))
+            mean = cache.get(key)
+            if mean is None:
+                values = [self.scalar(name, s) for s in p]
+                if any(v is None or not math.isfinite(v) for v in values):
+                    return None
+                mean = cache[key] = float(np.mean(values))
+            means.append(mean)
+        return means
 
     def _pass_means(self, name: str, step: int) -> tuple[list[float], list[list[int]]] | None:
         """Each validation pass's mean over its first ``k`` saved steps up to ``step`` (``k`` the shortest
@@ -127,18 +151,8 @@ class SlowConvergence(BuiltinRule):
         passes = whole_passes([st for mode, st in trial_phases(trial, steps) if mode == EVAL])
         if passes is None:
             return None
-        cache = self.__dict__.setdefault("_pass_mean_cache", {})
-        means = []
-        for p in passes:
-            key = (name, p[0], len(p))
-            mean = cache.get(key)
-            if mean is None:
-                values = [self.scalar(name, s) for s in p]
-                if any(v is None or not math.isfinite(v) for v in values):
-                    return None
-                mean = cache[key] = float(np.mean(values))  # a saved step's value never changes
-            means.append(mean)
-        return means, passes
+        means = self._means(name, passes)
+        return None if means is None else (means, passes)
 
     def _loss_check(self, step: int, passes: list[list[int]]) -> tuple[bool, str]:
         """``(holds, note)`` for the validation-loss condition over the accuracy's ``passes``."""
@@ -154,12 +168,9 @@ class SlowConvergence(BuiltinRule):
             steps = set(trial.tensor(name).steps())
             if not all(s in steps for p in passes for s in p):
                 continue  # this loss was not saved at the accuracy's steps
-            means = []
-            for p in passes:
-                values = [self.scalar(name, s) for s in p]
-                if any(v is None or not math.isfinite(v) for v in values):
-                    return False, ""
-                means.append(float(np.mean(values)))
+            means = self._means(name, passes)
+            if means is None:
+                return False, ""  # a non-finite validation loss is ExplodingTensor's to report
             spread = spread_percent(means)
             if spread > self.loss_tolerance_percent:
                 return False, ""
