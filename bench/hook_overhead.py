@@ -18,12 +18,18 @@ of our overhead to smdebug's (targets: < 3 % at interval 100; ratio <= 0.5),
 both in wall time and in process CPU time (all threads: our writer thread's
 work is counted). On a busy machine the CPU-time table is the steadier one.
 
-Keras and XGBoost rows (``--frameworks keras,xgboost``; tornasole only: smdebug
-1.0.34 runs neither Keras 3 nor XGBoost 3): ``model.fit`` of a small dense
-model (batch 32, TensorFlow backend) saving losses, metrics, weights and
-gradients, and ``xgboost.train`` (depth 4, 2000x10) saving metrics and feature
-importances, each against the same run without a hook (both after an untimed
-warm-up that traces the step function). Hooked and unhooked runs alternate
+Keras and XGBoost rows (``--frameworks keras,keras_mnist,xgboost,xgboost_large``;
+tornasole only: smdebug 1.0.34 runs neither Keras 3 nor XGBoost 3): ``model.fit``
+saving losses, metrics, weights and gradients, and ``xgboost.train`` saving
+metrics and feature importances, each against the same run without a hook
+(both after an untimed warm-up that traces the step function). Each framework
+has two sizes. The small ones (a dense 32-64-1 model at batch 32, 0.5 ms a
+step; depth-4 trees on 2000x10, 0.4 ms a round) are where a saved step's fixed
+cost (about 1 ms: reading the tensors, encoding them, two files) weighs most.
+The large ones have step times of real jobs: keras.io's MNIST convnet example
+at batch 128 (~12 ms a step on 2 cores, synthetic images) and
+depth-6 trees on 100,000x20 (~7 ms a round); they run ``--large`` steps and
+repeats (default 200 and 6). Hooked and unhooked runs alternate
 (which goes first alternates too), ``--repeats`` of each (default 10); printed
 are the minimum of each and the median of each pair's own slowdown (a hooked
 run against the unhooked run beside it: single runs vary by tens of ms either
@@ -46,6 +52,7 @@ the long run is the one that shows the cost per saved round of a long job.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -225,32 +232,70 @@ def _callbacks_cpu(spent: list[list[float]]) -> float:
     return sum(s[0] - s[1] * _TIMER_S[0] for s in spent)
 
 
-def _keras_run(steps: int, interval: int | None) -> tuple[float, float, float]:
-    """(wall, CPU, hook CPU) seconds of ``steps`` fit steps after a traced warm-up (hook at ``interval``)."""
+_KERAS_MODELS = {
+    # name: (description, batch size, warm-up batches)
+    "keras": ("Keras fit, dense 32-64-1, batch 32", 32, 20),
+    "keras_mnist": (
+        "Keras fit, the MNIST convnet (conv 32, conv 64, dense 10; 34,826 weights), batch 128",
+        128,
+        5,
+    ),
+}
+
+
+def _keras_model(framework: str) -> tuple[Any, Any, Any]:
+    """(compiled model, input shape, targets factory) of a Keras row: the small dense model (0.5 ms a
+    step, where a save's fixed cost weighs most) or keras.io's MNIST convnet example (synthetic images
+    and labels)."""
     import keras
     import numpy as np
 
-    from tornasole.keras import Hook, SaveConfig
-
     keras.utils.set_random_seed(0)
+    if framework == "keras_mnist":
+        model = keras.Sequential(
+            [
+                keras.Input((28, 28, 1)),
+                keras.layers.Conv2D(32, 3, activation="relu"),
+                keras.layers.MaxPooling2D(2),
+                keras.layers.Conv2D(64, 3, activation="relu"),
+                keras.layers.MaxPooling2D(2),
+                keras.layers.Flatten(),
+                keras.layers.Dropout(0.5),
+                keras.layers.Dense(10, activation="softmax"),
+            ]
+        )
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        return model, (28, 28, 1), lambda rng, n: rng.integers(0, 10, n)
     model = keras.Sequential(
         [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
     )
     model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    return model, (32,), lambda rng, n: rng.random((n, 1), dtype=np.float32)
+
+
+def _keras_run(steps: int, interval: int | None, framework: str = "keras") -> tuple[float, float, float]:
+    """(wall, CPU, hook CPU) seconds of ``steps`` fit steps after a traced warm-up (hook at ``interval``)."""
+    import numpy as np
+
+    from tornasole.keras import Hook, SaveConfig
+
+    _, batch, warm = _KERAS_MODELS[framework]
+    model, shape, targets = _keras_model(framework)
     rng = np.random.default_rng(0)
-    x, y = rng.random((32 * steps, 32), dtype=np.float32), rng.random((32 * steps, 1), dtype=np.float32)
+    x, y = rng.random((batch * steps, *shape), dtype=np.float32), targets(rng, batch * steps)
     out = tempfile.mkdtemp(prefix="bench-keras-")
     cbs = []
     if interval is not None:
         colls = ["weights", "gradients"]
         cbs = [Hook(out, save_config=SaveConfig(save_interval=interval), include_collections=colls)]
-    model.fit(x[:640], y[:640], batch_size=32, verbose=0, callbacks=cbs)  # warm-up: traces the step
+    n_warm = batch * warm
+    model.fit(x[:n_warm], y[:n_warm], batch_size=batch, verbose=0, callbacks=cbs)  # warm-up: traces the step
     for hook in cbs:
         hook.flush()
     spent = [_clock_callbacks(hook, _KERAS_CALLBACKS) for hook in cbs]
     writer_start = _WRITER_CPU[0]
     start, cpu_start = time.perf_counter(), time.process_time()
-    model.fit(x, y, batch_size=32, verbose=0, callbacks=cbs)
+    model.fit(x, y, batch_size=batch, verbose=0, callbacks=cbs)
     for hook in cbs:
         hook.close()
     took = (
@@ -262,22 +307,33 @@ def _keras_run(steps: int, interval: int | None) -> tuple[float, float, float]:
     return took
 
 
-def _xgboost_data() -> tuple[Any, dict[str, Any]]:
-    """The benchmark's training data (2000x10, a noiseless linear target) and parameters."""
+_LARGE = ("keras_mnist", "xgboost_large")  # the rows of realistic step times: fewer, longer runs
+_XGBOOST_SIZES = {
+    # name: (description, rows, features, max_depth)
+    "xgboost": ("xgboost.train, depth 4, 2000x10", 2000, 10, 4),
+    "xgboost_large": ("xgboost.train, depth 6, 100000x20", 100_000, 20, 6),
+}
+
+
+def _xgboost_data(framework: str = "xgboost") -> tuple[Any, dict[str, Any]]:
+    """The benchmark's training data (a noiseless linear target) and parameters: the small set, whose
+    0.4 ms rounds make a save's fixed cost weigh most, or a 100,000-row one of a size XGBoost jobs
+    commonly train on (rounds of several ms)."""
     import numpy as np
     import xgboost as xgb
 
+    _, rows, features, depth = _XGBOOST_SIZES[framework]
     rng = np.random.default_rng(0)
-    x = rng.random((2000, 10))
-    return xgb.DMatrix(x, label=x @ rng.random(10)), {"max_depth": 4, "nthread": 1}
+    x = rng.random((rows, features))
+    return xgb.DMatrix(x, label=x @ rng.random(features)), {"max_depth": depth, "nthread": 1}
 
 
-def _xgboost_run(rounds: int, interval: int | None) -> tuple[float, float, float]:
+def _xgboost_run(rounds: int, interval: int | None, framework: str = "xgboost") -> tuple[float, float, float]:
     import xgboost as xgb
 
     from tornasole.xgboost import Hook, SaveConfig
 
-    d, params = _xgboost_data()
+    d, params = _xgboost_data(framework)
     out = tempfile.mkdtemp(prefix="bench-xgb-")
     cbs = []
     if interval is not None:
@@ -329,10 +385,13 @@ def framework_worker(
     framework: str, steps: int, repeats: int, long_rounds: int = 0
 ) -> dict[str, dict[str, float]]:
     """Minimum no-hook and hooked (wall, CPU) times per interval, plus the idle-step hook time."""
-    run = _keras_run if framework == "keras" else _xgboost_run
+    if framework.startswith("keras"):
+        run = functools.partial(_keras_run, framework=framework)
+    else:
+        run = functools.partial(_xgboost_run, framework=framework)
     _clock_writer_thread()
     timer_hot = _calibrate_timer()
-    if framework == "xgboost":
+    if framework.startswith("xgboost"):
         _calibrate_timer_in_xgboost(steps)
     results: dict[str, dict[str, float]] = {}
     for interval in INTERVALS:
@@ -340,7 +399,7 @@ def framework_worker(
     if framework == "xgboost" and long_rounds:
         long = _alternating(run, long_rounds, LONG_INTERVAL, max(3, repeats // 3))
         results["long"] = {"rounds": long_rounds, **long}
-    results["idle_us"] = {"value": _idle_step_us(framework)}
+    results["idle_us"] = {"value": _idle_step_us("keras" if framework.startswith("keras") else "xgboost")}
     results["timer_us"] = {"value": _TIMER_S[0] * 1e6, "hot": timer_hot * 1e6}
     return results
 
@@ -370,7 +429,7 @@ def _alternating(run, steps: int, interval: int, repeats: int) -> dict[str, floa
 
 def _saved_steps(framework: str, steps: int, interval: int) -> int:
     """Saved steps inside the timed run (the warm-up fit's 20 Keras steps come first; rounds start at 0)."""
-    first = 20 if framework == "keras" else 0
+    first = _KERAS_MODELS[framework][2] if framework in _KERAS_MODELS else 0
     return len(range(-first % interval + first, first + steps, interval))
 
 
@@ -403,32 +462,36 @@ def file_creation_cost(steps: int = 200) -> float:
     return spent / steps * 1e6
 
 
-def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds: int = 0) -> None:
+def _framework_rows(
+    frameworks: list[str], steps: int, repeats: int, long_rounds: int = 0, large: tuple[int, int] = (200, 6)
+) -> None:
     print(
         f"-- file system under {tempfile.gettempdir()} (where the runs write; TMPDIR moves it):"
         f" a saved step's two files, its new directory included, {file_creation_cost():.0f} us of CPU"
         " (LocalStorage.write_atomic)"
     )
     for fw in frameworks:
+        n_steps, n_repeats = large if fw in _LARGE else (steps, repeats)
         load_before = os.getloadavg()
-        cmd = [sys.executable, __file__, "--worker", fw, "--steps", str(steps), "--repeats", str(repeats)]
+        cmd = [sys.executable, __file__, "--worker", fw, "--steps", str(n_steps), "--repeats", str(n_repeats)]
         cmd += ["--long-rounds", str(long_rounds)]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
         if proc.returncode != 0:
             sys.exit(f"{fw} worker failed:\n{proc.stderr[-3000:]}")
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         load_after = os.getloadavg()
-        what = {
-            "keras": f"Keras fit, dense 32-64-1, batch 32, {steps} steps; losses, metrics, weights, grads",
-            "xgboost": f"xgboost.train, depth 4, 2000x10, {steps} rounds; metrics, feature importances",
-        }[fw]
-        print(f"-- {what}; {repeats} alternating pairs of runs, tornasole vs no hook")
+        what = (
+            f"{_KERAS_MODELS[fw][0]}, {n_steps} steps; losses, metrics, weights, grads"
+            if fw in _KERAS_MODELS
+            else f"{_XGBOOST_SIZES[fw][0]}, {n_steps} rounds; metrics, feature importances"
+        )
+        print(f"-- {what}; {n_repeats} alternating pairs of runs, tornasole vs no hook")
         print(
             f"   load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; hook CPU: thread CPU"
             f" time in the callbacks, less the timer's own {res['timer_us']['value']:.2f} us a call"
             + (
                 f" (around an empty callback in xgboost.train; {res['timer_us']['hot']:.2f} us hot)"
-                if fw == "xgboost"
+                if fw.startswith("xgboost")
                 else ""
             )
             + ", plus the writer thread's"
@@ -440,9 +503,9 @@ def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds
         )
         for interval in INTERVALS:
             r = res[str(interval)]
-            saved = max(_saved_steps(fw, steps, interval), 1)
+            saved = max(_saved_steps(fw, n_steps, interval), 1)
             print(
-                f"{interval:>8} {r['base'] / steps * 1e3:>16.3f} {r['hook'] / r['base'] - 1.0:>+8.1%}"
+                f"{interval:>8} {r['base'] / n_steps * 1e3:>16.3f} {r['hook'] / r['base'] - 1.0:>+8.1%}"
                 f" {r['hook_cpu'] / r['base_cpu'] - 1.0:>+8.1%} {r['wall_paired']:>+12.1%}"
                 f" {r['cpu_paired']:>+11.1%} {r['own_cpu'] / r['base_cpu']:>+9.1%}"
                 f" {r['own_cpu'] / saved * 1e3:>21.2f} ms"
@@ -450,8 +513,8 @@ def _framework_rows(frameworks: list[str], steps: int, repeats: int, long_rounds
         # One-time costs (the first save plans every tensor name, the writer thread starts, the collections
         # file and the end marker) weigh on a short run's few saves at interval 100; the interval-1 run's
         # cost per saved step is the steady state, and its share of 100 steps is a long job's overhead.
-        per_save = res["1"]["own_cpu"] / steps
-        base_step = min(res[str(i)]["base_cpu"] for i in INTERVALS) / steps
+        per_save = res["1"]["own_cpu"] / n_steps
+        base_step = min(res[str(i)]["base_cpu"] for i in INTERVALS) / n_steps
         print(
             f"   steady state: {per_save * 1e3:.2f} ms hook CPU per saved step"
             f" = {per_save / (100 * base_step):.1%} of 100 no-hook steps' CPU ({base_step * 1e3:.3f} ms/step)"
@@ -478,27 +541,39 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--repeats", type=int, default=None, help="runs of each (default 6 torch, 10 others)")
     ap.add_argument("--collections", default="", help="extra collections to save, comma separated")
-    ap.add_argument("--frameworks", default="torch,keras,xgboost", help="rows to run, comma separated")
+    ap.add_argument(
+        "--frameworks",
+        default="torch,keras,keras_mnist,xgboost,xgboost_large",
+        help="rows to run, comma separated",
+    )
     ap.add_argument(
         "--long-rounds",
         type=int,
         default=2000,
         help="XGBoost: also a run this long at interval 100 (0: none)",
     )
-    ap.add_argument("--worker", choices=("tornasole", "smdebug", "keras", "xgboost"), help=argparse.SUPPRESS)
+    workers = ("tornasole", "smdebug", *_KERAS_MODELS, *_XGBOOST_SIZES)
+    ap.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--large",
+        default="200,6",
+        help="keras_mnist and xgboost_large rows: steps,repeats (their steps take 10-30x the small ones')",
+    )
     args = ap.parse_args()
+    large_steps, large_repeats = (int(v) for v in args.large.split(","))
+    large = (large_steps, large_repeats)
     colls = [c for c in args.collections.split(",") if c]
     frameworks = [f for f in args.frameworks.split(",") if f]
     fw_repeats = args.repeats or 10
     args.repeats = args.repeats or 6
-    if args.worker in ("keras", "xgboost"):
+    if args.worker in (*_KERAS_MODELS, *_XGBOOST_SIZES):
         print(json.dumps(framework_worker(args.worker, args.steps, fw_repeats, args.long_rounds)))
         return
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps, args.repeats, colls)))
         return
     if "torch" not in frameworks:
-        _framework_rows(frameworks, args.steps, fw_repeats, args.long_rounds)
+        _framework_rows(frameworks, args.steps, fw_repeats, args.long_rounds, large)
         return
     if not SMDEBUG_PYTHON.exists():
         sys.exit(f"{SMDEBUG_PYTHON} is missing: build the smdebug venv first (make setup-smdebug)")
@@ -525,7 +600,7 @@ def main() -> None:
             ratio = slow["tornasole"] / slow["smdebug"] if slow["smdebug"] > 0 else float("nan")
             ours, theirs = slow["tornasole"], slow["smdebug"]
             print(f"{interval:>8} {base_ms:>16.3f} {ours:>+10.1%} {theirs:>+10.1%} {ratio:>13.2f}")
-    _framework_rows([f for f in frameworks if f != "torch"], args.steps, fw_repeats, args.long_rounds)
+    _framework_rows([f for f in frameworks if f != "torch"], args.steps, fw_repeats, args.long_rounds, large)
 
 
 if __name__ == "__main__":
