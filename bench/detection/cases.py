@@ -27,7 +27,11 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh4": variant F (every problem again, on a sixth dataset, three concentric rings, each with a
   healthy twin) and new hard negatives, written in the eighth revision before any rule was evaluated on
   them. The eighth revision's held-out split is these cases and the "dev" to "fresh3" cases at new seeds
-  (400-402).
+  (400-402). The eighth revision read it once; the ninth studied it.
+* "fresh5": variant G (every problem again, on a seventh dataset, two interleaved spirals, each with a
+  healthy twin) and new hard negatives, written in the ninth revision before any rule was evaluated on
+  them. The ninth revision's held-out split is these cases and the "dev" to "fresh4" cases at new seeds
+  (500-502).
 """
 
 from __future__ import annotations
@@ -1049,3 +1053,181 @@ def hard_small_init_rings3() -> Spec:
 def hard_narrow_tanh_rings3() -> Spec:
     """Hard negative: narrow (2 x 4) tanh layers, Adam 1e-2."""
     return Spec(dataset="rings3", widths=(4, 4), act="tanh")
+
+
+# -- variant G: the ninth revision's held-out split (written before any evaluation on them) -----------------
+# Every problem again on a seventh dataset (two interleaved spirals of one and a quarter turns, two classes,
+# which a healthy net learns in three to five epochs), each with a healthy twin, and new hard negatives.
+# Written and committed before the ninth revision's rules were evaluated on them; evaluated once, after
+# those rules were frozen.
+@case("broken", "fresh5")
+def vanish_sigmoid_spiral2() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 8 x Dense(10, sigmoid), Adam 1e-3, two spirals."""
+    return Spec(dataset="spiral2", widths=(10,) * 8, act="sigmoid", lr=1e-3)
+
+
+@case("healthy", "fresh5")
+def vanish_sigmoid_spiral2_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_spiral2``: AUTOTRAINER's repair (ReLU, three wider layers), Adam 1e-2."""
+    return Spec(dataset="spiral2", widths=(32,) * 3)
+
+
+@case("broken", "fresh5")
+def explode_unscaled_spiral2() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x30), SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="spiral2", widths=(32, 32), opt="sgd", lr=0.1, momentum=0.9, input_scale=30.0)
+
+
+@case("healthy", "fresh5")
+def explode_unscaled_spiral2_twin() -> Spec:
+    """Twin of ``explode_unscaled_spiral2``: inputs as generated, SGD 0.05 with momentum 0.9."""
+    return Spec(dataset="spiral2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh5")
+def nan_naive_log_softmax_spiral2() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x7, inputs x5, Adam 2e-2."""
+    return Spec(
+        dataset="spiral2", widths=(32, 32), naive_log_softmax=True, weight_scale=7.0, input_scale=5.0, lr=2e-2
+    )
+
+
+@case("healthy", "fresh5")
+def nan_naive_log_softmax_spiral2_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_spiral2``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="spiral2", widths=(32, 32), weight_scale=7.0, input_scale=5.0, lr=1e-3)
+
+
+@case("broken", "fresh5")
+def dying_relu_bias_spiral2() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -3.5, Adam 3e-3."""
+    return Spec(dataset="spiral2", widths=(32, 32, 32), bias_init=-3.5, lr=3e-3)
+
+
+@case("healthy", "fresh5")
+def dying_relu_bias_spiral2_twin() -> Spec:
+    """Twin of ``dying_relu_bias_spiral2``: default biases."""
+    return Spec(dataset="spiral2", widths=(32, 32, 32), lr=3e-3)
+
+
+@case("broken", "fresh5")
+def oscillating_batch2_spiral2() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(64, relu), SGD 0.2 with momentum 0.9, batch 2,
+    noisy spirals."""
+    return Spec(
+        dataset="spiral2", widths=(64,), opt="sgd", lr=0.2, momentum=0.9, batch=2, n_train=96, noise=1.5
+    )
+
+
+@case("healthy", "fresh5")
+def oscillating_batch2_spiral2_twin() -> Spec:
+    """Twin of ``oscillating_batch2_spiral2``: batch 16, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="spiral2", widths=(64,), opt="sgd", lr=0.02, momentum=0.9, noise=1.5)
+
+
+@case("broken", "fresh5")
+def saturated_tanh_large_init_spiral2() -> Spec:
+    """DeepDiagnosis saturation: tanh layers with weights x6 and inputs x4, Adam 1e-3."""
+    return Spec(dataset="spiral2", widths=(24, 24), act="tanh", weight_scale=6.0, input_scale=4.0, lr=1e-3)
+
+
+@case("healthy", "fresh5")
+def saturated_tanh_large_init_spiral2_twin() -> Spec:
+    """Twin of ``saturated_tanh_large_init_spiral2``: default initialisation, inputs as generated."""
+    return Spec(dataset="spiral2", widths=(24, 24), act="tanh", lr=1e-2)
+
+
+@case("broken", "fresh5")
+def slow_tiny_lr_adam_spiral2() -> Spec:
+    """AUTOTRAINER slow convergence: Adam at 1e-5."""
+    return Spec(dataset="spiral2", widths=(32, 32), lr=1e-5)
+
+
+@case("healthy", "fresh5")
+def slow_tiny_lr_adam_spiral2_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam_spiral2``: Adam at 1e-2."""
+    return Spec(dataset="spiral2", widths=(32, 32))
+
+
+@case("broken", "fresh5")
+def lr_scheduler_zero_spiral2() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate after the second epoch."""
+    return Spec(dataset="spiral2", widths=(32, 32), lr_zero_after_epoch=1)
+
+
+@case("healthy", "fresh5")
+def lr_scheduler_zero_spiral2_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_spiral2``: the schedule keeps the learning rate."""
+    return Spec(dataset="spiral2", widths=(32, 32))
+
+
+@case("broken", "fresh5")
+def frozen_layers_spiral2() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (SGD 0.05,
+    momentum 0.9)."""
+    return Spec(dataset="spiral2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, train_only_last=True)
+
+
+@case("healthy", "fresh5")
+def frozen_layers_spiral2_twin() -> Spec:
+    """Twin of ``frozen_layers_spiral2``: every parameter handed to the optimiser."""
+    return Spec(dataset="spiral2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh5")
+def overfit_tiny_spiral2() -> Spec:
+    """UMLAUT overfitting: two wide layers on 20 noisy samples (25% random labels), batch 4, 14 epochs."""
+    return Spec(
+        dataset="spiral2", widths=(256, 128), n_train=20, batch=4, noise=1.5, label_noise=0.25, epochs=14
+    )
+
+
+@case("healthy", "fresh5")
+def overfit_tiny_spiral2_twin() -> Spec:
+    """Twin of ``overfit_tiny_spiral2``: 256 samples and a smaller net."""
+    return Spec(dataset="spiral2", widths=(32, 32), noise=1.5, label_noise=0.25, epochs=14)
+
+
+# -- hard negatives of the ninth revision's held-out split ---------------------------------------------------
+@case("healthy", "fresh5")
+def hard_slow_warmup_spiral2() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 1e-2."""
+    return Spec(dataset="spiral2", widths=(32, 32), warmup_epochs=2)
+
+
+@case("healthy", "fresh5")
+def hard_deep_relu_spiral2() -> Spec:
+    """Hard negative: a deep (6 x 16) ReLU net that trains (Adam 3e-3)."""
+    return Spec(dataset="spiral2", widths=(16,) * 6, lr=3e-3)
+
+
+@case("healthy", "fresh5")
+def hard_batch1_sgd_spiral2() -> Spec:
+    """Hard negative: batch-1 SGD 0.01 (single-sample losses, converging model)."""
+    return Spec(dataset="spiral2", widths=(32,), opt="sgd", lr=0.01, batch=1, n_train=128)
+
+
+@case("healthy", "fresh5")
+def hard_some_dead_sgd_spiral2() -> Spec:
+    """Hard negative: hidden biases at -0.4 with SGD 0.05 and momentum 0.9: some units dead, the net
+    converges."""
+    return Spec(dataset="spiral2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, bias_init=-0.4)
+
+
+@case("healthy", "fresh5")
+def hard_sigmoid_sgd_spiral2() -> Spec:
+    """Hard negative: a sigmoid net with SGD 0.5 and momentum 0.9 (a plateau at ln 2, then learning)."""
+    return Spec(dataset="spiral2", widths=(32, 32), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)
+
+
+@case("healthy", "fresh5")
+def hard_small_init_spiral2() -> Spec:
+    """Hard negative (slow start): weights at 0.3x the default initialisation, Adam 1e-2."""
+    return Spec(dataset="spiral2", widths=(32, 32), weight_scale=0.3)
+
+
+@case("healthy", "fresh5")
+def hard_noisy_labels_spiral2() -> Spec:
+    """Hard negative: 20% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
+    learns the rest)."""
+    return Spec(dataset="spiral2", widths=(32, 32), label_noise=0.2)

@@ -20,8 +20,10 @@ seventh revision: the "dev", variant-C and variant-D cases at seeds 300-302 and 
 and committed before the seventh revision's rules were evaluated on any of them (the eighth revision
 studied it); "fresh4" is the held-out split of the eighth revision: the "dev" and variant-C to variant-E
 cases at seeds 400-402 and the variant-F cases, written and committed before the eighth revision's rules
-were evaluated on any of them. Its numbers are the ones to report. While rules are worked on, run
-``--split cal,dev,fresh,fresh2,fresh3``.
+were evaluated on any of them (the ninth revision studied it); "fresh5" is the held-out split of the ninth
+revision: the "dev" and variant-C to variant-F cases at seeds 500-502 and the variant-G cases, written and
+committed before the ninth revision's rules were evaluated on any of them. Its numbers are the ones to
+report. While rules are worked on, run ``--split cal,dev,fresh,fresh2,fresh3,fresh4``.
 
 Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
 (``rule_configs``, every deep-learning rule) and ``tornasole.rules.recommended_rules()``.
@@ -70,6 +72,14 @@ SPLIT_SEEDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
         ("fresh3", (400, 401, 402)),
         ("fresh4", (400, 401, 402)),
     ),
+    "fresh5": (
+        ("dev", (500, 501, 502)),
+        ("fresh", (500, 501, 502)),
+        ("fresh2", (500, 501, 502)),
+        ("fresh3", (500, 501, 502)),
+        ("fresh4", (500, 501, 502)),
+        ("fresh5", (500, 501, 502)),
+    ),
 }
 SPLIT_TITLES = {
     "cal": "CALIBRATION split (variant A, seeds 0-2)",
@@ -77,7 +87,8 @@ SPLIT_TITLES = {
     "fresh": "FRESH split of revision 5 (variant B at seeds 100-102, variant C; held out until revision 5)",
     "fresh2": "HELD-OUT split of revision 6 (variants B-C at seeds 200-202, variant D; read once in rev. 6)",
     "fresh3": "HELD-OUT split of revision 7 (variants B-D at seeds 300-302, variant E; read once in rev. 7)",
-    "fresh4": "HELD-OUT split of revision 8 (variants B-E at seeds 400-402, variant F; evaluated once)",
+    "fresh4": "HELD-OUT split of revision 8 (variants B-E at seeds 400-402, variant F; read once in rev. 8)",
+    "fresh5": "HELD-OUT split of revision 9 (variants B-F at seeds 500-502, variant G; evaluated once)",
 }
 #: The problems (labels) each rule is meant to catch: its recall is measured on runs with these labels.
 TARGETS = {
@@ -285,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default=",".join(SPLIT_SEEDS),
-        help="comma-separated splits among cal, dev, fresh, fresh2, fresh3, fresh4 (default: all six)",
+        help="comma-separated splits among cal, dev, fresh, fresh2 to fresh5 (default: all seven)",
     )
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--json", help="write the numbers here")

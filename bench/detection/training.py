@@ -27,7 +27,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -88,6 +88,12 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         t = rng.uniform(0, 2 * np.pi, size=n)
         x = np.stack([r * np.cos(t), r * np.sin(t)], axis=1) / 2.0
         classes = 3
+    elif spec.dataset == "spiral2":  # two interleaved spirals of one and a quarter turns, one class each
+        y = rng.integers(0, 2, size=n)
+        t = rng.uniform(0.2, 1.0, size=n) * 2.5 * np.pi
+        r = t / (2.5 * np.pi) * 2.0 + rng.normal(scale=0.1 * spec.noise, size=n)
+        x = np.stack([r * np.cos(t + np.pi * y), r * np.sin(t + np.pi * y)], axis=1)
+        classes = 2
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
         y = (corner[:, 0] * corner[:, 1] > 0).astype(np.int64)
