@@ -191,3 +191,35 @@ def test_loss_not_decreasing_rejects_a_patience_below_one(trial_factory):
     trial = trial_factory(_losses([1.0, 1.0]))
     with pytest.raises(RuleParameterError, match="patience"):
         LossNotDecreasing(trial, patience="0")
+
+
+def test_loss_not_decreasing_noise_sigmas_allows_for_noisy_windows(trial_factory):
+    # reference=first, window 5, evaluation points every 5 steps (the first comparable one is 10).
+    # Batch-1-like losses: each window's mean is within 5% of the first window's, but the losses within
+    # a window swing by +-50%, so a shortfall of a few hundredths is well inside their noise: quiet with
+    # noise_sigmas=1.
+    params = {"num_steps": "5", "window": "5", "reference": "first", "diff_percent": "5"}
+    params["increase_threshold_percent"] = "1000"
+    swing = [0.5, 1.5, 1.0, 0.6, 1.4]
+    noisy = trial_factory(_losses(swing * 4))
+    assert invoke_rule(LossNotDecreasing(noisy, **params)).first_step == 10  # point 5's window overlaps
+    assert invoke_rule(LossNotDecreasing(noisy, noise_sigmas="1", **params)).fired == []
+    # A stall's losses barely move within a window: its shortfall is many standard errors wide.
+    flat = trial_factory(_losses([1.0, 1.01, 0.99, 1.0, 1.005] * 4))
+    summary = invoke_rule(LossNotDecreasing(flat, noise_sigmas="1", **params))
+    assert summary.first_step == 10
+    details = summary.fired[0].details
+    assert "above the threshold, >= noise_sigmas 1 x the standard error" in details
+
+
+def test_loss_not_decreasing_noise_sigmas_judges_equal_windows_by_their_means(trial_factory):
+    # No noise at all (a frozen run): the standard error is 0 and the means decide, as without the gate.
+    params = {"num_steps": "4", "window": "4", "reference": "first", "diff_percent": "5"}
+    frozen = trial_factory(_losses([0.7] * 12))
+    assert invoke_rule(LossNotDecreasing(frozen, noise_sigmas="2", **params)).first_step == 8
+
+
+def test_loss_not_decreasing_rejects_a_negative_noise_sigmas(trial_factory):
+    trial = trial_factory(_losses([1.0, 1.0]))
+    with pytest.raises(RuleParameterError, match="noise_sigmas"):
+        LossNotDecreasing(trial, noise_sigmas="-1")

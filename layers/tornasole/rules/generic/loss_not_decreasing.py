@@ -47,6 +47,15 @@ Choices:
   stall have the same loss curve (sigmoid nets, warm-ups, narrow or small-init
   nets sit near the starting loss for an epoch or two, then learn); one more
   check tells them apart. A NaN loss and the rebound check do not wait.
+* ``noise_sigmas`` (Tornasole's addition; 0 = off, SageMaker's reading): with
+  ``window`` > 1, the decrease check fails only where the compared mean lies
+  above the threshold by at least this many standard errors of the difference
+  of the two windows' means (each window's sample standard deviation over the
+  square root of its length). Why: with batches of one or two samples each
+  saved loss is a sample's loss, and a window of five of them moves by a third
+  of its value from one window to the next on a run that learns; a stalled run's
+  losses barely move within a window, so its shortfall is many standard errors
+  wide. A window whose losses are all equal has no noise to allow for.
 * Rebound with ``window`` > 1: the rise counts only when *every* loss of the
   current window is above the threshold, not just their mean. Why: with a batch
   of one sample, one misclassified sample lifts a window's mean tenfold over a
@@ -95,6 +104,12 @@ class LossNotDecreasing(BuiltinRule):
         Param("window", "int", "1", "saved steps of the mode averaged into each compared loss"),
         Param("patience", "int", "1", "consecutive evaluation points that must fail the decrease check"),
         Param(
+            "noise_sigmas",
+            "float",
+            "0",
+            "standard errors by which a window's mean must exceed the threshold to fail (0: off)",
+        ),
+        Param(
             "reference",
             "str",
             "previous",
@@ -112,6 +127,8 @@ class LossNotDecreasing(BuiltinRule):
             raise self.param_error("window", f"value {self.window} must be >= 1")
         if self.patience < 1:
             raise self.param_error("patience", f"value {self.patience} must be >= 1")
+        if not 0 <= self.noise_sigmas <= 100:
+            raise self.param_error("noise_sigmas", f"value {self.noise_sigmas} must be within [0, 100]")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
@@ -176,10 +193,39 @@ class LossNotDecreasing(BuiltinRule):
             return None
         below = before - abs(before) * self.diff_percent / 100.0
         not_lower = loss > below
+        if not_lower and self.noise_sigmas > 0 and self.window > 1:
+            se = self._standard_error(name, steps, cur, prev, mode)
+            not_lower = se is None or loss - below >= self.noise_sigmas * se
         if not_lower and self.reference == "first":
             earlier = [p for p in points if p < cur]
             not_lower = self._came_down(name, steps, earlier, prev, below, mode) is None
         return loss, before, prev, below, not_lower
+
+    def _standard_error(self, name: str, steps: list[int], cur: int, prev: int, mode: object) -> float | None:
+        """The standard error of the difference between the means of the windows ending at ``cur`` and at
+        ``prev`` (None when a window has fewer than two readable losses: nothing to estimate noise from)."""
+        var = 0.0
+        for at in (cur, prev):
+            values = self._window_losses(name, steps, at, mode)
+            if values is None or len(values) < 2:
+                return None
+            mean = sum(values) / len(values)
+            var += sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)
+        return math.sqrt(var)
+
+    def _noise_note(
+        self, name: str, steps: list[int], cur: int, prev: int, excess: float, mode: object
+    ) -> str:
+        """What the firing says about the windows' noise, when ``noise_sigmas`` is on."""
+        if self.noise_sigmas <= 0 or self.window <= 1 or math.isnan(excess):
+            return ""
+        se = self._standard_error(name, steps, cur, prev, mode)
+        if se is None:
+            return "; too few losses in a window to estimate their noise"
+        return (
+            f"; {self.fmt(excess)} above the threshold, >= noise_sigmas {self.fmt(self.noise_sigmas)} x "
+            f"the standard error {self.fmt(se)} of the windows' means"
+        )
 
     def _persisted(self, name: str, steps: list[int], points: list[int], mode: object) -> bool:
         """The decrease check also failed at the ``patience - 1`` comparable points before the last."""
@@ -221,7 +267,8 @@ class LossNotDecreasing(BuiltinRule):
                     f"{where}={self.fmt(loss)} is not {self.fmt(self.diff_percent)}% below "
                     f"{self.fmt(before)} at step {prev} (threshold {self.fmt(below)})"
                     + (" and no earlier evaluation point was" if self.reference == "first" else "")
-                    + (f", at {self.patience} evaluation points running" if self.patience > 1 else ""),
+                    + (f", at {self.patience} evaluation points running" if self.patience > 1 else "")
+                    + self._noise_note(name, steps, cur, prev, loss - below, mode),
                     tensor=name,
                     value=loss,
                     previous=before,
