@@ -89,8 +89,23 @@ def test_overfit_patience_counts_validation_phases(tmp_path):
     train = [[_loss(1.0)] * 2, [_loss(0.8)] * 2, [_loss(0.6)] * 2]
     evals = [[_loss(1.0)] * 2, [_loss(1.0)] * 2, [_loss(1.0)] * 2]
     trial = epochs(str(tmp_path / "t"), train, evals)
-    # phase ratios: 0, 0.25, 0.667 -> two phases in a row above 0.1 first in epoch 3 (global 10, 11)
-    assert invoke_rule(Overfit(trial, patience="2")).fired_steps == [10, 11]
+    # phase ratios: 0, 0.25, 0.667 -> two phases in a row above 0.1 first in epoch 3 (global 10, 11),
+    # whose phase is judged once, whole, at its last step
+    assert invoke_rule(Overfit(trial, patience="2")).fired_steps == [11]
+
+
+def test_overfit_judges_a_later_validation_phase_whole_not_on_its_first_batch(tmp_path):
+    # Every pass has 3 batches. The third pass's first batch holds a misclassified sample (loss 2.0), but
+    # the pass's mean (0.8) is the same as the earlier passes': the model did not pull away.
+    train = [[_loss(0.6)] * 2] * 3
+    evals = [[_loss(0.8)] * 3, [_loss(0.8)] * 3, [_loss(2.0), _loss(0.2), _loss(0.2)]]
+    trial = epochs(str(tmp_path / "t"), train, evals)
+    assert invoke_rule(Overfit(trial, ratio_threshold="1.0")).fired == []
+    # A pass that is high throughout fires, at its last step, with the whole pass's mean.
+    evals[2] = [_loss(2.0)] * 3
+    summary = invoke_rule(Overfit(epochs(str(tmp_path / "u"), train, evals), ratio_threshold="1.0"))
+    assert summary.fired_steps == [14]
+    assert "mean EVAL loss 2 over steps 12..14" in summary.fired[0].details
 
 
 def test_overtraining_delta_is_relative_for_small_losses(tmp_path):

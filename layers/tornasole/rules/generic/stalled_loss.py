@@ -49,7 +49,7 @@ import numpy as np
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.losses import loss_names
-from tornasole.rules.generic.overfit import trial_phases
+from tornasole.rules.generic.overfit import trial_phases, whole_passes
 from tornasole.rules.params import Param
 
 __all__ = ["StalledLoss", "spread_percent", "whole_passes"]
@@ -67,32 +67,6 @@ def spread_percent(means: list[float]) -> float:
     if centre == 0:
         return 0.0 if max(means) == min(means) else math.inf
     return round(100.0 * (max(means) - min(means)) / centre, 12)
-
-
-def whole_passes(passes: list[list[int]]) -> list[list[int]] | None:
-    """The validation ``passes`` (each a list of saved steps, the newest last) cut to the shortest one's
-    length, or None when the newest pass is not at the step where it is judged: the step where it becomes
-    as long as the shortest earlier pass (a whole pass when the passes are alike).
-
-    Why: a pass's first batch is a few dozen samples; judging the newest pass while it lands, on the first
-    ``k`` batches of every pass, compared one batch with one batch, and a model that predicts one class for
-    the first batch's samples looks flat there while the whole pass moves.
-
-    Examples
-    --------
-    >>> whole_passes([[10, 11, 12], [20, 21, 22]])
-    [[10, 11, 12], [20, 21, 22]]
-    >>> whole_passes([[10, 11, 12], [20]]) is None
-    True
-    >>> whole_passes([[10, 11], [20, 21, 22]]) is None
-    True
-    """
-    if not passes:
-        return None
-    if len(passes) > 1 and len(passes[-1]) != min(len(p) for p in passes[:-1]):
-        return None
-    k = min(len(p) for p in passes)
-    return [p[:k] for p in passes]
 
 
 class StalledLoss(BuiltinRule):
