@@ -33,6 +33,10 @@ labelled broken) and recall (labelled runs of the problems it targets that it fi
 (broken runs where any rule fired), the false-alarm rate (healthy runs where any rule fired) and the median
 latency from onset to first firing, in TRAIN steps (a firing at an EVAL step counts the TRAIN steps before
 it), with the share of detections within one save interval (``training.SAVE_INTERVAL`` TRAIN steps).
+Two rows show where the labels and the way a run was built disagree: "misses built healthy" (of the
+missed runs, those built healthy that a label criterion flags) and "alarms on built-healthy" (false alarms
+on the runs built healthy and labelled healthy, out of those runs; the rest of the false alarms are on runs
+built broken whose seed meets no criterion).
 """
 
 from __future__ import annotations
@@ -219,9 +223,16 @@ def metrics(results: list[dict], set_name: str) -> dict:
             if lat is not None:
                 latencies.append(lat)
                 within += lat <= SAVE_INTERVAL
-    alarms = sum(
-        1 for r in healthy if any(f["first_step"] is not None for f in r["firings"][set_name].values())
-    )
+
+    def fires(r: dict) -> bool:
+        return any(f["first_step"] is not None for f in r["firings"][set_name].values())
+
+    alarms = sum(1 for r in healthy if fires(r))
+    # Where the labels and the way a run was built disagree: a run built healthy that a label flags, a run
+    # built broken whose seed meets no criterion. Printed so a reader sees how much of the misses and false
+    # alarms sits there (no rule can agree with a label criterion and with the construction at once).
+    missed = [r for r in broken if not fires(r)]
+    built_healthy = [r for r in healthy if r["kind"] == "healthy"]
     conf_names = list(results[0]["firings"][set_name]) if results else []
     for conf in conf_names:
         rule = results[0]["firings"][set_name][conf]["rule"]
@@ -244,6 +255,9 @@ def metrics(results: list[dict], set_name: str) -> dict:
         "detected": detected,
         "false_alarm_rate": alarms / len(healthy) if healthy else None,
         "false_alarms": alarms,
+        "misses_built_healthy": sum(1 for r in missed if r["kind"] == "healthy"),
+        "healthy_built_healthy": len(built_healthy),
+        "false_alarms_built_healthy": sum(1 for r in built_healthy if fires(r)),
         "median_latency_train_steps": _median(latencies),
         "within_one_save_interval": (within / len(latencies)) if latencies else None,
         "per_rule": per_rule,
@@ -272,6 +286,17 @@ def report(results: list[dict], set_names: list[str]) -> dict:
             (
                 "false alarms (healthy)",
                 lambda m: f"{m['false_alarms']}/{m['healthy']} = {_fmt(m['false_alarm_rate'], True)}",
+            ),
+            (
+                "misses built healthy",
+                lambda m: f"{m['misses_built_healthy']} of {m['broken'] - m['detected']}",
+            ),
+            (
+                "alarms on built-healthy",
+                lambda m: (
+                    f"{m['false_alarms_built_healthy']}/{m['healthy_built_healthy']}"
+                    f" = {_fmt(m['false_alarms_built_healthy'] / max(m['healthy_built_healthy'], 1), True)}"
+                ),
             ),
             ("median latency (TRAIN st)", lambda m: _fmt(m["median_latency_train_steps"])),
             (f"within {SAVE_INTERVAL} TRAIN steps", lambda m: _fmt(m["within_one_save_interval"], True)),
