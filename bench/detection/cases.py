@@ -31,7 +31,11 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh5": variant G (every problem again, on a seventh dataset, two interleaved spirals, each with a
   healthy twin) and new hard negatives, written in the ninth revision before any rule was evaluated on
   them. The ninth revision's held-out split is these cases and the "dev" to "fresh4" cases at new seeds
-  (500-502).
+  (500-502). The ninth revision read it once; the tenth studied it.
+* "fresh6": variant H (every problem again, on an eighth dataset, points on either side of a sine wave,
+  each with a healthy twin, with variant G's specifications) and the same kinds of hard negatives, written
+  in the tenth revision before any rule was evaluated on them. The tenth revision's held-out split is
+  these cases and the "dev" to "fresh5" cases at new seeds (600-602).
 """
 
 from __future__ import annotations
@@ -1231,3 +1235,181 @@ def hard_noisy_labels_spiral2() -> Spec:
     """Hard negative: 20% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
     learns the rest)."""
     return Spec(dataset="spiral2", widths=(32, 32), label_noise=0.2)
+
+
+# -- variant H: the tenth revision's held-out split (written before any evaluation on them) -----------------
+# Every problem again on an eighth dataset (points above or below one and a half periods of a sine wave, two
+# classes, which a healthy net learns gradually over five to eight epochs), each with a healthy twin, and the
+# same kinds of hard negatives, with variant G's specifications on the new data. Written and committed
+# before the tenth revision's rules were evaluated on them; evaluated once, after those rules were frozen.
+@case("broken", "fresh6")
+def vanish_sigmoid_sine2() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 8 x Dense(10, sigmoid), Adam 1e-3, sine boundary."""
+    return Spec(dataset="sine2", widths=(10,) * 8, act="sigmoid", lr=1e-3)
+
+
+@case("healthy", "fresh6")
+def vanish_sigmoid_sine2_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_sine2``: AUTOTRAINER's repair (ReLU, three wider layers), Adam 1e-2."""
+    return Spec(dataset="sine2", widths=(32,) * 3)
+
+
+@case("broken", "fresh6")
+def explode_unscaled_sine2() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x30), SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="sine2", widths=(32, 32), opt="sgd", lr=0.1, momentum=0.9, input_scale=30.0)
+
+
+@case("healthy", "fresh6")
+def explode_unscaled_sine2_twin() -> Spec:
+    """Twin of ``explode_unscaled_sine2``: inputs as generated, SGD 0.05 with momentum 0.9."""
+    return Spec(dataset="sine2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh6")
+def nan_naive_log_softmax_sine2() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x7, inputs x5, Adam 2e-2."""
+    return Spec(
+        dataset="sine2", widths=(32, 32), naive_log_softmax=True, weight_scale=7.0, input_scale=5.0, lr=2e-2
+    )
+
+
+@case("healthy", "fresh6")
+def nan_naive_log_softmax_sine2_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_sine2``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="sine2", widths=(32, 32), weight_scale=7.0, input_scale=5.0, lr=1e-3)
+
+
+@case("broken", "fresh6")
+def dying_relu_bias_sine2() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -3.5, Adam 3e-3."""
+    return Spec(dataset="sine2", widths=(32, 32, 32), bias_init=-3.5, lr=3e-3)
+
+
+@case("healthy", "fresh6")
+def dying_relu_bias_sine2_twin() -> Spec:
+    """Twin of ``dying_relu_bias_sine2``: default biases."""
+    return Spec(dataset="sine2", widths=(32, 32, 32), lr=3e-3)
+
+
+@case("broken", "fresh6")
+def oscillating_batch2_sine2() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(64, relu), SGD 0.2 with momentum 0.9, batch 2,
+    noisy sine data."""
+    return Spec(
+        dataset="sine2", widths=(64,), opt="sgd", lr=0.2, momentum=0.9, batch=2, n_train=96, noise=1.5
+    )
+
+
+@case("healthy", "fresh6")
+def oscillating_batch2_sine2_twin() -> Spec:
+    """Twin of ``oscillating_batch2_sine2``: batch 16, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="sine2", widths=(64,), opt="sgd", lr=0.02, momentum=0.9, noise=1.5)
+
+
+@case("broken", "fresh6")
+def saturated_tanh_large_init_sine2() -> Spec:
+    """DeepDiagnosis saturation: tanh layers with weights x6 and inputs x4, Adam 1e-3."""
+    return Spec(dataset="sine2", widths=(24, 24), act="tanh", weight_scale=6.0, input_scale=4.0, lr=1e-3)
+
+
+@case("healthy", "fresh6")
+def saturated_tanh_large_init_sine2_twin() -> Spec:
+    """Twin of ``saturated_tanh_large_init_sine2``: default initialisation, inputs as generated."""
+    return Spec(dataset="sine2", widths=(24, 24), act="tanh", lr=1e-2)
+
+
+@case("broken", "fresh6")
+def slow_tiny_lr_adam_sine2() -> Spec:
+    """AUTOTRAINER slow convergence: Adam at 1e-5."""
+    return Spec(dataset="sine2", widths=(32, 32), lr=1e-5)
+
+
+@case("healthy", "fresh6")
+def slow_tiny_lr_adam_sine2_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam_sine2``: Adam at 1e-2."""
+    return Spec(dataset="sine2", widths=(32, 32))
+
+
+@case("broken", "fresh6")
+def lr_scheduler_zero_sine2() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate after the second epoch."""
+    return Spec(dataset="sine2", widths=(32, 32), lr_zero_after_epoch=1)
+
+
+@case("healthy", "fresh6")
+def lr_scheduler_zero_sine2_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_sine2``: the schedule keeps the learning rate."""
+    return Spec(dataset="sine2", widths=(32, 32))
+
+
+@case("broken", "fresh6")
+def frozen_layers_sine2() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (SGD 0.05,
+    momentum 0.9)."""
+    return Spec(dataset="sine2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, train_only_last=True)
+
+
+@case("healthy", "fresh6")
+def frozen_layers_sine2_twin() -> Spec:
+    """Twin of ``frozen_layers_sine2``: every parameter handed to the optimiser."""
+    return Spec(dataset="sine2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh6")
+def overfit_tiny_sine2() -> Spec:
+    """UMLAUT overfitting: two wide layers on 20 noisy samples (25% random labels), batch 4, 14 epochs."""
+    return Spec(
+        dataset="sine2", widths=(256, 128), n_train=20, batch=4, noise=1.5, label_noise=0.25, epochs=14
+    )
+
+
+@case("healthy", "fresh6")
+def overfit_tiny_sine2_twin() -> Spec:
+    """Twin of ``overfit_tiny_sine2``: 256 samples and a smaller net."""
+    return Spec(dataset="sine2", widths=(32, 32), noise=1.5, label_noise=0.25, epochs=14)
+
+
+# -- hard negatives of the tenth revision's held-out split ---------------------------------------------------
+@case("healthy", "fresh6")
+def hard_slow_warmup_sine2() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 1e-2."""
+    return Spec(dataset="sine2", widths=(32, 32), warmup_epochs=2)
+
+
+@case("healthy", "fresh6")
+def hard_deep_relu_sine2() -> Spec:
+    """Hard negative: a deep (6 x 16) ReLU net that trains (Adam 3e-3)."""
+    return Spec(dataset="sine2", widths=(16,) * 6, lr=3e-3)
+
+
+@case("healthy", "fresh6")
+def hard_batch1_sgd_sine2() -> Spec:
+    """Hard negative: batch-1 SGD 0.01 (single-sample losses, converging model)."""
+    return Spec(dataset="sine2", widths=(32,), opt="sgd", lr=0.01, batch=1, n_train=128)
+
+
+@case("healthy", "fresh6")
+def hard_some_dead_sgd_sine2() -> Spec:
+    """Hard negative: hidden biases at -0.4 with SGD 0.05 and momentum 0.9: some units dead, the net
+    converges."""
+    return Spec(dataset="sine2", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, bias_init=-0.4)
+
+
+@case("healthy", "fresh6")
+def hard_sigmoid_sgd_sine2() -> Spec:
+    """Hard negative: a sigmoid net with SGD 0.5 and momentum 0.9 (a plateau at ln 2, then learning)."""
+    return Spec(dataset="sine2", widths=(32, 32), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)
+
+
+@case("healthy", "fresh6")
+def hard_small_init_sine2() -> Spec:
+    """Hard negative (slow start): weights at 0.3x the default initialisation, Adam 1e-2."""
+    return Spec(dataset="sine2", widths=(32, 32), weight_scale=0.3)
+
+
+@case("healthy", "fresh6")
+def hard_noisy_labels_sine2() -> Spec:
+    """Hard negative: 20% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
+    learns the rest)."""
+    return Spec(dataset="sine2", widths=(32, 32), label_noise=0.2)

@@ -27,7 +27,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -93,6 +93,15 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         t = rng.uniform(0.2, 1.0, size=n) * 2.5 * np.pi
         r = t / (2.5 * np.pi) * 2.0 + rng.normal(scale=0.1 * spec.noise, size=n)
         x = np.stack([r * np.cos(t + np.pi * y), r * np.sin(t + np.pi * y)], axis=1)
+        classes = 2
+    elif (
+        spec.dataset == "sine2"
+    ):  # points above or below one and a half periods of a sine wave, one class each
+        y = rng.integers(0, 2, size=n)
+        x1 = rng.uniform(-np.pi, np.pi, size=n)
+        gap = np.abs(rng.normal(scale=0.4, size=n)) + 0.2
+        x2 = np.sin(1.5 * x1) + np.where(y == 1, gap, -gap) + rng.normal(scale=0.1 * spec.noise, size=n)
+        x = np.stack([x1 / 1.5, x2], axis=1)
         classes = 2
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
