@@ -36,6 +36,31 @@ def test_dead_relu_fires_from_the_step_where_units_die(trial_factory):
     assert invoke_rule(DeadRelu(trial, min_samples="10", threshold_layer="80")).fired == []
 
 
+def test_dead_relu_threshold_network_needs_most_units_dead_across_layers(trial_factory):
+    # Layer a: 15 of 16 units dead (94%); layer b: all 16 alive. One layer is dead, the network is not
+    # (15 of 32 units, 47%): quiet with threshold_network=60, while the per-layer reading fires.
+    rng = np.random.default_rng(0)
+    alive = np.abs(rng.normal(size=(64, 16))) + 0.1
+    mostly_dead = alive.copy()
+    mostly_dead[:, 1:] = 0.0
+    one_layer = trial_factory({0: {"a_relu_output": mostly_dead, "b_relu_output": alive}})
+    assert invoke_rule(DeadRelu(one_layer, threshold_layer="90")).first_step == 0
+    assert invoke_rule(DeadRelu(one_layer, threshold_layer="90", threshold_network="60")).fired == []
+    # Both layers mostly dead: 15 + 12 of 32 units (84%) fire, and the report says so.
+    b_dead = alive.copy()
+    b_dead[:, 4:] = 0.0
+    dying = trial_factory({0: {"a_relu_output": mostly_dead, "b_relu_output": b_dead}})
+    summary = invoke_rule(DeadRelu(dying, threshold_layer="90", threshold_network="60"))
+    assert summary.first_step == 0
+    assert "84.38% of the 2 layers' units together (>= threshold_network 60%)" in summary.fired[0].details
+
+
+def test_dead_relu_rejects_a_threshold_network_outside_0_100(trial_factory):
+    trial = trial_factory({0: {"a_relu_output": np.ones((4, 2))}})
+    with pytest.raises(RuleParameterError, match="threshold_network"):
+        DeadRelu(trial, threshold_network="120")
+
+
 def test_saturated_activation_fires_on_saturated_tanh_inputs(trial_factory):
     ok = np.linspace(-2, 2, 40).reshape(10, 4)
     trial = trial_factory({0: {"l1_tanh_input": ok}, 1: {"l1_tanh_input": ok * 10 + np.sign(ok) * 20}})

@@ -12,6 +12,15 @@ step are pooled with those of the newest earlier saved steps **of the same
 mode** until there are at least ``min_samples`` (a batch of 32 or more needs
 only the current step; batch-1 SGD pools 32 steps). Until enough samples exist
 the layer is not judged.
+
+``threshold_network`` (Tornasole's addition; unset = SageMaker's reading): the
+layer fires only when, at the same step, the inactive units of every matching
+ReLU tensor (each judged on its pooled samples) are also at least this % of all
+their units together. Why: a net can start with one layer almost all dead (a
+negative bias, an unlucky initialisation) and still learn through its few live
+units and the other layers; a dying net has lost most of its units everywhere.
+AUTOTRAINER's dying-ReLU criterion also counts the whole network (70% of all
+gradient entries zero), not one layer.
 """
 
 from __future__ import annotations
@@ -45,6 +54,12 @@ class DeadRelu(BuiltinRule):
         Param("threshold_inactivity", "float", "1.0", "% of samples below which a unit counts as dead"),
         Param("threshold_layer", "float", "50.0", "% of dead units above which the layer fires"),
         Param(
+            "threshold_network",
+            "float",
+            None,
+            "% of dead units over all matching layers also needed to fire (unset: off)",
+        ),
+        Param(
             "min_samples",
             "int",
             "32",
@@ -54,6 +69,10 @@ class DeadRelu(BuiltinRule):
     COLLECTIONS = (("relu_output", {"include_regex": ".*relu_output", "save_interval": "500"}),)
 
     def check_params(self) -> None:
+        if self.threshold_network is not None and not 0 <= self.threshold_network <= 100:
+            raise self.param_error(
+                "threshold_network", f"value {self.threshold_network} must be within [0, 100]"
+            )
         if self.min_samples < 1:
             raise self.param_error("min_samples", f"value {self.min_samples} must be >= 1")
 
@@ -80,21 +99,36 @@ class DeadRelu(BuiltinRule):
         return None, used
 
     def invoke_at_step(self, step: int) -> bool:
+        judged = []  # (name, activity, steps used, % inactive) of every layer with enough samples
         for name in self.names_at(step, regex=self.tensor_regex):
             active, used = self._samples(name, step)
-            if active is None:
+            if active is not None:
+                judged.append((name, active, used, inactive_percent(active, self.threshold_inactivity)))
+        network = None
+        if self.threshold_network is not None and judged:
+            units = sum(a.shape[1] for _, a, _, _ in judged)
+            dead = sum(pct / 100.0 * a.shape[1] for _, a, _, pct in judged)
+            network = 100.0 * dead / units
+        for name, active, used, pct in judged:
+            if pct <= self.threshold_layer:
                 continue
-            pct = inactive_percent(active, self.threshold_inactivity)
-            if pct > self.threshold_layer:
-                where = f"step {step}" if len(used) == 1 else f"steps {used[-1]}..{used[0]}"
-                self.report_issue(
-                    f"{self.fmt(pct)}% of the {active.shape[1]} ReLUs in {name} are active in fewer than "
-                    f"{self.fmt(self.threshold_inactivity)}% of {active.shape[0]} samples ({where}) "
-                    f"(> threshold_layer {self.fmt(self.threshold_layer)}%)",
-                    tensor=name,
-                    value=pct,
-                    threshold=self.threshold_layer,
-                    samples=int(active.shape[0]),
-                )
-                return True
+            if network is not None and network < self.threshold_network:
+                return False  # one layer is dead, the network as a whole is not
+            where = f"step {step}" if len(used) == 1 else f"steps {used[-1]}..{used[0]}"
+            whole = (
+                ""
+                if network is None
+                else f"; {self.fmt(network)}% of the {len(judged)} layers' units together "
+                f"(>= threshold_network {self.fmt(self.threshold_network)}%)"
+            )
+            self.report_issue(
+                f"{self.fmt(pct)}% of the {active.shape[1]} ReLUs in {name} are active in fewer than "
+                f"{self.fmt(self.threshold_inactivity)}% of {active.shape[0]} samples ({where}) "
+                f"(> threshold_layer {self.fmt(self.threshold_layer)}%){whole}",
+                tensor=name,
+                value=pct,
+                threshold=self.threshold_layer,
+                samples=int(active.shape[0]),
+            )
+            return True
         return False
