@@ -99,36 +99,38 @@ class DeadRelu(BuiltinRule):
         return None, used
 
     def invoke_at_step(self, step: int) -> bool:
-        judged = []  # (name, activity, steps used, % inactive) of every layer with enough samples
+        judged = []  # (name, activity, steps used, % inactive) of the layers read so far
         for name in self.names_at(step, regex=self.tensor_regex):
             active, used = self._samples(name, step)
-            if active is not None:
-                judged.append((name, active, used, inactive_percent(active, self.threshold_inactivity)))
-        network = None
-        if self.threshold_network is not None and judged:
-            units = sum(a.shape[1] for _, a, _, _ in judged)
-            dead = sum(pct / 100.0 * a.shape[1] for _, a, _, pct in judged)
-            network = 100.0 * dead / units
-        for name, active, used, pct in judged:
-            if pct <= self.threshold_layer:
+            if active is None:
                 continue
-            if network is not None and network < self.threshold_network:
-                return False  # one layer is dead, the network as a whole is not
-            where = f"step {step}" if len(used) == 1 else f"steps {used[-1]}..{used[0]}"
-            whole = (
-                ""
-                if network is None
-                else f"; {self.fmt(network)}% of the {len(judged)} layers' units together "
-                f"(>= threshold_network {self.fmt(self.threshold_network)}%)"
-            )
-            self.report_issue(
-                f"{self.fmt(pct)}% of the {active.shape[1]} ReLUs in {name} are active in fewer than "
-                f"{self.fmt(self.threshold_inactivity)}% of {active.shape[0]} samples ({where}) "
-                f"(> threshold_layer {self.fmt(self.threshold_layer)}%){whole}",
-                tensor=name,
-                value=pct,
-                threshold=self.threshold_layer,
-                samples=int(active.shape[0]),
-            )
-            return True
-        return False
+            judged.append((name, active, used, inactive_percent(active, self.threshold_inactivity)))
+            if self.threshold_network is None and judged[-1][3] > self.threshold_layer:
+                return self._report(step, *judged[-1])  # SageMaker's reading: the first dead layer decides
+        if self.threshold_network is None or not judged:
+            return False
+        units = sum(a.shape[1] for _, a, _, _ in judged)
+        network = sum(pct * a.shape[1] for _, a, _, pct in judged) / units
+        dead_layers = [j for j in judged if j[3] > self.threshold_layer]
+        if not dead_layers or network < self.threshold_network:
+            return False  # no dead layer, or one layer is dead and the network as a whole is not
+        whole = (
+            f"; {self.fmt(network)}% of the {len(judged)} layers' units together "
+            f"(>= threshold_network {self.fmt(self.threshold_network)}%)"
+        )
+        return self._report(step, *dead_layers[0], whole=whole)
+
+    def _report(
+        self, step: int, name: str, active: np.ndarray, used: list[int], pct: float, whole: str = ""
+    ) -> bool:
+        where = f"step {step}" if len(used) == 1 else f"steps {used[-1]}..{used[0]}"
+        self.report_issue(
+            f"{self.fmt(pct)}% of the {active.shape[1]} ReLUs in {name} are active in fewer than "
+            f"{self.fmt(self.threshold_inactivity)}% of {active.shape[0]} samples ({where}) "
+            f"(> threshold_layer {self.fmt(self.threshold_layer)}%){whole}",
+            tensor=name,
+            value=pct,
+            threshold=self.threshold_layer,
+            samples=int(active.shape[0]),
+        )
+        return True

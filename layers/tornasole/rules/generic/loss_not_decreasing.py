@@ -148,11 +148,13 @@ class LossNotDecreasing(BuiltinRule):
         values = [self.scalar(name, s, mode=mode) for s in steps[max(0, i - self.window + 1) : i + 1]]
         return None if any(v is None for v in values) else values
 
-    def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
-        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``.
+    def _window_stats(self, name: str, steps: list[int], at: int, mode: object) -> tuple[float, float] | None:
+        """(mean, squared standard error of the mean) of the ``window`` saved losses of ``mode`` ending at
+        mode step ``at``; the error is nan for a window of one loss.
 
         Memoised per rule instance: every evaluation point re-reads the earlier points' means (the
-        rebound's lowest, ``first``'s "came down"), and a saved step's losses never change.
+        rebound's lowest, ``first``'s "came down"; ``noise_sigmas`` the first window's noise), and a saved
+        step's losses never change.
         """
         key = (name, str(mode), at, steps.index(at))
         cache = self.__dict__.setdefault("_window_means", {})
@@ -161,8 +163,16 @@ class LossNotDecreasing(BuiltinRule):
         values = self._window_losses(name, steps, at, mode)
         if values is None:
             return None  # not readable yet: ask again next time
-        cache[key] = sum(values) / len(values)
+        n = len(values)
+        mean = sum(values) / n
+        sem2 = sum((v - mean) ** 2 for v in values) / (n - 1) / n if n > 1 else math.nan
+        cache[key] = (mean, sem2)
         return cache[key]
+
+    def _loss(self, name: str, steps: list[int], at: int, mode: object) -> float | None:
+        """Mean loss over the ``window`` saved steps of ``mode`` ending at mode step ``at``."""
+        stats = self._window_stats(name, steps, at, mode)
+        return None if stats is None else stats[0]
 
     def _came_down(
         self, name: str, steps: list[int], points: list[int], first: int, below: float, mode: object
@@ -206,11 +216,10 @@ class LossNotDecreasing(BuiltinRule):
         ``prev`` (None when a window has fewer than two readable losses: nothing to estimate noise from)."""
         var = 0.0
         for at in (cur, prev):
-            values = self._window_losses(name, steps, at, mode)
-            if values is None or len(values) < 2:
+            stats = self._window_stats(name, steps, at, mode)
+            if stats is None or math.isnan(stats[1]):
                 return None
-            mean = sum(values) / len(values)
-            var += sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)
+            var += stats[1]
         return math.sqrt(var)
 
     def _noise_note(
