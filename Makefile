@@ -71,6 +71,18 @@ reliability: setup
 demo: setup
 	$(BIN)/tornasole demo
 
+# The PyTorch hook on a CUDA device (tests/gpu): needs a GPU and a CUDA build of torch, which `make setup`
+# does not install (requirements pin the CPU wheel); run it with the interpreter that has one, e.g.
+# `make test-gpu GPU_PY=python3` on a machine whose python3 has CUDA torch and the package's requirements.
+GPU_PY ?= $(BIN)/python
+.PHONY: test-gpu bench-cuda
+test-gpu:
+	TORNASOLE_GPU_TESTS=1 PYTHONPATH=layers:$$PYTHONPATH $(GPU_PY) -m pytest -q -p no:cacheprovider tests/gpu
+
+# Hook overhead on the GPU against smdebug 1.0.34 (SMDEBUG_PATH: a directory holding smdebug for GPU_PY).
+bench-cuda:
+	PYTHONPATH=layers:$$PYTHONPATH $(GPU_PY) bench/hook_overhead_cuda.py $(if $(SMDEBUG_PATH),--smdebug-path $(SMDEBUG_PATH))
+
 bench: setup setup-smdebug
 	$(BIN)/python bench/read_vs_smdebug.py
 	$(BIN)/python bench/hook_overhead.py

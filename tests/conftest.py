@@ -3,7 +3,9 @@
 Tiers live in sub-directories named after what they depend on: ``unit`` (pure,
 no I/O beyond tmp files), ``contract`` (one suite per interface, run against
 every backend), ``integration`` (moto), ``e2e`` (the local pipeline),
-``infra`` (CDK), ``oracle`` (smdebug in its own venv).
+``infra`` (CDK), ``oracle`` (smdebug in its own venv), ``gpu`` (a CUDA device:
+collected only when ``TORNASOLE_GPU_TESTS=1``, which ``make test-gpu`` sets; there
+a missing device fails every test rather than skipping it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from pathlib import Path
 import pytest
 
 from tornasole.aws.clients import clear_client_cache
+
+# tests/gpu needs a CUDA device, which `make test` machines (and CI) do not have: it is its own tier.
+collect_ignore = [] if os.environ.get("TORNASOLE_GPU_TESTS") == "1" else ["gpu"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Trees written by the real smdebug 1.0.34 and their ground truth (regenerate: `make fixtures`).

@@ -5,9 +5,10 @@ On the training thread a saved tensor is only *copied*: a CPU tensor is cloned
 change what was saved); a CUDA tensor is copied with ``non_blocking=True`` into
 pinned host memory, so the copy overlaps with the GPU work that follows and
 the training thread never waits for it. When the step ends one CUDA event is
-recorded; the writer thread waits on that event once per step (never per
-tensor, never on the training thread) and only then turns the host copies into
-numpy arrays.
+recorded on each stream that issued copies during the step (a model split over
+two GPUs, or a loop running on a side stream, has more than one); the writer
+thread waits on those events once per step (never per tensor, never on the
+training thread) and only then turns the host copies into numpy arrays.
 
 dtypes: bfloat16 has no numpy dtype and no smdebug encoding, so it is saved as
 float32 (exact); float16 stays float16 (DT_HALF). Reductions are computed with
@@ -29,10 +30,10 @@ _HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
 class TorchCapture:
-    """Per-hook tensor copier; tracks whether the current step issued asynchronous device copies."""
+    """Per-hook tensor copier; tracks the CUDA streams on which this step queued asynchronous copies."""
 
     def __init__(self) -> None:
-        self._async_copies = False
+        self._streams: set[Any] = set()
 
     def capture(self, t: torch.Tensor) -> torch.Tensor:
         """A host tensor holding ``t``'s value at this moment (possibly still being copied)."""
@@ -46,7 +47,8 @@ class TorchCapture:
         if t.device.type == "cuda":
             buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
             buf.copy_(t, non_blocking=True)
-            self._async_copies = True
+            # The copy is queued on the current stream of the tensor's device: that is the stream to wait on.
+            self._streams.add(torch.cuda.current_stream(t.device))
             return buf
         return t.to("cpu")  # other devices (mps, xla): a plain blocking copy
 
@@ -77,15 +79,16 @@ class TorchCapture:
 
     def materializer(self) -> Callable[[list[tuple[Any, ...]]], list[tuple[Any, ...]]]:
         """Called when a step ends (training thread); returns the writer-thread conversion to numpy."""
-        event = None
-        if self._async_copies:
+        events = []
+        for stream in self._streams:
             event = torch.cuda.Event()
-            event.record()
-            self._async_copies = False
+            event.record(stream)
+            events.append(event)
+        self._streams = set()
 
         def to_numpy(records: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-            if event is not None:
-                event.synchronize()  # once per step, on the writer thread
+            for event in events:
+                event.synchronize()  # once per stream and step, on the writer thread
             out = []
             for rec in records:
                 if rec[0] != "s" and isinstance(rec[2], torch.Tensor):
