@@ -35,7 +35,12 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh6": variant H (every problem again, on an eighth dataset, points on either side of a sine wave,
   each with a healthy twin, with variant G's specifications) and the same kinds of hard negatives, written
   in the tenth revision before any rule was evaluated on them. The tenth revision's held-out split is
-  these cases and the "dev" to "fresh5" cases at new seeds (600-602).
+  these cases and the "dev" to "fresh5" cases at new seeds (600-602). The tenth revision read it once;
+  the eleventh studied it.
+* "fresh7": variant I (every problem again, on a ninth dataset, five overlapping clusters at the corners
+  of a pentagon, each with a healthy twin, with some of variant H's magnitudes moved) and the same kinds
+  of hard negatives, written in the eleventh revision before any rule was evaluated on them. The eleventh
+  revision's held-out split is these cases and the "dev" to "fresh6" cases at new seeds (700-702).
 """
 
 from __future__ import annotations
@@ -1413,3 +1418,183 @@ def hard_noisy_labels_sine2() -> Spec:
     """Hard negative: 20% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
     learns the rest)."""
     return Spec(dataset="sine2", widths=(32, 32), label_noise=0.2)
+
+
+# -- variant I: the eleventh revision's held-out split (written before any evaluation on them) -------------
+# Every problem again on a ninth dataset (five overlapping clusters at the corners of a pentagon, five
+# classes), each with a healthy twin, and the same kinds of hard negatives. The specifications are variant
+# H's with some of the magnitudes moved (a deeper sigmoid stack, a smaller input scale, a milder bias, a
+# wider oscillating net), so the split tests the rules on settings no revision tuned on. Written and
+# committed before the eleventh revision's rules were evaluated on them; evaluated once, after those rules
+# were frozen.
+@case("broken", "fresh7")
+def vanish_sigmoid_pent5() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 9 x Dense(12, sigmoid), Adam 1e-3, pentagon clusters."""
+    return Spec(dataset="pent5", widths=(12,) * 9, act="sigmoid", lr=1e-3)
+
+
+@case("healthy", "fresh7")
+def vanish_sigmoid_pent5_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_pent5``: AUTOTRAINER's repair (ReLU, three wider layers), Adam 1e-2."""
+    return Spec(dataset="pent5", widths=(32,) * 3)
+
+
+@case("broken", "fresh7")
+def explode_unscaled_pent5() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x25), SGD 0.1 with momentum 0.9."""
+    return Spec(dataset="pent5", widths=(32, 32), opt="sgd", lr=0.1, momentum=0.9, input_scale=25.0)
+
+
+@case("healthy", "fresh7")
+def explode_unscaled_pent5_twin() -> Spec:
+    """Twin of ``explode_unscaled_pent5``: inputs as generated, SGD 0.05 with momentum 0.9."""
+    return Spec(dataset="pent5", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh7")
+def nan_naive_log_softmax_pent5() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x7, inputs x5, Adam 2e-2."""
+    return Spec(
+        dataset="pent5", widths=(32, 32), naive_log_softmax=True, weight_scale=7.0, input_scale=5.0, lr=2e-2
+    )
+
+
+@case("healthy", "fresh7")
+def nan_naive_log_softmax_pent5_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_pent5``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="pent5", widths=(32, 32), weight_scale=7.0, input_scale=5.0, lr=1e-3)
+
+
+@case("broken", "fresh7")
+def dying_relu_bias_pent5() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -3, Adam 3e-3."""
+    return Spec(dataset="pent5", widths=(32, 32, 32), bias_init=-3.0, lr=3e-3)
+
+
+@case("healthy", "fresh7")
+def dying_relu_bias_pent5_twin() -> Spec:
+    """Twin of ``dying_relu_bias_pent5``: default biases."""
+    return Spec(dataset="pent5", widths=(32, 32, 32), lr=3e-3)
+
+
+@case("broken", "fresh7")
+def oscillating_batch2_pent5() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(96, relu), SGD 0.2 with momentum 0.9, batch 2,
+    noisy pentagon clusters."""
+    return Spec(
+        dataset="pent5", widths=(96,), opt="sgd", lr=0.2, momentum=0.9, batch=2, n_train=96, noise=1.5
+    )
+
+
+@case("healthy", "fresh7")
+def oscillating_batch2_pent5_twin() -> Spec:
+    """Twin of ``oscillating_batch2_pent5``: batch 16, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="pent5", widths=(96,), opt="sgd", lr=0.02, momentum=0.9, noise=1.5)
+
+
+@case("broken", "fresh7")
+def saturated_tanh_large_init_pent5() -> Spec:
+    """DeepDiagnosis saturation: tanh layers with weights x5 and inputs x5, Adam 1e-3."""
+    return Spec(dataset="pent5", widths=(24, 24), act="tanh", weight_scale=5.0, input_scale=5.0, lr=1e-3)
+
+
+@case("healthy", "fresh7")
+def saturated_tanh_large_init_pent5_twin() -> Spec:
+    """Twin of ``saturated_tanh_large_init_pent5``: default initialisation, inputs as generated."""
+    return Spec(dataset="pent5", widths=(24, 24), act="tanh", lr=1e-2)
+
+
+@case("broken", "fresh7")
+def slow_tiny_lr_adam_pent5() -> Spec:
+    """AUTOTRAINER slow convergence: Adam at 2e-5."""
+    return Spec(dataset="pent5", widths=(32, 32), lr=2e-5)
+
+
+@case("healthy", "fresh7")
+def slow_tiny_lr_adam_pent5_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam_pent5``: Adam at 1e-2."""
+    return Spec(dataset="pent5", widths=(32, 32))
+
+
+@case("broken", "fresh7")
+def lr_scheduler_zero_pent5() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate after the second epoch."""
+    return Spec(dataset="pent5", widths=(32, 32), lr_zero_after_epoch=1)
+
+
+@case("healthy", "fresh7")
+def lr_scheduler_zero_pent5_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_pent5``: the schedule keeps the learning rate."""
+    return Spec(dataset="pent5", widths=(32, 32))
+
+
+@case("broken", "fresh7")
+def frozen_layers_pent5() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (SGD 0.05,
+    momentum 0.9)."""
+    return Spec(dataset="pent5", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, train_only_last=True)
+
+
+@case("healthy", "fresh7")
+def frozen_layers_pent5_twin() -> Spec:
+    """Twin of ``frozen_layers_pent5``: every parameter handed to the optimiser."""
+    return Spec(dataset="pent5", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh7")
+def overfit_tiny_pent5() -> Spec:
+    """UMLAUT overfitting: two wide layers on 20 noisy samples (25% random labels), batch 4, 14 epochs."""
+    return Spec(
+        dataset="pent5", widths=(256, 128), n_train=20, batch=4, noise=1.5, label_noise=0.25, epochs=14
+    )
+
+
+@case("healthy", "fresh7")
+def overfit_tiny_pent5_twin() -> Spec:
+    """Twin of ``overfit_tiny_pent5``: 256 samples and a smaller net."""
+    return Spec(dataset="pent5", widths=(32, 32), noise=1.5, label_noise=0.25, epochs=14)
+
+
+# -- hard negatives of the eleventh revision's held-out split ----------------------------------------------
+@case("healthy", "fresh7")
+def hard_slow_warmup_pent5() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 1e-2."""
+    return Spec(dataset="pent5", widths=(32, 32), warmup_epochs=2)
+
+
+@case("healthy", "fresh7")
+def hard_deep_relu_pent5() -> Spec:
+    """Hard negative: a deep (6 x 16) ReLU net that trains (Adam 3e-3)."""
+    return Spec(dataset="pent5", widths=(16,) * 6, lr=3e-3)
+
+
+@case("healthy", "fresh7")
+def hard_batch1_sgd_pent5() -> Spec:
+    """Hard negative: batch-1 SGD 0.01 (single-sample losses, converging model)."""
+    return Spec(dataset="pent5", widths=(32,), opt="sgd", lr=0.01, batch=1, n_train=128)
+
+
+@case("healthy", "fresh7")
+def hard_some_dead_sgd_pent5() -> Spec:
+    """Hard negative: hidden biases at -0.4 with SGD 0.05 and momentum 0.9: some units dead, the net
+    converges."""
+    return Spec(dataset="pent5", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, bias_init=-0.4)
+
+
+@case("healthy", "fresh7")
+def hard_sigmoid_sgd_pent5() -> Spec:
+    """Hard negative: a sigmoid net with SGD 0.5 and momentum 0.9 (a plateau at ln 2, then learning)."""
+    return Spec(dataset="pent5", widths=(32, 32), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)
+
+
+@case("healthy", "fresh7")
+def hard_small_init_pent5() -> Spec:
+    """Hard negative (slow start): weights at 0.3x the default initialisation, Adam 1e-2."""
+    return Spec(dataset="pent5", widths=(32, 32), weight_scale=0.3)
+
+
+@case("healthy", "fresh7")
+def hard_noisy_labels_pent5() -> Spec:
+    """Hard negative: 20% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
+    learns the rest)."""
+    return Spec(dataset="pent5", widths=(32, 32), label_noise=0.2)

@@ -27,7 +27,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2 | pent5
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -103,6 +103,12 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         x2 = np.sin(1.5 * x1) + np.where(y == 1, gap, -gap) + rng.normal(scale=0.1 * spec.noise, size=n)
         x = np.stack([x1 / 1.5, x2], axis=1)
         classes = 2
+    elif spec.dataset == "pent5":  # five clusters at the corners of a pentagon (radius 2), one class each
+        angles = np.pi / 2 + 2 * np.pi * np.arange(5) / 5
+        centers = 2.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+        y = rng.integers(0, 5, size=n)
+        x = centers[y] + rng.normal(scale=0.8 * spec.noise, size=(n, 2))
+        classes = 5
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
         y = (corner[:, 0] * corner[:, 1] > 0).astype(np.int64)
