@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default=",".join(DEFAULT_SPLITS),
-        help="comma-separated splits among cal, dev, fresh, fresh2 to fresh6, or all (default: "
+        help="comma-separated splits among cal, dev, fresh, fresh2 to fresh7, or all (default: "
         + ",".join(DEFAULT_SPLITS)
         + ")",
     )
