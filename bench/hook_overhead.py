@@ -70,6 +70,14 @@ INTERVALS = (1, 10, 100)
 LONG_INTERVAL = 100
 
 
+def sgd_steps(model, loss_fn, opt, x, y, n: int) -> None:
+    """``n`` plain training steps on one batch: what every torch row times (here and on the GPU)."""
+    for _ in range(n):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+
 def _train(steps: int, hook_factory, seed: int = 0) -> tuple[float, float]:
     """(wall seconds, process CPU seconds, all threads) for ``steps`` training steps plus ``close()``."""
     import torch
@@ -84,15 +92,9 @@ def _train(steps: int, hook_factory, seed: int = 0) -> tuple[float, float]:
     if hook is not None:
         hook.register_module(model)
         hook.register_loss(loss_fn)
-    for _ in range(20):  # warm-up, untimed (allocator, first-call paths)
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+    sgd_steps(model, loss_fn, opt, x, y, 20)  # warm-up, untimed (allocator, first-call paths)
     start, cpu_start = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+    sgd_steps(model, loss_fn, opt, x, y, steps)
     if hook is not None:
         hook.close()
     return time.perf_counter() - start, time.process_time() - cpu_start

@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hook_overhead import _factory, sgd_steps  # the CPU benchmark's hooks and loop (bench/ is on sys.path)
+
 REPO = Path(__file__).resolve().parents[1]
 SMDEBUG_PYTHON = REPO / ".venv-smdebug" / "bin" / "python"
 SAVED = "weights,gradients"
@@ -101,33 +103,14 @@ def _train(name: str, steps: int, make_hook) -> float:
     if hook is not None:
         hook.register_module(model)
         hook.register_loss(loss_fn)
-    for _ in range(20):
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+    sgd_steps(model, loss_fn, opt, x, y, 20)  # warm-up, untimed
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(steps):
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+    sgd_steps(model, loss_fn, opt, x, y, steps)
     if hook is not None:
         hook.close()
     torch.cuda.synchronize()
     return time.perf_counter() - start
-
-
-def _hook_maker(impl: str, out_dir: str, interval: int, collections: str):
-    if impl == "tornasole":
-        import tornasole.pytorch as lib
-    else:
-        import smdebug.pytorch as lib
-    kwargs = {"include_collections": collections.split(",")} if collections else {}
-
-    def make():
-        return lib.Hook(out_dir=out_dir, save_config=lib.SaveConfig(save_interval=interval), **kwargs)
-
-    return make
 
 
 def worker(impl: str, steps: int, repeats: int, only: list[str]) -> dict[str, dict[str, float]]:
@@ -142,7 +125,8 @@ def worker(impl: str, steps: int, repeats: int, only: list[str]) -> dict[str, di
             out = tempfile.mkdtemp(prefix=f"bench-cuda-{impl}-")
             shutil.rmtree(out)  # smdebug wants a fresh directory
             try:
-                hooked.append(_train(name, steps, _hook_maker(impl, out, interval, colls)))
+                make_hook = _factory(impl, out, interval, colls.split(",") if colls else [])
+                hooked.append(_train(name, steps, make_hook))
             finally:
                 shutil.rmtree(out, ignore_errors=True)
             if not r % 2:
