@@ -4,7 +4,8 @@
 Saved (collections as a PyTorch user would configure them): ``weights/fcK.weight``,
 ``gradients/fcK.{weight,bias}``, ``fcK_<act>_input`` (pre-activations), ``fcK_relu_output``, ``loss`` and
 (from the sixth revision) ``accuracy``, the batch's accuracy in the ``metrics`` collection, as a training
-loop that logs its accuracy saves it (Keras's hook saves its metrics by default).
+loop that logs its accuracy saves it (Keras's hook saves its metrics by default), and (from the eleventh)
+``epoch_accuracy`` at TRAIN steps, the epoch's accuracy so far (Keras's running ``accuracy``).
 TRAIN steps are saved every ``SAVE_INTERVAL`` steps, EVAL steps every step (one validation pass of a few
 batches per epoch).
 """
@@ -216,6 +217,9 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
             monitor.train_step(step, lv, grads, weights, all_grads, {})
             hook.save_tensor("loss", np.float32(lv), "losses")
             hook.save_tensor("accuracy", np.float32(batch_correct / len(idx)), "metrics")
+            # The epoch's accuracy so far, as Keras logs `accuracy` during fit (a running mean from the
+            # epoch's first batch): at an epoch's last saved step it is nearly the epoch's training accuracy.
+            hook.save_tensor("epoch_accuracy", np.float32(train_correct / (b + len(idx))), "metrics")
             for i, layer in enumerate(layers, start=1):
                 hook.save_tensor(f"weights/fc{i}.weight", weights[f"fc{i}"], "weights")
                 hook.save_tensor(f"gradients/fc{i}.weight", grads[f"fc{i}"], "gradients")
