@@ -137,13 +137,15 @@ def worker(impl: str, steps: int, repeats: int, only: list[str]) -> dict[str, di
 
 def _run_worker(impl: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "layers"), env.get("PYTHONPATH", "")])
+    paths = [str(REPO / "layers")]
     python = sys.executable
     if impl == "smdebug":
         if args.smdebug_path:
-            env["PYTHONPATH"] = os.pathsep.join([args.smdebug_path, env.get("PYTHONPATH", "")])
+            paths.insert(0, args.smdebug_path)
         else:
             python = str(SMDEBUG_PYTHON)
+    # An empty PYTHONPATH entry would put the working directory on the path: only non-empty ones are joined.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (*paths, env.get("PYTHONPATH", "")) if p)
     cmd = [python, __file__, "--worker", impl, "--steps", str(args.steps), "--repeats", str(args.repeats)]
     cmd += ["--configs", args.configs]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())

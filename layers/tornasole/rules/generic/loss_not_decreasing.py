@@ -157,7 +157,7 @@ class LossNotDecreasing(BuiltinRule):
         step's losses never change.
         """
         key = (name, str(mode), at, steps.index(at))
-        cache = self.__dict__.setdefault("_window_means", {})
+        cache = self.__dict__.setdefault("_window_stats_cache", {})
         if key in cache:
             return cache[key]
         values = self._window_losses(name, steps, at, mode)
