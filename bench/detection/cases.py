@@ -40,7 +40,12 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh7": variant I (every problem again, on a ninth dataset, five overlapping clusters at the corners
   of a pentagon, each with a healthy twin, with some of variant H's magnitudes moved) and the same kinds
   of hard negatives, written in the eleventh revision before any rule was evaluated on them. The eleventh
-  revision's held-out split is these cases and the "dev" to "fresh6" cases at new seeds (700-702).
+  revision's held-out split is these cases and the "dev" to "fresh6" cases at new seeds (700-702). The
+  eleventh revision read it once; the twelfth studied it.
+* "fresh8": variant J (every problem again, on a tenth dataset, a pinwheel of three arms curling out from
+  the centre, each with a healthy twin, with some of variant I's magnitudes moved) and the same kinds of
+  hard negatives, written in the twelfth revision before any rule was evaluated on them. The twelfth
+  revision's held-out split is these cases and the "dev" to "fresh7" cases at new seeds (800-802).
 """
 
 from __future__ import annotations
@@ -1598,3 +1603,182 @@ def hard_noisy_labels_pent5() -> Spec:
     """Hard negative: 20% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
     learns the rest)."""
     return Spec(dataset="pent5", widths=(32, 32), label_noise=0.2)
+
+
+# -- variant J: the twelfth revision's held-out split (written before any evaluation on them) --------------
+# Every problem again on a tenth dataset (a pinwheel: three arms curling out from the centre, three classes),
+# each with a healthy twin, and the same kinds of hard negatives. The specifications are variant I's with
+# some of the magnitudes moved (a deeper, narrower sigmoid stack, a larger input scale, a milder bias, a
+# wider oscillating net on fewer samples, a later scheduler bug, other learning rates, widths and batch
+# sizes), so the split tests the rules on settings no revision tuned on. Written and committed before the
+# twelfth revision's rules were evaluated on them; evaluated once, after those rules were frozen.
+@case("broken", "fresh8")
+def vanish_sigmoid_pin3() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 10 x Dense(10, sigmoid), Adam 2e-3, pinwheel arms."""
+    return Spec(dataset="pin3", widths=(10,) * 10, act="sigmoid", lr=2e-3)
+
+
+@case("healthy", "fresh8")
+def vanish_sigmoid_pin3_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_pin3``: AUTOTRAINER's repair (ReLU, three wider layers), Adam 5e-3."""
+    return Spec(dataset="pin3", widths=(24,) * 3, lr=5e-3)
+
+
+@case("broken", "fresh8")
+def explode_unscaled_pin3() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x40), SGD 0.08 with momentum 0.9."""
+    return Spec(dataset="pin3", widths=(48, 48), opt="sgd", lr=0.08, momentum=0.9, input_scale=40.0)
+
+
+@case("healthy", "fresh8")
+def explode_unscaled_pin3_twin() -> Spec:
+    """Twin of ``explode_unscaled_pin3``: inputs as generated, SGD 0.03 with momentum 0.9."""
+    return Spec(dataset="pin3", widths=(48, 48), opt="sgd", lr=0.03, momentum=0.9)
+
+
+@case("broken", "fresh8")
+def nan_naive_log_softmax_pin3() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x8, inputs x4, Adam 3e-2."""
+    return Spec(
+        dataset="pin3", widths=(24, 24), naive_log_softmax=True, weight_scale=8.0, input_scale=4.0, lr=3e-2
+    )
+
+
+@case("healthy", "fresh8")
+def nan_naive_log_softmax_pin3_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_pin3``: the library's cross-entropy, Adam 2e-3."""
+    return Spec(dataset="pin3", widths=(24, 24), weight_scale=8.0, input_scale=4.0, lr=2e-3)
+
+
+@case("broken", "fresh8")
+def dying_relu_bias_pin3() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -2.5, Adam 5e-3."""
+    return Spec(dataset="pin3", widths=(24, 24, 24), bias_init=-2.5, lr=5e-3)
+
+
+@case("healthy", "fresh8")
+def dying_relu_bias_pin3_twin() -> Spec:
+    """Twin of ``dying_relu_bias_pin3``: default biases."""
+    return Spec(dataset="pin3", widths=(24, 24, 24), lr=5e-3)
+
+
+@case("broken", "fresh8")
+def oscillating_batch2_pin3() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(160, relu), SGD 0.3 with momentum 0.9, batch 2,
+    64 noisy pinwheel samples."""
+    return Spec(
+        dataset="pin3", widths=(160,), opt="sgd", lr=0.3, momentum=0.9, batch=2, n_train=64, noise=1.5
+    )
+
+
+@case("healthy", "fresh8")
+def oscillating_batch2_pin3_twin() -> Spec:
+    """Twin of ``oscillating_batch2_pin3``: batch 24, SGD 0.03 with momentum 0.9."""
+    return Spec(dataset="pin3", widths=(160,), opt="sgd", lr=0.03, momentum=0.9, batch=24, noise=1.5)
+
+
+@case("broken", "fresh8")
+def saturated_tanh_large_init_pin3() -> Spec:
+    """DeepDiagnosis saturation: tanh layers with weights x4 and inputs x6, Adam 2e-3."""
+    return Spec(dataset="pin3", widths=(32, 32), act="tanh", weight_scale=4.0, input_scale=6.0, lr=2e-3)
+
+
+@case("healthy", "fresh8")
+def saturated_tanh_large_init_pin3_twin() -> Spec:
+    """Twin of ``saturated_tanh_large_init_pin3``: default initialisation, inputs as generated, Adam 5e-3."""
+    return Spec(dataset="pin3", widths=(32, 32), act="tanh", lr=5e-3)
+
+
+@case("broken", "fresh8")
+def slow_tiny_lr_adam_pin3() -> Spec:
+    """AUTOTRAINER slow convergence: Adam at 5e-6."""
+    return Spec(dataset="pin3", widths=(24, 24), lr=5e-6)
+
+
+@case("healthy", "fresh8")
+def slow_tiny_lr_adam_pin3_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam_pin3``: Adam at 5e-3."""
+    return Spec(dataset="pin3", widths=(24, 24), lr=5e-3)
+
+
+@case("broken", "fresh8")
+def lr_scheduler_zero_pin3() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate (5e-3) after the third
+    epoch."""
+    return Spec(dataset="pin3", widths=(24, 24), lr=5e-3, lr_zero_after_epoch=2)
+
+
+@case("healthy", "fresh8")
+def lr_scheduler_zero_pin3_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_pin3``: the schedule keeps the learning rate."""
+    return Spec(dataset="pin3", widths=(24, 24), lr=5e-3)
+
+
+@case("broken", "fresh8")
+def frozen_layers_pin3() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (SGD 0.03,
+    momentum 0.9)."""
+    return Spec(dataset="pin3", widths=(48, 48), opt="sgd", lr=0.03, momentum=0.9, train_only_last=True)
+
+
+@case("healthy", "fresh8")
+def frozen_layers_pin3_twin() -> Spec:
+    """Twin of ``frozen_layers_pin3``: every parameter handed to the optimiser."""
+    return Spec(dataset="pin3", widths=(48, 48), opt="sgd", lr=0.03, momentum=0.9)
+
+
+@case("broken", "fresh8")
+def overfit_tiny_pin3() -> Spec:
+    """UMLAUT overfitting: two wide layers on 24 noisy samples (30% random labels), batch 4, 14 epochs."""
+    return Spec(dataset="pin3", widths=(192, 192), n_train=24, batch=4, noise=1.5, label_noise=0.3, epochs=14)
+
+
+@case("healthy", "fresh8")
+def overfit_tiny_pin3_twin() -> Spec:
+    """Twin of ``overfit_tiny_pin3``: 256 samples and a smaller net."""
+    return Spec(dataset="pin3", widths=(24, 24), noise=1.5, label_noise=0.3, epochs=14)
+
+
+# -- hard negatives of the twelfth revision's held-out split -----------------------------------------------
+@case("healthy", "fresh8")
+def hard_slow_warmup_pin3() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 5e-3."""
+    return Spec(dataset="pin3", widths=(48, 48), lr=5e-3, warmup_epochs=2)
+
+
+@case("healthy", "fresh8")
+def hard_deep_relu_pin3() -> Spec:
+    """Hard negative: a deep (7 x 16) ReLU net that trains (Adam 2e-3)."""
+    return Spec(dataset="pin3", widths=(16,) * 7, lr=2e-3)
+
+
+@case("healthy", "fresh8")
+def hard_batch1_sgd_pin3() -> Spec:
+    """Hard negative: batch-1 SGD 0.005 (single-sample losses, converging model)."""
+    return Spec(dataset="pin3", widths=(48,), opt="sgd", lr=0.005, batch=1, n_train=160)
+
+
+@case("healthy", "fresh8")
+def hard_some_dead_sgd_pin3() -> Spec:
+    """Hard negative: hidden biases at -0.3 with SGD 0.06 and momentum 0.9: some units dead, the net
+    converges."""
+    return Spec(dataset="pin3", widths=(24, 24), opt="sgd", lr=0.06, momentum=0.9, bias_init=-0.3)
+
+
+@case("healthy", "fresh8")
+def hard_sigmoid_sgd_pin3() -> Spec:
+    """Hard negative: a sigmoid net with SGD 0.4 and momentum 0.9 (a plateau at ln 3, then learning)."""
+    return Spec(dataset="pin3", widths=(24, 24), act="sigmoid", opt="sgd", lr=0.4, momentum=0.9)
+
+
+@case("healthy", "fresh8")
+def hard_small_init_pin3() -> Spec:
+    """Hard negative (slow start): weights at 0.2x the default initialisation, Adam 1e-2."""
+    return Spec(dataset="pin3", widths=(32, 32), weight_scale=0.2)
+
+
+@case("healthy", "fresh8")
+def hard_noisy_labels_pin3() -> Spec:
+    """Hard negative: 25% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
+    learns the rest)."""
+    return Spec(dataset="pin3", widths=(24, 24), label_noise=0.25)

@@ -4,10 +4,12 @@
 Saved (collections as a PyTorch user would configure them): ``weights/fcK.weight``,
 ``gradients/fcK.{weight,bias}``, ``fcK_<act>_input`` (pre-activations), ``fcK_relu_output``, ``loss`` and
 (from the sixth revision) ``accuracy``, the batch's accuracy in the ``metrics`` collection, as a training
-loop that logs its accuracy saves it (Keras's hook saves its metrics by default), and (from the eleventh)
-``epoch_accuracy`` at TRAIN steps, the epoch's accuracy so far (Keras's running ``accuracy``).
-TRAIN steps are saved every ``SAVE_INTERVAL`` steps, EVAL steps every step (one validation pass of a few
-batches per epoch).
+loop that logs its accuracy saves it (Keras's hook saves its metrics by default), and (from the twelfth)
+``epoch_accuracy``, the epoch's training accuracy (every training batch's predictions, as it trained: what
+a Keras history calls ``accuracy``), saved once per epoch at the epoch's last TRAIN step in the
+``epoch_end`` collection, which is saved at every step it is given a tensor (smdebug's Keras hook likewise
+saves an epoch's logs at the epoch's end whatever the interval). TRAIN steps are saved every
+``SAVE_INTERVAL`` steps, EVAL steps every step (one validation pass of a few batches per epoch).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2 | pent5
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2 | pent5 | pin3
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -110,6 +112,13 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         y = rng.integers(0, 5, size=n)
         x = centers[y] + rng.normal(scale=0.8 * spec.noise, size=(n, 2))
         classes = 5
+    elif spec.dataset == "pin3":  # a pinwheel: three arms curling out from the centre, one class each
+        y = rng.integers(0, 3, size=n)
+        r = rng.uniform(0.25, 2.0, size=n)
+        t = 2 * np.pi * y / 3 + r  # each arm turns by one radian per unit of radius
+        x = np.stack([r * np.cos(t), r * np.sin(t)], axis=1)
+        x = x + rng.normal(scale=0.15 * spec.noise, size=(n, 2))
+        classes = 3
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
         y = (corner[:, 0] * corner[:, 1] > 0).astype(np.int64)
@@ -178,6 +187,7 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
     monitor = Monitor(epochs=spec.epochs)
     result = RunResult(case, seed, out_dir, {}, None)
     hook = Hook(out_dir, save_config=save, stop_check_interval=None)
+    hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1)  # every step it is given
     step = 0
     train_done = 0
 
@@ -217,9 +227,8 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
             monitor.train_step(step, lv, grads, weights, all_grads, {})
             hook.save_tensor("loss", np.float32(lv), "losses")
             hook.save_tensor("accuracy", np.float32(batch_correct / len(idx)), "metrics")
-            # The epoch's accuracy so far, as Keras logs `accuracy` during fit (a running mean from the
-            # epoch's first batch): at an epoch's last saved step it is nearly the epoch's training accuracy.
-            hook.save_tensor("epoch_accuracy", np.float32(train_correct / (b + len(idx))), "metrics")
+            if b + len(idx) >= spec.n_train:  # the epoch's training accuracy, once, at its last batch
+                hook.save_tensor("epoch_accuracy", np.float32(train_correct / spec.n_train), "epoch_end")
             for i, layer in enumerate(layers, start=1):
                 hook.save_tensor(f"weights/fc{i}.weight", weights[f"fc{i}"], "weights")
                 hook.save_tensor(f"gradients/fc{i}.weight", grads[f"fc{i}"], "gradients")
