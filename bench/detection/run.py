@@ -110,6 +110,8 @@ TARGETS = {
     "Overfit": {"overfit"},
     "Overtraining": {"overfit", "slow"},
     "OscillatingLoss": {"oscillating"},
+    "OscillatingAccuracy": {"oscillating"},
+    "ZeroGradients": {"dying_relu"},
     "StalledLoss": {"slow", "unchanged"},
     "SlowConvergence": {"slow"},
     "UnchangedTensor": {"unchanged"},

@@ -40,8 +40,10 @@ BUILTIN_RULES: dict[str, str] = {
     "TreeDepth": "tree_depth",
     "CreateXgboostReport": "create_xgboost_report",
     "OscillatingLoss": "oscillating_loss",
+    "OscillatingAccuracy": "oscillating_accuracy",
     "StalledLoss": "stalled_loss",
     "SlowConvergence": "slow_convergence",
+    "ZeroGradients": "zero_gradients",
 }
 
 _OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")

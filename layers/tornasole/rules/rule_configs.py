@@ -21,8 +21,8 @@ Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
 ``smdebug_rulesconfig`` writes backslash-escaped quotes: the rules accept both).
 ``get_collection`` and ``is_valid_action_object`` are ``smdebug_rulesconfig``'s
 helpers of the same names (the SageMaker SDK calls them). Builders of rules
-that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``stalled_loss``,
-``slow_convergence``) follow the same shape.
+that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``oscillating_accuracy``,
+``stalled_loss``, ``slow_convergence``, ``zero_gradients``) follow the same shape.
 """
 
 from __future__ import annotations
@@ -59,8 +59,10 @@ __all__ = [
     "tree_depth",
     "create_xgboost_report",
     "oscillating_loss",
+    "oscillating_accuracy",
     "stalled_loss",
     "slow_convergence",
+    "zero_gradients",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -219,6 +221,11 @@ def oscillating_loss(**rule_parameters: Any) -> dict[str, Any]:
     return _config("OscillatingLoss", rule_parameters)
 
 
+def oscillating_accuracy(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.OscillatingAccuracy` (Tornasole's own rule)."""
+    return _config("OscillatingAccuracy", rule_parameters)
+
+
 def stalled_loss(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.StalledLoss` (Tornasole's own rule)."""
     return _config("StalledLoss", rule_parameters)
@@ -227,6 +234,11 @@ def stalled_loss(**rule_parameters: Any) -> dict[str, Any]:
 def slow_convergence(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.SlowConvergence` (Tornasole's own rule)."""
     return _config("SlowConvergence", rule_parameters)
+
+
+def zero_gradients(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.ZeroGradients` (Tornasole's own rule)."""
+    return _config("ZeroGradients", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

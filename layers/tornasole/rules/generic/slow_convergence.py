@@ -35,10 +35,17 @@ apart.
   judges the accuracy alone and its report says so.
 * Accuracy tensors: ``tensor_regex`` (re.match), by default any name ending
   in ``acc`` or ``accuracy`` (Keras's ``accuracy`` metric; a loop's own
-  ``accuracy`` scalar). AUTOTRAINER also requires the *training* accuracy to
-  be flat; a training accuracy saved every few batches is the accuracy of a
-  few batches, whose sampling noise alone exceeds 0.01, so only the
-  validation passes (the same fixed set each time) are read.
+  ``accuracy`` scalar), read at their EVAL steps.
+* Optionally (``train_tensor_regex``), the training accuracy was flat too, as
+  AUTOTRAINER requires: the epoch values of the matching TRAIN tensors (one
+  per epoch, as OscillatingAccuracy reads them: an accuracy saved once per
+  epoch at its end) never rose by ``min_gain`` from one epoch to the next, up
+  to the step judged. Why: a slow starter's validation accuracy can sit still
+  for three passes while its training accuracy already climbs by a few
+  hundredths an epoch; it then learns a pass or two later. A batch's accuracy
+  saved every few batches cannot say this (its sampling noise alone exceeds
+  0.01), hence the epoch value. Where no such tensor was saved the rule
+  judges without it and its report says so.
 * A trial with no accuracy saved in EVAL mode cannot be judged: every step
   is skipped (``TensorUnavailable``), so the rule never reports
   NoIssuesFound for a run it could not see (the evaluator reports it as
@@ -47,15 +54,12 @@ apart.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from tornasole.exceptions import TensorUnavailable
-from tornasole.modes import EVAL
+from tornasole.modes import EVAL, TRAIN
 from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.overfit import trial_phases
-from tornasole.rules.generic.stalled_loss import spread_percent, whole_passes
+from tornasole.rules.generic.oscillating_accuracy import epoch_values
+from tornasole.rules.generic.stalled_loss import spread_percent
+from tornasole.rules.generic.validation_passes import ValidationPasses
 from tornasole.rules.params import Param
 
 __all__ = ["SlowConvergence", "max_rise"]
@@ -74,7 +78,7 @@ def max_rise(points: list[float]) -> float:
     return round(max([0.0, *(b - a for a, b in zip(points, points[1:]))]), 12)
 
 
-class SlowConvergence(BuiltinRule):
+class SlowConvergence(ValidationPasses, BuiltinRule):
     """Fires when ``min_passes`` validation passes rose under ``min_gain`` and stay under ``max_accuracy``.
 
     Examples
@@ -87,6 +91,13 @@ class SlowConvergence(BuiltinRule):
         Param("min_passes", "int", "3", "validation passes before judging"),
         Param("min_gain", "float", "0.01", "no pass-to-pass rise of the accuracy reached this"),
         Param("max_accuracy", "float", "0.6", "the best pass's accuracy is below this"),
+        Param(
+            "train_tensor_regex",
+            "regex",
+            None,
+            "also require the per-epoch training accuracy (TRAIN tensors matching this, once per epoch) "
+            "never to have risen by min_gain (unset: not checked)",
+        ),
         Param(
             "loss_tolerance_percent",
             "float",
@@ -109,50 +120,6 @@ class SlowConvergence(BuiltinRule):
 
     def history_steps(self) -> int | None:
         return None  # every validation pass since the start
-
-    def _accuracy_names(self) -> list[str]:
-        """Accuracy tensors saved in EVAL mode. Asked at every step: a name's match is remembered."""
-        trial = self.base_trial
-        matched = self.__dict__.setdefault("_matched", {})
-        names = []
-        for n in sorted(trial.tensor_names()):
-            hit = matched.get(n)
-            if hit is None:
-                hit = matched[n] = self.tensor_regex.match(n) is not None
-            if hit:
-                names.append(n)
-        return [n for n in names if trial.tensor(n).steps(mode=EVAL)]
-
-    def _means(self, name: str, passes: list[list[int]]) -> list[float] | None:
-        """Each pass's mean of ``name``; None when a value is missing or not finite. A pass's mean is
-        computed once (a saved step's value never changes)."""
-        cache = self.__dict__.setdefault("_pass_mean_cache", {})
-        means = []
-        for p in passes:
-            key = (name, p[0], len(p))
-            mean = cache.get(key)
-            if mean is None:
-                values = [self.scalar(name, s) for s in p]
-                if any(v is None or not math.isfinite(v) for v in values):
-                    return None
-                mean = cache[key] = float(np.mean(values))
-            means.append(mean)
-        return means
-
-    def _pass_means(self, name: str, step: int) -> tuple[list[float], list[list[int]]] | None:
-        """Each validation pass's mean over its first ``k`` saved steps up to ``step`` (``k`` the shortest
-        pass's count), with the passes' steps; None when ``step`` is not one of ``name``'s saved steps, is
-        not the step where the newest pass reaches the shortest earlier pass's length, or a value is missing
-        or not finite."""
-        trial = self.base_trial
-        steps = [s for s in trial.tensor(name).steps() if s <= step]
-        if not steps or steps[-1] != step:
-            return None
-        passes = whole_passes([st for mode, st in trial_phases(trial, steps) if mode == EVAL])
-        if passes is None:
-            return None
-        means = self._means(name, passes)
-        return None if means is None else (means, passes)
 
     def _loss_check(self, step: int, passes: list[list[int]]) -> tuple[bool, str]:
         """``(holds, note)`` for the validation-loss condition over the accuracy's ``passes``."""
@@ -182,6 +149,26 @@ class SlowConvergence(BuiltinRule):
             f"{self.fmt(self.loss_tolerance_percent)}%)"
         )
 
+    def _train_check(self, step: int) -> tuple[bool, str]:
+        """``(holds, note)`` for the training-accuracy condition up to ``step``."""
+        if self.train_tensor_regex is None:
+            return True, ""
+        trial = self.base_trial
+        shown = []
+        for name in sorted(trial.tensor_names()):
+            if self.train_tensor_regex.match(name) is None or not trial.tensor(name).steps(mode=TRAIN):
+                continue
+            points = epoch_values(self, name, step)
+            if not points:
+                continue
+            rise = max_rise([v for _, v in points])
+            if rise >= self.min_gain:
+                return False, ""
+            shown.append(f"{name} rose by at most {self.fmt(rise)} in {len(points)} epochs")
+        if not shown:
+            return True, "; no per-epoch training accuracy saved: judged without it"
+        return True, f"; the training accuracy was flat too ({', '.join(shown)})"
+
     def invoke_at_step(self, step: int) -> bool:
         names = self._accuracy_names()
         if not names:
@@ -204,12 +191,16 @@ class SlowConvergence(BuiltinRule):
             holds, loss_note = self._loss_check(step, passes)
             if not holds:
                 continue
+            holds, train_note = self._train_check(step)
+            if not holds:
+                continue
             shown = ", ".join(self.fmt(m) for m in means[-6:])
             self.report_issue(
                 f"{name} (EVAL): in {len(means)} validation passes (means of {len(passes[-1])} saved "
                 f"step(s) each, last: {shown}) the largest rise from one pass to the next is "
                 f"{self.fmt(rise)} < min_gain {self.fmt(self.min_gain)} and the best is {self.fmt(best)} "
-                f"< max_accuracy {self.fmt(self.max_accuracy)}: the model is not learning{loss_note}",
+                f"< max_accuracy {self.fmt(self.max_accuracy)}: the model is not learning"
+                f"{loss_note}{train_note}",
                 tensor=name,
                 value=rise,
                 threshold=self.min_gain,
