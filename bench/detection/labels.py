@@ -27,8 +27,11 @@ Each criterion is re-implemented from its paper's description (facts only; no co
   in three consecutive epochs, so noisy validation passes are not a label).
 
 A run is *broken* when any criterion holds at some point; its onset is the first training step (global step
-of the trial) at which the first criterion held. Labels are per seed (AUTOTRAINER's ``Motivation/`` shows the
-same model dying in some seeds only).
+of the trial) at which the first criterion held, a gradient symptom counted from its own step even though
+AUTOTRAINER confirms it only at a later check. ``held`` (twelfth revision) keeps, per criterion, the step
+where the criterion was established: the check, for a gradient symptom waiting for non-convergence (no
+monitor running the criterion can know it earlier); the same step as the label for every other criterion.
+Labels are per seed (AUTOTRAINER's ``Motivation/`` shows the same model dying in some seeds only).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class Monitor:
 
     epochs: int
     labels: dict[str, int] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)  # criterion -> step where it was established
     _pending: dict[str, int] = field(default_factory=dict)  # gradient symptoms waiting for non-convergence
     _weights: dict[str, list[np.ndarray]] = field(default_factory=dict)
     val_acc: list[float] = field(default_factory=list)
@@ -76,8 +80,10 @@ class Monitor:
     val_loss: list[float] = field(default_factory=list)
     train_loss: list[float] = field(default_factory=list)
 
-    def _label(self, name: str, step: int) -> None:
-        self.labels.setdefault(name, step)
+    def _label(self, name: str, step: int, held: int | None = None) -> None:
+        if name not in self.labels:
+            self.labels[name] = step
+            self.held[name] = step if held is None else held
 
     def train_step(
         self,
@@ -143,7 +149,7 @@ class Monitor:
         not_converging = max(acc) < NOT_CONVERGING_ACC
         if not_converging:
             for name, s in self._pending.items():
-                self._label(name, s)
+                self._label(name, s, held=step)
         if oscillating(self.train_acc):
             self._label("oscillating", step)
         if max_gain(acc) < 0.01 and max_gain(self.train_acc) < 0.01 and max(acc) < NOT_CONVERGING_ACC:
@@ -152,3 +158,8 @@ class Monitor:
     @property
     def onset(self) -> int | None:
         return min(self.labels.values()) if self.labels else None
+
+    @property
+    def established(self) -> int | None:
+        """The first step at which a criterion was established (``held``)."""
+        return min(self.held.values()) if self.held else None

@@ -174,6 +174,7 @@ def train_one(job: tuple[str, int, str, str]) -> dict:
         "path": path,
         "labels": r.labels,
         "onset": r.onset,
+        "established": r.established,
         "train_before": r.train_before,
         "final_val_acc": r.final_val_acc,
         "val_acc": r.val_acc,
@@ -217,7 +218,7 @@ def metrics(results: list[dict], set_name: str) -> dict:
     broken = [r for r in results if r["labels"]]
     healthy = [r for r in results if not r["labels"]]
     per_rule: dict[str, dict] = {}
-    latencies, within = [], 0
+    latencies, within, within_established = [], 0, 0
     detected = 0
     for r in broken:
         fires = [f["first_step"] for f in r["firings"][set_name].values() if f["first_step"] is not None]
@@ -229,6 +230,9 @@ def metrics(results: list[dict], set_name: str) -> dict:
             if lat is not None:
                 latencies.append(lat)
                 within += lat <= SAVE_INTERVAL
+                # trials of revisions 1-11 have no "established": there it is the onset
+                established = r.get("established", r["onset"])
+                within_established += tb[first] - tb[established] <= SAVE_INTERVAL
 
     def fires(r: dict) -> bool:
         return any(f["first_step"] is not None for f in r["firings"][set_name].values())
@@ -266,6 +270,9 @@ def metrics(results: list[dict], set_name: str) -> dict:
         "false_alarms_built_healthy": sum(1 for r in built_healthy if fires(r)),
         "median_latency_train_steps": _median(latencies),
         "within_one_save_interval": (within / len(latencies)) if latencies else None,
+        "within_one_save_interval_of_established": (
+            (within_established / len(latencies)) if latencies else None
+        ),
         "per_rule": per_rule,
     }
 
@@ -306,6 +313,10 @@ def report(results: list[dict], set_names: list[str]) -> dict:
             ),
             ("median latency (TRAIN st)", lambda m: _fmt(m["median_latency_train_steps"])),
             (f"within {SAVE_INTERVAL} TRAIN steps", lambda m: _fmt(m["within_one_save_interval"], True)),
+            (
+                "  of when the label held",
+                lambda m: _fmt(m["within_one_save_interval_of_established"], True),
+            ),
         ]
         for label, fn in rows:
             print(f"{label:28s}" + "".join(f"{fn(ms[s]):>24s}" for s in set_names))

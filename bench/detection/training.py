@@ -57,6 +57,7 @@ class RunResult:
     path: str
     labels: dict[str, int]
     onset: int | None
+    established: int | None = None  # labels.Monitor.established
     train_before: list[int] = field(default_factory=list)  # global step -> TRAIN steps done before it
     final_val_acc: float = float("nan")
     val_acc: list[float] = field(default_factory=list)  # per epoch
@@ -280,5 +281,6 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
     hook.close()
     result.labels = dict(monitor.labels)
     result.onset = monitor.onset
+    result.established = monitor.established
     result.val_acc, result.train_acc = list(monitor.val_acc), list(monitor.train_acc)
     return result

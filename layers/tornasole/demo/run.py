@@ -25,8 +25,9 @@ DEFAULT_RULES = tuple(r["RuleConfigurationName"] for r in recommended_rules())
 JOBS = {"tornasole-demo-healthy": False, "tornasole-demo-broken": True}
 # What the demo must end with: the healthy run clean; in the diverged run the loss turns NaN
 # (ExplodingTensor), the ReLUs die (DeadRelu), the tanh inputs saturate (SaturatedActivation) and the
-# first update is 10^5 times the weights (WeightUpdateRatio). LossNotDecreasing stays quiet: a NaN
-# loss is ExplodingTensor's to report.
+# first update is 10^5 times the weights (WeightUpdateRatio), and from then on neither the validation nor
+# the training accuracy moves (SlowConvergence). LossNotDecreasing stays quiet: a NaN loss is
+# ExplodingTensor's to report.
 EXPECTED = {
     "tornasole-demo-healthy": dict.fromkeys(DEFAULT_RULES, "NoIssuesFound"),
     "tornasole-demo-broken": {
@@ -35,6 +36,7 @@ EXPECTED = {
         "DeadRelu": "IssuesFound",
         "SaturatedActivation": "IssuesFound",
         "WeightUpdateRatio": "IssuesFound",
+        "SlowConvergence": "IssuesFound",
     },
 }
 

@@ -9,8 +9,10 @@ Like a real training loop it validates after each epoch (EVAL mode), and its
 network has a ReLU block and a tanh block: every rule of the recommended set
 then has the tensors it reads (Overfit the validation loss, SaturatedActivation
 the tanh inputs, SlowConvergence the batches' accuracy, which the loop saves in
-the ``metrics`` collection), so each one gives a verdict instead of "nothing
-evaluated".
+the ``metrics`` collection, OscillatingAccuracy the epoch's training accuracy,
+which it saves once per epoch at the epoch's last step in an ``epoch_end``
+collection saved whenever it is given a tensor), so each one gives a verdict
+instead of "nothing evaluated".
 """
 
 from __future__ import annotations
@@ -89,19 +91,27 @@ def train(out_dir: str, *, broken: bool, settings: TrainingSettings = TrainingSe
     )
     hook.get_collection("relu_activations").include(".*relu_output")
     hook.get_collection("tanh_inputs").include(".*tanh_input")
+    hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1)
     hook.register_module(model)
     hook.register_loss(loss_fn)
     losses = []
+    correct = 0
     try:
         for step in range(settings.steps):
             if step % settings.epoch_steps == 0:
                 hook.set_mode(modes.TRAIN)
                 model.train()
+                correct = 0
             lo, hi = step * settings.batch_size, (step + 1) * settings.batch_size
             optimizer.zero_grad()
             logits = model(features[lo:hi])
             loss = loss_fn(logits, labels[lo:hi])
-            hook.save_tensor("accuracy", _accuracy(logits, labels[lo:hi]), "metrics")
+            accuracy = _accuracy(logits, labels[lo:hi])
+            hook.save_tensor("accuracy", accuracy, "metrics")
+            correct += float(accuracy) * settings.batch_size
+            if (step + 1) % settings.epoch_steps == 0:  # the epoch's training accuracy, as Keras logs it
+                epoch_accuracy = correct / (settings.epoch_steps * settings.batch_size)
+                hook.save_tensor("epoch_accuracy", torch.tensor(epoch_accuracy), "epoch_end")
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))

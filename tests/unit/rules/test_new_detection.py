@@ -108,6 +108,18 @@ def test_vanishing_gradient_layer_regexes_pick_the_ends(tmp_path):
     assert invoke_rule(rule).fired == []
 
 
+def test_vanishing_gradient_skip_all_zero_leaves_dead_layers_to_the_dead_unit_rules(tmp_path):
+    dead = {"gradients/fc1.bias": np.zeros(4), "gradients/fc1.weight": np.full(8, 0.1)}
+    trial = epochs(str(tmp_path / "a"), [[dead]])
+    # a bias gradient that is 0 everywhere (every unit of the layer dead on the batch) has mean 0 < 1e-7
+    assert invoke_rule(VanishingGradient(trial)).fired[0].values["tensor"] == "gradients/fc1.bias"
+    assert invoke_rule(VanishingGradient(trial, skip_all_zero="True")).fired == []
+    # a tensor that is not all 0 is judged as before, zeros counted in its mean
+    tiny = {"gradients/fc1.bias": np.array([0.0, 0.0, 0.0, 1e-8])}
+    trial = epochs(str(tmp_path / "b"), [[tiny]])
+    assert invoke_rule(VanishingGradient(trial, skip_all_zero="True")).fired[0].values["value"] < 1e-8
+
+
 def test_saturated_activation_fraction_of_values(tmp_path):
     rng = np.random.default_rng(0)
     # 60% of the values beyond +-5 but every unit is inside the bounds for some samples

@@ -100,6 +100,13 @@ class VanishingGradient(BuiltinRule):
             "(the gradients vanished with the loss); unset: not checked",
         ),
         Param("loss_window", "int", "5", "with loss_drop_percent: saved TRAIN losses averaged at each end"),
+        Param(
+            "skip_all_zero",
+            "bool",
+            "False",
+            "the mean check passes over a tensor that is exactly 0 everywhere (a dead layer, not a vanishing "
+            "one: DeadRelu's and ZeroGradients' finding)",
+        ),
     )
     COLLECTIONS = (("gradients", {"save_interval": "500"}),)
 
@@ -122,8 +129,8 @@ class VanishingGradient(BuiltinRule):
         names = self.names_at(step, ["gradients"])
         found: tuple[str, dict] | None = None
         for name in names:
-            m = as_float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
-            if m < self.threshold:
+            m = self._mean_abs(name, step)
+            if m is not None and m < self.threshold:
                 found = (
                     f"mean(|{name}|)={self.fmt(m)} < threshold {self.fmt(self.threshold)}",
                     {"tensor": name, "value": m, "threshold": self.threshold},
@@ -141,6 +148,15 @@ class VanishingGradient(BuiltinRule):
             message += note
         self.report_issue(message, **values)
         return True
+
+    def _mean_abs(self, name: str, step: int) -> float | None:
+        """mean(|gradient|), from a saved ``abs_mean`` reduction or the values; None with ``skip_all_zero``
+        when the values are all exactly 0."""
+        if self.skip_all_zero:
+            v = self.value(name, step)
+            if v is not None and not np.any(v):
+                return None
+        return as_float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
 
     def _loss_dropped(self, step: int) -> tuple[bool, str]:
         """``(came down, note)``: whether every training loss came ``loss_drop_percent`` % below its start

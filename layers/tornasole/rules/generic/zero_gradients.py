@@ -39,8 +39,7 @@ __all__ = ["ZeroGradients"]
 
 
 class ZeroGradients(ValidationPasses, BuiltinRule):
-    """Fires when >= ``threshold`` % of all gradient entries were 0 at a TRAIN step and, at a check, the best
-    validation accuracy is below ``max_accuracy``.
+    """Fires when >= ``threshold`` % of all gradient entries were 0 and validation accuracy stays low.
 
     Examples
     --------
