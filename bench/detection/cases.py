@@ -45,7 +45,12 @@ the case belongs to (the seeds of each split: ``run.SPLIT_SEEDS``):
 * "fresh8": variant J (every problem again, on a tenth dataset, a pinwheel of three arms curling out from
   the centre, each with a healthy twin, with some of variant I's magnitudes moved) and the same kinds of
   hard negatives, written in the twelfth revision before any rule was evaluated on them. The twelfth
-  revision's held-out split is these cases and the "dev" to "fresh7" cases at new seeds (800-802).
+  revision's held-out split is these cases and the "dev" to "fresh7" cases at new seeds (800-802). The
+  twelfth revision read it once; the thirteenth studied it.
+* "fresh9": variant K (every problem again, on an eleventh dataset, three horizontal bands with wavy
+  boundaries, each with a healthy twin, with some of variant J's magnitudes moved) and the same kinds of
+  hard negatives, written in the thirteenth revision before any rule was evaluated on them. The thirteenth
+  revision's held-out split is these cases and the "dev" to "fresh8" cases at new seeds (900-902).
 """
 
 from __future__ import annotations
@@ -1588,7 +1593,7 @@ def hard_some_dead_sgd_pent5() -> Spec:
 
 @case("healthy", "fresh7")
 def hard_sigmoid_sgd_pent5() -> Spec:
-    """Hard negative: a sigmoid net with SGD 0.5 and momentum 0.9 (a plateau at ln 2, then learning)."""
+    """Hard negative: a sigmoid net with SGD 0.5 and momentum 0.9 (a plateau at ln 5, then learning)."""
     return Spec(dataset="pent5", widths=(32, 32), act="sigmoid", opt="sgd", lr=0.5, momentum=0.9)
 
 
@@ -1782,3 +1787,185 @@ def hard_noisy_labels_pin3() -> Spec:
     """Hard negative: 25% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
     learns the rest)."""
     return Spec(dataset="pin3", widths=(24, 24), label_noise=0.25)
+
+
+# -- variant K: the thirteenth revision's held-out split (written before any evaluation on them) ----------
+# Every problem again on an eleventh dataset (three horizontal bands with wavy boundaries, three classes),
+# each with a healthy twin, and the same kinds of hard negatives. The specifications are variant J's with
+# some of the magnitudes moved (a shallower, wider sigmoid stack, a smaller input scale, a stronger bias, a
+# narrower oscillating net on more samples, an earlier scheduler bug, other learning rates, widths, init
+# scales and batch sizes), so the split tests the rules on settings no revision tuned on. Written and
+# committed before the thirteenth revision's rules were evaluated on them; evaluated once, after those
+# rules were frozen.
+@case("broken", "fresh9")
+def vanish_sigmoid_band3() -> Spec:
+    """AUTOTRAINER's vanishing-gradient mutants: 8 x Dense(14, sigmoid), Adam 1e-3, wavy bands."""
+    return Spec(dataset="band3", widths=(14,) * 8, act="sigmoid", lr=1e-3)
+
+
+@case("healthy", "fresh9")
+def vanish_sigmoid_band3_twin() -> Spec:
+    """Twin of ``vanish_sigmoid_band3``: AUTOTRAINER's repair (ReLU, three wider layers), Adam 4e-3."""
+    return Spec(dataset="band3", widths=(28,) * 3, lr=4e-3)
+
+
+@case("broken", "fresh9")
+def explode_unscaled_band3() -> Spec:
+    """DeepLocalize's Stack Overflow programs: unnormalised inputs (x30), SGD 0.12 with momentum 0.9."""
+    return Spec(dataset="band3", widths=(40, 40), opt="sgd", lr=0.12, momentum=0.9, input_scale=30.0)
+
+
+@case("healthy", "fresh9")
+def explode_unscaled_band3_twin() -> Spec:
+    """Twin of ``explode_unscaled_band3``: inputs as generated, SGD 0.04 with momentum 0.9."""
+    return Spec(dataset="band3", widths=(40, 40), opt="sgd", lr=0.04, momentum=0.9)
+
+
+@case("broken", "fresh9")
+def nan_naive_log_softmax_band3() -> Spec:
+    """DeepLocalize / DeepDiagnosis NaN cases: log(softmax) by hand, weights x6, inputs x6, Adam 4e-2."""
+    return Spec(
+        dataset="band3", widths=(32, 32), naive_log_softmax=True, weight_scale=6.0, input_scale=6.0, lr=4e-2
+    )
+
+
+@case("healthy", "fresh9")
+def nan_naive_log_softmax_band3_twin() -> Spec:
+    """Twin of ``nan_naive_log_softmax_band3``: the library's cross-entropy, Adam 1e-3."""
+    return Spec(dataset="band3", widths=(32, 32), weight_scale=6.0, input_scale=6.0, lr=1e-3)
+
+
+@case("broken", "fresh9")
+def dying_relu_bias_band3() -> Spec:
+    """AUTOTRAINER's dying-ReLU mutants: hidden biases at -3.5, Adam 4e-3."""
+    return Spec(dataset="band3", widths=(20, 20, 20), bias_init=-3.5, lr=4e-3)
+
+
+@case("healthy", "fresh9")
+def dying_relu_bias_band3_twin() -> Spec:
+    """Twin of ``dying_relu_bias_band3``: default biases."""
+    return Spec(dataset="band3", widths=(20, 20, 20), lr=4e-3)
+
+
+@case("broken", "fresh9")
+def oscillating_batch2_band3() -> Spec:
+    """AUTOTRAINER ``Oscillating_Loss_Case`` re-made: Dense(144, relu), SGD 0.3 with momentum 0.9, batch 2,
+    72 noisy band samples."""
+    return Spec(
+        dataset="band3", widths=(144,), opt="sgd", lr=0.3, momentum=0.9, batch=2, n_train=72, noise=1.5
+    )
+
+
+@case("healthy", "fresh9")
+def oscillating_batch2_band3_twin() -> Spec:
+    """Twin of ``oscillating_batch2_band3``: batch 20, SGD 0.02 with momentum 0.9."""
+    return Spec(dataset="band3", widths=(144,), opt="sgd", lr=0.02, momentum=0.9, batch=20, noise=1.5)
+
+
+@case("broken", "fresh9")
+def saturated_tanh_large_init_band3() -> Spec:
+    """DeepDiagnosis saturation: tanh layers with weights x5 and inputs x4, Adam 1e-3."""
+    return Spec(dataset="band3", widths=(40, 40), act="tanh", weight_scale=5.0, input_scale=4.0, lr=1e-3)
+
+
+@case("healthy", "fresh9")
+def saturated_tanh_large_init_band3_twin() -> Spec:
+    """Twin of ``saturated_tanh_large_init_band3``: default initialisation, inputs as generated, Adam 4e-3."""
+    return Spec(dataset="band3", widths=(40, 40), act="tanh", lr=4e-3)
+
+
+@case("broken", "fresh9")
+def slow_tiny_lr_adam_band3() -> Spec:
+    """AUTOTRAINER slow convergence: Adam at 1e-5."""
+    return Spec(dataset="band3", widths=(20, 20), lr=1e-5)
+
+
+@case("healthy", "fresh9")
+def slow_tiny_lr_adam_band3_twin() -> Spec:
+    """Twin of ``slow_tiny_lr_adam_band3``: Adam at 4e-3."""
+    return Spec(dataset="band3", widths=(20, 20), lr=4e-3)
+
+
+@case("broken", "fresh9")
+def lr_scheduler_zero_band3() -> Spec:
+    """TrainCheck-style silent error: a scheduler bug zeroes Adam's learning rate (8e-3) after the first
+    epoch."""
+    return Spec(dataset="band3", widths=(32, 32), lr=8e-3, lr_zero_after_epoch=0)
+
+
+@case("healthy", "fresh9")
+def lr_scheduler_zero_band3_twin() -> Spec:
+    """Twin of ``lr_scheduler_zero_band3``: the schedule keeps the learning rate."""
+    return Spec(dataset="band3", widths=(32, 32), lr=8e-3)
+
+
+@case("broken", "fresh9")
+def frozen_layers_band3() -> Spec:
+    """TrainCheck frozen-layers silent error: only the last layer is handed to the optimiser (SGD 0.05,
+    momentum 0.9)."""
+    return Spec(dataset="band3", widths=(40, 40), opt="sgd", lr=0.05, momentum=0.9, train_only_last=True)
+
+
+@case("healthy", "fresh9")
+def frozen_layers_band3_twin() -> Spec:
+    """Twin of ``frozen_layers_band3``: every parameter handed to the optimiser."""
+    return Spec(dataset="band3", widths=(40, 40), opt="sgd", lr=0.05, momentum=0.9)
+
+
+@case("broken", "fresh9")
+def overfit_tiny_band3() -> Spec:
+    """UMLAUT overfitting: two wide layers on 28 noisy samples (35% random labels), batch 4, 16 epochs."""
+    return Spec(
+        dataset="band3", widths=(224, 160), n_train=28, batch=4, noise=1.5, label_noise=0.35, epochs=16
+    )
+
+
+@case("healthy", "fresh9")
+def overfit_tiny_band3_twin() -> Spec:
+    """Twin of ``overfit_tiny_band3``: 256 samples and a smaller net."""
+    return Spec(dataset="band3", widths=(28, 28), noise=1.5, label_noise=0.35, epochs=16)
+
+
+# -- hard negatives of the thirteenth revision's held-out split --------------------------------------------
+@case("healthy", "fresh9")
+def hard_slow_warmup_band3() -> Spec:
+    """Hard negative (slow start): a two-epoch warm-up (lr / 100), then Adam 8e-3."""
+    return Spec(dataset="band3", widths=(40, 40), lr=8e-3, warmup_epochs=2)
+
+
+@case("healthy", "fresh9")
+def hard_deep_relu_band3() -> Spec:
+    """Hard negative: a deep (8 x 14) ReLU net that trains (Adam 3e-3)."""
+    return Spec(dataset="band3", widths=(14,) * 8, lr=3e-3)
+
+
+@case("healthy", "fresh9")
+def hard_batch1_sgd_band3() -> Spec:
+    """Hard negative: batch-1 SGD 0.008 (single-sample losses, converging model)."""
+    return Spec(dataset="band3", widths=(40,), opt="sgd", lr=0.008, batch=1, n_train=192)
+
+
+@case("healthy", "fresh9")
+def hard_some_dead_sgd_band3() -> Spec:
+    """Hard negative: hidden biases at -0.25 with SGD 0.05 and momentum 0.9: some units dead, the net
+    converges."""
+    return Spec(dataset="band3", widths=(32, 32), opt="sgd", lr=0.05, momentum=0.9, bias_init=-0.25)
+
+
+@case("healthy", "fresh9")
+def hard_sigmoid_sgd_band3() -> Spec:
+    """Hard negative: a sigmoid net with SGD 0.6 and momentum 0.9 (a plateau at ln 3, then learning)."""
+    return Spec(dataset="band3", widths=(28, 28), act="sigmoid", opt="sgd", lr=0.6, momentum=0.9)
+
+
+@case("healthy", "fresh9")
+def hard_small_init_band3() -> Spec:
+    """Hard negative (slow start): weights at 0.25x the default initialisation, Adam 8e-3."""
+    return Spec(dataset="band3", widths=(24, 24), weight_scale=0.25, lr=8e-3)
+
+
+@case("healthy", "fresh9")
+def hard_noisy_labels_band3() -> Spec:
+    """Hard negative: 30% random labels on 256 samples, Adam 1e-2 (a loss that stays high, a model that
+    learns the rest)."""
+    return Spec(dataset="band3", widths=(32, 32), label_noise=0.3)

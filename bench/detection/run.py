@@ -3,14 +3,14 @@
 Usage::
 
     python bench/detection/run.py                   # the default splits: train, evaluate, print the tables
-    python bench/detection/run.py --split all       # every split (about ten minutes on 2 cores)
+    python bench/detection/run.py --split all       # every split (about twelve minutes on 2 cores)
     python bench/detection/run.py --reuse DIR       # re-evaluate trials a previous run left in DIR
     python bench/detection/run.py --split cal,dev   # only these splits (what rule work may look at)
 
 Runs: :mod:`cases` (broken runs re-implemented from AUTOTRAINER, DeepDiagnosis, DeepLocalize, UMLAUT and
 TrainCheck, their healthy twins, hard negatives), 3 seeds each, trained by :mod:`training` (tiny PyTorch
 MLPs, one thread, a validation pass every epoch), labelled by :mod:`labels` from the published criteria
-while they train. Ten splits (``SPLIT_SEEDS``): "cal" calibrates the recommended rules; "dev" (the
+while they train. Eleven splits (``SPLIT_SEEDS``): "cal" calibrates the recommended rules; "dev" (the
 held-out split of revisions one to four, seen in each) is for development; "fresh" was the held-out split
 of the fifth revision (the "dev" cases at seeds 100-102 and the variant-C cases), read once then and
 studied in the sixth, so it is a development split now; "fresh2" is the held-out split of the sixth
@@ -31,12 +31,14 @@ any of them (the eleventh revision studied it); "fresh7" is the held-out split o
 before the eleventh revision's rules were evaluated on any of them (the twelfth revision studied it);
 "fresh8" is the held-out split of the twelfth revision: the "dev" and variant-C to variant-I cases at seeds
 800-802 and the variant-J cases, written and committed before the twelfth revision's rules were evaluated
-on any of them. Its numbers are the ones to report; from the thirteenth revision on it is a development
-split.
+on any of them (the thirteenth revision studied it); "fresh9" is the held-out split of the thirteenth
+revision: the "dev" and variant-C to variant-J cases at seeds 900-902 and the variant-K cases, written and
+committed before the thirteenth revision's rules were evaluated on any of them. Its numbers are the ones to
+report; from the fourteenth revision on it is a development split.
 
-By default ``run.py`` runs ``DEFAULT_SPLITS``: calibration, development and the three newest held-out
+By default ``run.py`` runs ``DEFAULT_SPLITS``: calibration, development and the two newest held-out
 splits (each held-out split reruns every earlier case at new seeds, so the older ones add runs, not cases;
-``--split all`` runs every split, about ten minutes on 2 cores).
+``--split all`` runs every split, about twelve minutes on 2 cores).
 
 Two rule sets are evaluated on every trial with ``invoke_rule``: SageMaker's defaults
 (``rule_configs``, every deep-learning rule) and ``tornasole.rules.recommended_rules()``.
@@ -72,7 +74,7 @@ from training import SAVE_INTERVAL, run  # noqa: E402
 
 #: The held-out splits in the order they were written: the k-th (from 1) reruns the "dev" cases and the
 #: cases of every held-out split before it, and adds its own, all at seeds 100k to 100k + 2.
-HELD_OUT = ("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
+HELD_OUT = ("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9")
 #: ``{split: ((case split, seeds), ...)}``: which cases run at which seeds in each benchmark split.
 SPLIT_SEEDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
     "cal": (("cal", (0, 1, 2)),),
@@ -83,7 +85,7 @@ SPLIT_SEEDS: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {
     },
 }
 #: What ``run.py`` runs without ``--split``: under five minutes on 2 cores.
-DEFAULT_SPLITS = ("cal", "dev", "fresh6", "fresh7", "fresh8")
+DEFAULT_SPLITS = ("cal", "dev", "fresh8", "fresh9")
 SPLIT_TITLES = {
     "cal": "CALIBRATION split (variant A, seeds 0-2)",
     "dev": "DEVELOPMENT split (variant B, seeds 0-2; the held-out split of revisions 1-4, seen in each)",
@@ -96,7 +98,10 @@ SPLIT_TITLES = {
     "fresh7": (
         "HELD-OUT split of revision 11 (variants B-H at seeds 700-702, variant I; read once in rev. 11)"
     ),
-    "fresh8": "HELD-OUT split of revision 12 (variants B-I at seeds 800-802, variant J; evaluated once)",
+    "fresh8": (
+        "HELD-OUT split of revision 12 (variants B-I at seeds 800-802, variant J; read once in rev. 12)"
+    ),
+    "fresh9": "HELD-OUT split of revision 13 (variants B-J at seeds 900-902, variant K; evaluated once)",
 }
 #: The problems (labels) each rule is meant to catch: its recall is measured on runs with these labels.
 TARGETS = {
@@ -338,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default=",".join(DEFAULT_SPLITS),
-        help="comma-separated splits among cal, dev, fresh, fresh2 to fresh8, or all (default: "
+        help="comma-separated splits among cal, dev, fresh, fresh2 to fresh9, or all (default: "
         + ",".join(DEFAULT_SPLITS)
         + ")",
     )

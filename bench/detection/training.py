@@ -30,7 +30,8 @@ N_VAL = 256
 class Spec:
     """How one case trains; every field has the healthy default."""
 
-    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2 | pent5 | pin3
+    dataset: str = "blobs"  # blobs | circles | moons | xor | blobs4 | rings3 | spiral2 | sine2 | pent5
+    #                         | pin3 | band3
     widths: tuple[int, ...] = (16, 16)
     act: str = "relu"  # relu | tanh | sigmoid
     opt: str = "adam"  # adam | sgd
@@ -119,6 +120,12 @@ def make_data(spec: Spec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
         t = 2 * np.pi * y / 3 + r  # each arm turns by one radian per unit of radius
         x = np.stack([r * np.cos(t), r * np.sin(t)], axis=1)
         x = x + rng.normal(scale=0.15 * spec.noise, size=(n, 2))
+        classes = 3
+    elif spec.dataset == "band3":  # three horizontal bands with wavy boundaries (gaps of 0.2), one class each
+        y = rng.integers(0, 3, size=n)
+        x1 = rng.uniform(-2.0, 2.0, size=n)
+        x2 = (y - 1.0) + 0.4 * np.sin(2.0 * x1) + rng.uniform(-0.4, 0.4, size=n)
+        x = np.stack([x1, x2 + rng.normal(scale=0.1 * spec.noise, size=n)], axis=1)
         classes = 3
     elif spec.dataset == "xor":  # four clusters at (+-1, +-1); the class is whether x and y share a sign
         corner = rng.choice(np.array([-1.0, 1.0]), size=(n, 2))
