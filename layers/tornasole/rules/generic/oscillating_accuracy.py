@@ -40,6 +40,7 @@ from tornasole.exceptions import TensorUnavailable
 from tornasole.modes import TRAIN
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.overfit import trial_phases
+from tornasole.rules.generic.validation_passes import names_in_mode
 from tornasole.rules.params import Param
 
 __all__ = ["OscillatingAccuracy", "epoch_values", "paired_swings"]
@@ -116,21 +117,8 @@ class OscillatingAccuracy(BuiltinRule):
     def history_steps(self) -> int | None:
         return None  # every epoch since the start
 
-    def _names(self) -> list[str]:
-        """Matching tensors saved in TRAIN mode. Asked at every step: a name's match is remembered."""
-        trial = self.base_trial
-        matched = self.__dict__.setdefault("_matched", {})
-        names = []
-        for n in sorted(trial.tensor_names()):
-            hit = matched.get(n)
-            if hit is None:
-                hit = matched[n] = self.tensor_regex.match(n) is not None
-            if hit and trial.tensor(n).steps(mode=TRAIN):
-                names.append(n)
-        return names
-
     def invoke_at_step(self, step: int) -> bool:
-        names = self._names()
+        names = names_in_mode(self, self.tensor_regex, TRAIN)
         if not names:
             raise TensorUnavailable(
                 f"matching tensor_regex {self.tensor_regex.pattern!r} in TRAIN mode (an epoch's training "

@@ -54,12 +54,11 @@ apart.
 
 from __future__ import annotations
 
-from tornasole.exceptions import TensorUnavailable
-from tornasole.modes import EVAL, TRAIN
+from tornasole.modes import TRAIN
 from tornasole.rules.generic.base import BuiltinRule
 from tornasole.rules.generic.oscillating_accuracy import epoch_values
 from tornasole.rules.generic.stalled_loss import spread_percent
-from tornasole.rules.generic.validation_passes import ValidationPasses
+from tornasole.rules.generic.validation_passes import ValidationPasses, names_in_mode
 from tornasole.rules.params import Param
 
 __all__ = ["SlowConvergence", "max_rise"]
@@ -153,11 +152,8 @@ class SlowConvergence(ValidationPasses, BuiltinRule):
         """``(holds, note)`` for the training-accuracy condition up to ``step``."""
         if self.train_tensor_regex is None:
             return True, ""
-        trial = self.base_trial
         shown = []
-        for name in sorted(trial.tensor_names()):
-            if self.train_tensor_regex.match(name) is None or not trial.tensor(name).steps(mode=TRAIN):
-                continue
+        for name in names_in_mode(self, self.train_tensor_regex, TRAIN):
             points = epoch_values(self, name, step)
             if not points:
                 continue
@@ -170,19 +166,8 @@ class SlowConvergence(ValidationPasses, BuiltinRule):
         return True, f"; the training accuracy was flat too ({', '.join(shown)})"
 
     def invoke_at_step(self, step: int) -> bool:
-        names = self._accuracy_names()
-        if not names:
-            raise TensorUnavailable(
-                f"matching tensor_regex {self.tensor_regex.pattern!r} in EVAL mode (a validation accuracy; "
-                "save one, e.g. in the metrics collection, for SlowConvergence to judge this run)"
-            )
-        if self.base_trial.mode(step) != EVAL:
-            return False
-        for name in names:
-            got = self._pass_means(name, step)
-            if got is None:
-                continue
-            means, passes = got
+        why = "save one, e.g. in the metrics collection, for SlowConvergence to judge this run"
+        for name, means, passes in self._validation_passes(step, why):
             if len(means) < self.min_passes:
                 continue
             rise, best = max_rise(means), max(means)

@@ -12,35 +12,55 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 import numpy as np
 
-from tornasole.modes import EVAL
+from tornasole.exceptions import TensorUnavailable
+from tornasole.modes import EVAL, ModeKeys
 from tornasole.rules.generic.overfit import trial_phases
 from tornasole.rules.generic.stalled_loss import whole_passes
 
-__all__ = ["ValidationPasses"]
+__all__ = ["ValidationPasses", "names_in_mode"]
+
+
+def names_in_mode(rule: object, pattern: re.Pattern, mode: ModeKeys) -> list[str]:
+    """The trial's tensors matching ``pattern`` (re.match) that were saved in ``mode``. Asked at every step:
+    a name's match is remembered, per pattern."""
+    trial = rule.base_trial
+    matched = rule.__dict__.setdefault(("_matched", pattern.pattern), {})
+    names = []
+    for n in sorted(trial.tensor_names()):
+        hit = matched.get(n)
+        if hit is None:
+            hit = matched[n] = pattern.match(n) is not None
+        if hit and trial.tensor(n).steps(mode=mode):
+            names.append(n)
+    return names
 
 
 class ValidationPasses:
-    """Mixin for a :class:`BuiltinRule`; the accuracy tensors are named by ``tensor_regex`` unless the rule
-    names them otherwise (:meth:`_accuracy_pattern`)."""
+    """Mixin for a :class:`BuiltinRule` whose parameter ``ACCURACY_PARAM`` names the accuracy tensors."""
 
-    def _accuracy_pattern(self) -> re.Pattern:
-        return self.tensor_regex
+    ACCURACY_PARAM = "tensor_regex"
 
-    def _accuracy_names(self) -> list[str]:
-        """Accuracy tensors saved in EVAL mode. Asked at every step: a name's match is remembered."""
-        trial = self.base_trial
-        matched = self.__dict__.setdefault("_matched", {})
-        names = []
-        for n in sorted(trial.tensor_names()):
-            hit = matched.get(n)
-            if hit is None:
-                hit = matched[n] = self._accuracy_pattern().match(n) is not None
-            if hit:
-                names.append(n)
-        return [n for n in names if trial.tensor(n).steps(mode=EVAL)]
+    def _validation_passes(self, step: int, why: str) -> Iterator[tuple[str, list[float], list[list[int]]]]:
+        """``(accuracy name, pass means, passes)`` for each accuracy whose newest pass is judged at ``step``
+        (an EVAL step). Raises ``TensorUnavailable`` (the step is skipped, never judged healthy) when no
+        accuracy was saved in EVAL mode; ``why`` says what the rule needs it for."""
+        pattern = getattr(self, self.ACCURACY_PARAM)
+        names = names_in_mode(self, pattern, EVAL)
+        if not names:
+            raise TensorUnavailable(
+                f"matching {self.ACCURACY_PARAM} {pattern.pattern!r} in EVAL mode "
+                f"(a validation accuracy; {why})"
+            )
+        if self.base_trial.mode(step) != EVAL:
+            return
+        for name in names:
+            got = self._pass_means(name, step)
+            if got is not None:
+                yield name, *got
 
     def _means(self, name: str, passes: list[list[int]]) -> list[float] | None:
         """Each pass's mean of ``name``; None when a value is missing or not finite. A pass's mean is

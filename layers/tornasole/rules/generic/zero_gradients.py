@@ -25,12 +25,9 @@ whole network at once.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from tornasole.exceptions import TensorUnavailable
-from tornasole.modes import EVAL, TRAIN
+from tornasole.modes import TRAIN
 from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.generic.validation_passes import ValidationPasses
 from tornasole.rules.params import Param
@@ -56,9 +53,7 @@ class ZeroGradients(ValidationPasses, BuiltinRule):
         Param("check_every", "int", "3", "judge at pass counts that are multiples of this (AUTOTRAINER: 3)"),
     )
     COLLECTIONS = (("gradients", {"save_interval": "500"}), ("metrics", {"save_interval": "500"}))
-
-    def _accuracy_pattern(self) -> re.Pattern:
-        return self.accuracy_regex
+    ACCURACY_PARAM = "accuracy_regex"
 
     def check_params(self) -> None:
         self.require_selection()
@@ -100,19 +95,8 @@ class ZeroGradients(ValidationPasses, BuiltinRule):
         return None
 
     def invoke_at_step(self, step: int) -> bool:
-        names = self._accuracy_names()
-        if not names:
-            raise TensorUnavailable(
-                f"matching accuracy_regex {self.accuracy_regex.pattern!r} in EVAL mode (a validation "
-                "accuracy; ZeroGradients judges zero gradients only where the model is not converging)"
-            )
-        if self.base_trial.mode(step) != EVAL:
-            return False
-        for name in names:
-            got = self._pass_means(name, step)
-            if got is None:
-                continue
-            means, _ = got
+        why = "ZeroGradients judges zero gradients only where the model is not converging"
+        for name, means, _ in self._validation_passes(step, why):
             n, best = len(means), max(means)
             if n < self.min_passes or n % self.check_every or best >= self.max_accuracy:
                 continue
