@@ -91,6 +91,7 @@ def test_broken_keras_runs_fire_through_the_local_mode(local_up, tmp_path: Path)
             if job not in results and (v := _verdicts(env, job)) is not None:
                 results[job] = v
         time.sleep(1)
-    assert set(results) == set(EXPECTED), f"not completed: {set(EXPECTED) - set(results)}"
+    missing = sorted(set(EXPECTED) - set(results))
+    assert not missing, "not completed:\n" + "\n".join(_cli(env, "jobs", "status", j).stdout for j in missing)
     for job, expected in EXPECTED.items():
         assert {rule: results[job][rule] for rule in expected} == expected, (job, results[job])

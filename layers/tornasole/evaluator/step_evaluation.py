@@ -64,6 +64,11 @@ def process_step(
     num_workers = state.num_workers or ev.discover_num_workers(state)
     if num_workers is None:
         ev.steps.mark_pending(job, step, ev.now_ms())
+        # The collections file's handler re-drives the PENDING steps. If it ran between the listing above
+        # and the marking, it missed this step: look once more, now that the step is on the index (either
+        # that handler sees the step, or this listing sees its file).
+        num_workers = ev.discover_num_workers(state)
+    if num_workers is None:
         return ObjectResult(
             key,
             ObjectKind.INDEX,

@@ -162,3 +162,32 @@ def test_eight_concurrent_threads_converge(stack: Stack) -> None:
     check_state(stack)
     check_events(stack)
     assert StateTable().query("PENDING", "", index=True) == []
+
+
+def test_collections_file_handled_while_a_step_looks_for_it_does_not_strand_the_step(stack: Stack) -> None:
+    """Two workers of ``on_object_created``: the step's handler lists the trial's collections (none yet),
+    then the collections file lands and its handler re-drives the pending steps, all before the step's
+    handler puts its step on the PENDING index. The step must still be evaluated now, not stranded
+    until the scheduled check's grace period (minutes) re-drives it."""
+    from tornasole.evaluator.steps import StepStore
+
+    stack.put_job_config(JOB_CONFIG)
+    stack.deliver(stack.notifications()[0])
+    stack.write_step(0)
+    (index_note,) = stack.notifications()
+    original = StepStore.mark_pending
+    interleaved: list[str] = []
+
+    def collections_meanwhile(self: StepStore, job: str, step: int, now_ms: int) -> None:
+        if not interleaved:  # the other worker's whole invocation, between the listing and the marking
+            stack.write_collections()
+            (collections_note,) = stack.notifications()
+            interleaved.append(stack.deliver(collections_note)["results"][0]["action"])
+        original(self, job, step, now_ms)
+
+    with mock.patch.object(StepStore, "mark_pending", collections_meanwhile):
+        result = stack.deliver(index_note)
+    assert interleaved == ["num_workers"]
+    assert result["results"][0]["action"] == "evaluated", result
+    assert [r[0] for r in final_state(stack)["records"]["VanishingGradient"]] == [0]
+    assert StateTable().query("PENDING", "", index=True) == []
