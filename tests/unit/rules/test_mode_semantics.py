@@ -148,6 +148,24 @@ def test_poor_weight_initialization_counts_train_steps_and_compares_mean_losses(
     assert [o.mode_step for o in capped.fired] == [3]
 
 
+def test_poor_weight_initialization_counts_only_train_steps_that_hold_its_tensors(tmp_path):
+    # a flat loss over 10 TRAIN steps, and after every second one a TRAIN step that saved only an
+    # epoch-end metric (5 of them): those neither use up the first 10 steps nor are judged
+    train, flat_steps = [], []
+    for k in range(10):
+        train.append(_loss(1.0))
+        flat_steps.append(len(train) - 1)
+        if k % 2 == 1:
+            train.append({"epoch_accuracy": np.float32(0.5)})
+    summary = invoke_rule(PoorWeightInitialization(epochs(str(tmp_path / "a"), [train]), patience="2"))
+    # judged from the 4th loss step (2 * patience losses) to the 10th, the metric-only steps skipped
+    assert [o.mode_step for o in summary.fired] == flat_steps[3:]
+    # a 12th and 13th loss step lie past the first 10 steps that hold its tensors
+    longer = train + [_loss(1.0), _loss(1.0)]
+    summary = invoke_rule(PoorWeightInitialization(epochs(str(tmp_path / "b"), [longer]), patience="2"))
+    assert [o.mode_step for o in summary.fired] == flat_steps[3:]
+
+
 def test_dead_relu_pools_samples_at_batch_size_one(tmp_path):
     # batch 1: each step only some units are on, yet every unit is on for some inputs
     steps = []

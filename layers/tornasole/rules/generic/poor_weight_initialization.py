@@ -2,8 +2,11 @@
 
 Choices: the rule reads training data, so it is evaluated at TRAIN steps (GLOBAL
 steps for a trial saved without modes); "the first ``steps`` steps" are the
-first ``steps`` saved steps **of that mode** (a validation phase neither uses
-them up nor is judged). At such a step the rule fires when any of:
+first ``steps`` saved steps **of that mode that hold any of its tensors**
+(activation inputs, gradients, losses): a validation phase neither uses them up
+nor is judged, and neither does a step that saved only other tensors (an
+epoch-end metric, a collection on its own save interval). At such a step the
+rule fires when any of:
 
 1. activation inputs (``activation_inputs_regex``) of at least two layers have
    variances whose max/min ratio exceeds ``threshold`` (layers on very
@@ -22,6 +25,8 @@ sees ReLU networks; pass e.g. ``.*(relu|tanh|sigmoid)_input`` for others.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +55,11 @@ class PoorWeightInitialization(BuiltinRule):
     )
     COLLECTIONS = (("relu_input", {"include_regex": ".*relu_input", "save_interval": "500"}),)
 
+    def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
+        self._holds: dict[int, bool] = {}  # step -> it saved some tensor this rule reads
+        self._last_judged: int | None = None  # the global step of the ``steps``-th such TRAIN step
+        super().__init__(base_trial, other_trials, **params)
+
     def check_params(self) -> None:
         if self.patience < 1:
             raise self.param_error("patience", f"value {self.patience} must be >= 1")
@@ -63,17 +73,39 @@ class PoorWeightInitialization(BuiltinRule):
         # the judged first ``steps`` TRAIN steps (and the patience before them), EVAL steps interleaved
         return 4 * (self.steps + self.patience)
 
+    def _own_tensors_at(self, step: int) -> bool:
+        """Whether ``step`` saved any tensor this rule reads (remembered: asked again at later steps)."""
+        if step not in self._holds:
+            losses = set(loss_names(self))
+            names = self.base_trial.tensor_names(step=step)
+            self._holds[step] = bool(
+                losses.intersection(names) or self.names_at(step, ["gradients"], self.activation_inputs_regex)
+            )
+        return self._holds[step]
+
     def _train_index(self, step: int) -> int | None:
-        """Index of ``step`` among the trial's saved steps of its mode (TRAIN/GLOBAL only)."""
+        """Index of ``step`` among its mode's saved steps that hold the rule's tensors (TRAIN/GLOBAL only);
+        counting stops at ``steps`` (``steps`` then means "later")."""
+        if self._last_judged is not None and step > self._last_judged:
+            return self.steps  # past the first ``steps``: no more reads at each of a long run's steps
         mode = self.step_mode(step)
-        if mode not in (TRAIN, GLOBAL):
+        if mode not in (TRAIN, GLOBAL) or not self._own_tensors_at(step):
             return None
+        trial = self.base_trial
         if mode == GLOBAL:
-            steps = self.base_trial.steps()
-            return steps.index(step) if step in steps else None
-        ms = self.base_trial.mode_step(step)
-        mode_steps = self.base_trial.steps(mode=mode)
-        return mode_steps.index(ms) if ms in mode_steps else None
+            earlier = (s for s in trial.steps() if s < step)
+        else:
+            ms = trial.mode_step(step)
+            earlier = (trial.global_step(mode, m) for m in trial.steps(mode=mode) if m < ms)
+        i = 0
+        for s in earlier:  # in order, and only until ``steps`` are found: O(steps) at late steps
+            if i >= self.steps:
+                break
+            if s is not None and self._own_tensors_at(s):
+                i += 1
+                if i == self.steps:
+                    self._last_judged = s
+        return i
 
     def invoke_at_step(self, step: int) -> bool:
         i = self._train_index(step)
