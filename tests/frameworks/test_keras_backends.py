@@ -36,13 +36,15 @@ hook = Hook(out, save_config=SaveConfig(save_interval=1), include_regex="^out/",
             include_collections=["weights", "biases", "gradients", "optimizer_variables"])
 x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
 y = x.sum(axis=1, keepdims=True)
-m.fit(x, y, batch_size=4, verbose=0, callbacks=[Rec(), hook])
+hist = m.fit(x, y, batch_size=4, verbose=0, validation_data=(x[:4], y[:4]), callbacks=[Rec(), hook])
 m.evaluate(x, y, batch_size=4, verbose=0, callbacks=[hook])
 hook.close()
 t = create_trial(out)
 print(json.dumps({
     "backend": keras.backend.backend(), "names": t.tensor_names(),
     "train": t.steps(mode=ModeKeys.TRAIN), "eval": t.steps(mode=ModeKeys.EVAL),
+    "val_loss": [t.tensor("val_loss").value(0, mode=ModeKeys.EVAL).item(),
+                 float(np.float32(hist.history["val_loss"][0]))],
     "weights_after_step": all(
         np.array_equal(t.tensor("weights/net/d1/kernel").value(s), after[s]) for s in (0, 1)
     ),
@@ -69,12 +71,16 @@ def test_torch_backend_saves_weights_losses_metrics_optimizer_variables(tmp_path
         "mae",
         "optimizer_variables/sgd/iteration",
         "optimizer_variables/sgd/learning_rate",
+        "val_loss",
+        "val_mae",
         "weights/net/d1/bias",
         "weights/net/d1/kernel",
         "weights/net/out/bias",
         "weights/net/out/kernel",
     ]
     assert res["train"] == [0, 1]
-    assert res["eval"] == [0, 1]
+    # one validation batch (EVAL 0, its val_ logs too), then two of evaluate
+    assert res["eval"] == [0, 1, 2]
+    assert res["val_loss"][0] == res["val_loss"][1]
     assert res["weights_after_step"]
     assert "saved on the TensorFlow backend only" in run.stderr

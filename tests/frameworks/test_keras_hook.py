@@ -91,11 +91,15 @@ def test_modes_steps_layer_outputs_and_scalars(keras_tf, tmp_path):
     hook.close()
 
     trial = create_trial(str(tmp_path))
-    # 4 train batches, 2 validation, 2 evaluate (EVAL 0..3), 2 predict: global steps 0..9
-    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 2]
-    assert trial.steps(mode=ModeKeys.EVAL) == [0, 2]
+    # 4 train batches, 2 validation, 2 evaluate (EVAL 0..3), 2 predict: global steps 0..9; whatever the
+    # interval, the epoch's end saves its training logs in its last TRAIN step (3) and its val_ logs in
+    # its last validation step (EVAL 1, global 5)
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 2, 3]
+    assert trial.steps(mode=ModeKeys.EVAL) == [0, 1, 2]
     assert trial.steps(mode=ModeKeys.PREDICT) == [0]
-    assert trial.steps() == [0, 2, 4, 6, 8]
+    assert trial.steps() == [0, 2, 3, 4, 5, 6, 8]
+    assert trial.tensor_names(step=3) == ["loss", "mae"]
+    assert trial.tensor_names(step=5) == ["val_loss", "val_mae"]
     assert set(trial.tensor_names()) >= {"out/inputs", "out/outputs", "loss", "mae"}
     # the output layer's output on the first predict batch is the model's prediction
     out = trial.tensor("out/outputs").value(0, mode=ModeKeys.PREDICT)
@@ -158,7 +162,9 @@ def test_unsaved_steps_run_no_tap(keras_tf, tmp_path):
     hook.close()
     assert model.train_function is plain  # closing leaves later fits the variant that copies nothing
     trial = create_trial(str(tmp_path))
-    assert trial.steps() == [0, 3, 6]
+    # and the second epoch's end saves its loss and metrics in its last step (7), without a tap
+    assert trial.steps() == [0, 3, 6, 7]
+    assert trial.tensor_names(step=7) == ["loss", "mae"]
     assert trial.tensor(G1).steps() == [0, 3, 6]
 
 
@@ -282,10 +288,12 @@ def test_idle_batches_take_the_quiet_path_and_every_count_stays_right(keras_tf, 
     # save (it works out where the next save is); the other 12 steps took the quiet path
     assert len(full) == 16
     trial = create_trial(str(tmp_path))
-    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 5, 10, 15]
-    assert trial.steps(mode=ModeKeys.EVAL) == [0, 5, 10]
+    # and each epoch's end saves its logs in its last TRAIN step (7; 15 saved anyway) and its last
+    # validation step (EVAL 3 and 7)
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 5, 7, 10, 15]
+    assert trial.steps(mode=ModeKeys.EVAL) == [0, 3, 5, 7, 10]
     # TRAIN mode steps 0-7 are global 0-7 and 8-15 are 12-19; EVAL 0-3 are 8-11, 4-7 are 20-23, 8-11 24-27
-    assert trial.steps() == [0, 5, 8, 14, 19, 21, 26]
+    assert trial.steps() == [0, 5, 7, 8, 11, 14, 19, 21, 23, 26]
 
 
 @pytest.mark.parametrize("how", ["run_eagerly", "jit_compile", "mirrored"])
@@ -310,3 +318,42 @@ def test_gradients_of_fit_run_eagerly_compiled_by_xla_or_under_a_strategy(keras_
     for step in (0, 2, 4, 6):
         applied = (rec.before[step]["net/d1/kernel"] - rec.after[step]["net/d1/kernel"]) / 0.1
         np.testing.assert_allclose(trial.tensor(G1).value(step), applied, rtol=1e-4, atol=1e-6)
+
+
+def test_epoch_logs_are_saved_in_the_step_that_ends_the_epoch(keras_tf, tmp_path):
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    hook = Hook(str(tmp_path), save_config=SaveConfig(save_interval=100))
+    # 3 epochs of 4 TRAIN batches; validation (2 batches) after the second epoch only
+    history = model.fit(
+        x,
+        y,
+        batch_size=4,
+        epochs=3,
+        verbose=0,
+        shuffle=False,
+        validation_data=(x[:8], y[:8]),
+        validation_freq=2,
+        callbacks=[hook],
+    )
+    hook.close()
+
+    trial = create_trial(str(tmp_path))
+    h = {k: [np.float32(x) for x in v] for k, v in history.history.items()}
+    # the validation's epoch logs: in its last step (EVAL 1, global step 9); the training epoch's loss
+    # and metrics are never written into an EVAL step, whose own batch values (EVAL 0) stay apart
+    assert trial.tensor("val_loss").steps(mode=ModeKeys.EVAL) == [1]
+    assert trial.tensor("val_loss").value(1, mode=ModeKeys.EVAL).item() == h["val_loss"][0]
+    assert trial.tensor("val_mae").value(1, mode=ModeKeys.EVAL).item() == h["val_mae"][0]
+    assert trial.tensor_names(step=9) == ["val_loss", "val_mae"]
+    assert trial.tensor("loss").steps(mode=ModeKeys.EVAL) == [0]
+    # every epoch's training loss and metrics: in its last TRAIN step (3, 7, 11), validated or not;
+    # step 0 is the interval's own save
+    assert trial.tensor("loss").steps(mode=ModeKeys.TRAIN) == [0, 3, 7, 11]
+    for mode_step, epoch in ((3, 0), (7, 1), (11, 2)):
+        assert trial.tensor("loss").value(mode_step, mode=ModeKeys.TRAIN).item() == h["loss"][epoch]
+        assert trial.tensor("mae").value(mode_step, mode=ModeKeys.TRAIN).item() == h["mae"][epoch]
+    assert "val_loss" in trial.tensor_names(collection="losses")

@@ -94,12 +94,15 @@ def test_example_script_saves_what_the_file_asks(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"hook=on: {out}" in run.stdout
     trial = create_trial(str(out))
-    # 128 samples, validation_split 0.25: 6 train batches of 16; gradients every 2, the rest every 4
-    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 2, 4]
+    # 128 samples, validation_split 0.25: 6 train batches of 16; gradients every 2, the rest every 4, and
+    # the epoch's training logs in its last TRAIN step (5)
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 2, 4, 5]
     assert trial.tensor("gradients/mnist/conv/kernelGrad").steps(mode=ModeKeys.TRAIN) == [0, 2, 4]
     assert trial.tensor("weights/mnist/conv/kernel").steps(mode=ModeKeys.TRAIN) == [0, 4]
-    # EVAL: 2 validation batches, then 8 of evaluate
+    assert trial.tensor("loss").steps(mode=ModeKeys.TRAIN) == [0, 4, 5]
+    # EVAL: 2 validation batches (val_loss in the last), then 8 of evaluate
     assert trial.tensor("loss").steps(mode=ModeKeys.EVAL) == [0, 4, 8]
+    assert trial.tensor("val_loss").steps(mode=ModeKeys.EVAL) == [1]
     assert set(trial.tensor_names(collection="weights")) == {
         "weights/mnist/conv/kernel",
         "weights/mnist/hidden/kernel",

@@ -109,6 +109,12 @@ class SaveManager:
         self._plans_of.clear()
 
     @property
+    def saved_collections(self) -> tuple[Collection, ...]:
+        """The collections this hook saves (after :meth:`prepare`)."""
+        self.prepare()
+        return self._to_save
+
+    @property
     def generation(self) -> int:
         """Changes whenever the effective save settings are rebuilt (a collection was added)."""
         return self._generation

@@ -18,6 +18,10 @@ Names (collection in brackets):
 * ``optimizer_variables/<variable path>`` (optimizer_variables), after the step;
 * ``loss`` (losses) and every other key of the batch logs (metrics), e.g.
   ``mae``; Keras reports running means over the epoch, as they appear in the logs;
+* at the end of each epoch of ``fit``, whatever the save interval, the epoch's
+  logs: ``loss`` and the metrics in its last TRAIN step, ``val_loss`` (losses),
+  ``val_mae`` ... (metrics) in its last validation step (EVAL)
+  (:meth:`Hook._save_epoch_logs`);
 * ``<layer name>/inputs`` and ``<layer name>/outputs`` (inputs, outputs, or any
   collection whose regex matches them, e.g. ``include_regex="dense_1"``).
 
@@ -112,6 +116,9 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         # their batch callbacks only move the counters.
         self._quiet_mode: ModeKeys | None = None
         self._quiet_until = 0.0
+        self._in_epoch = False  # between fit's on_epoch_begin and on_epoch_end
+        self._held_for_epoch = False  # fit's validation ended with its last step kept open
+        self._last_train_logs: Any = None
 
     @classmethod
     def create_from_json_file(
@@ -159,10 +166,14 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
 
     # -- Keras callbacks ----------------------------------------------------------------------
     def on_train_begin(self, logs: Any = None) -> None:
+        self._in_epoch = False
         self._guard(self._phase_begin, ModeKeys.TRAIN)
 
     def on_test_begin(self, logs: Any = None) -> None:
-        self._guard(self._phase_begin, ModeKeys.EVAL)
+        if self._in_epoch:  # fit's validation
+            self._guard(self._validation_begin)
+        else:
+            self._guard(self._phase_begin, ModeKeys.EVAL)
 
     def on_predict_begin(self, logs: Any = None) -> None:
         self._guard(self._phase_begin, ModeKeys.PREDICT)
@@ -180,6 +191,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
             self._guard(self._batch_begin, _PREDICT)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._last_train_logs = logs  # the epoch's training logs once it ends (Keras 3: running means)
         if self._saving:
             self._guard(self._batch_end, logs)
         if self._stop_poller is not None and self._stop_poller.requested and not self._stop_seen:
@@ -196,11 +208,22 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         if self._saving:
             self._guard(self._batch_end, None)
 
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._in_epoch = True
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self._in_epoch = False
+        self._guard(self._epoch_end, logs)
+
     def on_train_end(self, logs: Any = None) -> None:
+        self._in_epoch = False  # also after a fit that stopped inside an epoch
         self._guard(self._phase_end)
 
     def on_test_end(self, logs: Any = None) -> None:
-        self._guard(self._phase_end)
+        if self._in_epoch:  # fit's validation: its last step stays open for the epoch's logs
+            self._guard(self._validation_end)
+        else:
+            self._guard(self._phase_end)
 
     def on_predict_end(self, logs: Any = None) -> None:
         self._guard(self._phase_end)
@@ -297,12 +320,59 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
                 self._save_named("optimizer_variables/" + variable_name(var), var)
 
     def _save_log_value(self, key: str, value: Any) -> None:
+        self._register_log_name(key)
+        self._save_named(key, np.asarray(value, dtype=np.float32).reshape(1))
+
+    def _register_log_name(self, key: str) -> None:
+        """A log key that is no loss (``(^|_)loss$``) belongs to ``metrics``."""
         metrics = self.collection_manager.get(CollectionKeys.METRICS)
         losses = self.collection_manager.get(CollectionKeys.LOSSES)
         if not losses.matches(key) and key not in metrics.tensor_names:
             metrics.add_tensor_name(key)
             self._collections_changed()
-        self._save_named(key, np.asarray(value, dtype=np.float32).reshape(1))
+
+    def _validation_begin(self) -> None:
+        """fit's validation starts: the epoch's training is over, and its last TRAIN step still open."""
+        if self.mode is ModeKeys.TRAIN:
+            self._save_epoch_logs(self._last_train_logs, validation=False)
+        self._phase_begin(ModeKeys.EVAL)
+
+    def _validation_end(self) -> None:
+        self._quiet_mode = None
+        self._held_for_epoch = self._open
+        self._sync_taps()
+
+    def _epoch_end(self, logs: Any) -> None:
+        held, self._held_for_epoch = self._held_for_epoch, False
+        self._save_epoch_logs(logs, validation=self.mode is not ModeKeys.TRAIN)
+        if held:
+            self._phase_end()
+
+    def _save_epoch_logs(self, logs: Any, validation: bool) -> None:
+        """Save an epoch's logs into the open step that ends its training or validation, whatever the
+        save interval.
+
+        As smdebug's Keras hook does, ``val_loss``, ``val_accuracy`` ... are saved in the
+        last validation step of each epoch (EVAL), and the epoch's training ``loss`` and
+        metrics (Keras's history; in Keras 3 the last batch's running means) in a step of
+        the epoch's end. One difference, to keep steps comparable within their mode: the
+        training values go into the epoch's last TRAIN step (saved when validation
+        begins), never into the EVAL step where smdebug writes them. A name the step
+        already saved keeps the batch's own value. Written as the collections holding
+        the name say (``losses``, ``metrics``: always saved by this hook), e.g. as
+        reductions if they ask for them.
+        """
+        if not (logs and self._open and self._writes):
+            return
+        saved = {r[1] for r in self._pending if r[0] == "t"}
+        for key, value in logs.items():
+            key = str(key)
+            if key.startswith("val_") != validation or key in saved:
+                continue
+            self._register_log_name(key)
+            plan = self._saves.plan(key, self._saves.saved_collections, self.mode)
+            if plan is not None:
+                self._write_planned(key, np.asarray(value, dtype=np.float32).reshape(1), plan)
 
     def _phase_end(self) -> None:
         self._quiet_mode = None
