@@ -13,8 +13,8 @@ a fraction of a percent.
   between validation passes (saved or not: the global step then advances more
   than the TRAIN step, :func:`trial_phases`). Its point is the accuracy at the
   phase's last saved step up to the step judged. An accuracy saved once per
-  epoch, at its end (a loop's ``epoch_accuracy`` scalar; smdebug's Keras hook
-  saves the epoch's logs there), gives the epoch's value. With
+  epoch, at its end (a loop's ``epoch_accuracy`` scalar; the Keras hook, as
+  smdebug's, saves the epoch's logs there), gives the epoch's value. With
   ``per_step=True`` every saved step is an epoch (a run without validation
   passes that saves its epoch accuracy once per epoch, where phases cannot
   tell the epochs apart).
