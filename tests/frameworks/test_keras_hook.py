@@ -357,3 +357,30 @@ def test_epoch_logs_are_saved_in_the_step_that_ends_the_epoch(keras_tf, tmp_path
         assert trial.tensor("loss").value(mode_step, mode=ModeKeys.TRAIN).item() == h["loss"][epoch]
         assert trial.tensor("mae").value(mode_step, mode=ModeKeys.TRAIN).item() == h["mae"][epoch]
     assert "val_loss" in trial.tensor_names(collection="losses")
+
+
+def test_epoch_logs_never_repeat_a_tag_the_batch_saved_in_the_same_step(keras_tf, tmp_path):
+    """Every step saved (the last TRAIN step too), under a reduction config (losses and metrics stay
+    raw): the epoch's end finds the batch's tags already in the step and writes nothing twice."""
+    import json
+
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    model = tiny_model(keras)
+    x, y = regression_data()
+    hook = Hook(
+        str(tmp_path),
+        save_config=SaveConfig(save_interval=1),
+        reduction_config=ReductionConfig(reductions=["mean"]),
+    )
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, validation_data=(x[:8], y[:8]), callbacks=[hook])
+    hook.close()
+    index_files = sorted((tmp_path / "index").rglob("*.json"))
+    assert len(index_files) == 6  # 4 TRAIN steps, 2 validation steps: no step added
+    for f in index_files:
+        names = [t["tensorname"] for t in json.loads(f.read_text())["tensor_payload"]]
+        assert len(names) == len(set(names)), (f.name, names)
+    trial = create_trial(str(tmp_path))
+    # the last validation step: the batch's reductions and the epoch's val_ logs, once each
+    assert trial.tensor_names(step=5) == ["loss", "mae", "val_loss", "val_mae"]

@@ -50,6 +50,7 @@ import numpy as np
 
 from tornasole.core.collection import CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
+from tornasole.format.reductions import reduction_tag
 from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
@@ -210,6 +211,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._in_epoch = True
+        self._last_train_logs = None
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         self._in_epoch = False
@@ -359,19 +361,22 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         training values go into the epoch's last TRAIN step (saved when validation
         begins), never into the EVAL step where smdebug writes them. A name the step
         already saved keeps the batch's own value. Written as the collections holding
-        the name say (``losses``, ``metrics``: always saved by this hook), e.g. as
-        reductions if they ask for them.
+        the name say (``losses`` and ``metrics``: always saved by this hook, and raw
+        whatever the reduction config, as smdebug saves its scalar collections).
         """
         if not (logs and self._open and self._writes):
             return
-        saved = {r[1] for r in self._pending if r[0] == "t"}
+        pending = {r[1] for r in self._pending if r[0] == "t"}  # the step's tensor and reduction tags
         for key, value in logs.items():
             key = str(key)
-            if key.startswith("val_") != validation or key in saved:
+            if key.startswith("val_") != validation:
                 continue
             self._register_log_name(key)
             plan = self._saves.plan(key, self._saves.saved_collections, self.mode)
-            if plan is not None:
+            if plan is None:
+                continue
+            tags = [key] * plan.save_raw + [reduction_tag(key, r, a) for r, a in plan.reductions]
+            if not pending.intersection(tags):  # else the batch saved it here: its own value stays
                 self._write_planned(key, np.asarray(value, dtype=np.float32).reshape(1), plan)
 
     def _phase_end(self) -> None:
