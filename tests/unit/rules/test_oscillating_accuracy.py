@@ -65,6 +65,29 @@ def test_quiet_on_a_rising_or_noisy_but_learning_accuracy(tmp_path):
     assert invoke_rule(OscillatingAccuracy(noisy)).fired == []
 
 
+def _running(path, epoch_acc, batches=4):
+    """Keras's way: ``accuracy`` at every TRAIN step, the epoch's running mean (here 0.1 below the epoch's
+    value per batch still to come), its last step the epoch's own value; one validation step per epoch.
+    Epoch e is global steps 5e..5e+3 (TRAIN) and 5e+4 (EVAL)."""
+    train = [
+        [{"accuracy": np.float32(a - 0.1 * (batches - 1 - b))} for b in range(batches)] for a in epoch_acc
+    ]
+    return epochs(path, train, [[{"loss": np.float32(0.7)}]] * len(epoch_acc))
+
+
+def test_a_running_accuracy_is_judged_on_ended_epochs_only(tmp_path):
+    # learning after a bad first epoch; in epoch 5 the running mean starts 0.3 below the epoch's 0.9
+    learning = _running(str(tmp_path / "learning"), [0.6, 0.5, 0.7, 0.8, 0.85, 0.9, 0.92])
+    # judging the epoch in progress, step 25's 0.6 would make epoch 4 a maximum paired with epoch 1's dip
+    rule = OscillatingAccuracy(learning, tensor_regex="accuracy", swing_fraction="0.1")
+    assert invoke_rule(rule).fired == []
+    # a run that oscillates is caught at the first step after its sixth epoch ended (global 30)
+    swinging = _running(str(tmp_path / "swinging"), [0.5, 0.6, 0.5, 0.6, 0.5, 0.6, 0.5])
+    first = invoke_rule(OscillatingAccuracy(swinging, tensor_regex="accuracy")).fired[0]
+    assert (first.step, first.values["points"], first.values["value"]) == (30, 6, 2)
+    assert "last: 0.6 (step 8) / 0.5 (step 13), 0.6 (step 18) / 0.5 (step 23)" in first.details
+
+
 def test_per_step_reads_a_run_without_validation_passes(tmp_path):
     values = [0.5, 0.6, 0.5, 0.6, 0.5, 0.6]
     trial = epochs(str(tmp_path / "a"), [[{"epoch_accuracy": np.float32(v)} for v in values]])

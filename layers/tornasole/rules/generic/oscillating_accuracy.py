@@ -21,8 +21,10 @@ a fraction of a percent.
 * Judged at the tensor's saved TRAIN steps, when the number of points is at
   least ``min_points`` and a multiple of ``check_every``: AUTOTRAINER checks
   every third epoch. Fed a running accuracy saved every few batches (Keras's
-  batch logs; ``tensor_regex="accuracy"``), the check epoch is judged at each
-  of its saved steps on the epoch so far.
+  batch logs; ``tensor_regex="accuracy"``), only epochs that have ended are
+  points (their last value: the epoch's own, which the Keras hook saves at
+  each epoch's end), judged at the first saved step of the next epoch: the
+  epoch in progress, a mean over its first batches, is never one.
 * The default ``tensor_regex`` names an epoch accuracy only: a batch's own
   accuracy (a few dozen samples) swings by more than 0.03 from batch to batch
   on a healthy run.
@@ -47,13 +49,22 @@ __all__ = ["OscillatingAccuracy", "epoch_values", "paired_swings"]
 
 
 def epoch_values(
-    rule: BuiltinRule, name: str, step: int, per_step: bool = False
+    rule: BuiltinRule, name: str, step: int, per_step: bool = False, whole_epochs: bool = False
 ) -> list[tuple[int, float]] | None:
     """``(step, value)`` of TRAIN tensor ``name`` per epoch up to ``step``: each training phase's last saved
-    value (every saved step with ``per_step``); None when one is missing or not finite."""
+    value (every saved step with ``per_step``); None when one is missing or not finite.
+
+    ``whole_epochs``: a running accuracy (saved more than once in some epoch) gives only the epochs that
+    have ended, and only at the first saved step after one ended (None at its other steps): the epoch in
+    progress is a mean over its first batches, noisier than any whole epoch.
+    """
     trial = rule.base_trial
     steps = rule.same_mode_steps(name, step, TRAIN)
     groups = [[s] for s in steps] if per_step else [g for _, g in trial_phases(trial, steps)]
+    if whole_epochs and not per_step and any(len(g) > 1 for g in groups):
+        if len(groups) < 2 or groups[-1] != [step]:
+            return None
+        groups = groups[:-1]
     out = []
     for g in groups:
         v = rule.scalar(name, g[-1])
@@ -127,7 +138,7 @@ class OscillatingAccuracy(BuiltinRule):
         for name in names:
             if self.step_mode(step) != TRAIN or step not in self.base_trial.tensor(name).steps():
                 continue
-            points = epoch_values(self, name, step, self.per_step)
+            points = epoch_values(self, name, step, self.per_step, whole_epochs=True)
             if points is None or len(points) < self.min_points or len(points) % self.check_every:
                 continue
             values = [v for _, v in points]
