@@ -87,6 +87,13 @@ class BuiltinRule(Rule):
     def param_error(self, parameter: str | None, message: str) -> RuleParameterError:
         return RuleParameterError(self.rule_name, parameter, message)
 
+    def require_at_least(self, minimum: float, *names: str) -> None:
+        """Raise :meth:`param_error` for the first of ``names`` below ``minimum`` (an unset one passes)."""
+        for name in names:
+            value = getattr(self, name)
+            if value is not None and value < minimum:
+                raise self.param_error(name, f"value {value} must be >= {minimum}")
+
     def require_selection(self) -> None:
         """For rules where one of ``collection_names``/``tensor_regex`` is required."""
         if not self.params.get("collection_names") and self.params.get("tensor_regex") is None:

@@ -73,8 +73,7 @@ class DeadRelu(BuiltinRule):
             raise self.param_error(
                 "threshold_network", f"value {self.threshold_network} must be within [0, 100]"
             )
-        if self.min_samples < 1:
-            raise self.param_error("min_samples", f"value {self.min_samples} must be >= 1")
+        self.require_at_least(1, "min_samples")
 
     def history_steps(self) -> int | None:
         return self.min_samples

@@ -119,14 +119,10 @@ class LossNotDecreasing(BuiltinRule):
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        if self.num_steps < 1:
-            raise self.param_error("num_steps", f"value {self.num_steps} must be >= 1")
+        self.require_at_least(1, "num_steps")
         if self.reference not in ("previous", "first"):
             raise self.param_error("reference", f"value {self.reference!r} must be 'previous' or 'first'")
-        if self.window < 1:
-            raise self.param_error("window", f"value {self.window} must be >= 1")
-        if self.patience < 1:
-            raise self.param_error("patience", f"value {self.patience} must be >= 1")
+        self.require_at_least(1, "window", "patience")
         if not 0 <= self.noise_sigmas <= 100:
             raise self.param_error("noise_sigmas", f"value {self.noise_sigmas} must be within [0, 100]")
         if not 0 <= self.diff_percent <= 100:

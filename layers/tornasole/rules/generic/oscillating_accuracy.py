@@ -117,9 +117,7 @@ class OscillatingAccuracy(BuiltinRule):
     COLLECTIONS = (("metrics", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        for p in ("min_points", "check_every"):
-            if getattr(self, p) < 1:
-                raise self.param_error(p, f"value {getattr(self, p)} must be >= 1")
+        self.require_at_least(1, "min_points", "check_every")
         if self.min_swing <= 0:
             raise self.param_error("min_swing", f"value {self.min_swing} must be > 0")
         if self.swing_fraction <= 0:

@@ -86,9 +86,7 @@ class OscillatingLoss(BuiltinRule):
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        for p in ("min_swings", "min_points", "group_steps"):
-            if getattr(self, p) < 1:
-                raise self.param_error(p, f"value {getattr(self, p)} must be >= 1")
+        self.require_at_least(1, "min_swings", "min_points", "group_steps")
         if self.min_points < 3:
             raise self.param_error(
                 "min_points", f"value {self.min_points} must be >= 3 (a swing has neighbours)"

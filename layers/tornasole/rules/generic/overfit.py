@@ -132,8 +132,7 @@ class Overfit(BuiltinRule):
     )
 
     def check_params(self) -> None:
-        if self.patience < 1:
-            raise self.param_error("patience", f"value {self.patience} must be >= 1")
+        self.require_at_least(1, "patience")
 
     def history_steps(self) -> int | None:
         return None  # whole training and validation phases

@@ -38,9 +38,7 @@ class Overtraining(BuiltinRule):
     )
 
     def check_params(self) -> None:
-        for p in ("patience_train", "patience_validation"):
-            if getattr(self, p) < 1:
-                raise self.param_error(p, f"value {getattr(self, p)} must be >= 1")
+        self.require_at_least(1, "patience_train", "patience_validation")
 
     def history_steps(self) -> int | None:
         return 2 * (max(self.patience_train, self.patience_validation) + 1)  # two modes interleaved

@@ -61,10 +61,8 @@ class PoorWeightInitialization(BuiltinRule):
         super().__init__(base_trial, other_trials, **params)
 
     def check_params(self) -> None:
-        if self.patience < 1:
-            raise self.param_error("patience", f"value {self.patience} must be >= 1")
-        if self.steps < 0:
-            raise self.param_error("steps", f"value {self.steps} must be >= 0")
+        self.require_at_least(1, "patience")
+        self.require_at_least(0, "steps")
 
     def history_steps(self) -> int | None:
         return None  # the first `steps` TRAIN steps may be interleaved with validation phases

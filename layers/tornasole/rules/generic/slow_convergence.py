@@ -108,14 +108,8 @@ class SlowConvergence(ValidationPasses, BuiltinRule):
     COLLECTIONS = (("metrics", {"save_interval": "500"}), ("losses", {"save_interval": "500"}))
 
     def check_params(self) -> None:
-        if self.min_passes < 2:
-            raise self.param_error("min_passes", f"value {self.min_passes} must be >= 2")
-        if self.min_gain < 0:
-            raise self.param_error("min_gain", f"value {self.min_gain} must be >= 0")
-        if self.loss_tolerance_percent is not None and self.loss_tolerance_percent < 0:
-            raise self.param_error(
-                "loss_tolerance_percent", f"value {self.loss_tolerance_percent} must be >= 0"
-            )
+        self.require_at_least(2, "min_passes")
+        self.require_at_least(0, "min_gain", "loss_tolerance_percent")
 
     def history_steps(self) -> int | None:
         return None  # every validation pass since the start

@@ -97,18 +97,12 @@ class StalledLoss(BuiltinRule):
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        if self.num_passes < 2:
-            raise self.param_error("num_passes", f"value {self.num_passes} must be >= 2")
-        if self.window < 1:
-            raise self.param_error("window", f"value {self.window} must be >= 1")
-        if self.tolerance_percent < 0:
-            raise self.param_error("tolerance_percent", f"value {self.tolerance_percent} must be >= 0")
+        self.require_at_least(2, "num_passes")
+        self.require_at_least(1, "window")
+        self.require_at_least(0, "tolerance_percent")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
-        if self.max_weight_change_percent is not None and self.max_weight_change_percent < 0:
-            raise self.param_error(
-                "max_weight_change_percent", f"value {self.max_weight_change_percent} must be >= 0"
-            )
+        self.require_at_least(0, "max_weight_change_percent")
 
     def history_steps(self) -> int | None:
         return None  # whole validation passes and the training loss since the start

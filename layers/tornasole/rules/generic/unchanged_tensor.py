@@ -45,8 +45,7 @@ class UnchangedTensor(BuiltinRule):
 
     def check_params(self) -> None:
         self.require_selection()
-        if self.num_steps < 2:
-            raise self.param_error("num_steps", f"value {self.num_steps} must be >= 2")
+        self.require_at_least(2, "num_steps")
 
     def history_steps(self) -> int | None:
         return self.num_steps

@@ -111,8 +111,7 @@ class VanishingGradient(BuiltinRule):
     COLLECTIONS = (("gradients", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        if self.loss_window < 1:
-            raise self.param_error("loss_window", f"value {self.loss_window} must be >= 1")
+        self.require_at_least(1, "loss_window")
         if self.loss_drop_percent is not None and not 0 < self.loss_drop_percent <= 100:
             raise self.param_error(
                 "loss_drop_percent", f"value {self.loss_drop_percent} must be within (0, 100]"

@@ -49,8 +49,7 @@ class WeightUpdateRatio(BuiltinRule):
     COLLECTIONS = (("weights", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        if self.num_steps is not None and self.num_steps < 1:
-            raise self.param_error("num_steps", f"value {self.num_steps} must be >= 1")
+        self.require_at_least(1, "num_steps")
 
     def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
         """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""

@@ -59,9 +59,7 @@ class ZeroGradients(ValidationPasses, BuiltinRule):
         self.require_selection()
         if not 0 < self.threshold <= 100:
             raise self.param_error("threshold", f"value {self.threshold} must be in (0, 100]")
-        for p in ("min_passes", "check_every"):
-            if getattr(self, p) < 1:
-                raise self.param_error(p, f"value {getattr(self, p)} must be >= 1")
+        self.require_at_least(1, "min_passes", "check_every")
 
     def history_steps(self) -> int | None:
         return None  # a symptom at any step since the start counts
