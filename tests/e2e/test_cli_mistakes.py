@@ -341,18 +341,84 @@ def test_no_fire_reads_none_in_both(trial: str) -> None:
     )
 
 
-def test_invoke_with_a_misspelt_rule(trial: str) -> None:
-    proc, _ = run([TORNASOLE, "invoke", trial, "--rule", "VanishingGradiant"], 60)
-    assert_one_error_line(
-        proc, 3, "unknown built-in rule 'VanishingGradiant' (did you mean 'VanishingGradient'?)"
-    )
-    proc, _ = run([*RULE_INVOKER, "--trial-dir", trial, "--rule-name", "VanishingGradiant"], 60)
-    assert_one_error_line(proc, 3, "(did you mean 'VanishingGradient'?)")
-
-
 def test_usage_errors_exit_2() -> None:
     proc, _ = run([TORNASOLE, "describe", "x"], 60)  # the command an old alert named
     assert proc.returncode == 2
     assert "invalid choice: 'describe'" in proc.stderr
     proc, _ = run([TORNASOLE, "invoke", "runs/x", "--rule", "DeadRelu:threshold_layer"], 60)
     assert_one_error_line(proc, 2, "parameter 'threshold_layer' is not key=value")
+
+
+# -- the traps a new user met (issue #28, part 3) ----------------------------------------------------
+
+
+def test_a_list_parameter_can_be_given_on_the_command_line(trial: str) -> None:
+    """``collection_names`` is a list: SageMaker writes it comma-separated, and so can a user here."""
+    for argv in (
+        ["--rule", "AllZero:collection_names=gradients,weights,threshold=100"],
+        ["--rule", "AllZero", "--param", "collection_names=gradients,weights"],
+        ["--rule", 'AllZero:collection_names=["gradients", "weights"]'],
+    ):
+        proc, _ = run([TORNASOLE, "invoke", trial, *argv], 60)
+        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
+        assert "steps_evaluated=5" in proc.stdout, (argv, proc.stdout)
+
+
+def test_a_list_parameter_with_the_wrong_separator_is_refused(trial: str) -> None:
+    """``weights;gradients`` used to name one collection that does not exist, and found nothing."""
+    proc, _ = run([TORNASOLE, "invoke", trial, "--rule", "AllZero:collection_names=weights;gradients"], 60)
+    assert_one_error_line(proc, 2, "collection_names", "'weights,gradients'")
+    proc, _ = run([TORNASOLE, "invoke", trial, "--rule", "VanishingGradient:threshold=1,foo"], 60)
+    assert_one_error_line(proc, 2, "'foo' is not key=value", "VanishingGradient has no list parameter")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["invoke", "{trial}", "--rule", "VanishingGradient", "--timeout", "-5"], "--timeout"),
+        (["invoke", "{trial}", "--rule", "VanishingGradient", "--idle-timeout", "0"], "--idle-timeout"),
+        (["invoke", "{trial}", "--rule", "VanishingGradient", "--start-step", "-1"], "--start-step"),
+        (["jobs", "status", "j", "--watch", "--timeout", "-5"], "--timeout"),
+        (["jobs", "status", "j", "--watch", "--interval", "0"], "--interval"),
+        (
+            ["jobs", "register", "--name", "j", "--s3-output", "s3://b/j", "--num-workers", "0"],
+            "--num-workers",
+        ),
+        (["trial", "summary", "{trial}", "--timeout", "nan"], "--timeout"),
+        (["plot", "{trial}", "--tensor", "x", "--timeout", "-1"], "--timeout"),
+    ],
+)
+def test_a_number_out_of_range_is_a_usage_error(trial: str, argv: list[str], option: str) -> None:
+    proc, elapsed = run([TORNASOLE, *(a.format(trial=trial) for a in argv)], 60)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"argument {option}:" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert elapsed < 30
+
+
+def test_a_bad_regex_is_a_usage_error(trial: str, tmp_path: Path) -> None:
+    proc, _ = run([TORNASOLE, "plot", trial, "--regex", "([", "-o", str(tmp_path / "p.png")], 60)
+    assert_one_error_line(proc, 2, "--regex '([' is not a valid regular expression")
+
+
+def test_a_misspelt_rule_exits_2_in_every_command(trial: str) -> None:
+    """``invoke`` said 3 (not found) where ``jobs register`` said 2 (invalid input) for the same typo."""
+    proc, _ = run([TORNASOLE, "invoke", trial, "--rule", "VanishingGradiant"], 60)
+    assert_one_error_line(
+        proc, 2, "unknown built-in rule 'VanishingGradiant' (did you mean 'VanishingGradient'?)"
+    )
+    proc, _ = run([TORNASOLE, "rules", "list", "--name", "VanishingGradiant"], 60)
+    assert_one_error_line(proc, 2, "(did you mean 'VanishingGradient'?)")
+    proc, _ = run([*RULE_INVOKER, "--trial-dir", trial, "--rule-name", "VanishingGradiant"], 60)
+    assert_one_error_line(proc, 2, "(did you mean 'VanishingGradient'?)")
+
+
+def test_a_shell_without_a_region_is_told_what_to_set(tmp_path: Path) -> None:
+    """botocore's "You must specify a region." said as the variable to set and where to get it."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_DEFAULT_REGION", "AWS_REGION")}
+    env["AWS_CONFIG_FILE"] = str(tmp_path / "no-config")  # no region from ~/.aws/config either
+    proc = subprocess.run([TORNASOLE, "jobs", "list"], capture_output=True, text=True, timeout=60, env=env)
+    line = assert_one_error_line(proc, 2, "AWS_DEFAULT_REGION", "tornasole local up")
+    assert "You must specify a region" not in line

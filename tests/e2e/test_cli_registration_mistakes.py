@@ -150,3 +150,49 @@ def test_register_from_a_request_with_a_misspelt_rule(local, tmp_path: Path) -> 
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert _suggests(proc.stderr, "DeadRelu"), proc.stderr
     _not_registered("from-req-typo")
+
+
+def test_registering_again_with_other_rules_names_the_cli_flag(local) -> None:
+    """The library says "call update_job_rules()"; a CLI user is told the flag: ``--update``."""
+    out = f"{local.trial_root}again"
+    assert (
+        run("jobs", "register", "--name", "again", "--s3-output", out, "--rule", "DeadRelu").returncode == 0
+    )
+    proc = run("jobs", "register", "--name", "again", "--s3-output", out, "--rule", "AllZero")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "--update" in proc.stderr, proc.stderr
+    assert "update_job_rules" not in proc.stderr
+    assert "DeadRelu" in proc.stderr  # what it is registered with now
+    proc = run("jobs", "register", "--name", "again", "--s3-output", out, "--rule", "AllZero", "--update")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+
+
+def test_register_from_a_request_prints_the_trial_path_it_watches(local, tmp_path: Path) -> None:
+    """SageMaker's hook writes under <S3OutputPath>/<job>/debug-output: that is the path to print."""
+    output = f"{local.trial_root}sm-out"
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(_request("sm-job", output, "VanishingGradient")))
+    proc = run("jobs", "register", "--from-request", str(path))
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    trial = f"{output}/sm-job/debug-output"
+    first = proc.stdout.splitlines()[0]
+    assert first == f"registered sm-job (InProgress) on {trial}", proc.stdout
+    assert f"S3OutputPath {output}" in proc.stdout
+
+
+def test_a_list_parameter_registers_as_sagemaker_writes_it(local) -> None:
+    out = f"{local.trial_root}lists"
+    spec = "AllZero:collection_names=weights,gradients,threshold=50"
+    proc = run("jobs", "register", "--name", "lists", "--s3-output", out, "--rule", spec)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    desc = json.loads(run("jobs", "status", "lists", "--json").stdout)
+    params = desc["DebugRuleConfigurations"][0]["RuleParameters"]
+    assert params["collection_names"] == "weights,gradients"
+    assert params["threshold"] == "50"
+    proc = run(
+        "jobs", "register", "--name", "semi", "--s3-output", f"{local.trial_root}semi", "--rule",
+        "AllZero:collection_names=weights;gradients",
+    )  # fmt: skip
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "collection_names" in proc.stderr
+    _not_registered("semi")

@@ -13,7 +13,17 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["client", "s3_client", "dynamodb_client", "events_client", "sns_client", "clear_client_cache"]
+from tornasole.exceptions import ConfigurationError
+
+__all__ = [
+    "NoRegionConfigured",
+    "client",
+    "s3_client",
+    "dynamodb_client",
+    "events_client",
+    "sns_client",
+    "clear_client_cache",
+]
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, str | None, str | None, str | None, float | None], Any] = {}
@@ -21,6 +31,11 @@ _cache: dict[tuple[str, str | None, str | None, str | None, float | None], Any] 
 # made from it reuses them (a new session per client costs up to a second). Sessions cache resolved
 # credentials, hence the key; clearing the client cache keeps them.
 _sessions: dict[tuple[str | None, str | None], Any] = {}
+
+
+class NoRegionConfigured(ConfigurationError):
+    """No AWS region in the environment or the AWS config: the message says which variable to set."""
+
 
 # Readers fetch many small ranges concurrently: size the pool for it.
 MAX_POOL_CONNECTIONS = 64
@@ -67,9 +82,28 @@ def client(service: str, *, read_timeout: float | None = None) -> Any:
             session = _sessions.get(identity)
             if session is None:
                 session = _sessions[identity] = boto3.session.Session()
-            cached = session.client(service, config=config)
+            cached = _new_client(session, service, config)
             _cache[key] = cached
         return cached
+
+
+def _new_client(session: Any, service: str, config: Any) -> Any:
+    """``session.client``, with botocore's "You must specify a region." said as what to set.
+
+    The one place a missing region is translated: every client is made here, and the message
+    names the variables and the local mode's ``export`` lines, which are the usual fix.
+    """
+    from botocore.exceptions import NoRegionError
+
+    try:
+        return session.client(service, config=config)
+    except NoRegionError as exc:
+        raise NoRegionConfigured(
+            f"no AWS region is set for {service}: export AWS_DEFAULT_REGION (or AWS_REGION), e.g. "
+            "AWS_DEFAULT_REGION=us-east-1, or set region in ~/.aws/config; for the local mode, run in "
+            "this shell the `export` lines `tornasole local up` printed (region, endpoint, credentials, "
+            "state table)"
+        ) from exc
 
 
 def s3_client() -> Any:

@@ -1,13 +1,25 @@
 """Exit codes of the ``tornasole`` command and the one-line message of an error.
 
-Exit codes (the same for every sub-command and for ``python -m tornasole.rules.rule_invoker``):
+Exit codes: one table for every sub-command and for ``python -m tornasole.rules.rule_invoker``.
 
-* ``0`` — done, nothing to report;
-* ``1`` — issues found, where the command was asked to report them (``invoke`` and ``rule_invoker``
-  always; ``jobs status --fail-on-issues``);
-* ``2`` — usage error or invalid input (a bad option, an unknown rule parameter, a malformed file);
-* ``3`` — something named does not exist (a job, a rule, a trial path, a bucket, a file), or a wait
-  for it ran out (``--timeout``).
+====  ==========================================================================================
+code  meaning
+====  ==========================================================================================
+0     done, nothing to report
+1     issues found, where the command was asked to report them (``invoke`` and ``rule_invoker``
+      always; ``jobs status --fail-on-issues``)
+2     usage error or invalid input, whatever the command: a bad option or option value
+      (``--timeout -5``, a ``--regex`` that does not compile), an unknown or misspelt built-in
+      rule, a bad rule parameter (``collection_names=a;b``), a malformed file, a job already
+      registered with other rules (``jobs register`` without ``--update``), a missing AWS region
+      or credentials, a rule that ended in ``Error`` at registration, a failed registration
+      (``jobs status``)
+3     something named does not exist: a job, a rule of a job (``jobs logs --rule``), a trial
+      path, a bucket, a file; or a wait for it ran out (``--timeout``, ``--idle-timeout``)
+====  ==========================================================================================
+
+The same mistake exits with the same code in every command: a misspelt rule is 2 for ``invoke``,
+``jobs register`` (options or ``--from-request``), ``rules list --name`` and ``rule_invoker``.
 
 Why one place: a script calling the CLI must be able to tell "your rules fired" from "you typed it
 wrong" from "it is not there" without parsing text, and every command must agree.

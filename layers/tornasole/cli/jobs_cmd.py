@@ -27,6 +27,7 @@ from typing import Any
 
 from tornasole.cli.errors import EXIT_ISSUES, EXIT_OK, EXIT_USAGE, NotFoundError, did_you_mean
 from tornasole.cli.jobs_register import register
+from tornasole.cli.options import non_negative_float, positive_float, positive_int
 from tornasole.cli.table import cell_width, format_table
 
 __all__ = ["add_parser", "check_rule_of_job", "jobs_of", "print_status", "state_of", "status_rows"]
@@ -45,7 +46,14 @@ def add_parser(sub: Any) -> None:
         metavar="FILE",
         help="a saved SageMaker CreateTrainingJob request (JSON): name, output and rules from it",
     )
-    reg.add_argument("--rule", action="append", default=[], metavar="NAME[:k=v,...]", help="built-in rule")
+    reg.add_argument(
+        "--rule",
+        action="append",
+        default=[],
+        metavar="NAME[:k=v,...]",
+        help="built-in rule (repeatable); a list parameter takes comma-separated values "
+        "(AllZero:collection_names=weights,gradients)",
+    )
     reg.add_argument("--rule-file", help="custom rule source (.py, local path or s3://)")
     reg.add_argument("--rule-class", help="class to load from --rule-file")
     reg.add_argument("--rule-param", action="append", default=[], metavar="K=V", help="custom rule parameter")
@@ -56,7 +64,9 @@ def add_parser(sub: Any) -> None:
         metavar="ACTION",
         help="stoptraining | email:ADDRESS | sms:NUMBER",
     )
-    reg.add_argument("--num-workers", type=int, help="workers writing each step (default: from the trial)")
+    reg.add_argument(
+        "--num-workers", type=positive_int, help="workers writing each step (default: from the trial)"
+    )
     reg.add_argument("--update", action="store_true", help="replace the rules of an existing job")
     reg.set_defaults(func=register, parser=reg)
 
@@ -66,10 +76,12 @@ def add_parser(sub: Any) -> None:
     st = jsub.add_parser("status", help="a job's rules, statuses, first issue step and details")
     st.add_argument("name")
     st.add_argument("--watch", action="store_true", help="refresh until the job is no longer InProgress")
-    st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    st.add_argument(
+        "--interval", type=positive_float, default=2.0, help="seconds between refreshes with --watch"
+    )
     st.add_argument(
         "--timeout",
-        type=float,
+        type=non_negative_float,
         default=300.0,
         help="with --watch: give up (exit 3) when nothing changed for this many seconds (default 300)",
     )

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from tornasole.cli.errors import EXIT_OK, EXIT_USAGE
-from tornasole.cli.rules_cmd import parse_rule_spec
+from tornasole.cli.rules_cmd import parse_param, parse_rule_spec
 
 __all__ = ["read_request", "register", "rule_configurations"]
 
@@ -53,8 +53,7 @@ def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
         if not (args.rule_file and args.rule_class):
             raise ValueError("--rule-file and --rule-class go together")
         params = {"rule_to_invoke": args.rule_class, "source_s3_uri": _rule_source(args)}
-        for item in args.rule_param:
-            params.update(parse_rule_spec(f"{args.rule_class}:{item}")[1])
+        params.update(parse_param(args.rule_class, item) for item in args.rule_param)
         if actions:
             params["action_json"] = actions
         rules.append({"RuleConfigurationName": args.rule_class, "RuleParameters": params})
@@ -95,7 +94,7 @@ def _rule_source(args: argparse.Namespace) -> str:
 
 def register(args: argparse.Namespace) -> int:
     from tornasole.cli.jobs_cmd import jobs_of, state_of
-    from tornasole.jobs import register_job, update_job_rules
+    from tornasole.jobs import update_job_rules
 
     if args.from_request:
         return _register_from_request(args)
@@ -110,12 +109,44 @@ def register(args: argparse.Namespace) -> int:
             print(f"moved {args.name} from {current} to {args.s3_output}")
     else:
         rules = rule_configurations(args)
-        desc = register_job(
+        desc = _register_new(jobs, args, rules)
+    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
+    _print_registered(jobs, desc["TrainingJobName"], desc["TrainingJobStatus"], output)
+    return _after_registration(jobs, args.name)
+
+
+def _register_new(jobs: Any, args: argparse.Namespace, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """``register_job``; a job already registered with other rules or output names the CLI's ``--update``."""
+    from tornasole.evaluator.registration import JobConflictError
+    from tornasole.jobs import register_job
+
+    try:
+        return register_job(
             args.name, args.s3_output, rules, num_workers=args.num_workers, table_name=jobs.table.name
         )
-    output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
-    print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {output}")
-    return _after_registration(jobs, args.name)
+    except JobConflictError as exc:
+        existing = jobs.table.load_job(args.name)
+        if existing is None:  # the trial belongs to another job: the library's message says which
+            raise
+        raise JobConflictError(
+            f"job {args.name!r} is already registered on {existing.trial_path} with rules "
+            f"{', '.join(r.config.name for r in existing.rules)}: add --update to replace its rules "
+            "(and --s3-output to move it)"
+        ) from exc
+
+
+def _print_registered(jobs: Any, name: str, status: str, output: str) -> None:
+    """The registration, on the trial path the evaluator watches (where the hook must write).
+
+    A SageMaker request's ``S3OutputPath`` is not that path: SageMaker's hook writes under
+    ``<S3OutputPath>/<TrainingJobName>/debug-output``, so both are said.
+    """
+    from tornasole.cli.jobs_cmd import state_of
+
+    trial = state_of(jobs, name).trial_path
+    print(f"registered {name} ({status}) on {trial}")
+    if output and output.rstrip("/") != trial.rstrip("/"):
+        print(f"watching {trial} for the hook's steps (S3OutputPath {output} + /{name}/debug-output)")
 
 
 def _after_registration(jobs: Any, name: str) -> int:
@@ -170,5 +201,5 @@ def _register_from_request(args: argparse.Namespace) -> int:
     jobs = jobs_of(args)
     desc = jobs.describe(name)
     output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath", "")
-    print(f"registered {name} ({desc['TrainingJobStatus']}) on {output}".rstrip())
+    _print_registered(jobs, name, desc["TrainingJobStatus"], output)
     return _after_registration(jobs, name)

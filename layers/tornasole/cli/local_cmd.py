@@ -9,6 +9,8 @@ import sys
 import threading
 from typing import Any
 
+from tornasole.cli.options import positive_float
+
 __all__ = ["add_parser"]
 
 
@@ -22,7 +24,9 @@ def add_parser(sub: Any) -> None:
     up.add_argument(
         "--bucket", default="tornasole-local", help="trial bucket to create (default tornasole-local)"
     )
-    up.add_argument("--schedule-seconds", type=float, default=60.0, help="period of the scheduled check")
+    up.add_argument(
+        "--schedule-seconds", type=positive_float, default=60.0, help="period of the scheduled check"
+    )
     up.add_argument("--json", action="store_true", help="print events as JSON lines")
     up.add_argument(
         "--state-dir",

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -37,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tornasole",
         description="Debugger for ML training jobs: save tensors, evaluate rules, locally or on AWS.",
-        epilog="exit codes: 0 ok, 1 issues found (invoke; jobs status --fail-on-issues), "
-        "2 usage or invalid input, 3 not found (job, rule, trial, bucket, file) or a wait timed out",
+        epilog="exit codes (every command): 0 ok, 1 issues found (invoke; jobs status --fail-on-issues), "
+        "2 usage or invalid input (a bad option or value, an unknown rule or parameter), "
+        "3 not found (job, rule of a job, trial, bucket, file) or a wait timed out",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -48,7 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [ValueError, OSError, LookupError, ImportError, RuntimeError]
+    errors: list[type[BaseException]] = [
+        ValueError,
+        OSError,
+        LookupError,
+        ImportError,
+        RuntimeError,
+        re.error,  # a --regex that does not compile, wherever it is first used
+    ]
     try:
         from botocore.exceptions import BotoCoreError, ClientError
 

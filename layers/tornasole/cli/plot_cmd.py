@@ -9,6 +9,7 @@ so a person sees at a glance where the run went wrong.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from tornasole.analysis.plot import plot_trial, series
@@ -42,6 +43,11 @@ def add_parser(sub: Any) -> None:
 def _plot(args: argparse.Namespace) -> int:
     from tornasole.cli.trial_cmd import open_trial
 
+    for pattern in args.regex:  # before opening the trial: a typo is reported at once, as a usage error
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"--regex {pattern!r} is not a valid regular expression: {exc}") from None
     trial = open_trial(args.path, args.timeout)
     names: list[str] = list(args.tensor)
     for c in args.collection:

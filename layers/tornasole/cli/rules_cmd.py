@@ -13,9 +13,10 @@ import argparse
 import json
 from typing import Any
 
+from tornasole.cli.options import non_negative_float, non_negative_int, positive_float
 from tornasole.cli.table import cell_width, format_table
 
-__all__ = ["add_parser", "parse_rule_spec"]
+__all__ = ["add_parser", "list_parameters", "parse_param", "parse_rule_spec"]
 
 
 def add_parser(sub: Any) -> None:
@@ -29,42 +30,105 @@ def add_parser(sub: Any) -> None:
     inv = sub.add_parser("invoke", help="run a rule over a trial offline, with a progress bar")
     inv.add_argument("path", help="trial directory or s3://bucket/prefix")
     inv.add_argument(
-        "--rule", required=True, help="NAME[:k=v,...]: a built-in, or the class name with --rule-file"
+        "--rule",
+        required=True,
+        help="NAME[:k=v,...]: a built-in, or the class name with --rule-file; a list parameter takes "
+        "comma-separated values (AllZero:collection_names=weights,gradients)",
     )
     inv.add_argument("--rule-file", help="source file of a custom rule (local path or s3://)")
     inv.add_argument(
-        "--param", action="append", default=[], metavar="K=V", help="rule parameter (repeatable)"
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="rule parameter, the whole value after = (repeatable)",
     )
     inv.add_argument("--other-trials", help="';'-separated paths of other trials")
-    inv.add_argument("--start-step", type=int, default=0)
-    inv.add_argument("--end-step", type=int, default=None, help="exclusive")
+    inv.add_argument("--start-step", type=non_negative_int, default=0)
+    inv.add_argument("--end-step", type=non_negative_int, default=None, help="exclusive")
     inv.add_argument(
         "--timeout",
-        type=float,
+        type=non_negative_float,
         default=10.0,
         help="seconds to wait for a trial to appear at PATH (default 10)",
     )
     inv.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive_float,
         default=1800.0,
         help="live trial: give up when no new step lands for this many seconds (default 1800)",
     )
     inv.set_defaults(func=_invoke)
 
 
-def parse_rule_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """``"LossNotDecreasing:num_steps=5,diff_percent=1"`` -> name and string parameters."""
+def list_parameters(rule: str) -> frozenset[str] | None:
+    """The list-valued parameters of built-in ``rule`` (``collection_names``), ``None`` if not built-in.
+
+    Why: in ``NAME:k=v,...`` a comma separates parameters, and it also separates a list's items
+    (the SageMaker SDK's ``rule_parameters`` are strings, smdebug splits lists on commas); only a
+    list parameter may take the items after it.
+    """
+    from tornasole.rules import get_rule, rule_names
+
+    if rule not in rule_names():
+        return None
+    return frozenset(p.name for p in getattr(get_rule(rule), "PARAMETERS", ()) if p.kind.endswith("_list"))
+
+
+def _top_level_items(text: str) -> list[str]:
+    """``text`` split on the commas outside ``[...]`` (a JSON list value keeps its commas)."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth <= 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return [s.strip() for s in items if s.strip()]
+
+
+def parse_rule_spec(spec: str, *, custom: bool = False) -> tuple[str, dict[str, str]]:
+    """``"LossNotDecreasing:num_steps=5,diff_percent=1"`` -> name and string parameters.
+
+    A list parameter takes the comma-separated items after it, as SageMaker's rule parameters
+    write lists: ``AllZero:collection_names=weights,gradients,threshold=0`` gives
+    ``collection_names="weights,gradients"`` (a JSON list ``=["weights","gradients"]`` works too).
+    Any parameter of a custom rule (``custom``; its kinds are unknown here) may do the same.
+    """
     name, _, rest = spec.partition(":")
-    params: dict[str, str] = {}
-    for item in filter(None, (s.strip() for s in rest.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"rule {name!r}: parameter {item!r} is not key=value")
-        params[key.strip()] = value.strip()
-    if not name.strip():
+    name = name.strip()
+    if not name:
         raise ValueError(f"rule spec {spec!r} has no rule name")
-    return name.strip(), params
+    takes_list = None if custom else list_parameters(name)
+    params: dict[str, str] = {}
+    last: str | None = None
+    for item in _top_level_items(rest):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            last = key.strip()
+            params[last] = value.strip()
+        elif not sep and last is not None and (takes_list is None or last in takes_list):
+            params[last] = f"{params[last]},{item}"
+        else:
+            lists = (
+                f"only a list parameter ({', '.join(sorted(takes_list))}) takes several"
+                if takes_list
+                else f"{name} has no list parameter to take several"
+            )
+            raise ValueError(
+                f"rule {name!r}: parameter {item!r} is not key=value "
+                f"(',' separates parameters; {lists} comma-separated values)"
+            )
+
+    return name, params
+
+
+def parse_param(rule: str, item: str) -> tuple[str, str]:
+    """One ``--param K=V``: the whole value, commas included (``collection_names=weights,gradients``)."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"rule {rule!r}: parameter {item!r} is not key=value")
+    return key.strip(), value.strip()
 
 
 def _describe_rule(name: str) -> dict[str, Any]:
@@ -121,9 +185,8 @@ def _invoke(args: argparse.Namespace) -> int:
     from tornasole.rules import create_rule
     from tornasole.rules.run_report import check_builtin_rule, print_verdict, run_rule, wait_for_trial
 
-    name, params = parse_rule_spec(args.rule)
-    for item in args.param:
-        params.update(parse_rule_spec(f"{name}:{item}")[1])
+    name, params = parse_rule_spec(args.rule, custom=bool(args.rule_file))
+    params.update(parse_param(name, item) for item in args.param)
     if not args.rule_file:
         check_builtin_rule(name)
     trial = wait_for_trial(args.path, args.timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tornasole.cli.options import non_negative_float, positive_int
 from tornasole.cli.table import format_table
 
 __all__ = ["add_parser", "add_timeout_option", "open_trial", "summarize"]
@@ -16,14 +17,16 @@ def add_parser(sub: Any) -> None:
     s = tsub.add_parser("summary", help="steps, modes, workers, collections and tensors of a trial")
     s.add_argument("path", help="trial directory or s3://bucket/prefix")
     add_timeout_option(s)
-    s.add_argument("--tensors", type=int, default=50, help="list at most this many tensors (default 50)")
+    s.add_argument(
+        "--tensors", type=positive_int, default=50, help="list at most this many tensors (default 50)"
+    )
     s.set_defaults(func=_summary)
 
 
 def add_timeout_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         help="seconds to wait for a trial to appear at PATH (default 0: it must be there)",
     )

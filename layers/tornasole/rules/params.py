@@ -12,7 +12,9 @@ Choices:
 * ``bool`` accepts ``true/false``, ``1/0``, ``yes/no``, ``on/off`` in any case
   (smdebug's configs use ``"True"``/``"False"``).
 * list kinds accept a comma-separated string (``"0,1"``), a JSON list string
-  (``'["a", "b"]'``) or a Python list/tuple; ``""`` is the empty list.
+  (``'["a", "b"]'``) or a Python list/tuple; ``""`` is the empty list. A ``;`` in a
+  string list is refused: smdebug splits on commas only, so ``"weights;gradients"``
+  would silently name one collection that does not exist.
 * For a parameter whose default is ``None`` the strings ``""`` and ``"None"``
   (any case) mean "not set".
 * ``regex`` values are compiled here, once; ``mode`` values become
@@ -158,7 +160,11 @@ def parse_value(rule: str, p: Param, raw: Any) -> Any:
             raise _fail(rule, p, raw, "is not a mode (TRAIN, EVAL, PREDICT, GLOBAL)") from None
     items = _split(raw)
     if k == "str_list":
-        return [str(x).strip() for x in items]
+        names = [str(x).strip() for x in items]
+        if any(";" in n for n in names):  # smdebug splits on commas only: 'a;b' would be one name
+            fixed = ",".join(n.strip() for part in names for n in part.split(";") if n.strip())
+            raise _fail(rule, p, raw, f"separates its items with ';': separate them with commas ({fixed!r})")
+        return names
     if k == "float_list":
         try:
             return [float(x) for x in items]

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from tornasole.exceptions import TornasoleValueError
 from tornasole.rules.invoker import InvokeSummary, invoke_rule
 
 __all__ = [
@@ -45,7 +46,7 @@ class TrialNotFoundError(FileNotFoundError):
     """No trial appeared at a path within the time given; the message names the path."""
 
 
-class UnknownRuleError(LookupError):
+class UnknownRuleError(TornasoleValueError):
     """No built-in rule has that name; the message has the closest name and the known ones."""
 
 

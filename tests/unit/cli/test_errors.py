@@ -29,7 +29,6 @@ def _client_error(code: str) -> ClientError:
         NotFoundError("x"),
         JobNotFoundError("no job"),
         TrialNotFoundError("no trial"),
-        UnknownRuleError("no rule"),
         FileNotFoundError("f"),
         TensorUnavailable("t"),
         StepWaitTimeoutError("idle"),
@@ -47,6 +46,7 @@ def test_not_found_is_3(exc: BaseException) -> None:
         ValueError("v"),
         ConfigurationError("c"),
         RuleParameterError("R", "p", "bad"),
+        UnknownRuleError("no rule"),  # a misspelt built-in is a typo: 2, as `jobs register` says it
         _client_error("AccessDenied"),
         RuntimeError("r"),
     ],

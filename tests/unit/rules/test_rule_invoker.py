@@ -68,8 +68,8 @@ def test_errors_exit_2_with_one_line(trial_dir, capsys, args, message):
     assert len(err.splitlines()) == 1
 
 
-def test_unknown_rule_exit_3_with_did_you_mean(trial_dir, capsys):
-    assert main(["--trial-dir", trial_dir, "--rule-name", "VanishingGradiant"]) == 3
+def test_unknown_rule_exit_2_with_did_you_mean(trial_dir, capsys):
+    assert main(["--trial-dir", trial_dir, "--rule-name", "VanishingGradiant"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(
         "ERROR UnknownRuleError: unknown built-in rule 'VanishingGradiant' "
