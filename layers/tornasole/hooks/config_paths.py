@@ -43,10 +43,21 @@ __all__ = [
 ]
 
 DEBUG_OUTPUT_SUFFIX = "debug-output"
+_DEFAULT_ORIGIN = "SageMaker's default path"
 
 
 class HookConfigNotFound(ConfigurationError, FileNotFoundError):
-    """No hook configuration file where one was looked for (``get_hook`` then answers ``None``)."""
+    """No hook configuration file where one was looked for (``get_hook`` then answers ``None``).
+
+    ``named`` is true when the file was named (the path argument or a variable such as
+    ``$SMDEBUG_CONFIG_FILE_PATH``) rather than SageMaker's default path: a named file that is
+    missing is a mistake to report, a missing default only means "not on SageMaker".
+    """
+
+    def __init__(self, message: str, *, file: str = "", named: bool = False) -> None:
+        super().__init__(message)
+        self.file = file
+        self.named = named
 
 
 def resolve_config_path(path: str | None = None) -> tuple[str, str]:
@@ -57,7 +68,7 @@ def resolve_config_path(path: str | None = None) -> tuple[str, str]:
         value = os.environ.get(var)
         if value:
             return value, f"${var}"
-    return SAGEMAKER_HOOK_CONFIG_PATH, "SageMaker's default path"
+    return SAGEMAKER_HOOK_CONFIG_PATH, _DEFAULT_ORIGIN
 
 
 def read_config_file(path: str | None = None) -> tuple[str, Mapping[str, Any]]:
@@ -69,7 +80,9 @@ def read_config_file(path: str | None = None) -> tuple[str, Mapping[str, Any]]:
     except FileNotFoundError:
         raise HookConfigNotFound(
             f"hook configuration file {file} ({origin}) does not exist; pass its path, or set "
-            f"{HOOK_CONFIG_PATH} or {SMDEBUG_HOOK_CONFIG_PATH} (default {SAGEMAKER_HOOK_CONFIG_PATH})"
+            f"{HOOK_CONFIG_PATH} or {SMDEBUG_HOOK_CONFIG_PATH} (default {SAGEMAKER_HOOK_CONFIG_PATH})",
+            file=file,
+            named=origin != _DEFAULT_ORIGIN,
         ) from None
     except json.JSONDecodeError as exc:
         raise ConfigurationError(f"{file}: not valid JSON: {exc}") from exc

@@ -47,6 +47,9 @@ def get_hook(
     create_if_not_exists : bool
         Create the hook with ``hook_class.create_from_json_file`` when there is none. A missing
         configuration file then means no hook (``None``), as in smdebug; an invalid one raises.
+        A file that was named (``json_config_path``, ``$TORNASOLE_CONFIG_FILE_PATH`` or
+        ``$SMDEBUG_CONFIG_FILE_PATH``) and is missing is logged as a warning naming it: the run
+        would otherwise save nothing without a word.
 
     Examples
     --------
@@ -72,7 +75,10 @@ def get_hook(
             try:
                 set_hook(hook_class.create_from_json_file(json_config_path))
             except FileNotFoundError as exc:
-                logger.info("no hook configuration file (%s): no hook created", exc)
+                if getattr(exc, "named", False):
+                    logger.warning("%s: no hook created, so this run saves no tensors", exc)
+                else:
+                    logger.info("no hook configuration file (%s): no hook created", exc)
         return _hook
 
 
