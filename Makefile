@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export MPLBACKEND := Agg
 
-.PHONY: setup setup-smdebug setup-sagemaker fixtures test test-fast test-wheel reliability lint demo layer synth bench clean
+.PHONY: setup setup-smdebug setup-sagemaker setup-demo fixtures test test-fast test-wheel reliability lint demo layer synth bench clean
 
 $(BIN)/.installed: pyproject.toml requirements/dev.txt requirements/frameworks.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -68,8 +68,22 @@ test-wheel: setup
 reliability: setup
 	TORNASOLE_RELIABILITY_FULL=1 $(BIN)/python -m pytest -q tests/reliability
 
-demo: setup
-	$(BIN)/tornasole demo
+# The demo gets its own small venv (requirements/demo.txt: the package's [demo] extra and CPU-only torch),
+# not the development one (TensorFlow, XGBoost, CDK: gigabytes the demo never imports).
+# torch comes from PyTorch's CPU-only index (only torch: other packages are not looked up there).
+DEMO_VENV := .venv-demo
+TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
+$(DEMO_VENV)/.installed: pyproject.toml requirements/demo.txt
+	test -x $(DEMO_VENV)/bin/python || $(PY) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q -U pip
+	$(DEMO_VENV)/bin/python -m pip install -q --index-url $(TORCH_INDEX_URL) $$(grep -E '^torch==' requirements/demo.txt)
+	$(DEMO_VENV)/bin/python -m pip install -q -r requirements/demo.txt
+	touch $@
+
+setup-demo: $(DEMO_VENV)/.installed
+
+demo: setup-demo
+	$(DEMO_VENV)/bin/tornasole demo
 
 # The PyTorch hook on a CUDA device (tests/gpu): needs a GPU and a CUDA build of torch, which `make setup`
 # does not install (requirements pin the CPU wheel); run it with the interpreter that has one, e.g.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tornasole.exceptions import TornasoleError
 
-__all__ = ["EXTRAS", "Extra", "MissingExtraError", "missing_modules", "require"]
+__all__ = ["CPU_TORCH_HINT", "EXTRAS", "Extra", "MissingExtraError", "missing_modules", "require"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,13 @@ EXTRAS: dict[str, Extra] = {
 EXTRA_ALIASES = {"torch": "pytorch"}
 
 
+#: Said when torch is missing: pip's torch for Linux is the CUDA build, gigabytes a CPU machine never uses.
+CPU_TORCH_HINT = (
+    " (on a machine without a GPU, first install the CPU build of torch, a fraction of the size: "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
+
+
 class MissingExtraError(TornasoleError, ImportError):
     """An optional package is not installed; the message is the one line that fixes it."""
 
@@ -58,7 +65,7 @@ class MissingExtraError(TornasoleError, ImportError):
         self.missing = missing
         super().__init__(
             f"{feature} needs the '{extra.name}' extra (missing: {', '.join(missing)}): run "
-            f"{extra.install_line}"
+            f"{extra.install_line}{CPU_TORCH_HINT if 'torch' in missing else ''}"
         )
 
 
