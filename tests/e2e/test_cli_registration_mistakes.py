@@ -177,7 +177,28 @@ def test_register_from_a_request_prints_the_trial_path_it_watches(local, tmp_pat
     trial = f"{output}/sm-job/debug-output"
     first = proc.stdout.splitlines()[0]
     assert first == f"registered sm-job (InProgress) on {trial}", proc.stdout
-    assert f"S3OutputPath {output}" in proc.stdout
+    assert f"<S3OutputPath>/<TrainingJobName>/debug-output, from {output}" in proc.stdout
+
+
+def test_a_describe_training_job_output_registers_as_a_request(local, tmp_path: Path) -> None:
+    """docs/MIGRATION.md: `aws sagemaker describe-training-job` of an existing job is a usable file."""
+    described = _request("described", f"{local.trial_root}described", "VanishingGradient")
+    described.update(
+        {
+            "TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/described",
+            "TrainingJobStatus": "InProgress",
+            "SecondaryStatus": "Training",
+            "CreationTime": "2026-11-28T10:00:00+00:00",
+            "DebugRuleEvaluationStatuses": [
+                {"RuleConfigurationName": "VanishingGradient", "RuleEvaluationStatus": "InProgress"}
+            ],
+        }
+    )
+    path = tmp_path / "described.json"
+    path.write_text(json.dumps(described))
+    proc = run("jobs", "register", "--from-request", str(path))
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert f"on {local.trial_root}described/described/debug-output" in proc.stdout
 
 
 def test_a_list_parameter_registers_as_sagemaker_writes_it(local) -> None:

@@ -1,9 +1,10 @@
 """The README's code runs as written: its Python blocks in order, its shell commands, its rule table.
 
 A README whose examples drift from the code is worse than none; this test
-executes the Python blocks (with ``OUT`` pointing at a local trial, and the
-jobs block against the local mode), runs the shell commands of the analysis
-section, and checks that the rule table lists exactly the registered rules.
+executes every Python block as written, each in a fresh namespace (a block a
+reader pastes must run alone; the jobs block against the local mode), runs
+the shell commands of the analysis section, and checks that the rule table
+lists exactly the registered rules.
 """
 
 from __future__ import annotations
@@ -32,28 +33,35 @@ def _commands(block: str) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """Run the Python blocks in one namespace, in a fresh directory, as a notebook would."""
+    """Run each Python block as pasted into a fresh interpreter: its own namespace, nothing given.
+
+    The blocks share only the working directory (a later block reads the trial an earlier one
+    wrote, as a reader following the README does); a name a block uses without defining it
+    (``OUT``, ``np``, a model from another block) fails here. Returns the directory and the
+    namespaces merged in order (for the checks below).
+    """
     import os
 
     work = tmp_path_factory.mktemp("readme")
     cwd = os.getcwd()
     os.chdir(work)
-    namespace: dict = {"OUT": "runs/my-job"}
+    merged: dict = {}
     try:
-        blocks = _blocks("python")
-        jobs_block = next(b for b in blocks if "register_job(" in b)
-        for block in blocks:
-            if block is jobs_block:
+        for number, block in enumerate(_blocks("python"), 1):
+            namespace: dict = {"__name__": "__main__"}
+            code = compile(block, f"README.md python block {number}", "exec")
+            if "register_job(" in block:
                 from tornasole.local import LocalMode, LocalSettings
 
                 with LocalMode(LocalSettings(port=0)):
-                    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
-                    namespace["jobs_status"] = namespace["describe"]("my-job")["TrainingJobStatus"]
+                    exec(code, namespace)  # noqa: S102 - the README's own code
+                    merged["jobs_status"] = namespace["describe"]("my-job")["TrainingJobStatus"]
             else:
-                exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+                exec(code, namespace)  # noqa: S102
+            merged.update(namespace)
     finally:
         os.chdir(cwd)
-    return work, namespace
+    return work, merged
 
 
 def test_python_blocks_run_and_produce_a_trial(readme_run: tuple[Path, dict]) -> None:
@@ -120,3 +128,19 @@ def test_rule_table_lists_exactly_the_registered_rules() -> None:
     table = README.read_text().split("## Built-in rules", 1)[1].split("\n## ", 1)[0]
     names = re.findall(r"^\| (\w+) \|", table, flags=re.M)
     assert sorted(n for n in names if n != "rule") == sorted(rule_names())
+
+
+def test_the_migration_guide_is_linked_and_its_commands_parse() -> None:
+    """docs/MIGRATION.md (the SageMaker route) is reachable from the README, and what it tells a user
+    to type is a command the CLI accepts (its flags exist; the parser exits 2 on a wrong one)."""
+    from tornasole.cli.main import build_parser
+
+    assert "](docs/MIGRATION.md)" in README.read_text()
+    guide = (README.parent / "docs" / "MIGRATION.md").read_text()
+    for needed in ("--from-request", "register_from_request", "smdebug_alias", "SMDEBUG_CONFIG_FILE_PATH"):
+        assert needed in guide, needed
+    blocks = re.findall(r"```bash\n(.*?)```", guide, flags=re.S)
+    commands = [argv for block in blocks for argv in _commands(block) if argv[0] == "tornasole"]
+    assert len(commands) >= 3
+    for argv in commands:
+        build_parser().parse_args(argv[1:])  # SystemExit on an unknown command or flag

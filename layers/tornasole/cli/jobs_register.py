@@ -146,7 +146,10 @@ def _print_registered(jobs: Any, name: str, status: str, output: str) -> None:
     trial = state_of(jobs, name).trial_path
     print(f"registered {name} ({status}) on {trial}")
     if output and output.rstrip("/") != trial.rstrip("/"):
-        print(f"watching {trial} for the hook's steps (S3OutputPath {output} + /{name}/debug-output)")
+        print(
+            "the hook must write there: SageMaker's <S3OutputPath>/<TrainingJobName>/debug-output, "
+            f"from {output}"
+        )
 
 
 def _after_registration(jobs: Any, name: str) -> int:
