@@ -105,9 +105,53 @@ def test_missing_bucket_is_an_error_at_registration(local) -> None:
         "--rule",
         "VanishingGradient",
     )
-    assert proc.returncode in (2, 3), (proc.stdout, proc.stderr)
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)  # not found, as `invoke` says a missing bucket
     assert "no-such-bucket-here" in proc.stderr
     _not_registered("nobucket")
+    proc = subprocess.run(
+        [
+            TORNASOLE,
+            "invoke",
+            "s3://no-such-bucket-here/run",
+            "--rule",
+            "VanishingGradient",
+            "--timeout",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+
+
+def test_a_missing_bucket_in_a_request_is_not_found(local, tmp_path: Path) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(_request("req-nobucket", "s3://no-such-bucket-here/out", "VanishingGradient")))
+    proc = run("jobs", "register", "--from-request", str(path))
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert "bucket 'no-such-bucket-here' of job 'req-nobucket' does not exist" in proc.stderr
+    _not_registered("req-nobucket")
+
+
+def test_a_missing_rule_file_is_not_found_in_register_and_invoke(local, tmp_path: Path) -> None:
+    missing = str(tmp_path / "my_rule.py")
+    proc = run(
+        "jobs", "register", "--name", "norule", "--s3-output", f"{local.trial_root}norule",
+        "--rule-file", missing, "--rule-class", "MyRule",
+    )  # fmt: skip
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert f"--rule-file {missing}: rule file not found" in proc.stderr
+    _not_registered("norule")
+    trial = tmp_path / "trial"
+    from tornasole import Hook
+
+    hook = Hook(out_dir=str(trial))
+    hook.save_scalar("loss", 1.0)
+    hook.close()
+    proc = run("invoke", str(trial), "--rule-file", missing, "--rule", "MyRule")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert f"--rule-file {missing}: rule file not found" in proc.stderr
 
 
 def _request(name: str, output: str, rule: str) -> dict:

@@ -19,7 +19,8 @@ code  meaning
 ====  ==========================================================================================
 
 The same mistake exits with the same code in every command: a misspelt rule is 2 for ``invoke``,
-``jobs register`` (options or ``--from-request``), ``rules list --name`` and ``rule_invoker``.
+``jobs register`` (options or ``--from-request``), ``rules list --name`` and ``rule_invoker``; a
+bucket or a ``--rule-file`` that is not there is 3 for ``invoke`` and ``jobs register`` alike.
 
 Why one place: a script calling the CLI must be able to tell "your rules fired" from "you typed it
 wrong" from "it is not there" without parsing text, and every command must agree.

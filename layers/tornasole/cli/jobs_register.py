@@ -21,6 +21,7 @@ from typing import Any
 
 from tornasole.cli.errors import EXIT_OK, EXIT_USAGE
 from tornasole.cli.rules_cmd import parse_param, parse_rule_spec
+from tornasole.cli.watch import check_bucket
 
 __all__ = ["read_request", "register", "rule_configurations"]
 
@@ -83,10 +84,14 @@ def _rule_source(args: argparse.Namespace) -> str:
     """A local rule file is uploaded next to the job's output, where the evaluator can read it."""
     if args.rule_file.startswith("s3://"):
         return args.rule_file
+    from tornasole.cli.errors import NotFoundError
     from tornasole.storage import get_storage, join
 
-    with open(args.rule_file, "rb") as f:
-        data = f.read()
+    try:
+        with open(args.rule_file, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:  # said as `invoke --rule-file` says it; exit 3
+        raise NotFoundError(f"--rule-file {args.rule_file}: rule file not found") from exc
     target = join(args.s3_output, "tornasole_rules", os.path.basename(args.rule_file))
     get_storage(target).write_atomic(target, data)
     return target
@@ -101,6 +106,7 @@ def register(args: argparse.Namespace) -> int:
     if not (args.name and args.s3_output):
         args.parser.error("give --name and --s3-output (or --from-request FILE)")
     jobs = jobs_of(args)
+    check_bucket(args.s3_output, args.name)  # a missing bucket is "not found" (3), as `invoke` says it
     if args.update:
         rules = rule_configurations(args)
         current = state_of(jobs, args.name).trial_path
@@ -191,6 +197,10 @@ def _register_from_request(args: argparse.Namespace) -> int:
         extra = ", ".join(clash) or "--update/--rule-file"
         args.parser.error(f"--from-request takes name, output and rules from the file; drop {extra}")
     request = read_request(args.from_request)
+    hook = request.get("DebugHookConfig")
+    output = hook.get("S3OutputPath") if isinstance(hook, dict) else None
+    if isinstance(output, str) and isinstance(request.get("TrainingJobName"), str):
+        check_bucket(output, request["TrainingJobName"])
     if args.table:
         os.environ["TORNASOLE_STATE_TABLE"] = args.table  # register_from_request reads the standard variable
     from tornasole.cli.jobs_cmd import jobs_of

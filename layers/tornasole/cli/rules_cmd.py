@@ -181,6 +181,20 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_custom_rule(path: str, name: str, trial: Any, others: list, params: dict[str, str]) -> Any:
+    """The ``--rule-file`` rule; a file that is not there is "not found" (exit 3), as in ``jobs register``."""
+    from tornasole.cli.errors import NotFoundError
+    from tornasole.exceptions import RuleLoadError
+    from tornasole.rules.loader import load_rule
+
+    try:
+        return load_rule(path, name, trial, other_trials=others or None, params=params)
+    except RuleLoadError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            raise NotFoundError(f"--rule-file {path}: rule file not found") from exc
+        raise
+
+
 def _invoke(args: argparse.Namespace) -> int:
     from tornasole.rules import create_rule
     from tornasole.rules.run_report import check_builtin_rule, print_verdict, run_rule, wait_for_trial
@@ -192,9 +206,7 @@ def _invoke(args: argparse.Namespace) -> int:
     trial = wait_for_trial(args.path, args.timeout)
     others = [wait_for_trial(p, args.timeout) for p in (args.other_trials or "").split(";") if p.strip()]
     if args.rule_file:
-        from tornasole.rules.loader import load_rule
-
-        rule = load_rule(args.rule_file, name, trial, other_trials=others or None, params=params)
+        rule = _load_custom_rule(args.rule_file, name, trial, others, params)
     else:
         rule = create_rule(name, trial, other_trials=others or None, **params)
     summary = run_rule(

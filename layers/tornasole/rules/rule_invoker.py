@@ -28,8 +28,9 @@ Output: the details of each fire (at most 20), then one line a script can parse,
 (one line, wrapped here; ``none`` stands for "no step": ``first_step=none fired_steps=none`` when it
 never fired; ``fired_steps`` is comma-separated, at most 20 listed; ``steps_skipped`` counts saved
 steps where the rule's tensors were missing). ``tornasole invoke`` prints the same line (same
-function, :func:`result_line`). Exit code: 0 no issue, 1 issues found, 2 usage or invalid input,
-3 not found (no trial at the path, unknown rule, missing file) or a wait that timed out; errors are
+function, :func:`result_line`). Exit code: 0 no issue, 1 issues found, 2 usage or invalid input
+(a misspelt rule too, as in every ``tornasole`` command), 3 not found (no trial at the path, missing
+file) or a wait that timed out; errors are
 one line on stderr,
 ``ERROR ...``.
 
