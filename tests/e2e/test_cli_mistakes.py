@@ -422,3 +422,19 @@ def test_a_shell_without_a_region_is_told_what_to_set(tmp_path: Path) -> None:
     proc = subprocess.run([TORNASOLE, "jobs", "list"], capture_output=True, text=True, timeout=60, env=env)
     line = assert_one_error_line(proc, 2, "AWS_DEFAULT_REGION", "tornasole local up")
     assert "You must specify a region" not in line
+
+
+def test_a_shell_without_credentials_is_told_what_to_set(tmp_path: Path) -> None:
+    """botocore's "Unable to locate credentials" gets what to set, and the local mode's exports."""
+    import os
+
+    drop = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "no-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",  # no instance-metadata lookup: bounded time off EC2
+    )
+    proc = subprocess.run([TORNASOLE, "jobs", "list"], capture_output=True, text=True, timeout=60, env=env)
+    assert_one_error_line(proc, 2, "Unable to locate credentials", "AWS_PROFILE", "tornasole local up")

@@ -95,7 +95,8 @@ def one_line(exc: BaseException) -> str:
 
 
 def hint(exc: BaseException) -> str:
-    """What to check, for the AWS errors whose own text does not say (unreachable endpoint, no table)."""
+    """What to check, for the AWS errors whose own text does not say (unreachable endpoint, no
+    credentials, no table)."""
     import os
 
     from tornasole import config
@@ -106,6 +107,11 @@ def hint(exc: BaseException) -> str:
             f"is `tornasole local up` running at {where}?" if where else "is the network or region right?"
         )
         return f" ({target})"
+    if type(exc).__name__ == "NoCredentialsError":
+        return (
+            " (set AWS credentials: AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws; for the "
+            "local mode, run in this shell the `export` lines `tornasole local up` printed)"
+        )
     if _aws_code(exc) == "ResourceNotFoundException":
         from tornasole.evaluator.state import StateTable
 
