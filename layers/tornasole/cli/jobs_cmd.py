@@ -10,7 +10,8 @@ A ``tornasole_job.json`` that could not be registered is a ``Failed`` record:
 ``status`` shows its full reason.
 
 Exit codes (:mod:`tornasole.cli.errors`): ``register`` 2 on invalid input
-(the whole reason printed) or when a rule ended in ``Error``; ``status`` 2 for
+(the whole reason printed) or when a rule ended in ``Error``, 3 when the bucket
+or the ``--rule-file`` does not exist; ``status`` 2 for
 a failed registration (its configuration file was invalid input); ``status
 --fail-on-issues`` 1 when a rule found issues or failed; ``status --watch``
 3 when the job's bucket does not exist or nothing changed for ``--timeout``

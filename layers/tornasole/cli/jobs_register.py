@@ -5,10 +5,12 @@ Options (``--rule NAME[:k=v,...]``, ``--rule-file``/``--rule-class``,
 rule option a new job gets the recommended set
 (``tornasole.rules.recommended_rules()``), named in the output; a saved
 ``CreateTrainingJob`` request (``--from-request FILE``) goes to
-:func:`tornasole.jobs.register_from_request` whole. Validation is the library's
-(:func:`tornasole.jobs.register_job` raises on a bad rule, parameter or bucket,
+:func:`tornasole.jobs.register_from_request` whole. A bucket that does not exist
+is checked first (exit 3, as ``invoke`` says it); the rest of the validation is the
+library's (:func:`tornasole.jobs.register_job` raises on a bad rule or parameter,
 printed whole, exit 2); a rule that still ends up in ``Error`` right after
-registration is reported with its full reason, exit 2.
+registration is reported with its full reason, exit 2. The line printed names the
+trial path the evaluator watches (for a SageMaker request, not its ``S3OutputPath``).
 """
 
 from __future__ import annotations
