@@ -71,12 +71,14 @@ reliability: setup
 # The demo gets its own small venv (requirements/demo.txt: the package's [demo] extra and CPU-only torch),
 # not the development one (TensorFlow, XGBoost, CDK: gigabytes the demo never imports).
 # torch comes from PyTorch's CPU-only index (only torch: other packages are not looked up there).
+# --retries 0: where that index cannot be reached, pip moves on to its other configured sources at once (the
+# default, five backed-off retries per URL, cost two minutes on a machine without access to it).
 DEMO_VENV := .venv-demo
 TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
 $(DEMO_VENV)/.installed: pyproject.toml requirements/demo.txt
 	test -x $(DEMO_VENV)/bin/python || $(PY) -m venv $(DEMO_VENV)
 	$(DEMO_VENV)/bin/python -m pip install -q -U pip
-	$(DEMO_VENV)/bin/python -m pip install -q --index-url $(TORCH_INDEX_URL) $$(grep -E '^torch==' requirements/demo.txt)
+	$(DEMO_VENV)/bin/python -m pip install -q --retries 0 --timeout 20 --index-url $(TORCH_INDEX_URL) $$(grep -E '^torch==' requirements/demo.txt)
 	$(DEMO_VENV)/bin/python -m pip install -q -r requirements/demo.txt
 	touch $@
 
