@@ -26,10 +26,14 @@ from typing import Any
 __all__ = ["collect_reply", "kill_group", "run_forked", "verdict"]
 
 
-def _child(fn: Callable[[], dict[str, Any]], out: int) -> None:
+def _child(fn: Callable[[], dict[str, Any]], out: int, limits: Any = None, timeout_s: float = 0.0) -> None:
     try:
         os.setpgid(0, 0)
         try:
+            if limits is not None:
+                from tornasole.lambda_support import confine
+
+                confine.confine(limits, cpu_seconds=timeout_s)
             reply = fn()
         except BaseException as exc:  # noqa: BLE001 - the child's failure becomes the reply
             reply = {
@@ -97,13 +101,17 @@ def verdict(
     )
 
 
-def run_forked(fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int) -> dict[str, Any]:
-    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply."""
+def run_forked(
+    fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int, limits: Any = None
+) -> dict[str, Any]:
+    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply.
+
+    ``limits`` (a ``confine.Limits``): the child's rlimits and seccomp filter, set before ``fn`` runs."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
         os.close(read_end)
-        _child(fn, write_end)
+        _child(fn, write_end, limits, timeout_s)
     os.close(write_end)
     try:  # also here: the child may not have made its group yet when the parent kills it
         os.setpgid(pid, pid)
