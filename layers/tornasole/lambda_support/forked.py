@@ -16,6 +16,7 @@ no buffers of the parent flushed twice). The parent reads at most ``max_bytes`` 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
@@ -33,7 +34,8 @@ def _child(fn: Callable[[], dict[str, Any]], out: int, limits: Any = None, timeo
             if limits is not None:
                 from tornasole.lambda_support import confine
 
-                confine.confine(limits, cpu_seconds=timeout_s)
+                for why in confine.confine(limits, cpu_seconds=timeout_s).missing:
+                    logging.getLogger(__name__).warning("rule process: %s", why)
             reply = fn()
         except BaseException as exc:  # noqa: BLE001 - the child's failure becomes the reply
             reply = {
