@@ -199,17 +199,17 @@ def _mapped_bytes() -> int:
 
 
 def _tasks_of(uid: int) -> int:
+    """Tasks (threads) of ``uid``'s processes: what ``RLIMIT_NPROC`` counts. A non-dumpable process
+    shows as root's in ``/proc`` and is missed: ``Limits.processes`` is headroom enough for those."""
     count = 0
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            if os.stat(f"/proc/{name}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{name}/task"))
         except OSError:
             continue
-        if int(fields.get("Uid", "-1 ").split()[0]) == uid:
-            count += int(fields.get("Threads", "1").strip() or 1)
     return count
 
 
@@ -276,8 +276,18 @@ def scrub_environment(
         ctypes.memset(start, 0, end - start)
 
 
-def children_of(pid: int) -> list[int]:
-    """The pids whose parent is ``pid`` (a scan of ``/proc``)."""
+def children_of(pid: int, scan: bool = False) -> list[int]:
+    """The pids whose parent is ``pid``: its threads' ``children`` files (fast, may miss a child being
+    forked right then), or with ``scan`` (or a kernel without them) each ``/proc/<pid>/stat``."""
+    if not scan:
+        try:
+            kids: list[int] = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids += [int(k) for k in f.read().split()]
+            return kids
+        except (OSError, ValueError):
+            pass  # a kernel without CONFIG_PROC_CHILDREN
     kids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -299,6 +309,8 @@ def kill_children(keep: Iterable[int] = (), timeout_s: float = 5.0) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         kids = [k for k in children_of(os.getpid()) if k not in spare]
+        if not kids:  # confirmed by a full scan: the fast listing may miss a child forked just then
+            kids = [k for k in children_of(os.getpid(), scan=True) if k not in spare]
         if not kids:
             break
         for kid in kids:

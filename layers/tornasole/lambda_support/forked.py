@@ -5,7 +5,8 @@ are other jobs' rules. Code a rule leaves behind in the process (a patched modul
 hook on boto3) would see the next job's credentials. Forked, the rule runs in a copy of the
 process that exits when the verdict is sent: the handler's own process never runs rule code.
 The child gets its own process group, which is killed afterwards, so processes the rule started
-are stopped too (one that calls ``setsid`` itself escapes that: see the README's security notes).
+are stopped too. One that calls ``setsid`` itself leaves the group: in Lambda the rule runs in a child
+of the zygote instead, a subreaper that kills those too (``zygote``, ``docs/SECURITY.md``).
 
 The child writes its result as JSON to a pipe and leaves with ``os._exit`` (no atexit handlers,
 no buffers of the parent flushed twice). The parent reads at most ``max_bytes`` + 1 bytes until

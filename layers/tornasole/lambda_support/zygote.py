@@ -123,8 +123,7 @@ def _serve(
             pass
         sock.sendall(_INT.pack(pid))
         _, status = os.waitpid(pid, 0)
-        if limits is not None:  # what the child left: re-parented to this subreaper, or still in its group
-            kill_group(pid)
+        if limits is not None:  # what the child left: all of it in this subreaper's subtree
             confine.kill_children()
         if tmp_root is not None:
             confine.wipe_tmp(tmp_root)

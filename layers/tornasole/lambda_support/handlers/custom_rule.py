@@ -8,7 +8,10 @@ as in the evaluator, and only from this function's configured rule prefix; the r
 ``isolation.guarded``, in a child process: in Lambda a child of the zygote forked at cold start
 (``zygote``: the child holds its own request and no earlier one), elsewhere a child forked per request
 (``forked``). What the rule leaves behind in its process never meets a later invocation, which may be
-another job's. Nothing is written: the verdict is the reply, and the evaluator records it.
+another job's. In Lambda the handler and the zygote are hardened before any event and each child is
+confined (``confine``: not dumpable, no role keys in the environment, rlimits, seccomp, leftover
+processes killed, ``/tmp`` wiped; ``docs/SECURITY.md``). Nothing is written: the verdict is the reply,
+and the evaluator records it.
 """
 
 from __future__ import annotations
