@@ -33,6 +33,8 @@ class Hostile(Rule):
         self.how = how
 
     def invoke_at_step(self, step):
+        if self.how == "fine":  # a rule that behaves: its verdict, from the child, as in process
+            return float(self.base_trial.tensor("loss").value(step).mean()) > 0.5
         if self.how == "exit":
             os._exit(7)
         while True:  # swallows every stop the watchdog sends
@@ -88,12 +90,12 @@ def test_rules_that_swallow_their_stop_or_exit_cost_their_own_verdicts_only(
     source = f"s3://{bucket}/rules/hostile.py"
     exits: list[BaseException] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: exits.append(args.exc_value))
-    for job, how in (("swallow-1", "swallow"), ("swallow-2", "swallow"), ("exits", "exit")):
+    for job, how in (("swallow-1", "swallow"), ("swallow-2", "swallow"), ("exits", "exit"), ("fine", "fine")):
         rule = Rule.custom("Hostile", source=source, rule_to_invoke="Hostile", rule_parameters={"how": how})
         register_job(job, f"{local.trial_root}{job}", [rule])
         _write_run(f"{local.trial_root}{job}", [1.0])
-    seen = _wait({"swallow-1": ["Error"], "swallow-2": ["Error"], "exits": ["Error"]}, timeout=40)
-    assert seen == {"swallow-1": ["Error"], "swallow-2": ["Error"], "exits": ["Error"]}
+    expected = {"swallow-1": ["Error"], "swallow-2": ["Error"], "exits": ["Error"], "fine": ["IssuesFound"]}
+    assert _wait(expected, timeout=40) == expected
     # both workers serve on, and this process (local up) is alive to see it
     builtin = {
         "RuleConfigurationName": "ExplodingTensor",
