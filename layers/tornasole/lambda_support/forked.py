@@ -51,15 +51,24 @@ def _child(fn: Callable[[], dict[str, Any]], out: int, limits: Any = None, timeo
         os._exit(0)
 
 
-def collect_reply(read_fd: int, timeout_s: float, max_bytes: int) -> tuple[bytes, int, bool]:
-    """Read a child's reply until EOF, ``max_bytes`` + 1 bytes, or ``timeout_s``: (data, size, timed out)."""
+def collect_reply(
+    read_fd: int, timeout_s: float, max_bytes: int, abort_fd: int | None = None
+) -> tuple[bytes, int, bool]:
+    """Read a child's reply until EOF, ``max_bytes`` + 1 bytes, or ``timeout_s``: (data, size, timed out).
+
+    ``abort_fd``: stop early (not timed out) once it is readable and the reply is not (the zygote's
+    socket: it speaks only after the child is gone, or closes when the zygote died)."""
     chunks: list[bytes] = []
     size, timed_out = 0, False
     deadline = time.monotonic() + max(0.1, timeout_s)
+    watched = [read_fd] if abort_fd is None else [read_fd, abort_fd]
     while size <= max_bytes:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+        ready = select.select(watched, [], [], left)[0] if left > 0 else []
+        if not ready:
             timed_out = True
+            break
+        if read_fd not in ready:
             break
         chunk = os.read(read_fd, 65536)
         if not chunk:

@@ -53,6 +53,16 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _confine_child(limits: confine.Limits | None, tmp_root: str | None, timeout_s: float) -> None:
+    """A ``TMPDIR`` of the run's own, then the limits and the seccomp filter; what could not be
+    applied is logged (the rule still runs: the zygote's and the handler's hardening stands)."""
+    if tmp_root is not None:
+        confine.private_tmp(tmp_root)
+    if limits is not None:
+        for why in confine.confine(limits, cpu_seconds=timeout_s).missing:
+            log.warning("rule sandbox: %s", why)
+
+
 def _child(
     target: Callable[[bytes], dict[str, Any]],
     request_fd: int,
@@ -64,12 +74,7 @@ def _child(
     try:
         os.setpgid(0, 0)
         try:
-            if tmp_root is not None:
-                confine.private_tmp(tmp_root)
-            if limits is not None:
-                done = confine.confine(limits, cpu_seconds=timeout_s)
-                for why in done.missing:
-                    log.warning("rule sandbox: %s", why)
+            _confine_child(limits, tmp_root, timeout_s)
             reply = target(_read_all(request_fd))
         except BaseException as exc:  # noqa: BLE001 - the child's failure becomes the reply
             why = f"the rule sandbox's child raised {type(exc).__name__}: {exc}"
@@ -224,7 +229,7 @@ class Zygote:
             os.close(request_w)
             request_w = -1
             left = timeout_s - (time.monotonic() - start)
-            data, size, timed_out = collect_reply(reply_r, left, max_bytes)
+            data, size, timed_out = collect_reply(reply_r, left, max_bytes, abort_fd=self._sock.fileno())
         except (OSError, ConnectionError) as exc:
             self.stop()
             return {"kind": "error", "reason": f"the rule sandbox could not start the rule's process: {exc}"}
@@ -237,6 +242,6 @@ class Zygote:
         try:
             status = self._recv_int(10.0)
         except (OSError, ConnectionError):
-            self.stop()
-            status = 0
+            self.stop()  # and, with reap_orphans, what the child left behind
+            return {"kind": "error", "reason": "the rule's process ended its sandbox's zygote"}
         return verdict(data, size, timed_out, status, timeout_s, max_bytes)

@@ -186,3 +186,34 @@ def test_the_seccomp_program_denies_a_foreign_architecture_and_x32_calls() -> No
     for i, (op, jt, _, k) in enumerate(prog[3:-2], start=3):
         assert i + 1 + jt == deny, (i, op, k)
     assert {k for op, _, _, k in prog[3:-2]} == {0x40000000, 101, 310, 311, 438}
+
+
+def kill_the_zygote(payload: bytes) -> dict:
+    """A rule that leaves a ``setsid`` process and then kills its zygote (it runs under the same uid)."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    with open(payload.decode(), "w") as f:
+        f.write(str(proc.pid))
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+    return {}
+
+
+def test_what_a_rule_leaves_after_killing_its_zygote_is_killed_by_the_handler(tmp_path) -> None:
+    from tornasole.lambda_support.zygote import Zygote
+
+    pid_file = tmp_path / "left.pid"
+
+    def handler() -> dict:
+        confine.make_subreaper()  # as custom_rule._harden_handler does at cold start
+        zygote = Zygote(kill_the_zygote, limits=confine.Limits(), reap_orphans=True).start()
+        reply = zygote.run(str(pid_file).encode(), 10, 1 << 16)
+        left = int(pid_file.read_text())
+        zygote.stop()
+        return {"reason": reply.get("reason"), "left_alive": os.path.exists(f"/proc/{left}")}
+
+    start = time.monotonic()
+    assert _in_child(handler) == {
+        "reason": "the rule's process ended its sandbox's zygote",
+        "left_alive": False,
+    }
+    assert time.monotonic() - start < 5  # noticed when the zygote died, not at the 10 s deadline
