@@ -141,8 +141,10 @@ class Zygote:
     ``limits``: confine the zygote and its children (``confine``: scrubbed environment, not dumpable,
     subreaper, rlimits and seccomp); None leaves them as forked (tests of the protocol alone).
     ``tmp_root``: each child's ``TMPDIR`` is a new directory under it, and all of it is wiped after
-    each run (``/tmp`` in Lambda). ``reap_orphans``: this process is a subreaper too, and kills what
-    it adopted when the zygote died (a rule that killed its zygote leaves its processes to it).
+    each run (``/tmp`` in Lambda). ``reap_orphans``: this process is a subreaper too (the caller made
+    it one), and when the zygote stops it kills every child it has but those it had at the first
+    ``start()``: a rule that killed its zygote left its processes to it. Only where this process's
+    children are all the sandbox's (the Lambda runtime's process, not a test runner's).
     """
 
     def __init__(
@@ -158,8 +160,11 @@ class Zygote:
         self.reap_orphans = reap_orphans
         self.pid: int | None = None
         self._sock: socket.socket | None = None
+        self._spared: frozenset[int] | None = None
 
     def start(self) -> Zygote:
+        if self.reap_orphans and self._spared is None:  # this process's children before the zygote's
+            self._spared = frozenset(confine.children_of(os.getpid(), scan=True))
         here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the zygote leaves through os._exit
@@ -184,7 +189,7 @@ class Zygote:
                 pass
             self.pid = None
             if self.reap_orphans:
-                confine.kill_children()
+                confine.kill_children(keep=self._spared or ())
             if self.tmp_root is not None:
                 confine.wipe_tmp(self.tmp_root)
 

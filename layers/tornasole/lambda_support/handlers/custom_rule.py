@@ -168,10 +168,13 @@ def _start_zygote(environ: Mapping[str, str]) -> Zygote | None:
         return None
     if not hasattr(os, "fork"):
         return None
-    _harden_handler()
+    in_lambda = bool(environ.get("AWS_LAMBDA_RUNTIME_API"))  # the handler's process is the runtime's
+    if in_lambda:  # elsewhere (a test's process) other children are not ours to kill
+        _harden_handler()
     _boto_session()  # warm once, so that every child starts with botocore's models loaded
     limits = confine.Limits.for_lambda(dict(environ))
-    return Zygote(_run_payload, limits=limits, tmp_root=_tmp_root(environ), reap_orphans=True).start()
+    zygote = Zygote(_run_payload, limits=limits, tmp_root=_tmp_root(environ), reap_orphans=in_lambda)
+    return zygote.start()
 
 
 _ZYGOTE = _start_zygote(os.environ)
