@@ -8,7 +8,12 @@ evaluator's role (state table writes, events, stop signals) and could read every
 * the reader role, assumable only by the evaluator's roles, may read the trial prefix and the rule
   prefix. The evaluator assumes it for each rule run with an inline session policy narrowing it to
   that job's trial and that rule file (``tornasole.evaluator.sandbox_policy``), and hands the
-  resulting 15-minute credentials to the sandbox, which signs every S3 call with them only.
+  resulting 15-minute credentials to the sandbox, which signs every S3 call with them only;
+* the function runs in a VPC of its own with no route out but an S3 gateway endpoint (no internet
+  gateway, no NAT: nothing to pay for), whose policy lets through only reads of the trial and rule
+  buckets: a rule cannot send what it reads anywhere, not even to a bucket of its author's. Its
+  security group admits nothing in and HTTPS out (the routes decide where "out" can reach). What
+  remains (DNS queries to the VPC's resolver) is in ``docs/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import aws_cdk as cdk
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -28,6 +35,21 @@ from tornasole.stack_spec import FunctionSpec
 __all__ = ["RuleSandbox"]
 
 _NOT_SHIPPED = ["**/__pycache__", "**/*.pyc"]
+#: What Lambda needs to attach the function to its subnets (the AWSLambdaVPCAccessExecutionRole
+#: managed policy's actions, granted inline so the role holds nothing else managed).
+_ENI_ACTIONS = [
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+]
+_ENI_REASON = (
+    "Lambda creates and deletes the function's network interfaces in its subnets with these "
+    "actions, which support no resource-level scoping (AWSLambdaVPCAccessExecutionRole grants them on * "
+    "too); a rule's process never holds the role's credentials (they are scrubbed from its environment)."
+)
 
 
 class RuleSandbox(Construct):
@@ -61,6 +83,16 @@ class RuleSandbox(Construct):
             description="Tornasole rule sandbox: its own logs, no data access",
         )
         log_group.grant_write(role)
+        self.vpc, self.security_group = self._network(bucket, rules_bucket, log_retention, removal_policy)
+        eni = iam.Policy(
+            self,
+            "NetworkInterfaces",
+            statements=[iam.PolicyStatement(actions=_ENI_ACTIONS, resources=["*"])],
+        )
+        role.attach_inline_policy(eni)
+        cdk.Validations.of(eni).acknowledge(
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_ENI_REASON)
+        )
         self.function = lambda_.Function(
             self,
             spec.id,
@@ -77,7 +109,11 @@ class RuleSandbox(Construct):
             environment=dict(environment),
             role=role,
             log_group=log_group,
+            vpc=self.vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+            security_groups=[self.security_group],
         )
+        self.function.node.add_dependency(eni)  # the ENIs are made at deployment, with the role's grant
         self.reader = iam.Role(
             self,
             "Reader",
@@ -102,3 +138,58 @@ class RuleSandbox(Construct):
                 conditions={"StringLike": {"s3:prefix": [f"{trial_prefix}*"]}},
             )
         )
+
+    def _network(
+        self,
+        bucket: s3.IBucket,
+        rules_bucket: s3.IBucket,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
+        """Isolated subnets, an S3 gateway endpoint for the two buckets' reads, rejected flows logged."""
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=2,
+            nat_gateways=0,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24
+                )
+            ],
+            restrict_default_security_group=False,  # unused; restricting it deploys a custom resource
+        )
+        endpoint = vpc.add_gateway_endpoint(
+            "S3",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)],
+        )
+        endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject", "s3:ListBucket"],
+                resources=[
+                    bucket.bucket_arn,
+                    bucket.arn_for_objects("*"),
+                    rules_bucket.bucket_arn,
+                    rules_bucket.arn_for_objects("*"),
+                ],
+            )
+        )
+        flow_logs = logs.LogGroup(
+            self, "RejectedFlows", retention=log_retention, removal_policy=removal_policy
+        )
+        vpc.add_flow_log(
+            "Rejected",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+            traffic_type=ec2.FlowLogTrafficType.REJECT,
+        )
+        group = ec2.SecurityGroup(
+            self,
+            "Function",
+            vpc=vpc,
+            description="Tornasole rule sandbox: nothing in; HTTPS out, routed to the S3 endpoint only",
+            allow_all_outbound=False,
+        )
+        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3 through the gateway endpoint")
+        return vpc, group

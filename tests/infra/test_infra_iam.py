@@ -7,6 +7,15 @@ from typing import Any
 
 # The only actions AWS does not let you scope to a resource (so they carry Resource "*").
 UNSCOPABLE = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
+# Lambda attaching the rule sandbox to its VPC (``infra/constructs/rule_sandbox.py``)
+UNSCOPABLE |= {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
 
 
 def _statements(synth) -> list[tuple[str, dict[str, Any]]]:

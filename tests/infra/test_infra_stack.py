@@ -285,7 +285,7 @@ def test_alarms_watch_every_function_and_the_failure_queue(synth) -> None:
 
 def test_log_groups_have_the_configured_retention(synth) -> None:
     groups = synth.resources("AWS::Logs::LogGroup").values()
-    assert len(groups) == 4  # the three functions' and the rule sandbox's
+    assert len(groups) == 5  # the three functions', the rule sandbox's and its VPC's rejected flows
     assert {g["Properties"]["RetentionInDays"] for g in groups} == {30}
 
 

@@ -17,8 +17,10 @@ function out, ran it out of memory, or broke the runtime) or a malformed reply i
 ``error`` at that step; any other STS/Lambda error (missing function, access denied: a deployment
 problem) propagates as is, so the step's attempts are counted and it is not blamed on the rule.
 
-Local mode keeps rules in process (``StepRunner`` without a custom rule runner): there the one
-user writes training data and rules alike, and the evaluator's credentials are that user's own.
+Local mode has no sandbox function: there the one user writes training data and rules alike, and
+the evaluator's credentials are that user's own. Its dispatcher runs each custom rule in a child
+process forked for the run (``tornasole.local.rule_child``), so a rule that will not stop costs its
+verdict, not ``local up``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ are other jobs' rules. Code a rule leaves behind in the process (a patched modul
 hook on boto3) would see the next job's credentials. Forked, the rule runs in a copy of the
 process that exits when the verdict is sent: the handler's own process never runs rule code.
 The child gets its own process group, which is killed afterwards, so processes the rule started
-are stopped too (one that calls ``setsid`` itself escapes that: see the README's security notes).
+are stopped too. One that calls ``setsid`` itself leaves the group: in Lambda the rule runs in a child
+of the zygote instead, a subreaper that kills those too (``zygote``, ``docs/SECURITY.md``).
 
 The child writes its result as JSON to a pipe and leaves with ``os._exit`` (no atexit handlers,
 no buffers of the parent flushed twice). The parent reads at most ``max_bytes`` + 1 bytes until
@@ -16,6 +17,7 @@ no buffers of the parent flushed twice). The parent reads at most ``max_bytes`` 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
@@ -26,10 +28,15 @@ from typing import Any
 __all__ = ["collect_reply", "kill_group", "run_forked", "verdict"]
 
 
-def _child(fn: Callable[[], dict[str, Any]], out: int) -> None:
+def _child(fn: Callable[[], dict[str, Any]], out: int, limits: Any = None, timeout_s: float = 0.0) -> None:
     try:
         os.setpgid(0, 0)
         try:
+            if limits is not None:
+                from tornasole.lambda_support import confine
+
+                for why in confine.confine(limits, cpu_seconds=timeout_s).missing:
+                    logging.getLogger(__name__).warning("rule process: %s", why)
             reply = fn()
         except BaseException as exc:  # noqa: BLE001 - the child's failure becomes the reply
             reply = {
@@ -44,15 +51,24 @@ def _child(fn: Callable[[], dict[str, Any]], out: int) -> None:
         os._exit(0)
 
 
-def collect_reply(read_fd: int, timeout_s: float, max_bytes: int) -> tuple[bytes, int, bool]:
-    """Read a child's reply until EOF, ``max_bytes`` + 1 bytes, or ``timeout_s``: (data, size, timed out)."""
+def collect_reply(
+    read_fd: int, timeout_s: float, max_bytes: int, abort_fd: int | None = None
+) -> tuple[bytes, int, bool]:
+    """Read a child's reply until EOF, ``max_bytes`` + 1 bytes, or ``timeout_s``: (data, size, timed out).
+
+    ``abort_fd``: stop early (not timed out) once it is readable and the reply is not (the zygote's
+    socket: it speaks only after the child is gone, or closes when the zygote died)."""
     chunks: list[bytes] = []
     size, timed_out = 0, False
     deadline = time.monotonic() + max(0.1, timeout_s)
+    watched = [read_fd] if abort_fd is None else [read_fd, abort_fd]
     while size <= max_bytes:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+        ready = select.select(watched, [], [], left)[0] if left > 0 else []
+        if not ready:
             timed_out = True
+            break
+        if read_fd not in ready:
             break
         chunk = os.read(read_fd, 65536)
         if not chunk:
@@ -97,13 +113,17 @@ def verdict(
     )
 
 
-def run_forked(fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int) -> dict[str, Any]:
-    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply."""
+def run_forked(
+    fn: Callable[[], dict[str, Any]], timeout_s: float, max_bytes: int, limits: Any = None
+) -> dict[str, Any]:
+    """``fn()`` run in a forked child, within ``timeout_s`` seconds; its reply, or an error reply.
+
+    ``limits`` (a ``confine.Limits``): the child's rlimits and seccomp filter, set before ``fn`` runs."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
         os.close(read_end)
-        _child(fn, write_end)
+        _child(fn, write_end, limits, timeout_s)
     os.close(write_end)
     try:  # also here: the child may not have made its group yet when the parent kills it
         os.setpgid(pid, pid)

@@ -15,6 +15,9 @@ function gets its own thread(s) (``tornasole.local.sources``):
 The handlers are the package's (``tornasole.lambda_support.handlers``), the
 same code the CDK stack deploys. A handler that raises, even ``SystemExit``,
 is a failed invocation: retried, then reported in ``errors``; no thread dies.
+The evaluating handlers run custom rules in a child process per run
+(``rule_child``), as the deployed stack runs them in its sandbox function: a
+rule that swallows its stop or calls ``os._exit`` costs its own verdict only.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tornasole.lambda_support.handlers import load_handler
+from tornasole.lambda_support.handlers import handler_module, load_handler
 from tornasole.local.invoker import FunctionInvoker, LocalLambdaContext
 from tornasole.local.queue_source import QueueSource
 from tornasole.local.resources import LocalResources
@@ -45,6 +48,24 @@ def _drop_disabled_metrics() -> None:
         from tornasole.lambda_support.observability import metrics
 
         metrics.clear_metrics()
+
+
+def _custom_rules_forked(fn: Any, handler: Callable[[dict[str, Any], Any], Any]) -> Any:
+    """``handler``, its evaluator (if it has one) running custom rules in a child per run, where this
+    platform forks and no sandbox function is configured; built at the first invocation, as Lambda's is."""
+    build = getattr(handler_module(fn.asset_dir), "evaluator", None)
+    if build is None or not hasattr(os, "fork"):
+        return handler
+
+    def invoke(event: dict[str, Any], context: Any) -> Any:
+        runner = build().runner
+        if runner.custom_rules is None:
+            from tornasole.local.rule_child import ForkedCustomRuleRunner
+
+            runner.custom_rules = ForkedCustomRuleRunner(runner)
+        return handler(event, context)
+
+    return invoke
 
 
 class Dispatcher:
@@ -140,9 +161,8 @@ class Dispatcher:
 
     # -- plumbing ------------------------------------------------------------------------------------
     def _invoker(self, fn: Any) -> FunctionInvoker:
-        return FunctionInvoker(
-            fn, load_handler(fn), self._record_error, stop=self._stop, after=_drop_disabled_metrics
-        )
+        handler = _custom_rules_forked(fn, load_handler(fn))
+        return FunctionInvoker(fn, handler, self._record_error, stop=self._stop, after=_drop_disabled_metrics)
 
     def _on_notification(self, body: dict[str, Any]) -> None:
         if body.get("Event") != "s3:TestEvent":  # what S3 sends when the notification is configured

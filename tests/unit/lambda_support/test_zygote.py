@@ -97,3 +97,20 @@ def test_a_dead_zygote_is_forked_again(zygote_of) -> None:
     os.waitpid(first, 0)
     assert zygote.run(b"abc", 10, 1 << 16) == {"size": 3}
     assert zygote.pid not in (None, first)
+
+
+def test_a_confinement_the_kernel_refuses_is_logged(monkeypatch, caplog, tmp_path) -> None:
+    """Where seccomp (or a limit) cannot be applied, the run says so in the function's log."""
+    import tempfile
+
+    from tornasole.lambda_support import confine, zygote
+
+    refused = confine.Confinement(missing=["seccomp filter refused by the kernel: Invalid argument"])
+    monkeypatch.setattr(confine, "confine", lambda limits, cpu_seconds=None: refused)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with caplog.at_level("WARNING", logger="tornasole.lambda_support.zygote"):
+        zygote._confine_child(confine.Limits(), str(tmp_path), 5.0)
+    assert "rule sandbox: seccomp filter refused by the kernel: Invalid argument" in caplog.text
+    (private,) = tmp_path.iterdir()
+    assert os.environ["TMPDIR"] == str(private)

@@ -8,7 +8,10 @@ as in the evaluator, and only from this function's configured rule prefix; the r
 ``isolation.guarded``, in a child process: in Lambda a child of the zygote forked at cold start
 (``zygote``: the child holds its own request and no earlier one), elsewhere a child forked per request
 (``forked``). What the rule leaves behind in its process never meets a later invocation, which may be
-another job's. Nothing is written: the verdict is the reply, and the evaluator records it.
+another job's. In Lambda the handler and the zygote are hardened before any event and each child is
+confined (``confine``: not dumpable, no role keys in the environment, rlimits, seccomp, leftover
+processes killed, ``/tmp`` wiped; ``docs/SECURITY.md``). Nothing is written: the verdict is the reply,
+and the evaluator records it.
 """
 
 from __future__ import annotations
@@ -26,15 +29,27 @@ from tornasole.evaluator.models import rule_source_problem
 from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner
 from tornasole.evaluator.runner import StepFiles, StepRunner, default_rule_factory
 from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxRequest, Window, reply_of
+from tornasole.lambda_support import confine
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.forked import run_forked
 from tornasole.lambda_support.observability import inject_invocation_context, logger
 from tornasole.lambda_support.zygote import Zygote
 
-__all__ = ["ENV_FORK", "allowed_rule_prefixes", "evaluate", "handler", "scoped_storage"]
+__all__ = [
+    "ENV_FORK",
+    "ENV_TMP_ROOT",
+    "allowed_rule_prefixes",
+    "evaluate",
+    "handler",
+    "history_window",
+    "scoped_storage",
+]
 
 #: ``0`` runs the rule in the handler's own process (tests that record its AWS calls in-process).
 ENV_FORK = "TORNASOLE_SANDBOX_FORK"
+#: The directory each rule's ``TMPDIR`` is made in and that is wiped after every run: ``/tmp`` in
+#: Lambda (where ``AWS_LAMBDA_RUNTIME_API`` is set); elsewhere only when set (never a shared ``/tmp``).
+ENV_TMP_ROOT = "TORNASOLE_SANDBOX_TMP_ROOT"
 # Seconds of the invocation kept for returning the reply after a rule run stopped by the backstop.
 REPLY_RESERVE_S = 3.0
 
@@ -76,7 +91,7 @@ def scoped_storage(credentials: Mapping[str, str]) -> Any:
     return S3Storage(client=client)
 
 
-def _history(recent: Window, first: Window) -> Any:
+def history_window(recent: Window, first: Window) -> Any:
     """The evaluator's ``history(depth, lead)`` over the windows it sent (newest first, then first)."""
 
     def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
@@ -109,7 +124,7 @@ def _run_request(request: SandboxRequest, remaining_s: Any) -> dict[str, Any]:
         storage=storage,
     )
     files = StepFiles(request.step, request.workers)
-    history = _history(request.recent, request.first)
+    history = history_window(request.recent, request.first)
     try:
         outcome = InProcessCustomRuleRunner(runner).evaluate(
             request.job, request.trial, files, request.rule, history, remaining_s
@@ -127,8 +142,24 @@ def _run_payload(payload: bytes) -> dict[str, Any]:
     return _run_request(SandboxRequest.from_event(sent["event"]), remaining_s)
 
 
+def _tmp_root(environ: Mapping[str, str]) -> str | None:
+    root = environ.get(ENV_TMP_ROOT) or ("/tmp" if environ.get("AWS_LAMBDA_RUNTIME_API") else None)  # noqa: S108
+    return os.path.realpath(root) if root else None
+
+
+def _harden_handler() -> None:
+    """Before any event: the handler's memory closed to its own uid (a rule runs under it), and the
+    handler the subreaper of what a rule leaves if it kills its zygote (``confine``)."""
+    try:
+        confine.set_dumpable(False)
+        confine.make_subreaper()
+    except OSError as exc:
+        logger.warning("rule sandbox: the handler could not be hardened", extra={"why": str(exc)})
+
+
 def _start_zygote(environ: Mapping[str, str]) -> Zygote | None:
-    """In Lambda, the zygote is forked at cold start, before any event exists (``zygote``'s why).
+    """In Lambda, the zygote is forked at cold start, before any event exists (``zygote``'s why), and
+    the handler and the zygote are hardened first (``confine``).
 
     Elsewhere (local mode, tests) rules run in a child forked per request: one user's machine, and
     in-process moto state that a child forked earlier would not see.
@@ -137,8 +168,13 @@ def _start_zygote(environ: Mapping[str, str]) -> Zygote | None:
         return None
     if not hasattr(os, "fork"):
         return None
+    in_lambda = bool(environ.get("AWS_LAMBDA_RUNTIME_API"))  # the handler's process is the runtime's
+    if in_lambda:  # elsewhere (a test's process) other children are not ours to kill
+        _harden_handler()
     _boto_session()  # warm once, so that every child starts with botocore's models loaded
-    return Zygote(_run_payload).start()
+    limits = confine.Limits.for_lambda(dict(environ))
+    zygote = Zygote(_run_payload, limits=limits, tmp_root=_tmp_root(environ), reap_orphans=in_lambda)
+    return zygote.start()
 
 
 _ZYGOTE = _start_zygote(os.environ)
