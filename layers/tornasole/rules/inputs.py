@@ -22,6 +22,8 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_SAVED_COLLECTIONS",
+    "INPUT_WARNINGS_FIELD",
+    "input_warnings",
     "RuleNeeds",
     "configured_collections",
     "rule_needs",
@@ -227,3 +229,24 @@ def unreadable_rules(
                 }
             )
     return out
+
+
+#: The ``describe`` field (a Tornasole extension) listing the rules that will see nothing.
+INPUT_WARNINGS_FIELD = "TornasoleRulesThatWillSeeNothing"
+
+
+def input_warnings(detail: Mapping[str, Any]) -> list[dict[str, str]]:
+    """:func:`unreadable_rules` for a ``describe`` dict: its ``DebugHookConfig`` and
+    ``DebugRuleConfigurations``. A hook configuration without collections is taken as none given
+    (a job registered without one stores an empty list): nothing is reported for it."""
+    hook = detail.get("DebugHookConfig") or {}
+    if not (hook.get("CollectionConfigurations") or []):
+        return []
+    rules = []
+    for conf in detail.get("DebugRuleConfigurations") or ():
+        params = {str(k): str(v) for k, v in dict(conf.get("RuleParameters") or {}).items()}
+        name = str(conf.get("RuleConfigurationName") or "")
+        if params.get("source_s3_uri"):
+            continue  # a custom rule: what it reads is its own code's business
+        rules.append((name, params.pop("rule_to_invoke", name), params))
+    return unreadable_rules(rules, hook)

@@ -50,12 +50,14 @@ class UnknownRuleError(LookupError):
 
 
 def check_builtin_rule(name: str) -> None:
-    """Raise :class:`UnknownRuleError` (with a "did you mean") unless ``name`` is a built-in rule."""
-    from tornasole.rules.registry import rule_names
+    """Raise :class:`UnknownRuleError` (with a "did you mean") unless ``name`` is a built-in rule or an
+    alias of one (``UnchangedWeights``)."""
+    from tornasole.rules.registry import alias_names, rule_names
 
     known = rule_names()
-    if name in known:
+    if name in known or name in alias_names():
         return
+    known = sorted(known + alias_names())
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise UnknownRuleError(f"unknown built-in rule {name!r}{hint}; known rules: {', '.join(known)}")
