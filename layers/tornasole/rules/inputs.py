@@ -170,8 +170,11 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "hook.register_loss(loss_fn) (the losses collection is saved by default)"
             + (f" with hook.set_mode(modes.{mode})" if where else ""),
         )
-    if rule_to_invoke in ("UnchangedTensor", "AllZero", "TensorVariance"):
-        return None  # every saved tensor: nothing in particular to save
+    if rule_to_invoke in ("ExplodingTensor", "UnchangedTensor", "AllZero", "TensorVariance"):
+        return RuleNeeds(  # every saved tensor: nothing in particular to save, so nothing to warn of
+            "every saved tensor (or those of its collection_names / tensor_regex)",
+            "any collection: include_collections=[...] (CollectionConfigurations), or hook.save_tensor",
+        )
     return None
 
 
