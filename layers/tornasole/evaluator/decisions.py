@@ -128,7 +128,11 @@ def after_outcomes(outcomes: Sequence[StepOutcome]):
             if rule is None or rule.status not in EVALUATING:
                 continue
             if o.error:  # the rule itself is broken (a step_error is the step's, recorded only)
-                return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(o.error))
+                why = o.error
+                if rule.status == RuleStatus.ISSUES_FOUND:  # Error must not hide what it had found
+                    found = f"before that it found issues (first at step {rule.issue_step}): {rule.details}"
+                    why = f"{clip(o.error, 600)}; {found}"
+                return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(why))
             if o.fired and rule.status == RuleStatus.IN_PROGRESS:
                 return Change(
                     o.rule_name, RuleStatus.ISSUES_FOUND.value, details=clip(o.details), issue_step=o.step

@@ -53,7 +53,20 @@ def test_first_firing_then_sticky_issues_found() -> None:
 def test_error_wins_over_issues_and_only_for_evaluating_rules() -> None:
     s = state(("A", RuleStatus.ISSUES_FOUND), ("B", RuleStatus.NO_ISSUES_FOUND))
     change = decisions.after_outcomes([Out("A", 3, error="boom"), Out("B", 3, error="x")])(s)
-    assert (change.entity, change.status, change.details) == ("A", "Error", "boom")
+    assert (change.entity, change.status) == ("A", "Error")
+    assert change.details.startswith("boom; before that it found issues (first at step None)")
+    fresh = state(("A", RuleStatus.IN_PROGRESS))
+    assert decisions.after_outcomes([Out("A", 3, error="boom")])(fresh).details == "boom"
+
+
+def test_an_error_after_issues_found_keeps_what_was_found_in_its_details() -> None:
+    found = RuleState(RuleConfig("A", "SimilarAcrossRuns"), RuleStatus.ISSUES_FOUND, "A: w differs", 0, 1)
+    s = dataclasses.replace(state(), rules=(found,))
+    change = decisions.after_outcomes([Out("A", 3, error="A: boom")])(s)
+    assert (change.status, change.details) == (
+        "Error",
+        "A: boom; before that it found issues (first at step 1): A: w differs",
+    )
 
 
 def test_stoptraining_moves_the_job_to_stopping_with_a_stop_signal() -> None:
