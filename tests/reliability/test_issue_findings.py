@@ -153,7 +153,7 @@ def test_collections_claiming_two_workers_when_one_writes_is_not_no_issues_found
     assert rig.describe_status("claims") == "Completed"
     status, details = rig.statuses("claims")["VanishingGradient"]
     assert status == "Error"  # every step incomplete: its data was broken
-    assert details.startswith("VanishingGradient evaluated 0 of 2 steps: 2 could not be read")
+    assert details.startswith("VanishingGradient: evaluated 0 of 2 steps: 2 could not be read")
     records = rig.records("claims")
     assert all("incomplete: 1 of 2 workers" in r["step_error"] for r in records.values())
     rig.tally("claims", [0, 1])

@@ -184,13 +184,13 @@ def completion(
         broken = (unreadable or {}).get(name, 0)
         if broken:
             why = (
-                f"{name} evaluated 0 of {state.steps_evaluated} steps: {broken} could not be read "
+                f"{name}: evaluated 0 of {state.steps_evaluated} steps: {broken} could not be read "
                 f"(corrupt, unreadable or incomplete); see `tornasole jobs logs {state.name} --rule {name}`"
             )
             return Change(name, RuleStatus.ERROR.value, details=clip(why))
-        why = rule_verdict.nothing_evaluated_details(
-            name, rule.config.rule_to_invoke, rule.config.parameters, state.steps_evaluated
-        )
+        builtin = "" if rule.config.source_s3_uri else rule.config.rule_to_invoke  # custom: needs unknown
+        params = rule.config.parameters
+        why = rule_verdict.nothing_evaluated_details(name, builtin, params, state.steps_evaluated)
         details = clip(f"{why}; see `tornasole jobs logs {state.name} --rule {name}`")
         return Change(name, rule_verdict.rule_evaluation_status(found), details=details)
     final = JobStatus.STOPPED if state.status == JobStatus.STOPPING else JobStatus.COMPLETED

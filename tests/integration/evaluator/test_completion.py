@@ -76,7 +76,7 @@ def test_a_missing_worker_gives_incomplete_steps_and_nothing_evaluated_not_no_is
     assert d["TrainingJobStatus"] == "Completed"
     status, details = summary()["VanishingGradient"]
     assert status == "Error"  # its data was broken (incomplete steps), not missing from the configuration
-    assert details.startswith("VanishingGradient evaluated 0 of 3 steps: 3 could not be read")
+    assert details.startswith("VanishingGradient: evaluated 0 of 3 steps: 3 could not be read")
     assert d["DebugRuleEvaluationStatuses"][0]["StatusDetails"] == details  # what describe/CLI show
     records = TornasoleJobs().rule_evaluations("my-job", "VanishingGradient")
     assert [r["step_error"] for r in records][0] == (

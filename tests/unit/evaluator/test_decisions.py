@@ -127,7 +127,7 @@ def test_a_rule_that_evaluated_nothing_because_its_steps_were_unreadable_is_an_e
     done = dataclasses.replace(s, end_marker_seen=True, expected_steps=4, steps_evaluated=4)
     change = decisions.completion(done, {"A": 0}, {"A": 4})
     assert (change.entity, change.status) == ("A", "Error")
-    assert change.details.startswith("A evaluated 0 of 4 steps: 4 could not be read")
+    assert change.details.startswith("A: evaluated 0 of 4 steps: 4 could not be read")
 
 
 def test_stalled_uses_the_threshold_and_last_activity() -> None:
