@@ -195,11 +195,11 @@ def configured_collections(hook_config: Mapping[str, Any] | None) -> dict[str, d
     return out
 
 
-def _missing(needs: RuleNeeds, saved: Mapping[str, Mapping[str, str]]) -> list[str]:
+def _missing(needs: RuleNeeds, saved: Mapping[str, Mapping[str, str]], hook_regex: bool) -> list[str]:
     names = set(saved) | DEFAULT_SAVED_COLLECTIONS
     missing = [c for c in needs.collections if c not in names]
     if needs.by_name:
-        any_regex = any("include_regex" in params for params in saved.values())
+        any_regex = hook_regex or any("include_regex" in params for params in saved.values())
         if not any_regex and not names.intersection(needs.by_name):
             missing.append("a collection with an include_regex for them")
     return missing
@@ -214,12 +214,14 @@ def unreadable_rules(
     saved = configured_collections(hook_config)
     if saved is None:
         return []
+    hook_params = (hook_config or {}).get("HookParameters") or {}
+    hook_regex = isinstance(hook_params, Mapping) and bool(hook_params.get("include_regex"))
     out = []
     for name, rule_to_invoke, params in rules:
         needs = rule_needs(rule_to_invoke, params)
         if needs is None or not (needs.collections or needs.by_name):
             continue
-        missing = _missing(needs, saved)
+        missing = _missing(needs, saved, hook_regex)
         if missing:
             configured = ", ".join(sorted(saved)) or "none"
             out.append(

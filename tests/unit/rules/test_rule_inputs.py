@@ -63,6 +63,8 @@ def test_tensors_selected_by_name_are_given_the_benefit_of_any_include_regex() -
     assert unreadable_rules(rules, _hook(("relu_output", {}))) == []
     got = unreadable_rules(rules, _hook(("weights", {})))
     assert got[0]["Missing"] == "a collection with an include_regex for them"
+    hook_wide = {**_hook(("weights", {})), "HookParameters": {"include_regex": ".*relu.*"}}
+    assert unreadable_rules(rules, hook_wide) == []
 
 
 def test_a_user_tensor_regex_is_never_second_guessed() -> None:
