@@ -270,8 +270,8 @@ def test_a_hostile_rule_file_costs_only_its_own_status(rig: Rig, name: str, monk
     got = rig.statuses(JOB)
     assert got["VanishingGradient"][0] == "IssuesFound"
     assert got["Hostile"][0] in ("Error", "IssuesFound", "NoIssuesFound")
-    if got["Hostile"][0] == "Error":  # its own failure, or it never looked at a tensor (NothingEvaluated)
-        assert got["Hostile"][1].startswith(("Hostile: ", "NothingEvaluated: Hostile"))
+    if got["Hostile"][0] == "Error":  # its own failure, or every step it tried unreadable to it
+        assert got["Hostile"][1].startswith("Hostile: ")
     rig.tally(JOB, [0, 2])
 
 

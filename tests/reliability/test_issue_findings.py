@@ -152,8 +152,8 @@ def test_collections_claiming_two_workers_when_one_writes_is_not_no_issues_found
     rig.evaluator(clock_offset=END_GRACE_S + 60).scheduled_check()
     assert rig.describe_status("claims") == "Completed"
     status, details = rig.statuses("claims")["VanishingGradient"]
-    assert status == "Error"
-    assert details.startswith("NothingEvaluated: VanishingGradient evaluated 0 of 2 steps")
+    assert status == "Error"  # every step incomplete: its data was broken
+    assert details.startswith("VanishingGradient: evaluated 0 of 2 steps: 2 could not be read")
     records = rig.records("claims")
     assert all("incomplete: 1 of 2 workers" in r["step_error"] for r in records.values())
     rig.tally("claims", [0, 1])

@@ -89,7 +89,7 @@ def add_parser(sub: Any) -> None:
     st.add_argument(
         "--fail-on-issues",
         action="store_true",
-        help="exit 1 when a rule is IssuesFound or Error (for scripts and CI)",
+        help="exit 1 when a rule is IssuesFound or Error (for scripts and CI; NothingEvaluated is neither)",
     )
     st.add_argument("--json", action="store_true", help="print the DescribeTrainingJob-shaped dict")
     st.set_defaults(func=_status)
@@ -154,9 +154,16 @@ def state_of(jobs: Any, name: str) -> Any:
 
 
 def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
-    """The job's status and one row per rule: name, status, first issue step, details."""
+    """The job's status and one row per rule: name, verdict, first issue step, details. The verdict is the
+    RuleEvaluationStatus, except ``NothingEvaluated`` for a rule that read nothing (stored as NoIssuesFound
+    with ``NothingEvaluated:`` details; :mod:`tornasole.rules.verdict`)."""
+    from tornasole.rules.verdict import verdict_of_status
+
     state = state_of(jobs, name)
-    rows = [[r.config.name, r.status.value, r.issue_step, r.details or ""] for r in state.rules]
+    rows = [
+        [r.config.name, verdict_of_status(r.status.value, r.details), r.issue_step, r.details or ""]
+        for r in state.rules
+    ]
     return state.status.value, rows
 
 

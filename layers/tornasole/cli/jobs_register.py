@@ -166,12 +166,24 @@ def _after_registration(jobs: Any, name: str) -> int:
 
     state = state_of(jobs, name)
     print_status(jobs, name)
+    _print_input_warnings(jobs.describe(name))
     failed = [r for r in state.rules if r.status.value == "Error"]
     for r in failed:
         print(
             f"tornasole: error: rule {r.config.name} of job {name}: {r.details or 'Error'}", file=sys.stderr
         )
     return EXIT_USAGE if failed else EXIT_OK
+
+
+def _print_input_warnings(desc: dict[str, Any]) -> None:
+    """The rules the job's hook configuration gives nothing to read, said before training starts."""
+    from tornasole.rules.inputs import INPUT_WARNINGS_FIELD
+
+    unreadable = desc.get(INPUT_WARNINGS_FIELD) or []
+    if unreadable:
+        print(f"\n{len(unreadable)} rule(s) will see nothing with this hook configuration:")
+    for w in unreadable:
+        print(f"  {w['Reason']}")
 
 
 def read_request(path: str) -> dict[str, Any]:

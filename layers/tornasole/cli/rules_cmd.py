@@ -133,14 +133,25 @@ def parse_param(rule: str, item: str) -> tuple[str, str]:
 
 def _describe_rule(name: str) -> dict[str, Any]:
     from tornasole.rules import get_rule
+    from tornasole.rules.registry import resolve_alias
 
     cls = get_rule(name)
+    target, presets = resolve_alias(name)  # an alias: its rule, its presets shown as the defaults
     doc = (cls.__doc__ or "").strip()
+    fires_when = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    if target != name:
+        fires_when = f"{target} with {', '.join(f'{k}={v}' for k, v in presets.items())}: {fires_when}"
     return {
         "name": name,
-        "fires_when": doc.split("\n\n", 1)[0].replace("\n", " ").strip(),
+        "fires_when": fires_when,
         "parameters": [
-            {"name": p.name, "kind": p.kind, "default": p.default, "required": p.required, "help": p.help}
+            {
+                "name": p.name,
+                "kind": p.kind,
+                "default": presets.get(p.name, p.default),
+                "required": p.required,
+                "help": p.help,
+            }
             for p in getattr(cls, "PARAMETERS", ())
         ],
     }

@@ -19,8 +19,9 @@ the rest ("ignored: job is Completed").
   theirs is still running): complete steps never evaluated (a lost
   notification) are evaluated now, incomplete ones are recorded as incomplete
   for every rule, and the job completes once its pending steps (re-driven by
-  the check, with their attempt counts) are settled too. Rules that evaluated nothing then get
-  ``NothingEvaluated`` (``decisions``), never ``NoIssuesFound``.
+  the check, with their attempt counts) are settled too. Rules that evaluated nothing because
+  every step was incomplete or unreadable to them then go to ``Error`` (``decisions``), never
+  ``NoIssuesFound``.
 """
 
 from __future__ import annotations

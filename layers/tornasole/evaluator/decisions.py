@@ -6,16 +6,16 @@ notification finds nothing left to do. Statuses only move forward:
 InProgress -> IssuesFound (sticky) | Error | NoIssuesFound, and job
 InProgress -> Stopping -> Stopped, InProgress -> Completed.
 
-"Nothing evaluated" is never "no issues". A rule that, by the time its job
-completes, evaluated its tensors at no step at all (every step skipped because
-none of its tensors matched, unreadable, incomplete, or outside its
-start/end steps) has not found that the run is healthy: it has found nothing.
-RuleEvaluationStatus must stay one of SageMaker's six values, so such a rule
-goes to ``Error`` with StatusDetails starting ``NothingEvaluated:`` (the
-``NOTHING_EVALUATED`` prefix) and saying why, which ``describe``, the CLI and
-the state-change event all show. ``Error`` is what a SageMaker rule job reports
-when it could not do its work, and it keeps a client that treats anything but
-``NoIssuesFound`` as "look at this" from being told all is well.
+"Nothing evaluated" is never "no issues", and it is not an error either. A rule
+that, by the time its job completes, evaluated its tensors at no step at all
+(every step skipped because none of its tensors matched, unreadable, incomplete,
+or outside its start/end steps) has found nothing: its verdict is
+``NothingEvaluated`` (``tornasole.rules.verdict``, the logic ``tornasole invoke``
+shares). RuleEvaluationStatus stays one of SageMaker's six values, so it is stored
+as ``NoIssuesFound`` with StatusDetails starting ``NothingEvaluated:`` (the
+``NOTHING_EVALUATED`` prefix) that say what the rule reads and how to save it;
+``jobs status`` shows ``NothingEvaluated`` and ``--fail-on-issues`` does not fail
+on it (docs/EVENTS.md says why not ``Error``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tornasole.evaluator.details import alert_message, clip, step_files
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.outbox import OutboxItem
 from tornasole.evaluator.transitions import JOB, Change
+from tornasole.rules import verdict as rule_verdict
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
 
 STALLED_RULE = "StalledTrainingRule"
 #: StatusDetails prefix of a rule that completed without evaluating any step.
-NOTHING_EVALUATED = "NothingEvaluated"
+NOTHING_EVALUATED = rule_verdict.NOTHING_EVALUATED
 
 
 def wants_stop(state: JobState, rule_name: str) -> bool:
@@ -127,7 +128,11 @@ def after_outcomes(outcomes: Sequence[StepOutcome]):
             if rule is None or rule.status not in EVALUATING:
                 continue
             if o.error:  # the rule itself is broken (a step_error is the step's, recorded only)
-                return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(o.error))
+                why = o.error
+                if rule.status == RuleStatus.ISSUES_FOUND:  # Error must not hide what it had found
+                    found = f"before that it found issues (first at step {rule.issue_step}): {rule.details}"
+                    why = f"{clip(o.error, 600)}; {found}"
+                return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(why))
             if o.fired and rule.status == RuleStatus.IN_PROGRESS:
                 return Change(
                     o.rule_name, RuleStatus.ISSUES_FOUND.value, details=clip(o.details), issue_step=o.step
@@ -154,36 +159,40 @@ def ready_to_complete(state: JobState) -> bool:
     )
 
 
-def _steps(n: int) -> str:
-    return f"{n} step{'s' * (n != 1)}"
-
-
-def completion(state: JobState, evaluated: Mapping[str, int]) -> Change | None:
-    """When ``ready_to_complete``: rules still InProgress -> NoIssuesFound (or, having evaluated nothing,
-    Error ``NothingEvaluated``), then the job. ``evaluated`` maps a rule to the number of steps at which it
-    really evaluated its tensors (a rule missing from it counts as 0)."""
+def completion(
+    state: JobState, evaluated: Mapping[str, int], unreadable: Mapping[str, int] | None = None
+) -> Change | None:
+    """When ``ready_to_complete``: rules still InProgress -> their verdict (``tornasole.rules.verdict``:
+    NoIssuesFound, or, having evaluated nothing, NoIssuesFound with ``NothingEvaluated:`` details), then
+    the job. ``evaluated`` maps a rule to the number of steps at which it really evaluated its tensors (a
+    rule missing from it counts as 0). ``unreadable`` maps a rule to its steps that could not be read
+    (corrupt, incomplete): a rule that evaluated nothing and met such a step goes to ``Error``, since its
+    data, not the job's configuration, stopped it."""
     if not ready_to_complete(state):
         return None
     for rule in state.rules:
         if rule.status != RuleStatus.IN_PROGRESS:
             continue
         name = rule.config.name
+        if rule.config.rule_to_invoke == STALLED_RULE:  # the stalled rule is the clock's
+            return Change(name, RuleStatus.NO_ISSUES_FOUND.value, details=f"{name}: no stall found")
         n = evaluated.get(name, 0)
-        if n == 0 and rule.config.rule_to_invoke != STALLED_RULE:  # the stalled rule is the clock's
+        found = rule_verdict.verdict(False, n)
+        if found != rule_verdict.NOTHING_EVALUATED:
+            details = f"{name}: no issues found in {n} evaluated step{'s' * (n != 1)}"
+            return Change(name, RuleStatus.NO_ISSUES_FOUND.value, details=details)
+        broken = (unreadable or {}).get(name, 0)
+        if broken:
             why = (
-                f"{NOTHING_EVALUATED}: {name} evaluated 0 of {_steps(state.steps_evaluated)}: none of its "
-                "tensors were found (they matched nothing, or every step was skipped, unreadable, incomplete "
-                "or outside its start/end steps); see its report with `tornasole jobs status "
-                f"{state.name}`"
+                f"{name}: evaluated 0 of {state.steps_evaluated} steps: {broken} could not be read "
+                f"(corrupt, unreadable or incomplete); see `tornasole jobs logs {state.name} --rule {name}`"
             )
             return Change(name, RuleStatus.ERROR.value, details=clip(why))
-        return Change(
-            name,
-            RuleStatus.NO_ISSUES_FOUND.value,
-            details=f"{name}: no issues found in {n} evaluated step{'s' * (n != 1)}"
-            if rule.config.rule_to_invoke != STALLED_RULE
-            else f"{name}: no stall found",
-        )
+        builtin = "" if rule.config.source_s3_uri else rule.config.rule_to_invoke  # custom: needs unknown
+        params = rule.config.parameters
+        why = rule_verdict.nothing_evaluated_details(name, builtin, params, state.steps_evaluated)
+        details = clip(f"{why}; see `tornasole jobs logs {state.name} --rule {name}`")
+        return Change(name, rule_verdict.rule_evaluation_status(found), details=details)
     final = JobStatus.STOPPED if state.status == JobStatus.STOPPING else JobStatus.COMPLETED
     return Change(JOB, final.value)
 

@@ -157,9 +157,15 @@ def from_debug_rule_configuration(entry: Mapping[str, Any]) -> RuleConfig:
     volume = entry.get("VolumeSizeInGB")
     if volume is not None and (isinstance(volume, bool) or not isinstance(volume, int) or volume < 0):
         raise InvalidJobConfiguration(f"rule {name!r}: VolumeSizeInGB={volume!r} is not a size in GB")
+    target = raw.get("rule_to_invoke") or name
+    if not raw.get("source_s3_uri"):  # an alias (UnchangedWeights) is stored as its rule and presets
+        from tornasole.rules.registry import resolve_alias
+
+        target, params = resolve_alias(target, params)
+        raw = {**{k: v for k, v in params.items() if k not in raw}, **raw, "rule_to_invoke": target}
     return RuleConfig(
         name=name,
-        rule_to_invoke=raw.get("rule_to_invoke") or name,
+        rule_to_invoke=target,
         parameters=params,
         source_s3_uri=raw.get("source_s3_uri") or None,
         other_trials=tuple(others),

@@ -50,6 +50,7 @@ from tornasole.evaluator.rule_factory import (
     leading_window,
 )
 from tornasole.format import paths
+from tornasole.rules.verdict import TensorTouches  # shared with the offline invoke_rule
 
 if TYPE_CHECKING:
     from tornasole.evaluator.rule_sandbox import CustomRuleRunner
@@ -282,35 +283,6 @@ class StepRunner:
             latency_ms=ms,
             skipped=skipped and not outcome.fired,
         )
-
-
-class TensorTouches:
-    """Counts the tensors a rule opens on the step's trial (``trial.tensor(name)``) while it runs.
-
-    Why: a rule whose regex or collection matches nothing iterates over no tensor and returns
-    "no issue"; counted as evaluated, it would end as NoIssuesFound having looked at nothing.
-    The step's trial is built for this step only, so shadowing its method is local to it.
-    """
-
-    def __init__(self, trial: Any) -> None:
-        self.trial = trial
-        self.count = 0
-
-    def __enter__(self) -> TensorTouches:
-        if self.trial is not None:
-            original = type(self.trial).tensor
-
-            def tensor(name: str) -> Any:
-                t = original(self.trial, name)
-                self.count += 1
-                return t
-
-            self.trial.tensor = tensor
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.trial is not None:
-            self.trial.__dict__.pop("tensor", None)
 
 
 def _plain_outcome(outcome: Any) -> tuple[Any, str, dict[str, Any]]:

@@ -142,6 +142,7 @@ def complete(ev: Evaluator, job: str) -> list:
     """Apply ``decisions.completion`` with each still-InProgress rule's count of evaluated steps
     (queried only once the job is otherwise ready to complete)."""
     counts: dict[str, int] = {}
+    unreadable: dict[str, int] = {}
 
     def decide(state: JobState):
         if not decisions.ready_to_complete(state):
@@ -149,7 +150,9 @@ def complete(ev: Evaluator, job: str) -> list:
         for r in state.rules:
             if r.config.name not in counts:
                 counts[r.config.name] = ev.steps.count_evaluated(job, r.config.name)
-        return decisions.completion(state, counts)
+            if counts[r.config.name] == 0 and r.config.name not in unreadable:  # only then it matters
+                unreadable[r.config.name] = ev.steps.count_unreadable(job, r.config.name)
+        return decisions.completion(state, counts, unreadable)
 
     return ev.transitions.apply(job, decide, ev.now_ms())
 

@@ -259,11 +259,23 @@ class StepStore:
     def count_evaluated(self, job: str, rule: str) -> int:
         """Steps at which ``rule`` really evaluated its tensors (no error, not skipped): a paginated COUNT
         Query, run once per rule when the job completes."""
+        return self._count(
+            job,
+            rule,
+            "attribute_not_exists(#e) AND attribute_not_exists(step_error) AND attribute_not_exists(skipped)",
+        )
+
+    def count_unreadable(self, job: str, rule: str) -> int:
+        """Steps that could not be evaluated for ``rule`` (unreadable, incomplete: a ``step_error``). Why:
+        a rule that evaluated nothing because its data was broken has failed (``Error``); one that
+        evaluated nothing because nothing it reads was saved has not (``NothingEvaluated``)."""
+        return self._count(job, rule, "attribute_exists(step_error) AND attribute_not_exists(#e)")
+
+    def _count(self, job: str, rule: str, filter_expression: str) -> int:
         kwargs: dict[str, Any] = {
             "TableName": self.table.name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :b)",
-            "FilterExpression": "attribute_not_exists(#e) AND attribute_not_exists(step_error) "
-            "AND attribute_not_exists(skipped)",
+            "FilterExpression": filter_expression,
             "ExpressionAttributeNames": {"#e": "error"},
             "ExpressionAttributeValues": {":p": {"S": job_pk(job)}, ":b": {"S": eval_prefix(rule)}},
             "Select": "COUNT",

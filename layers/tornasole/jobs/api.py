@@ -193,6 +193,11 @@ class TornasoleJobs:
         epoch-millisecond strings the events carry). A failed registration is ``Failed`` with its
         ``FailureReason``."""
         detail = self.registry.describe(name)
+        from tornasole.rules.inputs import INPUT_WARNINGS_FIELD, input_warnings
+
+        unreadable = input_warnings(detail)  # said before training: a rule its hook config starves
+        if unreadable:
+            detail[INPUT_WARNINGS_FIELD] = unreadable
         return with_datetimes(detail) if datetimes else detail
 
     def rule_job_summary(self, name: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from tornasole.rules.actions import Action, parse_actions
 from tornasole.rules.invoker import InvokeSummary, RuleInvocationError, invoke_rule
 from tornasole.rules.loader import create_custom_rule, load_rule_class
 from tornasole.rules.params import Param, parse_params
-from tornasole.rules.recommended import recommended_rules
+from tornasole.rules.recommended import recommended_rules, recommended_rules_that_cannot_apply
 from tornasole.rules.registry import create_rule, get_rule, rule_names
 from tornasole.rules.report import RuleOutcome
 from tornasole.rules.req_tensors import RequiredTensors, RequiredTensorsForTrial
@@ -36,5 +36,6 @@ __all__ = [
     "parse_actions",
     "parse_params",
     "recommended_rules",
+    "recommended_rules_that_cannot_apply",
     "rule_names",
 ]

@@ -17,6 +17,11 @@ Semantics (the documented ones, plus what smdebug leaves implicit):
   ``steps_skipped`` counts only saved steps the rule could not evaluate (a
   tensor missing there): a step number the hook never saved is not a step of
   the trial (a run saving every 10th of 50 steps has 5 steps, not 50).
+* A step where the rule opened no tensor of the trial and did not fire (its
+  regex or collection matched nothing there, or it judges other steps only)
+  counts as skipped, as the evaluator counts it (:mod:`tornasole.rules.verdict`,
+  shared with it): a run where every step was skipped is ``NothingEvaluated``,
+  never ``NoIssuesFound``.
 * :class:`~tornasole.exceptions.NoMoreData` (training ended, nothing after this
   step) ends the loop normally.
 * A fire is logged and evaluation goes on (the rule stays "IssuesFound" and
@@ -49,6 +54,7 @@ from tornasole.exceptions import (
 from tornasole.rules.report import RuleOutcome
 from tornasole.rules.req_tensors import is_remote
 from tornasole.rules.rule import SKIPPABLE, Rule
+from tornasole.rules.verdict import TensorTouches, nothing_evaluated_details, verdict
 
 __all__ = ["invoke_rule", "InvokeSummary", "RuleInvocationError"]
 
@@ -81,9 +87,10 @@ class InvokeSummary:
     next_step : int
         The first step not evaluated (``end_step`` when the range was exhausted).
     steps_evaluated : int
-        Steps where the rule ran to an answer.
+        Steps where the rule ran to an answer having opened at least one tensor (or fired).
     steps_skipped : int
-        Saved steps skipped because tensors the rule needs were not saved there.
+        Saved steps skipped because tensors the rule needs were not saved there, or where it
+        opened none.
     fired : list of RuleOutcome
         One outcome per step where the rule fired, in step order.
     """
@@ -104,10 +111,23 @@ class InvokeSummary:
         """First step where the rule fired, or None."""
         return self.fired[0].step if self.fired else None
 
+    #: The rule's ``rule_to_invoke`` and parameters, when known: what :meth:`nothing_evaluated_reason`
+    #: says the rule reads.
+    rule_to_invoke: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+
     @property
     def status(self) -> str:
-        """``IssuesFound`` or ``NoIssuesFound`` (SageMaker's RuleEvaluationStatus words)."""
-        return "IssuesFound" if self.fired else "NoIssuesFound"
+        """``IssuesFound``, ``NoIssuesFound`` or ``NothingEvaluated``: the evaluator's verdict logic
+        (:func:`tornasole.rules.verdict.verdict`)."""
+        return verdict(bool(self.fired), self.steps_evaluated)
+
+    def nothing_evaluated_reason(self) -> str:
+        """What the rule needed and how to save it (the evaluator's StatusDetails for the same verdict)."""
+        seen = self.steps_evaluated + self.steps_skipped
+        return nothing_evaluated_details(
+            self.rule_name, self.rule_to_invoke or self.rule_name, self.parameters, seen
+        )
 
 
 class _LookAhead:
@@ -182,6 +202,17 @@ def _next_saved_step(rule_obj: Any, step: int) -> int | None:
     return steps[i] if i < len(steps) else None
 
 
+def _declared_tensors(rule_obj: Any) -> bool:
+    """Whether the rule declared required tensors at the step just run. Why: ``req_tensors`` keeps the
+    tensors it opened at an earlier step, so a rule object reused over the run (here, unlike the
+    evaluator, which builds it per step) reads them without opening them again."""
+    req = getattr(rule_obj, "req_tensors", None)
+    try:
+        return req is not None and any(names for _, names in req.plan())
+    except Exception:  # noqa: BLE001 - a custom req_tensors: count the step by its tensors opened only
+        return False
+
+
 def _outcome_of(rule_obj: Any, step: int) -> RuleOutcome:
     last = getattr(rule_obj, "last_outcome", None)
     if isinstance(last, RuleOutcome) and last.step == step:
@@ -235,13 +266,50 @@ def invoke_rule(
     """
     name = getattr(rule_obj, "rule_name", type(rule_obj).__name__)
     step = 0 if start_step is None else int(start_step)
-    summary = InvokeSummary(rule_name=name, start_step=step)
+    summary = InvokeSummary(
+        rule_name=name,
+        start_step=step,
+        rule_to_invoke=type(rule_obj).__name__,
+        parameters=dict(getattr(rule_obj, "params", None) or {}),
+    )
     logger.info("Started execution of rule %s at step %d", name, step)
+    trial = getattr(rule_obj, "base_trial", None)
+    with TensorTouches(trial) as touched:
+        _loop(rule_obj, summary, step, end_step, raise_eval_cond, poll_interval, on_step, touched)
+    logger.info(
+        "Ended execution of rule %s at step %d: %s (%d evaluated, %d skipped)",
+        name,
+        summary.next_step - 1,
+        summary.status,
+        summary.steps_evaluated,
+        summary.steps_skipped,
+    )
+    return summary
+
+
+def _loop(
+    rule_obj: Any,
+    summary: InvokeSummary,
+    step: int,
+    end_step: int | None,
+    raise_eval_cond: bool,
+    poll_interval: float,
+    on_step: Callable[[InvokeSummary], None] | None,
+    touched: TensorTouches,
+) -> None:
+    """``invoke_rule``'s loop; sets ``summary.next_step`` however it ends."""
+    name = summary.rule_name
     ahead = _LookAhead(rule_obj, end_step)
+    counts = touched.trial is not None  # a rule object without a trial: every answer counts
     while end_step is None or step < end_step:
+        before = touched.count
         try:
             ahead.invoke(step)
-            summary.steps_evaluated += 1
+            if counts and touched.count == before and not _declared_tensors(rule_obj):
+                summary.steps_skipped += 1  # it opened no tensor: nothing was evaluated here
+                logger.info("%s: step %d: no tensor of the rule's was there", name, step)
+            else:
+                summary.steps_evaluated += 1
             if on_step is not None:
                 on_step(summary)
         except RuleEvaluationConditionMet as exc:
@@ -285,12 +353,3 @@ def invoke_rule(
             raise RuleInvocationError(name, step, exc) from exc
         step += 1
     summary.next_step = step
-    logger.info(
-        "Ended execution of rule %s at step %d: %s (%d evaluated, %d skipped)",
-        name,
-        step - 1,
-        summary.status,
-        summary.steps_evaluated,
-        summary.steps_skipped,
-    )
-    return summary

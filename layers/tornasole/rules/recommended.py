@@ -46,12 +46,13 @@ Overtraining fire on nearly every run, healthy or not: an alarm that always ring
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tornasole.rules.params import parse_params
 from tornasole.rules.registry import get_rule
 
-__all__ = ["recommended_rules", "RECOMMENDED"]
+__all__ = ["recommended_rules", "recommended_rules_that_cannot_apply", "RECOMMENDED"]
 
 #: ``(configuration name, rule, parameters)``; parameters as strings, as a rule configuration carries them.
 RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
@@ -304,3 +305,23 @@ def recommended_rules() -> list[dict[str, Any]]:
         parse_params(get_rule(rule), params)  # a typo here fails loudly, at import of the first caller
         out.append({"RuleConfigurationName": conf_name, "RuleParameters": {"rule_to_invoke": rule, **params}})
     return out
+
+
+def recommended_rules_that_cannot_apply(hook_config: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """The recommended rules a job saving what ``hook_config`` says gives nothing to read, one
+    ``{RuleConfigurationName, Missing, Reason}`` each (:func:`tornasole.rules.inputs.unreadable_rules`).
+    Empty without a hook configuration (what the job saves is then unknown).
+
+    Why not drop them from the set: the set is calibrated as a whole, and a rule that cannot read
+    anything ends ``NothingEvaluated``, which costs nothing and says what to save; this function says so
+    before training instead.
+
+    Examples
+    --------
+    >>> hook = {"CollectionConfigurations": [{"CollectionName": "weights"}]}
+    >>> [r["RuleConfigurationName"] for r in recommended_rules_that_cannot_apply(hook)]
+    ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients']
+    """
+    from tornasole.rules.inputs import unreadable_rules
+
+    return unreadable_rules(((name, rule, params) for name, rule, params in RECOMMENDED), hook_config)

@@ -14,7 +14,16 @@ from typing import Any
 
 from tornasole.exceptions import RuleParameterError
 
-__all__ = ["BUILTIN_RULES", "rule_names", "get_rule", "create_rule", "other_trial_paths"]
+__all__ = [
+    "ALIASES",
+    "BUILTIN_RULES",
+    "alias_names",
+    "create_rule",
+    "get_rule",
+    "other_trial_paths",
+    "resolve_alias",
+    "rule_names",
+]
 
 #: Rule name -> module under ``tornasole.rules.generic``.
 BUILTIN_RULES: dict[str, str] = {
@@ -46,12 +55,41 @@ BUILTIN_RULES: dict[str, str] = {
     "ZeroGradients": "zero_gradients",
 }
 
+#: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.
+#: Why: the recommended set names its ``UnchangedTensor`` on the weights ``UnchangedWeights``, and
+#: ``jobs status`` shows that name; ``invoke``, ``register`` and ``rules list --name`` must accept what
+#: the user reads there. Parameters given with the alias override its presets.
+ALIASES: dict[str, tuple[str, dict[str, str]]] = {
+    "UnchangedWeights": ("UnchangedTensor", {"collection_names": "weights", "num_steps": "3"}),
+}
+
 _OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")
 
 
 def rule_names() -> list[str]:
     """Names of every built-in rule, sorted."""
     return sorted(BUILTIN_RULES)
+
+
+def alias_names() -> list[str]:
+    """Names of the aliases (:data:`ALIASES`), sorted."""
+    return sorted(ALIASES)
+
+
+def resolve_alias(name: str, params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """``(rule, parameters)`` for ``name``: an alias's rule with its presets under ``params``, or
+    ``name`` and ``params`` unchanged.
+
+    Examples
+    --------
+    >>> resolve_alias("UnchangedWeights", {"num_steps": "5"})
+    ('UnchangedTensor', {'collection_names': 'weights', 'num_steps': '5'})
+    """
+    given = dict(params or {})
+    if name in ALIASES:
+        target, presets = ALIASES[name]
+        return target, {**presets, **given}
+    return name, given
 
 
 def get_rule(name: str) -> type:
@@ -67,12 +105,13 @@ def get_rule(name: str) -> type:
     >>> get_rule("VanishingGradient").__name__
     'VanishingGradient'
     """
-    module = BUILTIN_RULES.get(name)
+    module = BUILTIN_RULES.get(ALIASES[name][0] if name in ALIASES else name)
     if module is None:
         raise RuleParameterError(
             name, None, f"unknown built-in rule {name!r}; known rules: {', '.join(rule_names())}"
         )
-    return getattr(importlib.import_module(f"tornasole.rules.generic.{module}"), name)
+    target = ALIASES[name][0] if name in ALIASES else name
+    return getattr(importlib.import_module(f"tornasole.rules.generic.{module}"), target)
 
 
 def other_trial_paths(params: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -103,10 +142,14 @@ def create_rule(name: str, base_trial: Any, other_trials: list | None = None, **
     --------
     >>> # rule = create_rule("VanishingGradient", trial, threshold="0.0001")
     """
-    cls = get_rule(name)
+    target, params = resolve_alias(name, params)
+    cls = get_rule(target)
     paths, rest = other_trial_paths(params)
     if other_trials is None and paths:
         from tornasole.trials import create_trial
 
         other_trials = [create_trial(p) for p in paths]
-    return cls(base_trial, other_trials=other_trials, **rest)
+    rule = cls(base_trial, other_trials=other_trials, **rest)
+    if target != name:
+        rule.rule_name = name  # what the user asked for, as jobs status shows it
+    return rule

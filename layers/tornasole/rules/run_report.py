@@ -51,12 +51,14 @@ class UnknownRuleError(TornasoleValueError):
 
 
 def check_builtin_rule(name: str) -> None:
-    """Raise :class:`UnknownRuleError` (with a "did you mean") unless ``name`` is a built-in rule."""
-    from tornasole.rules.registry import rule_names
+    """Raise :class:`UnknownRuleError` (with a "did you mean") unless ``name`` is a built-in rule or an
+    alias of one (``UnchangedWeights``)."""
+    from tornasole.rules.registry import alias_names, rule_names
 
     known = rule_names()
-    if name in known:
+    if name in known or name in alias_names():
         return
+    known = sorted(known + alias_names())
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise UnknownRuleError(f"unknown built-in rule {name!r}{hint}; known rules: {', '.join(known)}")
@@ -185,7 +187,12 @@ def run_rule(
         return s >= start_step and (end_step is None or s < end_step)
 
     progress = Progress(len([s for s in trial.steps() if in_range(s)]), err)
-    total = InvokeSummary(rule_name=getattr(rule, "rule_name", type(rule).__name__), start_step=start_step)
+    total = InvokeSummary(
+        rule_name=getattr(rule, "rule_name", type(rule).__name__),
+        start_step=start_step,
+        rule_to_invoke=type(rule).__name__,
+        parameters=dict(getattr(rule, "params", None) or {}),
+    )
     if trial.training_ended():
         part = invoke_rule(
             rule, start_step=start_step, end_step=end_step, on_step=_progress_of(progress, total)
@@ -249,11 +256,16 @@ def result_line(summary: InvokeSummary) -> str:
 
 
 def print_verdict(summary: InvokeSummary, out: TextIO | None = None) -> int:
-    """Print each fire's details (at most :data:`MAX_LISTED`) and the RESULT line; returns 1 if fired."""
+    """Print each fire's details (at most :data:`MAX_LISTED`), or what a rule that evaluated nothing
+    needed, and the RESULT line; returns 1 if fired (``NothingEvaluated`` is not an issue: 0)."""
+    from tornasole.rules.verdict import NOTHING_EVALUATED
+
     out = sys.stdout if out is None else out
     for outcome in summary.fired[:MAX_LISTED]:
         print(outcome.details, file=out)
     if len(summary.fired) > MAX_LISTED:
         print(f"... fired at {len(summary.fired) - MAX_LISTED} more steps", file=out)
+    if summary.status == NOTHING_EVALUATED:
+        print(summary.nothing_evaluated_reason(), file=out)
     print(result_line(summary), file=out)
     return 1 if summary.fired else 0

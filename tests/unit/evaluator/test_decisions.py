@@ -53,7 +53,20 @@ def test_first_firing_then_sticky_issues_found() -> None:
 def test_error_wins_over_issues_and_only_for_evaluating_rules() -> None:
     s = state(("A", RuleStatus.ISSUES_FOUND), ("B", RuleStatus.NO_ISSUES_FOUND))
     change = decisions.after_outcomes([Out("A", 3, error="boom"), Out("B", 3, error="x")])(s)
-    assert (change.entity, change.status, change.details) == ("A", "Error", "boom")
+    assert (change.entity, change.status) == ("A", "Error")
+    assert change.details.startswith("boom; before that it found issues (first at step None)")
+    fresh = state(("A", RuleStatus.IN_PROGRESS))
+    assert decisions.after_outcomes([Out("A", 3, error="boom")])(fresh).details == "boom"
+
+
+def test_an_error_after_issues_found_keeps_what_was_found_in_its_details() -> None:
+    found = RuleState(RuleConfig("A", "SimilarAcrossRuns"), RuleStatus.ISSUES_FOUND, "A: w differs", 0, 1)
+    s = dataclasses.replace(state(), rules=(found,))
+    change = decisions.after_outcomes([Out("A", 3, error="A: boom")])(s)
+    assert (change.status, change.details) == (
+        "Error",
+        "A: boom; before that it found issues (first at step 1): A: w differs",
+    )
 
 
 def test_stoptraining_moves_the_job_to_stopping_with_a_stop_signal() -> None:
@@ -97,14 +110,24 @@ def test_completion_needs_the_end_marker_and_every_step() -> None:
     assert decisions.completion(dataclasses.replace(rules_done, status=JobStatus.COMPLETED), counts) is None
 
 
-def test_a_rule_that_evaluated_nothing_is_never_no_issues_found() -> None:
+def test_a_rule_that_evaluated_nothing_is_nothing_evaluated_not_an_error() -> None:
+    """NoIssuesFound for SageMaker's six values, but its details say NothingEvaluated and what to save."""
     s = state(("A", RuleStatus.IN_PROGRESS), ("B", RuleStatus.IN_PROGRESS))
     done = dataclasses.replace(s, end_marker_seen=True, expected_steps=4, steps_evaluated=4)
     change = decisions.completion(done, {"A": 0, "B": 4})
-    assert (change.entity, change.status) == ("A", "Error")
+    assert (change.entity, change.status) == ("A", "NoIssuesFound")
     assert change.details.startswith("NothingEvaluated: A evaluated 0 of 4 steps")
-    assert "tornasole jobs status" in change.details
-    assert decisions.completion(done, {}).status == "Error"  # a rule missing from the counts is 0, too
+    assert "tornasole jobs logs" in change.details
+    assert decisions.completion(done, {}).status == "NoIssuesFound"  # a rule missing from the counts is 0
+    assert decisions.completion(done, {}).details.startswith("NothingEvaluated: A")
+
+
+def test_a_rule_that_evaluated_nothing_because_its_steps_were_unreadable_is_an_error() -> None:
+    s = state(("A", RuleStatus.IN_PROGRESS))
+    done = dataclasses.replace(s, end_marker_seen=True, expected_steps=4, steps_evaluated=4)
+    change = decisions.completion(done, {"A": 0}, {"A": 4})
+    assert (change.entity, change.status) == ("A", "Error")
+    assert change.details.startswith("A: evaluated 0 of 4 steps: 4 could not be read")
 
 
 def test_stalled_uses_the_threshold_and_last_activity() -> None:

@@ -155,13 +155,31 @@ def test_end_step_is_exclusive_and_start_step_honoured(trial_factory):
     assert summary.next_step == 5
 
 
+class ReadingRule(CountingRule):
+    def invoke_at_step(self, step):
+        self.base_trial.tensor("x").value(step)
+        return super().invoke_at_step(step)
+
+
 def test_unsaved_steps_are_skipped_in_one_go_and_no_more_data_ends(trial_factory):
     trial = trial_factory({0: {"x": np.ones(1)}, 500: {"x": np.ones(1)}, 1000: {"x": np.ones(1)}})
-    rule = CountingRule(trial)
+    rule = ReadingRule(trial)
     summary = invoke_rule(rule)
     assert rule.seen == [0, 500, 1000]
     assert (summary.steps_evaluated, summary.steps_skipped) == (3, 0)  # unsaved step numbers are not steps
     assert summary.next_step == 1001  # stopped by NoMoreData after the last step
+    assert summary.status == "NoIssuesFound"
+
+
+def test_a_rule_that_opens_no_tensor_evaluated_nothing_as_the_evaluator_counts_it(trial_factory):
+    """The same steps the evaluator records as skipped (it looked at no tensor) are skipped offline."""
+    trial = trial_factory({0: {"x": np.ones(1)}, 500: {"x": np.ones(1)}, 1000: {"x": np.ones(1)}})
+    rule = CountingRule(trial)
+    summary = invoke_rule(rule)
+    assert rule.seen == [0, 500, 1000]
+    assert (summary.steps_evaluated, summary.steps_skipped) == (0, 3)
+    assert summary.status == "NothingEvaluated"
+    assert "tensor" not in trial.__dict__  # the counting shadow is gone after the run
 
 
 class BrokenRule(Rule):

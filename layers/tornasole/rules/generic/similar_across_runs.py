@@ -11,14 +11,17 @@ trial has are not compared: runs may save different things.
 When the other run has ended before the evaluated step (it trained for fewer
 steps), or never saved that step, there is nothing to compare: the step is not
 an issue, and neither is it an error, so the verdict the rule reached on the
-steps both runs have stands (an ``IssuesFound`` stays visible).
+steps both runs have stands (an ``IssuesFound`` stays visible). In the
+serverless evaluator the other trial does not list (it is given the evaluated
+step's index files only), so a step it lacks answers ``StepNotYetAvailable``:
+also nothing to compare.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tornasole.exceptions import NoMoreData, StepUnavailable, TensorUnavailableForStep
+from tornasole.exceptions import NoMoreData, StepNotYetAvailable, StepUnavailable, TensorUnavailableForStep
 from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 
 __all__ = ["SimilarAcrossRuns"]
@@ -45,6 +48,13 @@ class SimilarAcrossRuns(BuiltinRule):
             other.wait_for_steps([step])
         except (StepUnavailable, TensorUnavailableForStep, NoMoreData):
             return False
+        except StepNotYetAvailable:
+            # the evaluator's other trial holds only this step's index files (no listing): a step it
+            # lacks is one the other run never wrote, or has not written yet; either way nothing to
+            # compare, and no reason for an Error that would hide the verdict reached so far
+            if getattr(other, "listing", True) is False or other.training_ended():
+                return False
+            raise
         if self.collection_names or self.tensor_regex is not None:
             names = self.selected(step)
         else:
