@@ -237,7 +237,9 @@ class Hook(SmdebugHookMethods, HookBase):
 
         Written when the ``scalars`` collection is saved at the current step (the
         hook's save config unless given its own, e.g. ``SaveConfig(save_interval=1)``
-        for every step); never cached into a later step or another mode.
+        for every step), and at the last step of a mode whatever the save config
+        (``set_mode`` or ``close`` ends it: a metric given after the last saved
+        step is not lost); never cached into a later step or another mode.
         """
         if self._closed or not self._is_writer():
             return
@@ -245,7 +247,7 @@ class Hook(SmdebugHookMethods, HookBase):
         if CollectionKeys.SCALARS not in self._saves.include_collections:
             self._saves.include(CollectionKeys.SCALARS)
             self._step_colls = None
-        self._save_named("scalar/" + name, arr, wall_time=timestamp)
+        self._save_scalar_named("scalar/" + name, arr, timestamp)
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch mode (TRAIN, EVAL, PREDICT, GLOBAL); ends the current step if it saved anything."""
