@@ -41,6 +41,7 @@ from tornasole.hooks.hook_base import (
     resolve_tensorboard_dir,
 )
 from tornasole.hooks.smdebug_methods import SmdebugHookMethods
+from tornasole.hooks.stop_signal import DEFAULT_STOP_CHECK_INTERVAL
 from tornasole.modes import ModeKeys
 
 __all__ = ["Hook", "DISABLE_ENV"]
@@ -79,7 +80,8 @@ class Hook(SmdebugHookMethods, HookBase):
         Raise :class:`~tornasole.hooks.TrainingStopRequested` at the next step
         boundary once a rule asked the job to stop.
     stop_check_interval : float or None
-        Seconds between checks for the stop marker; ``None`` or 0 disables them.
+        Seconds between checks for the stop marker (default 0.5: ``stop_requested`` within 1 s of the
+        rule's verdict), made on a background thread; ``None`` or 0 disables them.
     storage : Storage, optional
         Backend to write through (default: chosen from ``out_dir``).
 
@@ -114,7 +116,7 @@ class Hook(SmdebugHookMethods, HookBase):
         *,
         enabled: bool | None = None,
         raise_on_stop: bool = False,
-        stop_check_interval: float | None = 5.0,
+        stop_check_interval: float | None = DEFAULT_STOP_CHECK_INTERVAL,
         storage: Any = None,
         max_queue_steps: int = 16,
         retry_attempts: int = 5,
