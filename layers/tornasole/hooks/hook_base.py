@@ -183,9 +183,7 @@ class HookBase:
         self._open = True
         self._step_colls = colls = self._saves.collections_for_step(mode, mode_step) if self._writes else ()
         if self._deferred:
-            deferred, self._deferred = self._deferred, []
-            for name, value, wall_time in deferred:
-                self._save_named(name, value, wall_time)
+            self._save_deferred()
         if colls:
             self._saving = True
             self._on_step_begin()
@@ -208,6 +206,8 @@ class HookBase:
     def _end_step(self) -> None:
         """Hand the step's records to the writer thread (nothing is written for an empty step)."""
         if self._closed:
+            if self._deferred and not self._open:
+                self._open_step_for_deferred()
             self._write_held_scalars()  # close() ends the last step of the mode
         self._saving = False
         self._on_step_end()
@@ -245,6 +245,28 @@ class HookBase:
         plan = self._saves.plan(name, colls, self.mode)
         if plan is not None:
             self._write_planned(name, value, plan, wall_time)
+
+    def _save_deferred(self) -> None:
+        """Save the values given while no step was open, into the step just opened."""
+        deferred, self._deferred = self._deferred, []
+        for name, value, wall_time in deferred:
+            if name.startswith("scalar/"):
+                self._save_scalar_named(name, value, wall_time)
+            else:
+                self._save_named(name, value, wall_time)
+
+    def _open_step_for_deferred(self) -> None:
+        """At close, values given after the last step ended (``set_mode`` then ``save_scalar``) join the
+        step that would have come next, as they would have at the next forward pass; that step is the last
+        of its mode, so its scalars are written whatever the save config (smdebug writes them too)."""
+        step = self.step = self.step + 1
+        mode = self.mode
+        self.mode_steps[mode] = self.mode_steps.get(mode, self._INIT_STEP) + 1
+        if mode is not ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = step
+        self._open = True
+        self._step_colls = None
+        self._save_deferred()
 
     def _save_scalar_named(self, name: str, value: Any, wall_time: float | None) -> None:
         """Save a ``save_scalar`` value; held at an open step that saves none (module docstring)."""

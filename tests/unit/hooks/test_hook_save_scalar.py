@@ -91,3 +91,35 @@ def test_the_latest_value_of_a_name_is_the_one_kept(tmp_path: Path):
     x = create_trial(str(tmp_path)).tensor("scalar/x")
     assert x.steps() == [1]
     assert float(x.value(1)[0]) == 3.0
+
+
+def test_pytorch_scalar_after_set_mode_without_another_forward_is_written_at_close(tmp_path: Path):
+    # no step is open after set_mode: the value joins the step that would have come next (EVAL step 0)
+    model = nn.Linear(3, 1)
+    hook = ts.Hook(str(tmp_path), save_config=SaveConfig(save_interval=2))
+    hook.register_module(model)
+    hook.set_mode(modes.TRAIN)
+    _train(hook, model, 3)
+    hook.set_mode(modes.EVAL)
+    hook.save_scalar("final_accuracy", 0.9)
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    acc = trial.tensor("scalar/final_accuracy")
+    assert acc.steps() == [3]
+    assert acc.steps(mode=modes.EVAL) == [0]
+    assert float(acc.value(0, mode=modes.EVAL)[0]) == pytest.approx(0.9)
+
+
+def test_pytorch_deferred_scalar_at_an_unsaved_last_step_of_its_mode_is_written(tmp_path: Path):
+    # given before the first EVAL forward, it joins EVAL step 0; the save config skips EVAL step 0..2,
+    # but the run closes after EVAL step 0: written there
+    model = nn.Linear(3, 1)
+    cfg = SaveConfig(mode_save_configs={modes.EVAL: SaveConfigMode(save_steps=[3])})
+    hook = ts.Hook(str(tmp_path), save_config=cfg)
+    hook.register_module(model)
+    hook.set_mode(modes.EVAL)
+    hook.save_scalar("eval_started", 1.0)
+    with torch.no_grad():
+        model(torch.ones(2, 3))
+    hook.close()
+    assert create_trial(str(tmp_path)).tensor("scalar/eval_started").steps(mode=modes.EVAL) == [0]
