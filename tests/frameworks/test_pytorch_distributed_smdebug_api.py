@@ -99,3 +99,29 @@ def test_include_workers_one_only_the_chief_writes(tmp_path: Path):
 def test_worker_names_match_the_ranks(tmp_path: Path, include_workers: str):
     # the script asserts hook._get_worker_name() == worker_<rank> and _get_num_workers() == 2 itself
     run_with_tornasole(tmp_path / include_workers, include_workers)
+
+
+def test_ranks_started_by_multiprocessing_spawn_get_the_alias_too(tmp_path: Path):
+    # smdebug's distributed tests start ranks with multiprocessing's spawn method: a fresh interpreter that
+    # imports the target's module (``import smdebug.pytorch``) without the parent's import hooks
+    out = tmp_path / "spawned"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SMDEBUG_CONFIG_FILE_PATH")
+    }
+    env.update(PYTHONPATH=str(REPO_LAYERS), TORNASOLE_SMDEBUG_ALIAS="1")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("dist_spawn_smdebug.py")), str(out), str(_free_port()), "all"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    trial = create_trial(str(out))
+    assert sorted(trial.workers()) == ["worker_0", "worker_1"]
+    assert trial.steps() == [0, 1, 5]
+    assert sorted(trial.tensor("Net_fc.weight").workers(1)) == ["worker_0", "worker_1"]
