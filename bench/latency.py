@@ -1,4 +1,4 @@
-"""Local mode latency: step landed -> state-change event, and -> stop signal visible to the hook.
+"""Local mode latency: step landed -> state-change event, -> stop signal stored, -> seen by the hook.
 
     .venv/bin/python bench/latency.py                     # 1 job x 10 rounds, then 20 concurrent jobs
     .venv/bin/python bench/latency.py --jobs 5 --rounds 1 # quick
@@ -17,8 +17,11 @@ stopped. The path measured is the whole local pipeline, as a user runs it
   the rule ``IssuesFound`` reaches the bus's SQS target (the CLI prints it);
 - "stop" is when ``<trial>/tornasole_stop_training.json`` exists in the local S3
   (what the hook's stop poller reads), checked every 0.05 s in moto's backend
-  rather than by HEAD requests that would load the server being measured (the
-  hook's own interval, 5 s by default, comes on top).
+  rather than by HEAD requests that would load the server being measured;
+- "seen by the hook" is when ``hook.stop_requested`` turns true: each job runs the
+  hook's own poller (``tornasole.hooks.stop_signal.StopSignalPoller``, the flag
+  ``stop_requested`` reads) with the hook's default interval, HEAD requests to the
+  local S3 included, from the job's start.
 
 Prints p50/p99/max per scenario; for the concurrent one also the steps evaluated per
 second, this process's CPU per step and the AWS requests per step by operation.
@@ -47,7 +50,7 @@ from tornasole.modes import ModeKeys  # noqa: E402
 
 RULE = "ExplodingTensor"
 HEALTHY_STEPS = 3
-# How often each job looks for its stop signal (the hook's default is 5 s): adds up to this much.
+# How often each job looks for its stop signal in moto's backend ("stored"; the hook's own poller runs too).
 STOP_POLL_SECONDS = 0.05
 COLLECTIONS = {"losses": {"name": "losses", "include_regex": ["loss.*"]}}
 
@@ -128,8 +131,21 @@ def _step(step: int, loss: float) -> StepWriter:
 
 def run_job(
     name: str, trial: str, observer: Observer, timeout: float, step_interval: float
-) -> tuple[float, float]:
-    """Write the job's steps; returns (landed -> event, landed -> stop visible) in seconds."""
+) -> tuple[float, float, float]:
+    """Write the job's steps; returns (landed -> event, landed -> stop stored, landed -> stop seen by
+    the hook's poller at its default interval) in seconds."""
+    from tornasole.format.paths import STOP_SIGNAL
+    from tornasole.hooks.stop_signal import StopSignalPoller
+    from tornasole.storage.registry import get_storage
+
+    poller = StopSignalPoller(get_storage(trial), f"{trial}/{STOP_SIGNAL}")
+    seen: list[float] = []
+    watcher = threading.Thread(
+        target=lambda: poller.wait(timeout + 10 * step_interval) and seen.append(time.monotonic()),
+        daemon=True,
+    )
+    poller.start()
+    watcher.start()
     writer = TrialWriter(trial)
     writer.write_collections(COLLECTIONS, 1)
     for step in range(HEALTHY_STEPS):
@@ -144,15 +160,17 @@ def run_job(
     while time.monotonic() < deadline:
         if stop_at is None and stop_signal_stored(bucket, stop_key):
             stop_at = time.monotonic()
-        if stop_at is not None and name in observer.event_at:
+        if stop_at is not None and name in observer.event_at and seen:
             break
         time.sleep(STOP_POLL_SECONDS)
+    poller.close()
     event_at = observer.event_at.get(name)
-    if event_at is None or stop_at is None:
-        raise TimeoutError(
-            f"{name}: no {'event' if event_at is None else 'stop signal'} within {timeout:.0f} s"
+    if event_at is None or stop_at is None or not seen:
+        missing = (
+            "event" if event_at is None else "stop signal" if stop_at is None else "hook's stop_requested"
         )
-    return event_at - landed, stop_at - landed
+        raise TimeoutError(f"{name}: no {missing} within {timeout:.0f} s")
+    return event_at - landed, stop_at - landed, seen[0] - landed
 
 
 def scenario(
@@ -163,7 +181,7 @@ def scenario(
     timeout: float,
     step_interval: float,
     requests: RequestCounter | None = None,
-) -> list[tuple[float, float]]:
+) -> list[tuple[float, float, float]]:
     from tornasole.jobs import register_job
 
     names = [f"{prefix}-{i:02d}" for i in range(jobs)]
@@ -173,7 +191,7 @@ def scenario(
             {"RuleConfigurationName": RULE, "RuleParameters": {"rule_to_invoke": RULE, "action_json": action}}
         ]
         register_job(name, f"{local.trial_root}{name}", rules)
-    results: dict[str, tuple[float, float] | BaseException] = {}
+    results: dict[str, tuple[float, float, float] | BaseException] = {}
 
     def one(name: str) -> None:
         try:
@@ -218,10 +236,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def report(label: str, samples: list[tuple[float, float]]) -> None:
+def report(label: str, samples: list[tuple[float, float, float]]) -> None:
     for kind, values in (
         ("state-change event", [s[0] for s in samples]),
-        ("stop signal visible", [s[1] for s in samples]),
+        ("stop signal stored", [s[1] for s in samples]),
+        ("hook.stop_requested (default checks)", [s[2] for s in samples]),
     ):
         print(
             f"{label}: step landed -> {kind}: p50 {statistics.median(values):.2f} s, "
@@ -259,17 +278,18 @@ def main() -> int:
     with LocalMode(LocalSettings(port=0)) as local:
         assert local.dispatcher is not None
         local.dispatcher.event_subscribers.append(observer.on_event)
-        single: list[tuple[float, float]] = []
+        single: list[tuple[float, float, float]] = []
         for r in range(args.single_rounds):
             single += scenario(local, observer, f"single-{r:02d}", 1, args.timeout, args.step_interval)
         if single:
             report("1 job", single)
-        many: list[tuple[float, float]] = []
+        many: list[tuple[float, float, float]] = []
         for r in range(args.rounds):
             many += scenario(
                 local, observer, f"many-{r:02d}", args.jobs, args.timeout, args.step_interval, requests
             )
-        report(f"{args.jobs} concurrent jobs", many)
+        if many:
+            report(f"{args.jobs} concurrent jobs", many)
         print(f"load average {os.getloadavg()[0]:.1f} after the run", flush=True)
         if local.dispatcher.errors:
             print("dispatcher errors: " + "; ".join(local.dispatcher.errors[:5]), flush=True)

@@ -96,8 +96,12 @@ def test_modes_steps_layer_outputs_and_scalars(keras_tf, tmp_path):
     # its last validation step (EVAL 1, global 5)
     assert trial.steps(mode=ModeKeys.TRAIN) == [0, 2, 3]
     assert trial.steps(mode=ModeKeys.EVAL) == [0, 1, 2]
-    assert trial.steps(mode=ModeKeys.PREDICT) == [0]
-    assert trial.steps() == [0, 2, 3, 4, 5, 6, 8]
+    # save_scalar after predict ended: no step is open, so "lr" joins the step that would come next
+    # (PREDICT 2, global 10), written at close although the save config skips it (it used to be dropped)
+    assert trial.steps(mode=ModeKeys.PREDICT) == [0, 2]
+    assert trial.steps() == [0, 2, 3, 4, 5, 6, 8, 10]
+    assert trial.tensor_names(step=10) == ["scalar/lr"]
+    assert trial.tensor("scalar/lr").value(2, mode=ModeKeys.PREDICT).item() == 0.1
     assert trial.tensor_names(step=3) == ["loss", "mae"]
     assert trial.tensor_names(step=5) == ["val_loss", "val_mae"]
     assert set(trial.tensor_names()) >= {"out/inputs", "out/outputs", "loss", "mae"}

@@ -29,9 +29,11 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import os
 import sys
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 from tornasole.rules.loader import map_module_name
@@ -60,6 +62,9 @@ EXTRA_MODULES = {
 }
 
 _lock = threading.Lock()
+
+#: On ``sys.path`` while the alias is on: its ``smdebug`` turns the alias on in spawned child processes.
+SPAWN_PATH = str(Path(__file__).resolve().parent / "spawn")
 
 
 class SmdebugAliasError(ImportError):
@@ -150,8 +155,10 @@ def alias_installed() -> bool:
 def _real_smdebug_location() -> str | None:
     """Where a real smdebug is (installed distribution, importable package, imported module), if anywhere."""
     loaded = sys.modules.get("smdebug")
-    if loaded is not None and not isinstance(
-        getattr(loaded, "__spec__", None) and loaded.__spec__.loader, _AliasLoader
+    if (
+        loaded is not None
+        and not (getattr(loaded, "__file__", None) or "").startswith(SPAWN_PATH + os.sep)
+        and not isinstance(getattr(loaded, "__spec__", None) and loaded.__spec__.loader, _AliasLoader)
     ):
         return getattr(loaded, "__file__", None) or "an already imported module"
     try:
@@ -161,7 +168,7 @@ def _real_smdebug_location() -> str | None:
     if dist is not None:
         return f"the installed distribution smdebug {dist.version}"
     spec = importlib.util.find_spec("smdebug")
-    if spec is not None:
+    if spec is not None and not (spec.origin or "").startswith(SPAWN_PATH + os.sep):
         return spec.origin or "an importable package"
     return None
 
@@ -183,12 +190,15 @@ def install_smdebug_alias() -> None:
                 name="smdebug",
             )
         sys.meta_path.insert(0, SmdebugAliasFinder())
+        if SPAWN_PATH not in sys.path:
+            sys.path.append(SPAWN_PATH)  # spawned children inherit sys.path: the alias follows them
 
 
 def uninstall_smdebug_alias() -> None:
     """Turn the alias off and forget the ``smdebug`` entries it put in ``sys.modules``."""
     with _lock:
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, SmdebugAliasFinder)]
+        sys.path[:] = [p for p in sys.path if p != SPAWN_PATH]
         for name in [n for n in sys.modules if n == "smdebug" or n.startswith("smdebug.")]:
             module = sys.modules[name]
             if isinstance(getattr(module, "__loader__", None), _AliasLoader) or getattr(

@@ -41,6 +41,7 @@ from tornasole.hooks.hook_base import (
     resolve_tensorboard_dir,
 )
 from tornasole.hooks.smdebug_methods import SmdebugHookMethods
+from tornasole.hooks.stop_signal import DEFAULT_STOP_CHECK_INTERVAL
 from tornasole.modes import ModeKeys
 
 __all__ = ["Hook", "DISABLE_ENV"]
@@ -79,7 +80,8 @@ class Hook(SmdebugHookMethods, HookBase):
         Raise :class:`~tornasole.hooks.TrainingStopRequested` at the next step
         boundary once a rule asked the job to stop.
     stop_check_interval : float or None
-        Seconds between checks for the stop marker; ``None`` or 0 disables them.
+        Seconds between checks for the stop marker (default 0.5: ``stop_requested`` within 1 s of the
+        rule's verdict), made on a background thread; ``None`` or 0 disables them.
     storage : Storage, optional
         Backend to write through (default: chosen from ``out_dir``).
 
@@ -114,7 +116,7 @@ class Hook(SmdebugHookMethods, HookBase):
         *,
         enabled: bool | None = None,
         raise_on_stop: bool = False,
-        stop_check_interval: float | None = 5.0,
+        stop_check_interval: float | None = DEFAULT_STOP_CHECK_INTERVAL,
         storage: Any = None,
         max_queue_steps: int = 16,
         retry_attempts: int = 5,
@@ -237,7 +239,9 @@ class Hook(SmdebugHookMethods, HookBase):
 
         Written when the ``scalars`` collection is saved at the current step (the
         hook's save config unless given its own, e.g. ``SaveConfig(save_interval=1)``
-        for every step); never cached into a later step or another mode.
+        for every step), and at the last step of a mode whatever the save config
+        (``set_mode`` or ``close`` ends it: a metric given after the last saved
+        step is not lost); never cached into a later step or another mode.
         """
         if self._closed or not self._is_writer():
             return
@@ -245,7 +249,7 @@ class Hook(SmdebugHookMethods, HookBase):
         if CollectionKeys.SCALARS not in self._saves.include_collections:
             self._saves.include(CollectionKeys.SCALARS)
             self._step_colls = None
-        self._save_named("scalar/" + name, arr, wall_time=timestamp)
+        self._save_scalar_named("scalar/" + name, arr, timestamp)
 
     def set_mode(self, mode: ModeKeys) -> None:
         """Switch mode (TRAIN, EVAL, PREDICT, GLOBAL); ends the current step if it saved anything."""

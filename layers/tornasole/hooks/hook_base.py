@@ -9,6 +9,13 @@ A step is *open* between two step boundaries. Framework hooks start closed
 (step -1) and open a step on each forward pass of the registered model; a value
 saved while no step is open (before the first forward pass, or after
 ``set_mode``) joins the next step, with that step's mode.
+
+A ``save_scalar`` value given at an open step that the save config does not
+save is held (the latest per name) until the step ends: a normal step
+boundary drops it, as sampling drops any unsaved value, but when the step is
+the last of its mode (``set_mode`` or ``close`` ends it) it is written at that
+step. Otherwise a metric given after the last saved step of a phase would
+never be written; smdebug writes it (into a later step, FORMAT.md 7.4).
 """
 
 from __future__ import annotations
@@ -82,6 +89,8 @@ class HookBase:
         self._step_colls: tuple[Collection, ...] | None = None
         self._pending: list[tuple[Any, ...]] = []
         self._deferred: list[tuple[str, Any, float | None]] = []
+        # scalars given at the open step while it saves none: name -> (captured value, wall time)
+        self._held_scalars: dict[str, tuple[Any, float]] = {}
         self._writer: AsyncTrialWriter | None = None
         self._worker: WorkerInfo | None = None
         self._collections_written = False
@@ -141,7 +150,9 @@ class HookBase:
             saves._generation == self._quiet_generation
             and saves._prepared_count == len(saves.collections.collections)
             and self._open
-            and not (self._pending or self._deferred or self.raise_on_stop or self._closed)
+            and not (
+                self._pending or self._deferred or self._held_scalars or self.raise_on_stop or self._closed
+            )
         )
 
     # -- steps --------------------------------------------------------------------------------
@@ -158,6 +169,8 @@ class HookBase:
             return
         if self._open and (self._pending or self._saving):
             self._end_step()
+        if self._held_scalars:
+            self._held_scalars = {}  # the step was not the last of its mode: sampled out
         if self.raise_on_stop and not self._stop_raised and self.stop_requested:
             self._stop_raised = True
             raise TrainingStopRequested(self._stop_poller.path, self.step)
@@ -170,9 +183,7 @@ class HookBase:
         self._open = True
         self._step_colls = colls = self._saves.collections_for_step(mode, mode_step) if self._writes else ()
         if self._deferred:
-            deferred, self._deferred = self._deferred, []
-            for name, value, wall_time in deferred:
-                self._save_named(name, value, wall_time)
+            self._save_deferred()
         if colls:
             self._saving = True
             self._on_step_begin()
@@ -181,6 +192,7 @@ class HookBase:
         if self._closed or mode == self.mode:
             self.mode = mode
             return
+        self._write_held_scalars()
         if self._OPEN_AT_START:
             if self._pending:
                 self._begin_step()
@@ -193,6 +205,10 @@ class HookBase:
 
     def _end_step(self) -> None:
         """Hand the step's records to the writer thread (nothing is written for an empty step)."""
+        if self._closed:
+            if self._deferred and not self._open:
+                self._open_step_for_deferred()
+            self._write_held_scalars()  # close() ends the last step of the mode
         self._saving = False
         self._on_step_end()
         if not self._pending or not self._is_writer():
@@ -229,6 +245,48 @@ class HookBase:
         plan = self._saves.plan(name, colls, self.mode)
         if plan is not None:
             self._write_planned(name, value, plan, wall_time)
+
+    def _save_deferred(self) -> None:
+        """Save the values given while no step was open, into the step just opened."""
+        deferred, self._deferred = self._deferred, []
+        for name, value, wall_time in deferred:
+            if name.startswith("scalar/"):
+                self._save_scalar_named(name, value, wall_time)
+            else:
+                self._save_named(name, value, wall_time)
+
+    def _open_step_for_deferred(self) -> None:
+        """At close, values given after the last step ended (``set_mode`` then ``save_scalar``) join the
+        step that would have come next, as they would have at the next forward pass; that step is the last
+        of its mode, so its scalars are written whatever the save config (smdebug writes them too)."""
+        step = self.step = self.step + 1
+        mode = self.mode
+        self.mode_steps[mode] = self.mode_steps.get(mode, self._INIT_STEP) + 1
+        if mode is not ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = step
+        self._open = True
+        self._step_colls = None
+        self._save_deferred()
+
+    def _save_scalar_named(self, name: str, value: Any, wall_time: float | None) -> None:
+        """Save a ``save_scalar`` value; held at an open step that saves none (module docstring)."""
+        if self._open and self._saves.plan(name, self._current_step_colls(), self.mode) is None:
+            self._held_scalars[name] = (value, wall_time or time.time())
+            return
+        self._save_named(name, value, wall_time)
+
+    def _write_held_scalars(self) -> None:
+        """Write the held scalars at the open step, as if every saved collection were saved at it."""
+        if not self._held_scalars:
+            return
+        held, self._held_scalars = self._held_scalars, {}
+        if not self._open or not self._writes:
+            return
+        saved = self._saves.saved_collections
+        for name, (value, wall_time) in held.items():
+            plan = self._saves.plan(name, saved, self.mode)
+            if plan is not None:
+                self._write_planned(name, value, plan, wall_time)
 
     def _write_planned(self, name: str, value: Any, plan: WritePlan, wall_time: float | None = None) -> None:
         if self._numel(value) == 0:

@@ -67,6 +67,14 @@ class SmdebugHookMethods:
         self._submit_collections()
         self.flush()
 
+    def _get_worker_name(self) -> str:
+        """smdebug's private name for :attr:`worker` (``worker_<rank>``), which its distributed tests call."""
+        return self.worker
+
+    def _get_num_workers(self) -> int:
+        """smdebug's private name for the world size, whoever writes (:attr:`num_workers` counts writers)."""
+        return self._worker_info().world_size
+
     def _cleanup(self) -> None:
         """smdebug's private name for ``close()``, which its examples and tests call."""
         self.close()

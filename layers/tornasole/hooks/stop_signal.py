@@ -5,6 +5,14 @@ next to the job's output. A daemon thread checks for it with
 ``storage.exists`` at most every ``interval`` seconds, so the training thread
 never waits on a filesystem or S3 round trip; the hook reads a flag
 (:attr:`StopSignalPoller.requested`) at step boundaries, which costs nothing.
+
+The default interval, :data:`DEFAULT_STOP_CHECK_INTERVAL` (0.5 s), puts
+``hook.stop_requested`` within about half a second of the evaluator writing
+the marker (``bench/stop_signal.py`` measures it), so a verdict stops the
+run within 1 s. Its price is on the poller's thread: two ``HEAD`` requests a
+second on S3 (7,200 an hour per training process, about $0.003 at S3
+Standard's request price) or two ``stat`` calls locally; the training thread
+pays nothing per step for them (the same benchmark measures that too).
 """
 
 from __future__ import annotations
@@ -15,9 +23,12 @@ import threading
 from tornasole.exceptions import TornasoleError
 from tornasole.storage.base import Storage
 
-__all__ = ["StopSignalPoller", "TrainingStopRequested"]
+__all__ = ["DEFAULT_STOP_CHECK_INTERVAL", "StopSignalPoller", "TrainingStopRequested"]
 
 logger = logging.getLogger(__name__)
+
+# Seconds between checks for the stop marker by default: a verdict reaches the hook within 1 s.
+DEFAULT_STOP_CHECK_INTERVAL = 0.5
 
 
 class TrainingStopRequested(TornasoleError):
@@ -59,7 +70,7 @@ class StopSignalPoller:
     >>> p.close()
     """
 
-    def __init__(self, storage: Storage, path: str, interval: float = 5.0) -> None:
+    def __init__(self, storage: Storage, path: str, interval: float = DEFAULT_STOP_CHECK_INTERVAL) -> None:
         if interval <= 0:
             raise ValueError(f"stop signal check interval must be > 0 seconds, got {interval}")
         self._storage = storage

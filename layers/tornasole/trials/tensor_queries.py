@@ -11,12 +11,13 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tornasole.core.collection import Collection
 from tornasole.exceptions import TensorUnavailable
 from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.trials.tensor import Tensor, ValueSource
+from tornasole.trials.tensor_name import TensorName
 
 if TYPE_CHECKING:
-    from tornasole.core.collection import Collection
     from tornasole.trials.loading import IndexLoader
     from tornasole.trials.step_index import StepTable
 
@@ -30,6 +31,7 @@ class TensorQueries:
     _table: StepTable
     _loader: IndexLoader
     _tensors: dict[str, Tensor]
+    _created_collections: dict[str, Collection]  # by collection() for names the collections file lacks
     _reader: ValueSource
 
     def maybe_refresh(self, name: str | None = None) -> None:  # pragma: no cover - provided by Trial
@@ -96,18 +98,26 @@ class TensorQueries:
         return self._table.has_tensor(name)
 
     def collections(self) -> dict[str, Collection]:
-        """Collection name -> :class:`~tornasole.core.collection.Collection` (first collections file)."""
+        """Collection name -> :class:`~tornasole.core.collection.Collection` (first collections file,
+        and the ones :meth:`collection` made for names it does not have)."""
         if self._loader.collections is None:
             self.maybe_refresh()
-        return dict(self._loader.collections or {})
+        return {**self._created_collections, **(self._loader.collections or {})}
 
     def collection(self, name: Any) -> Collection:
-        """One collection, by name or by a Collection object; ``KeyError`` lists the known names."""
+        """One collection, by name or by a Collection object.
+
+        A name the collections file does not have gets a new, empty collection, kept by the trial (as
+        smdebug's ``collection_manager.get`` creates it): it matches no tensor, and it gives way to the
+        file's collection of that name once a live run writes one.
+        """
         key = getattr(name, "name", name)
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"trial {self.name}: a collection is named by a non-empty string, not {key!r}")
         colls = self.collections()
-        if key not in colls:
-            raise KeyError(f"trial {self.name}: no collection {key!r}; known: {sorted(colls)}")
-        return colls[key]
+        if key in colls:
+            return colls[key]
+        return self._created_collections.setdefault(key, Collection(key))
 
     # older names
     def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
@@ -116,8 +126,9 @@ class TensorQueries:
     def tensors_matching_regex(self, patterns: str | Sequence[str]) -> list[str]:
         return self.tensor_names(regex=patterns)
 
-    def tensors_in_collection(self, collection: Any) -> list[str]:
-        return self.tensor_names(collection=collection)
+    def tensors_in_collection(self, collection: Any) -> list[TensorName]:
+        """Names of the saved tensors of ``collection``; each also works as its Tensor (``TensorName``)."""
+        return [TensorName(n, self) for n in self.tensor_names(collection=collection)]
 
 
 def _flatten(items: Iterable[Any]) -> list[str]:

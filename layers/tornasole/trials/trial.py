@@ -117,6 +117,7 @@ class Trial(StepQueries, TensorQueries):
         else:
             self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
         self._tensors = {}
+        self._created_collections = {}
         self._refresh_lock = threading.RLock()
         self._ended = False
         self._end_delay = _end_delay()
