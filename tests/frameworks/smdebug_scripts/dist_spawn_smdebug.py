@@ -14,11 +14,11 @@ if __name__ == "__main__":
     import tornasole  # noqa: F401  (turns the alias on here, through the environment variable)
 
     # isort: split
-    from dist_train_smdebug import main  # its "import smdebug.pytorch" needs the alias on
+    from dist_train_smdebug import main_then_exit  # its "import smdebug.pytorch" needs the alias on
 
     out, port, include = sys.argv[1:4]
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=main, args=(out, rank, 2, int(port), include)) for rank in range(2)]
+    procs = [ctx.Process(target=main_then_exit, args=(out, rank, 2, int(port), include)) for rank in range(2)]
     for p in procs:
         p.start()
     for p in procs:
