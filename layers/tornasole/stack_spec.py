@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_SPEC",
     "DETAIL_TYPE_JOB_STATE_CHANGE",
     "DETAIL_TYPE_RULE_ISSUE_FOUND",
+    "DETAIL_TYPE_TRIAL_REWRITTEN",
     "JOB_CONFIG_FILE",
     "STOP_SIGNAL_FILE",
     "END_MARKER_FILE",
@@ -54,6 +55,8 @@ END_MARKER_FILE = "training_job_end.ts"
 # --- EventBridge ---
 DETAIL_TYPE_JOB_STATE_CHANGE = "SageMaker Training Job State Change"
 DETAIL_TYPE_RULE_ISSUE_FOUND = "Tornasole Rule Issue Found"
+# An ended job's trial was written again (evaluator.lifecycle): announced once per job.
+DETAIL_TYPE_TRIAL_REWRITTEN = "Tornasole Trial Rewritten"
 # Field of every event's detail holding the deterministic id a consumer dedupes on.
 EVENT_ID_FIELD = "TornasoleEventId"
 

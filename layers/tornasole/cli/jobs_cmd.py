@@ -57,6 +57,12 @@ def add_parser(sub: Any) -> None:
         help="stoptraining | email:ADDRESS | sms:NUMBER",
     )
     reg.add_argument("--num-workers", type=int, help="workers writing each step (default: from the trial)")
+    reg.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="end the job (Failed, IdleTimeout) after this long without new data (default: 6 hours)",
+    )
     reg.add_argument("--update", action="store_true", help="replace the rules of an existing job")
     reg.set_defaults(func=register, parser=reg)
 

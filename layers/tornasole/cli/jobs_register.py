@@ -111,7 +111,12 @@ def register(args: argparse.Namespace) -> int:
     else:
         rules = rule_configurations(args)
         desc = register_job(
-            args.name, args.s3_output, rules, num_workers=args.num_workers, table_name=jobs.table.name
+            args.name,
+            args.s3_output,
+            rules,
+            num_workers=args.num_workers,
+            table_name=jobs.table.name,
+            idle_timeout_s=args.idle_timeout,
         )
     output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
     print(f"registered {desc['TrainingJobName']} ({desc['TrainingJobStatus']}) on {output}")
@@ -162,7 +167,7 @@ def _register_from_request(args: argparse.Namespace) -> int:
     from tornasole.cli.jobs_cmd import jobs_of
     from tornasole.jobs import register_from_request
 
-    result = register_from_request(request)
+    result = register_from_request(request, idle_timeout_s=args.idle_timeout)
     name = result.get("TrainingJobName") if isinstance(result, dict) else None
     name = name or request.get("TrainingJobName")
     if not name:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tornasole.evaluator.details import alert_message, clip, step_files
+from tornasole.evaluator.lifecycle import ended_as
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.outbox import OutboxItem
 from tornasole.evaluator.transitions import JOB, Change
@@ -184,8 +185,8 @@ def completion(state: JobState, evaluated: Mapping[str, int]) -> Change | None:
             if rule.config.rule_to_invoke != STALLED_RULE
             else f"{name}: no stall found",
         )
-    final = JobStatus.STOPPED if state.status == JobStatus.STOPPING else JobStatus.COMPLETED
-    return Change(JOB, final.value)
+    final, reason = ended_as(state)  # Failed / Stopped when SageMaker's own event said so
+    return Change(JOB, final.value, failure_reason=reason)
 
 
 def stalled(now_s: float):
