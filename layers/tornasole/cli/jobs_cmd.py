@@ -157,6 +157,9 @@ def print_status(jobs: Any, name: str) -> str:
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
     print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=cell_width(90)))
+    rewritten = jobs.describe(name).get("TornasoleTrialRewritten")
+    if rewritten:  # the verdict above describes data that was overwritten since (evaluator.lifecycle)
+        print(f"warning: {rewritten['StatusDetails']}")
     return status
 
 

@@ -35,7 +35,12 @@ from tornasole.evaluator.models import TERMINAL_JOB, JobState, JobStatus, RuleSt
 from tornasole.evaluator.outbox import OutboxItem, outbox_put
 from tornasole.evaluator.state import Conflict, StateTable
 from tornasole.exceptions import TornasoleValueError
-from tornasole.stack_spec import DETAIL_TYPE_JOB_STATE_CHANGE, DETAIL_TYPE_TRIAL_REWRITTEN, END_MARKER_FILE
+from tornasole.stack_spec import (
+    DETAIL_TYPE_JOB_STATE_CHANGE,
+    DETAIL_TYPE_TRIAL_REWRITTEN,
+    END_MARKER_FILE,
+    SAGEMAKER_SOURCE,
+)
 
 if TYPE_CHECKING:
     from tornasole.evaluator.service import Evaluator
@@ -70,7 +75,6 @@ MIN_IDLE_TIMEOUT_S = 1
 MAX_IDLE_TIMEOUT_S = 30 * 24 * 3600
 IDLE_TIMEOUT = "IdleTimeout"
 
-SAGEMAKER_SOURCE = "aws.sagemaker"
 #: SageMaker's terminal TrainingJobStatus values: the end of training (InProgress / Stopping say nothing).
 SAGEMAKER_END_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 MAX_REASON = 1024
