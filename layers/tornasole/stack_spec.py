@@ -230,7 +230,12 @@ class StackSpec:
 
     @property
     def functions(self) -> tuple[FunctionSpec, ...]:
-        return (self.on_object_created, self.publish_events, self.scheduled_check)
+        return (
+            self.on_object_created,
+            self.publish_events,
+            self.scheduled_check,
+            self.sagemaker_state_change,
+        )
 
 
 DEFAULT_SPEC = StackSpec()

@@ -167,7 +167,8 @@ def _register_from_request(args: argparse.Namespace) -> int:
     from tornasole.cli.jobs_cmd import jobs_of
     from tornasole.jobs import register_from_request
 
-    result = register_from_request(request, idle_timeout_s=args.idle_timeout)
+    extra = {} if args.idle_timeout is None else {"idle_timeout_s": args.idle_timeout}
+    result = register_from_request(request, **extra)
     name = result.get("TrainingJobName") if isinstance(result, dict) else None
     name = name or request.get("TrainingJobName")
     if not name:
