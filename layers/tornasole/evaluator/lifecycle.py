@@ -237,15 +237,15 @@ def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> O
 
 
 def written_after_end(state: JobState, written_s: float | None) -> bool:
-    """Whether an object S3 says was written at ``written_s`` came after ``state``'s training ended: after
-    its end was noted (end marker seen, SageMaker's event, a late registration), else after the job ended
-    (the idle timeout). Every file of the run itself precedes its end marker, so a re-delivered
-    notification (S3 delivers at least once, with the original ``eventTime``) is never a rewrite. Unknown
-    times (a caller without the S3 record) are not judged."""
-    if written_s is None:
+    """Whether an object S3 says was written at ``written_s`` came after ``state``'s job ended (its
+    ``TrainingEndTime``). A job completes only once every expected (step, worker) index file has arrived,
+    so every file of its run was written before: a re-delivered notification (S3 delivers at least once,
+    with the original ``eventTime``), or another worker's, is never a rewrite. Not the time the end
+    marker was seen: in a multi-worker run the other workers still write after it. Unknown times (a
+    caller without the S3 record) are not judged."""
+    if written_s is None or state.end_ms is None:
         return False
-    ended_s = state.end_marker_s or (state.end_ms / 1000 if state.end_ms else 0.0)
-    return written_s > ended_s
+    return written_s > state.end_ms / 1000
 
 
 def rewrite_details(status: str, key: str) -> str:

@@ -254,3 +254,40 @@ def test_a_redelivered_notification_after_completion_is_not_a_rewrite(stack: Sta
     assert "TornasoleTrialRewritten" not in stack.describe()
     stack.pump_stream()
     assert not [e for e in stack.events() if e["detail-type"] == "Tornasole Trial Rewritten"]
+
+
+def test_a_rerun_whose_end_marker_is_handled_first_is_still_a_rewrite(stack: Stack) -> None:
+    """The re-run's end marker must not move the job's end past the re-run's own files."""
+    TornasoleJobs().register_job("my-job", TRIAL, [vg()])
+    _train(stack)
+    for note in stack.notifications():
+        stack.deliver(note)
+    assert stack.describe()["TrainingJobStatus"] == "Completed"
+    stack.write_step(0, grad=float("nan"))
+    stack.write_end()
+    index, end = stack.notifications()
+    assert stack.deliver(end)["results"][0]["reason"] == "job is Completed"
+    stack.deliver(index)
+    rewritten = stack.describe()["TornasoleTrialRewritten"]
+    assert rewritten["Key"] == "jobs/my-job/index/000000000/000000000000_worker_0.json"
+    assert rewritten["Rewrites"] == 1
+
+
+def test_the_other_workers_redelivered_files_after_completion_are_not_a_rewrite(stack: Stack) -> None:
+    """Worker 1 writes after worker 0's end marker was seen: its re-deliveries are still the run's own."""
+    TornasoleJobs().register_job("my-job", TRIAL, [vg()])
+    stack.write_collections(num_workers=2)
+    stack.write_step(0, worker="worker_0")
+    stack.write_end()  # worker 0 is done
+    first = stack.notifications()
+    for note in first:
+        stack.deliver(note)
+    stack.write_step(0, worker="worker_1")
+    stack.write_end()  # worker 1's marker (same key)
+    late = stack.notifications()
+    for note in late:
+        stack.deliver(note)
+    assert stack.describe()["TrainingJobStatus"] == "Completed"
+    for note in first + late:
+        stack.deliver(note)
+    assert "TornasoleTrialRewritten" not in stack.describe()
