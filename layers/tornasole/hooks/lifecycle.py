@@ -7,7 +7,7 @@ SageMaker's path convention (``<S3OutputPath>/<job>/debug-output``) would leave 
 hook skips the marker only where SageMaker really runs it: the variable is set *and* the resource
 configuration SageMaker mounts into every training container (``/opt/ml/input/config/resourceconfig.json``)
 is there. On SageMaker the stack settles the job from SageMaker's own state-change event instead
-(``tornasole.evaluator.sagemaker_events``).
+(``tornasole.evaluator.lifecycle``).
 """
 
 from __future__ import annotations
