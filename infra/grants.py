@@ -35,10 +35,12 @@ __all__ = [
     "ON_OBJECT_CREATED_TABLE_ACTIONS",
     "PUBLISH_EVENTS_TABLE_ACTIONS",
     "SCHEDULED_CHECK_TABLE_ACTIONS",
+    "SAGEMAKER_STATE_CHANGE_TABLE_ACTIONS",
     "REGISTRATION_PARTITIONS",
     "allow_table",
     "allow_index_query",
     "allow_reads",
+    "allow_trial_listing",
     "allow_rule_sandbox",
     "allow_stop_signals",
 ]
@@ -53,6 +55,8 @@ REGISTRATION_PARTITIONS = (*JOB_PARTITIONS, trial_pk("*"), JOBS_PK)
 ON_OBJECT_CREATED_TABLE_ACTIONS = ("GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem")
 SCHEDULED_CHECK_TABLE_ACTIONS = ("GetItem", "Query", "PutItem", "UpdateItem")
 PUBLISH_EVENTS_TABLE_ACTIONS = ("UpdateItem",)
+# Reads the job, notes the end of training and completes it (a transaction: the outbox row is a Put).
+SAGEMAKER_STATE_CHANGE_TABLE_ACTIONS = ("Query", "PutItem", "UpdateItem")
 
 
 def allow_table(
@@ -80,6 +84,11 @@ def allow_reads(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix: str) 
     fn.add_to_role_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{trial_prefix}*")])
     )
+    allow_trial_listing(fn, bucket=bucket, trial_prefix=trial_prefix)
+
+
+def allow_trial_listing(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix: str) -> None:
+    """ListBucket under the trial prefix only (how many steps a trial holds at the end of training)."""
     fn.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:ListBucket"],

@@ -23,12 +23,14 @@ from infra.grants import (
     ON_OBJECT_CREATED_TABLE_ACTIONS,
     PUBLISH_EVENTS_TABLE_ACTIONS,
     REGISTRATION_PARTITIONS,
+    SAGEMAKER_STATE_CHANGE_TABLE_ACTIONS,
     SCHEDULED_CHECK_TABLE_ACTIONS,
     allow_index_query,
     allow_reads,
     allow_rule_sandbox,
     allow_stop_signals,
     allow_table,
+    allow_trial_listing,
 )
 from tornasole import config as env_names
 from tornasole.stack_spec import (
@@ -167,6 +169,11 @@ class TornasoleStack(cdk.Stack):
             bus.event_bus.grant_put_events_to(fn)
             alerts.actions_topic.grant_publish(fn)
             allow_stop_signals(fn, bucket=storage.bucket, trial_prefix=config.trial_prefix)
+
+        # sagemaker_state_change: ends the job SageMaker's event names (lists its trial, completes it).
+        sagemaker = evaluator.sagemaker_state_change
+        allow_table(sagemaker, table, SAGEMAKER_STATE_CHANGE_TABLE_ACTIONS, JOB_PARTITIONS)
+        allow_trial_listing(sagemaker, bucket=storage.bucket, trial_prefix=config.trial_prefix)
 
         # --- triggers ---
         storage.notify_on_step_files(on_created, suffixes=spec.notifications.suffixes)

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import ConfigError
-from tornasole.stack_spec import FunctionSpec, StackSpec
+from tornasole.stack_spec import SAGEMAKER_END_EVENT_PATTERN, FunctionSpec, StackSpec
 
 __all__ = ["Evaluator", "LAYER_MARKER"]
 
@@ -112,6 +112,26 @@ class Evaluator(Construct):
             ],
         )
 
+        # SageMaker's own end of training (its hook writes no end marker there): the account's default
+        # bus, SageMaker's events only, terminal statuses only (stack_spec.SAGEMAKER_END_EVENT_PATTERN).
+        self.sagemaker_state_change = self._python_function(
+            spec.sagemaker_state_change, memory_mb=spec.sagemaker_state_change.memory_mb
+        )
+        pattern = SAGEMAKER_END_EVENT_PATTERN
+        self.sagemaker_ended = events.Rule(
+            self,
+            "SageMakerTrainingEnded",
+            event_pattern=events.EventPattern(
+                source=pattern["source"], detail_type=pattern["detail-type"], detail=pattern["detail"]
+            ),
+            description="Tornasole: a SageMaker training job ended -> settle the job of that name",
+            targets=[
+                targets.LambdaFunction(
+                    self.sagemaker_state_change, dead_letter_queue=self.failures, retry_attempts=2
+                )
+            ],
+        )
+
     @property
     def runtime(self) -> lambda_.Runtime:
         return RUNTIME
@@ -122,7 +142,12 @@ class Evaluator(Construct):
 
     @property
     def functions(self) -> tuple[lambda_.Function, ...]:
-        return (self.on_object_created, self.publish_events, self.scheduled_check)
+        return (
+            self.on_object_created,
+            self.publish_events,
+            self.scheduled_check,
+            self.sagemaker_state_change,
+        )
 
     def _python_function(
         self, fspec: FunctionSpec, *, memory_mb: int, reserved_concurrency: int | None = None

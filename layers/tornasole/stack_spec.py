@@ -30,6 +30,9 @@ __all__ = [
     "DEFAULT_SPEC",
     "DETAIL_TYPE_JOB_STATE_CHANGE",
     "DETAIL_TYPE_RULE_ISSUE_FOUND",
+    "DETAIL_TYPE_TRIAL_REWRITTEN",
+    "SAGEMAKER_SOURCE",
+    "SAGEMAKER_END_EVENT_PATTERN",
     "JOB_CONFIG_FILE",
     "STOP_SIGNAL_FILE",
     "END_MARKER_FILE",
@@ -54,6 +57,16 @@ END_MARKER_FILE = "training_job_end.ts"
 # --- EventBridge ---
 DETAIL_TYPE_JOB_STATE_CHANGE = "SageMaker Training Job State Change"
 DETAIL_TYPE_RULE_ISSUE_FOUND = "Tornasole Rule Issue Found"
+# An ended job's trial was written again (evaluator.lifecycle): announced once per job.
+DETAIL_TYPE_TRIAL_REWRITTEN = "Tornasole Trial Rewritten"
+# SageMaker's own events on the account's default bus (source aws.sagemaker): a training job that ended. The
+# stack's rule (and the local mode's) matches exactly these; the handler checks the shape again.
+SAGEMAKER_SOURCE = "aws.sagemaker"
+SAGEMAKER_END_EVENT_PATTERN = {
+    "source": [SAGEMAKER_SOURCE],
+    "detail-type": [DETAIL_TYPE_JOB_STATE_CHANGE],
+    "detail": {"TrainingJobStatus": ["Completed", "Failed", "Stopped"]},
+}
 # Field of every event's detail holding the deterministic id a consumer dedupes on.
 EVENT_ID_FIELD = "TornasoleEventId"
 
@@ -181,6 +194,16 @@ class StackSpec:
             description="Schedule: stalled-training checks, completion, outbox re-drive",
         )
     )
+    # SageMaker's "Training Job State Change" events (default bus) -> the job of that name ends.
+    sagemaker_state_change: FunctionSpec = field(
+        default_factory=lambda: FunctionSpec(
+            "SageMakerStateChange",
+            "functions/sagemaker_state_change",
+            memory_mb=512,
+            timeout_s=120,
+            description="SageMaker Training Job State Change (aws.sagemaker) -> end the job of that name",
+        )
+    )
     # The rule sandbox: invoked by the evaluator, not by a trigger (hence not in ``functions``).
     custom_rule: FunctionSpec = field(
         default_factory=lambda: FunctionSpec(
@@ -207,7 +230,12 @@ class StackSpec:
 
     @property
     def functions(self) -> tuple[FunctionSpec, ...]:
-        return (self.on_object_created, self.publish_events, self.scheduled_check)
+        return (
+            self.on_object_created,
+            self.publish_events,
+            self.scheduled_check,
+            self.sagemaker_state_change,
+        )
 
 
 DEFAULT_SPEC = StackSpec()

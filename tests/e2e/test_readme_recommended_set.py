@@ -18,8 +18,12 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _training_block() -> str:
-    """The README's first Python block: the instrumented PyTorch script (it saves to ``OUT``)."""
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[0]
+    """The README's first Python block: the instrumented PyTorch script, saving to the ``OUT`` the test gives
+    (the block's own ``OUT = ...`` line, a local directory for a reader to paste, is taken out)."""
+    block = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[0]
+    block, n = re.subn(r"^OUT = .*$", "", block, count=1, flags=re.M)
+    assert n == 1, "the README's first block no longer assigns OUT on a line of its own"
+    return block
 
 
 def test_the_readme_example_with_the_recommended_set_has_no_error(capsys) -> None:

@@ -1,11 +1,12 @@
-"""A short life of two jobs through the three real handlers on moto, every AWS call recorded.
+"""A short life of a few jobs through the real handlers on moto, every AWS call recorded.
 
 It walks each code path a deployed function takes: on_object_created registers a job from its
 file, evaluates steps (a built-in rule, and a custom rule run by the rule sandbox: the real
 ``functions/custom_rule`` handler, reached through the evaluator's own Lambda client, whose
 ``Invoke`` is answered in-process since moto runs functions only in Docker), holds an early
-step as an orphan, and completes on the end marker; publish_events sends the outbox's events, an
-e-mail action and a stop signal; scheduled_check fires a stalled rule, re-evaluates a pending
+step as an orphan, and completes on the end marker; sagemaker_state_change completes a job on
+SageMaker's own event; publish_events sends the outbox's events, an e-mail action and a stop
+signal; scheduled_check fires a stalled rule, re-evaluates a pending
 step, completes a job and re-sends events the stream never published.
 """
 
@@ -51,6 +52,7 @@ FILE_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}from-file"
 STALLED_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}stalled"
 REFUSED_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}refused"
 LATE_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}late"
+SAGEMAKER_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}on-sagemaker"
 ACTIONS = json.dumps([{"name": "email", "endpoint": "ml@example.com"}, {"name": "stoptraining"}])
 
 LOSS_ABOVE = b"""
@@ -173,6 +175,20 @@ def _run(stack: Stack, recorder: CallRecorder) -> None:
         rule_parameters={"threshold": "60"},
     )
     TornasoleJobs().register_job("stalled", STALLED_TRIAL, [stalled])
+
+    # A job trained on SageMaker: no end marker; SageMaker's own event ends it (sagemaker_state_change).
+    TornasoleJobs().register_job("on-sagemaker", SAGEMAKER_TRIAL, [_vg()])
+    stack.write_collections(trial=SAGEMAKER_TRIAL)
+    stack.write_step(0, trial=SAGEMAKER_TRIAL)
+    _deliver_all(stack, recorder)
+    ended = {
+        "source": "aws.sagemaker",
+        "detail-type": "SageMaker Training Job State Change",
+        "detail": {"TrainingJobName": "on-sagemaker", "TrainingJobStatus": "Completed"},
+    }
+    with recorder.calls_of("sagemaker_state_change"):
+        result = load_handler("sagemaker_state_change").handler(ended, stack.context)
+    assert result["action"] == "completed", result
 
     # scheduled_check an hour later: re-sends what the stream never published, re-evaluates the
     # pending step, fires the stalled rule.

@@ -74,7 +74,7 @@ def test_our_roles_use_no_managed_policies(synth) -> None:
         for fn in resources.values()
         if fn["Type"] == "AWS::Lambda::Function" and fn["Properties"].get("Runtime") == "python3.12"
     }
-    assert len(roles) == 4  # one role per function, the rule sandbox's included
+    assert len(roles) == 5  # one role per function, the rule sandbox's included
     for role in roles:
         assert not resources[role]["Properties"].get("ManagedPolicyArns"), role
 

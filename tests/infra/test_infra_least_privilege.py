@@ -45,6 +45,7 @@ FUNCTIONS = {  # handler -> a phrase of its function's description in stack_spec
     "on_object_created": DEFAULT_SPEC.on_object_created.description,
     "publish_events": DEFAULT_SPEC.publish_events.description,
     "scheduled_check": DEFAULT_SPEC.scheduled_check.description,
+    "sagemaker_state_change": DEFAULT_SPEC.sagemaker_state_change.description,
     # the rule sandbox's calls are signed with the reader role's session: checked against that role
     # (its own execution role holds its log group only: test_infra_rule_sandbox)
     "custom_rule": DEFAULT_SPEC.custom_rule.description,

@@ -140,7 +140,8 @@ def test_functions_share_the_layer_and_carry_the_resource_names(synth) -> None:
     functions = {
         lid: p for lid, p in _ours(synth).items() if p["Description"] != DEFAULT_SPEC.custom_rule.description
     }
-    assert len(functions) == 3  # on_object_created, publish_events, scheduled_check (+ the rule sandbox)
+    # on_object_created, publish_events, scheduled_check, sagemaker_state_change (+ the rule sandbox)
+    assert len(functions) == 4
     bus_name = synth.json["Resources"]
     for props in functions.values():
         assert props["Handler"] == "handler.handler"
@@ -285,7 +286,7 @@ def test_alarms_watch_every_function_and_the_failure_queue(synth) -> None:
 
 def test_log_groups_have_the_configured_retention(synth) -> None:
     groups = synth.resources("AWS::Logs::LogGroup").values()
-    assert len(groups) == 5  # the three functions', the rule sandbox's and its VPC's rejected flows
+    assert len(groups) == 6  # the four functions', the rule sandbox's and its VPC's rejected flows
     assert {g["Properties"]["RetentionInDays"] for g in groups} == {30}
 
 

@@ -68,6 +68,12 @@ def add_parser(sub: Any) -> None:
     reg.add_argument(
         "--num-workers", type=positive_int, help="workers writing each step (default: from the trial)"
     )
+    reg.add_argument(
+        "--idle-timeout",
+        type=positive_float,
+        metavar="SECONDS",
+        help="end the job (Failed, IdleTimeout) after this long without new data (default: 6 hours)",
+    )
     reg.add_argument("--update", action="store_true", help="replace the rules of an existing job")
     reg.set_defaults(func=register, parser=reg)
 
@@ -171,6 +177,9 @@ def print_status(jobs: Any, name: str) -> str:
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
     print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=cell_width(90)))
+    rewritten = jobs.describe(name).get("TornasoleTrialRewritten")
+    if rewritten:  # the verdict above describes data that was overwritten since (evaluator.lifecycle)
+        print(f"warning: {rewritten['StatusDetails']}")
     return status
 
 

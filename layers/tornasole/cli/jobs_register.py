@@ -130,7 +130,12 @@ def _register_new(jobs: Any, args: argparse.Namespace, rules: list[dict[str, Any
 
     try:
         return register_job(
-            args.name, args.s3_output, rules, num_workers=args.num_workers, table_name=jobs.table.name
+            args.name,
+            args.s3_output,
+            rules,
+            num_workers=args.num_workers,
+            table_name=jobs.table.name,
+            idle_timeout_s=args.idle_timeout,
         )
     except JobConflictError as exc:
         existing = jobs.table.load_job(args.name)
@@ -220,7 +225,8 @@ def _register_from_request(args: argparse.Namespace) -> int:
     from tornasole.cli.jobs_cmd import jobs_of
     from tornasole.jobs import register_from_request
 
-    result = register_from_request(request)
+    extra = {} if args.idle_timeout is None else {"idle_timeout_s": args.idle_timeout}
+    result = register_from_request(request, **extra)
     name = result.get("TrainingJobName") if isinstance(result, dict) else None
     name = name or request.get("TrainingJobName")
     if not name:

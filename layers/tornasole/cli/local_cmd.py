@@ -34,6 +34,24 @@ def add_parser(sub: Any) -> None:
         help="keep the trial bucket and the state table (jobs, rule statuses) in DIR across restarts",
     )
     up.set_defaults(func=_up)
+    sm = lsub.add_parser(
+        "sagemaker-event",
+        help="put SageMaker's 'Training Job State Change' event on the local endpoint's default bus",
+    )
+    sm.add_argument("name", help="the training job (its TrainingJobName)")
+    sm.add_argument(
+        "--status", required=True, choices=["InProgress", "Completed", "Failed", "Stopping", "Stopped"]
+    )
+    sm.add_argument("--failure-reason", help="SageMaker's FailureReason (with --status Failed)")
+    sm.set_defaults(func=_sagemaker_event)
+
+
+def _sagemaker_event(args: argparse.Namespace) -> int:
+    from tornasole.local.sagemaker_events import deliver, training_job_state_change
+
+    event_id = deliver(training_job_state_change(args.name, args.status, args.failure_reason))
+    print(f"put SageMaker's {args.status} event for {args.name} (event {event_id})")
+    return 0
 
 
 def _up(args: argparse.Namespace) -> int:

@@ -92,7 +92,13 @@ def adopt_orphans(
 
 
 def handle_index(
-    ev: Evaluator, trial_path: str, step: int, worker: str, key: str, remaining_s: Remaining = None
+    ev: Evaluator,
+    trial_path: str,
+    step: int,
+    worker: str,
+    key: str,
+    remaining_s: Remaining = None,
+    written_s: float | None = None,
 ) -> ObjectResult:
     job = ev.job_for_trial(trial_path)
     if job is None:
@@ -116,7 +122,21 @@ def handle_index(
         return ObjectResult(
             key, ObjectKind.INDEX, ObjectAction.ADOPTED, job=job, step=step, reason="registered meanwhile"
         )
-    return ev.process_step(job, step, worker, key, remaining_s=remaining_s)
+    result = ev.process_step(job, step, worker, key, remaining_s=remaining_s)
+    if result.action == ObjectAction.IGNORED and result.reason.startswith("job is "):
+        note_rewrite(ev, job, key, step, written_s)
+    return result
+
+
+def note_rewrite(ev: Evaluator, job: str, key: str, step: int | None, written_s: float | None) -> None:
+    """An index file for an ended job, written after it ended: its trial is written again
+    (``lifecycle.note_rewrite``); a re-delivered notification of an earlier write is not."""
+    from tornasole.evaluator.lifecycle import note_rewrite as record
+    from tornasole.evaluator.lifecycle import written_after_end
+
+    state = ev.table.load_job(job)
+    if state is not None and written_after_end(state, written_s):
+        record(ev.table, state, key, step, ev.now_ms())
 
 
 def discover_num_workers(ev: Evaluator, state: JobState) -> int | None:

@@ -64,6 +64,13 @@ def handle_end_marker(ev: Evaluator, trial_path: str, key: str) -> ObjectResult:
         return ObjectResult(
             key, ObjectKind.END_MARKER, ObjectAction.IGNORED, reason=f"no job registered for {trial_path}"
         )
+    if state.status in TERMINAL_JOB:
+        # Another worker's marker (every worker writes the same key, the last ones after the job
+        # completed), or a re-run's: either way the end noted for the job stays the one its verdict was
+        # given at, so a re-run's index files are still told from the run's (lifecycle.written_after_end).
+        return ObjectResult(
+            key, ObjectKind.END_MARKER, ObjectAction.END_SEEN, job=job, reason=f"job is {state.status.value}"
+        )
     steps = listed_steps(state)
     ev.steps.set_end_marker(state.name, len(steps), ev.clock())
     changes = ev.complete(state.name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tornasole.evaluator.details import alert_message, clip, step_files
+from tornasole.evaluator.lifecycle import ended_as
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.outbox import OutboxItem
 from tornasole.evaluator.transitions import JOB, Change
@@ -193,8 +194,8 @@ def completion(
         why = rule_verdict.nothing_evaluated_details(name, builtin, params, state.steps_evaluated)
         details = clip(f"{why}; see `tornasole jobs logs {state.name} --rule {name}`")
         return Change(name, rule_verdict.rule_evaluation_status(found), details=details)
-    final = JobStatus.STOPPED if state.status == JobStatus.STOPPING else JobStatus.COMPLETED
-    return Change(JOB, final.value)
+    final, reason = ended_as(state)  # Failed / Stopped when SageMaker's own event said so
+    return Change(JOB, final.value, failure_reason=reason)
 
 
 def stalled(now_s: float):

@@ -76,6 +76,15 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
         detail["FailureReason"] = clip(state.failure_reason)
     if state.job_error:
         detail["TornasoleJobError"] = clip(state.job_error)
+    if state.rewritten_at_ms is not None:
+        from tornasole.evaluator.lifecycle import rewrite_details
+
+        detail["TornasoleTrialRewritten"] = {
+            "Time": _ms(state.rewritten_at_ms),
+            "Key": state.rewrite_key,
+            "Rewrites": state.rewrites,
+            "StatusDetails": rewrite_details(state.status.value, state.rewrite_key or ""),
+        }
     if event_id is not None:
         detail[EVENT_ID_FIELD] = event_id
     return detail

@@ -180,6 +180,9 @@ class JobSpec:
     num_workers: int | None = None
     # request fields kept only to be shown by describe (e.g. ResourceConfig)
     describe_fields: dict[str, Any] | None = None
+    # seconds without new data after which the scheduled check ends the job (None: the default,
+    # ``evaluator.lifecycle.DEFAULT_IDLE_TIMEOUT_S``)
+    idle_timeout_s: float | None = None
 
     @property
     def trial_path(self) -> str:
@@ -222,6 +225,13 @@ class JobState:
     last_activity_s: float = 0.0
     describe_fields: dict[str, Any] | None = None
     end_marker_s: float = 0.0
+    # the life cycle beyond the end marker (``evaluator.lifecycle``)
+    idle_timeout_s: float | None = None
+    training_end_status: str | None = None  # SageMaker's terminal TrainingJobStatus, from its event
+    training_end_reason: str | None = None  # SageMaker's FailureReason
+    rewritten_at_ms: int | None = None  # the trial was written again after the job ended
+    rewrite_key: str | None = None
+    rewrites: int = 0
 
     def rule(self, name: str) -> RuleState | None:
         return next((r for r in self.rules if r.config.name == name), None)

@@ -78,4 +78,10 @@ def job_state(job: str, items: list[dict[str, Any]], sort_key: str) -> JobState 
         last_activity_s=float(meta.get("last_activity", 0)),
         end_marker_s=float(meta.get("end_marker_at", 0)),
         describe_fields=meta.get("describe_fields"),
+        idle_timeout_s=float(meta["idle_timeout_s"]) if "idle_timeout_s" in meta else None,
+        training_end_status=meta.get("training_end_status"),
+        training_end_reason=meta.get("training_end_reason"),
+        rewritten_at_ms=int(meta["rewritten_at"]) if "rewritten_at" in meta else None,
+        rewrite_key=meta.get("rewrite_key"),
+        rewrites=int(meta.get("rewrites", 0)),
     )

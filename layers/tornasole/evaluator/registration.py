@@ -117,6 +117,8 @@ class Registrar:
         }
         if spec.describe_fields:
             meta["describe_fields"] = spec.describe_fields
+        if spec.idle_timeout_s is not None:
+            meta["idle_timeout_s"] = spec.idle_timeout_s
         items = [
             {"Put": self.table.put_args(meta, "job_is_new")},
             {

@@ -21,13 +21,14 @@ its ``FailureReason``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tornasole.evaluator import job_limits, job_request
+from tornasole.evaluator import job_limits, job_request, lifecycle
 from tornasole.evaluator.details import describe, rule_statuses
 from tornasole.evaluator.job_config import normalise_rules
 from tornasole.evaluator.models import JobSpec, RuleStatus, job_arn, rule_source_problem
@@ -82,6 +83,19 @@ def parse_job_file(data: bytes) -> Any:
         raise InvalidJobConfiguration(f"the file is not valid JSON: {exc}") from exc
 
 
+#: The job file's key (and the request's extra field) for ``idle_timeout_s``.
+IDLE_TIMEOUT_KEY = "IdleTimeoutSeconds"
+
+
+def _with_idle_timeout(spec: JobSpec, value: Any, what: str = "idle_timeout_s") -> JobSpec:
+    """``spec`` with its validated idle timeout (``lifecycle.check_idle_timeout``; None keeps the default)."""
+    try:
+        seconds = lifecycle.check_idle_timeout(value, what)
+    except TornasoleValueError as exc:
+        raise InvalidJobConfiguration(str(exc), job=spec.name) from None
+    return spec if seconds is None else dataclasses.replace(spec, idle_timeout_s=seconds)
+
+
 class JobRegistry:
     """Register, update, describe and list jobs over one state table."""
 
@@ -126,17 +140,39 @@ class JobRegistry:
             for step, worker in steps.take_orphans(spec.trial_path):
                 steps.record_worker(spec.name, step, worker, self.clock())
                 steps.mark_pending(spec.name, step, 0)
+            self._note_earlier_end(steps, spec)
         return outcome
 
+    def _note_earlier_end(self, steps: StepStore, spec: JobSpec) -> None:
+        """Training that ended before this registration left its end marker, whose notification found no
+        job: note the end now (read after the registration committed, so a marker landing meanwhile is
+        seen here or by its own notification). The scheduled check evaluates the adopted steps and
+        completes the job. A trial this process cannot read is left to the idle timeout."""
+        try:
+            ended = lifecycle.end_marker_present(spec.trial_path)
+        except OSError as exc:
+            log.warning("cannot check the end marker of %s: %s", spec.trial_path, exc)
+            return
+        state = self.table.load_job(spec.name) if ended else None
+        if state is not None and not state.end_marker_seen:
+            lifecycle.note_end(steps, state, self.clock())
+
     def register_arguments(
-        self, name: str, s3_output_path: str, rules: Any, hook_config: Any = None, num_workers: Any = None
+        self,
+        name: str,
+        s3_output_path: str,
+        rules: Any,
+        hook_config: Any = None,
+        num_workers: Any = None,
+        idle_timeout_s: Any = None,
     ) -> JobSpec:
         spec = job_request.spec_from_arguments(name, s3_output_path, rules, hook_config, num_workers)
+        spec = _with_idle_timeout(spec, idle_timeout_s)
         self.register(spec)
         return spec
 
-    def register_request(self, request: Mapping[str, Any]) -> JobSpec:
-        spec = job_request.spec_from_request(request)
+    def register_request(self, request: Mapping[str, Any], idle_timeout_s: Any = None) -> JobSpec:
+        spec = _with_idle_timeout(job_request.spec_from_request(request), idle_timeout_s)
         self.register(spec)
         return spec
 
@@ -151,6 +187,7 @@ class JobRegistry:
                 given = config.get("TrainingJobName") or config.get("training_job_name") or config.get("name")
                 name = given if isinstance(given, str) and job_request.check_job_name_ok(given) else None
             spec = job_request.spec_from_config(config, trial_path)
+            spec = _with_idle_timeout(spec, config.get(IDLE_TIMEOUT_KEY), f"{IDLE_TIMEOUT_KEY} of {path}")
             code = [r.name for r in spec.rules if r.source_s3_uri]
             if code and not self.rule_code_in_files:
                 raise InvalidJobConfiguration(

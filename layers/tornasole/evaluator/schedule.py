@@ -7,7 +7,8 @@
   recording the worker and before marking the step evaluated (older than a
   grace period, so steps being evaluated right now are left alone);
 * outbox items the stream never published (``OutboxPublisher.redrive``);
-* ended jobs whose last steps never became complete (``completion.settle``).
+* ended jobs whose last steps never became complete (``completion.settle``);
+* jobs with no new data for their idle timeout and no end of training (``lifecycle.idle_timeout``).
 
 Order and isolation: unpublished events are re-sent *first* (a poison step must
 never keep other jobs' events from going out), and every event, job and step is
@@ -28,8 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tornasole.evaluator import completion, decisions
+from tornasole.evaluator import completion, decisions, lifecycle
 from tornasole.evaluator.keys import ACTIVE
+from tornasole.evaluator.transitions import JOB
 from tornasole.stack_spec import DEFAULT_SPEC
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class CheckReport:
     redriven: int = 0
     steps_redriven: int = 0
     steps_settled: int = 0
+    idle_ended: int = 0
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +80,7 @@ def run_scheduled_check(ev: Evaluator, remaining_s: Callable[[], float] | None =
             return None
 
     stalled = decisions.stalled(now_s)
+    idle = lifecycle.idle_timeout(now_s)
     report.redriven = guarded("outbox re-drive", lambda: ev.publisher.redrive(now_ms)) or 0
     for item in guarded("active jobs", lambda: ev.table.query(ACTIVE, "", index=True)) or []:
         job = item[ev.table.spec.gsi.sort_key]
@@ -88,6 +92,8 @@ def run_scheduled_check(ev: Evaluator, remaining_s: Callable[[], float] | None =
         )
         report.completed += bool(guarded(f"job {job}", lambda j=job: ev.complete(j)))
         report.steps_settled += guarded(f"job {job}", lambda j=job: completion.settle(ev, j, now_s)) or 0
+        ended = guarded(f"job {job}", lambda j=job: ev.transitions.apply(j, idle, now_ms)) or []
+        report.idle_ended += any(c.entity == JOB for c in ended)
     for job, step, since in guarded("pending steps", ev.steps.pending) or []:
         if since > now_ms - PENDING_GRACE_MS or not time_left():
             continue

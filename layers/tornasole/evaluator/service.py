@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator import arrivals, completion, step_evaluation
 from tornasole.evaluator.models import (
@@ -105,8 +105,11 @@ class Evaluator:
         return job
 
     # -- dispatch ---------------------------------------------------------------------------
-    def handle_object_created(self, bucket: str, key: str, remaining_s: Remaining = None) -> ObjectResult:
-        """Dispatch one object; ``remaining_s()``: the invocation's remaining seconds (rule deadlines)."""
+    def handle_object_created(
+        self, bucket: str, key: str, remaining_s: Remaining = None, written_s: float | None = None
+    ) -> ObjectResult:
+        """Dispatch one object; ``remaining_s()``: the invocation's remaining seconds (rule deadlines);
+        ``written_s``: when S3 says the object was written (tells a rewrite from a re-delivery)."""
         name = key.rsplit("/", 1)[-1]
         if self.trial_bucket and bucket != self.trial_bucket:
             log.warning("ignoring an object of a foreign bucket", extra={"bucket": bucket, "key": key})
@@ -140,7 +143,9 @@ class Evaluator:
             if problem is not None:
                 log.warning("ignoring a non-canonical index key: %s", problem, extra={"key": key})
                 return ObjectResult(key, ObjectKind.INDEX, ObjectAction.INVALID, reason=f"{key}: {problem}")
-            return self.handle_index(trial_path_of(bucket, key, 3), parsed[0], parsed[1], key, remaining_s)
+            return self.handle_index(
+                trial_path_of(bucket, key, 3), parsed[0], parsed[1], key, remaining_s, written_s
+            )
         if paths.parse_collections_file_name(key) is not None:
             return self.handle_collections(trial_path_of(bucket, key, 3), key)
         log.info("ignoring object that is not a Tornasole file", extra={"key": key})
@@ -162,10 +167,16 @@ class Evaluator:
 
     # -- steps ------------------------------------------------------------------------------
     def handle_index(
-        self, trial_path: str, step: int, worker: str, key: str, remaining_s: Remaining = None
+        self,
+        trial_path: str,
+        step: int,
+        worker: str,
+        key: str,
+        remaining_s: Remaining = None,
+        written_s: float | None = None,
     ) -> ObjectResult:
         """See ``arrivals.handle_index``."""
-        return arrivals.handle_index(self, trial_path, step, worker, key, remaining_s)
+        return arrivals.handle_index(self, trial_path, step, worker, key, remaining_s, written_s)
 
     def process_step(
         self,
@@ -204,6 +215,16 @@ class Evaluator:
     # -- end of training --------------------------------------------------------------------------
     def handle_end_marker(self, trial_path: str, key: str) -> ObjectResult:
         return completion.handle_end_marker(self, trial_path, key)
+
+    def training_state_change(self, event: Any) -> dict[str, Any]:
+        """SageMaker's own training-job state change; invalid shapes answer ``action: invalid``."""
+        from tornasole.evaluator.lifecycle import InvalidLifecycleEvent, training_state_change
+
+        try:
+            return training_state_change(self, event)
+        except InvalidLifecycleEvent as exc:
+            log.warning("not a SageMaker training job state change: %s", exc)
+            return {"action": "invalid", "reason": str(exc)}
 
     # -- schedule ---------------------------------------------------------------------------------
     def scheduled_check(self, remaining_s: Remaining = None) -> CheckReport:

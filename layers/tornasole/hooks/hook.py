@@ -13,21 +13,19 @@ step's values are copied on the training thread (cheap) and everything else,
 reductions of framework tensors aside, happens on one background writer
 thread (:mod:`tornasole.hooks.uploader`): encoding, local atomic writes, S3
 uploads with retries. ``close()`` drains that thread, writes the collections
-file if it was not written yet, then the end marker (not on SageMaker, where
-``TRAINING_JOB_NAME`` is set: FORMAT.md 7.1).
+file if it was not written yet, then the end marker (not on SageMaker itself, detected by what
+SageMaker provides, not by ``TRAINING_JOB_NAME`` alone: ``tornasole.hooks.lifecycle``).
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
-import os
 import weakref
 from typing import Any
 
 import numpy as np
 
-from tornasole.config import TRAINING_JOB_NAME
 from tornasole.core.collection import Collection, CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.reduction_config import ReductionConfig
@@ -40,6 +38,7 @@ from tornasole.hooks.hook_base import (
     _env_disabled,
     resolve_tensorboard_dir,
 )
+from tornasole.hooks.lifecycle import running_on_sagemaker
 from tornasole.hooks.smdebug_methods import SmdebugHookMethods
 from tornasole.hooks.stop_signal import DEFAULT_STOP_CHECK_INTERVAL
 from tornasole.modes import ModeKeys
@@ -281,7 +280,7 @@ class Hook(SmdebugHookMethods, HookBase):
             if self._is_writer() and not self._collections_written:
                 self._submit_collections()
             if self._writer is not None or self._is_writer():
-                marker = None if os.environ.get(TRAINING_JOB_NAME) else self._worker_info().name
+                marker = None if running_on_sagemaker() else self._worker_info().name
                 self._get_writer().close(end_marker_worker=marker)
         finally:
             if self._stop_poller is not None:

@@ -342,6 +342,10 @@ class HookBase:
     def _get_writer(self) -> AsyncTrialWriter:
         if self._writer is None:
             max_queue, attempts, base_delay = self._writer_options
+            from tornasole.hooks.lifecycle import warn_if_finished_trial
+
+            if self.out_dir:  # once per hook: the writer is made once
+                warn_if_finished_trial(self._storage(), self.out_dir)
             storage = RetryingStorage(self._storage(), attempts=attempts, base_delay=base_delay)
             self._writer = AsyncTrialWriter(
                 self.out_dir, storage, max_queue=max_queue, tensorboard=self._tensorboard_writer(storage)

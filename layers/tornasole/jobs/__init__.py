@@ -73,17 +73,23 @@ def register_job(
     hook_config: dict | None = None,
     num_workers: int | None = None,
     table_name: str | None = None,
+    idle_timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Register a job on the evaluator (table from ``TORNASOLE_STATE_TABLE`` unless given).
 
     Without ``rules`` the job gets ``tornasole.rules.recommended_rules()``, the calibrated set.
+    ``idle_timeout_s``: seconds without new data after which the job ends (default six hours).
     """
-    return TornasoleJobs(table_name).register_job(name, s3_output_path, rules, hook_config, num_workers)
+    return TornasoleJobs(table_name).register_job(
+        name, s3_output_path, rules, hook_config, num_workers, idle_timeout_s
+    )
 
 
-def register_from_request(request: dict[str, Any], table_name: str | None = None) -> dict[str, Any]:
+def register_from_request(
+    request: dict[str, Any], table_name: str | None = None, idle_timeout_s: float | None = None
+) -> dict[str, Any]:
     """Register a saved SageMaker ``CreateTrainingJob`` request; returns ``describe(TrainingJobName)``."""
-    return TornasoleJobs(table_name).register_from_request(request)
+    return TornasoleJobs(table_name).register_from_request(request, idle_timeout_s)
 
 
 def update_job_rules(

@@ -154,22 +154,28 @@ class TornasoleJobs:
         rules: Any = None,
         hook_config: Mapping[str, Any] | None = None,
         num_workers: int | None = None,
+        idle_timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """Register a job (idempotent for identical settings); returns ``describe(name)``.
 
-        Without ``rules`` the job gets the recommended set (:func:`default_rules`).
+        Without ``rules`` the job gets the recommended set (:func:`default_rules`). ``idle_timeout_s``:
+        seconds without new data after which the job ends as Failed (``IdleTimeout``; default six hours).
         """
         rules = default_rules(rules)
-        self.registry.register_arguments(name, s3_output_path, rules, hook_config, num_workers)
+        self.registry.register_arguments(
+            name, s3_output_path, rules, hook_config, num_workers, idle_timeout_s
+        )
         return self.describe(name)
 
-    def register_from_request(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    def register_from_request(
+        self, request: Mapping[str, Any], idle_timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """Register a saved SageMaker ``CreateTrainingJob`` request (as the ``sagemaker`` SDK sends it).
 
         The trial is ``<DebugHookConfig.S3OutputPath>/<TrainingJobName>/debug-output``, SageMaker's
         convention; returns ``describe(TrainingJobName)``.
         """
-        spec = self.registry.register_request(request)
+        spec = self.registry.register_request(request, idle_timeout_s)
         return self.describe(spec.name)
 
     def register_from_config(self, config: Any, trial_path: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ function gets its own thread(s) (``tornasole.local.sources``):
   commit order, so events are never stuck behind a backlog of evaluations
   and reach the bus in the order their changes were committed;
 - a timer -> ``scheduled_check``;
+- SageMaker's training-job state changes on the default bus -> ``sagemaker_state_change``;
 - the events and alerts that reach their SQS targets -> the subscribers
   (the CLI prints them), one thread each, in arrival order.
 
@@ -92,6 +93,7 @@ class Dispatcher:
         self.on_object_created = invoker(spec.on_object_created)
         self.publish_events = invoker(spec.publish_events)
         self.scheduled_check = invoker(spec.scheduled_check)
+        self.sagemaker_state_change = invoker(spec.sagemaker_state_change)
         self.notifications = QueueSource(
             "notifications",
             resources.notification_queue_url,
@@ -127,10 +129,22 @@ class Dispatcher:
             self._stop,
             self._record_error,
         )
+        self.sagemaker_events = (
+            QueueSource(
+                "sagemaker-events",
+                resources.sagemaker_events_queue_url,
+                self.sagemaker_state_change,
+                self._stop,
+                self._record_error,
+            )
+            if resources.sagemaker_events_queue_url
+            else None
+        )
 
     @property
     def sources(self) -> tuple[Source, ...]:
-        return (self.notifications, self.stream, self.schedule, self.events, self.alerts)
+        base = (self.notifications, self.stream, self.schedule, self.events, self.alerts)
+        return base + ((self.sagemaker_events,) if self.sagemaker_events is not None else ())
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.aws.clients import client
-from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
+from tornasole.stack_spec import DEFAULT_SPEC, SAGEMAKER_END_EVENT_PATTERN, StackSpec
 
 __all__ = ["LocalResources", "create_resources"]
 
@@ -21,6 +21,8 @@ NOTIFICATION_QUEUE = "tornasole-local-s3-notifications"
 EVENTS_QUEUE = "tornasole-local-events"
 ALERTS_QUEUE = "tornasole-local-alerts"
 EVENTS_RULE = "tornasole-local-all-events"
+SAGEMAKER_QUEUE = "tornasole-local-sagemaker-events"
+SAGEMAKER_RULE = "tornasole-local-sagemaker-ended"
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class LocalResources:
     notification_queue_url: str
     events_queue_url: str
     alerts_queue_url: str
+    # SageMaker's training-job state changes on the default bus (``stack_spec.SAGEMAKER_END_EVENT_PATTERN``)
+    sagemaker_events_queue_url: str = ""
 
 
 def _queue(sqs: Any, name: str) -> tuple[str, str]:
@@ -123,6 +127,13 @@ def create_resources(bucket: str, spec: StackSpec = DEFAULT_SPEC) -> LocalResour
         Rule=EVENTS_RULE, EventBusName=bus, Targets=[{"Id": "local-events", "Arn": events_arn}]
     )
 
+    # SageMaker's own events reach the default bus; the stack's rule matches them there (as deployed)
+    sagemaker_url, sagemaker_arn = _queue(sqs, SAGEMAKER_QUEUE)
+    events.put_rule(
+        Name=SAGEMAKER_RULE, EventPattern=json.dumps(SAGEMAKER_END_EVENT_PATTERN), State="ENABLED"
+    )
+    events.put_targets(Rule=SAGEMAKER_RULE, Targets=[{"Id": "local-sagemaker", "Arn": sagemaker_arn}])
+
     topic_arn = sns.create_topic(Name=spec.alerts.topic_name)["TopicArn"]
     alerts_url, alerts_arn = _queue(sqs, ALERTS_QUEUE)
     sns.subscribe(
@@ -137,4 +148,5 @@ def create_resources(bucket: str, spec: StackSpec = DEFAULT_SPEC) -> LocalResour
         notification_queue_url=notif_url,
         events_queue_url=events_url,
         alerts_queue_url=alerts_url,
+        sagemaker_events_queue_url=sagemaker_url,
     )

@@ -55,6 +55,7 @@ def test_the_first_worker_s_end_marker_does_not_complete_the_job(stack: Stack) -
     results = deliver_all(stack, stack.notifications())
     assert [r["action"] for r in results] == ["evaluated", "evaluated", "end_seen"]  # done at step 3
     assert stack.describe()["TrainingJobStatus"] == "Completed"
+    assert "TornasoleTrialRewritten" not in stack.describe()  # worker 1's own marker, not a rewrite
     assert summary()["VanishingGradient"][0] == "IssuesFound"  # step 2 was not "ignored: job is Completed"
     steps = [r["step"] for r in TornasoleJobs().rule_evaluations("my-job", "VanishingGradient")]
     assert steps == [0, 1, 2, 3]

@@ -62,6 +62,7 @@ def test_sample_schedule_event(stack: Stack) -> None:
         "redriven": 0,
         "steps_redriven": 0,
         "steps_settled": 0,
+        "idle_ended": 0,
         "errors": [],
     }
 

@@ -204,4 +204,5 @@ def test_stack_spec_names_agree_with_the_format() -> None:
         "functions/on_object_created",
         "functions/publish_events",
         "functions/scheduled_check",
+        "functions/sagemaker_state_change",
     ]

@@ -167,6 +167,9 @@ def test_close_without_saved_steps_writes_collections_then_end_marker(tmp_path: 
 
 def test_no_end_marker_on_sagemaker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TRAINING_JOB_NAME", "job-1")
+    resource_config = tmp_path.parent / f"{tmp_path.name}-resourceconfig.json"
+    resource_config.write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
+    monkeypatch.setattr("tornasole.hooks.lifecycle.RESOURCE_CONFIG_FILE", str(resource_config))
     with Hook(str(tmp_path), save_config=SaveConfig(save_interval=1)) as hook:
         _run(hook, 1)
     assert (tmp_path / "index/000000000/000000000000_worker_0.json").exists()

@@ -40,7 +40,7 @@ def test_function_assets_hold_no_logic(fn) -> None:
 
 
 def test_unknown_asset_names_the_known_ones() -> None:
-    known = "on_object_created, publish_events, scheduled_check"
+    known = "on_object_created, publish_events, sagemaker_state_change, scheduled_check"
     with pytest.raises(KeyError, match=rf"'functions/nope'.*{known}"):
         handler_module("functions/nope")
 

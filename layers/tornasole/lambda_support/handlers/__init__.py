@@ -24,6 +24,7 @@ HANDLER_MODULES = {
     "publish_events": f"{__name__}.publish_events",
     "scheduled_check": f"{__name__}.scheduled_check",
     "custom_rule": f"{__name__}.custom_rule",
+    "sagemaker_state_change": f"{__name__}.sagemaker_state_change",
 }
 
 

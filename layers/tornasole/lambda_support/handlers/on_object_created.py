@@ -8,6 +8,7 @@ raised here is a real failure and goes to Lambda's retry / DLQ.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import Any
 from urllib.parse import unquote_plus
@@ -19,6 +20,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from tornasole.evaluator.service import Evaluator
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.observability import inject_invocation_context, logger, metrics, tracer
+
+
+def event_time_s(value: str | None) -> float | None:
+    """S3's ``eventTime`` (when the object was written; a re-delivery carries the same) as epoch seconds."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        logger.warning("unreadable S3 eventTime %r", value)
+        return None
 
 
 @cache
@@ -36,7 +48,10 @@ def handler(event: S3Event, context: LambdaContext) -> dict[str, Any]:
     for record in event.records:
         key = unquote_plus(record.s3.get_object.key)
         result = evaluator().handle_object_created(
-            record.s3.bucket.name, key, remaining_s=lambda: context.get_remaining_time_in_millis() / 1000
+            record.s3.bucket.name,
+            key,
+            remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
+            written_s=event_time_s(record.event_time),
         )
         logger.info("object handled", extra=result.to_dict())
         if result.action == "evaluated":
