@@ -70,7 +70,7 @@ def add_parser(sub: Any) -> None:
     )
     reg.add_argument(
         "--idle-timeout",
-        type=positive_float,
+        type=float,  # the range (1 s to 30 days) is the library's check, whose message names idle_timeout_s
         metavar="SECONDS",
         help="end the job (Failed, IdleTimeout) after this long without new data (default: 6 hours)",
     )
