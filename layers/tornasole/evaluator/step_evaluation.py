@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import decisions
+from tornasole.evaluator.arrivals import UnusableCollections
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -61,7 +62,14 @@ def process_step(
         return ObjectResult(
             key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
         )
-    num_workers = state.num_workers or ev.discover_num_workers(state)
+    try:
+        num_workers = state.num_workers or ev.discover_num_workers(state)
+    except UnusableCollections as exc:  # the job's rules already say why; the step is settled
+        why = f"step {step}: {exc}"
+        outcomes = ev.record_step_error(ev.table.load_job(job) or state, step, why)
+        return ObjectResult(
+            key, ObjectKind.INDEX, ObjectAction.INVALID, job=job, step=step, reason=why, outcomes=outcomes
+        )
     if num_workers is None:
         ev.steps.mark_pending(job, step, ev.now_ms())
         # The collections file's handler re-drives the PENDING steps. If it ran between the listing above
