@@ -1,0 +1,179 @@
+"""Issue #34, part 2: what a data writer can do to the evaluator, each finding on the real handlers.
+
+A data writer (whoever can put objects under a trial) controls the job file
+(``tornasole_job.json``), the collections file, the index and event files. Each
+test here is one finding of the red-team run, asserting the end state that
+shows the writer reached no further than its own trial and that nothing it
+typed ran unbounded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from reliability_rig import BUCKET, SCOREBOARD, Rig, trial
+
+from tornasole.jobs import TornasoleJobs
+
+TIME_LIMIT_S = 30.0
+VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"threshold": "0.001"}}
+
+
+def job_file(rig: Rig, folder: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Upload a job file under ``jobs/<folder>`` and deliver its notification; the handler's result."""
+    rig.put(f"jobs/{folder}/tornasole_job.json", json.dumps(config).encode())
+    (note,) = rig.notes()
+    start = time.monotonic()
+    result = rig.deliver(note)
+    assert time.monotonic() - start < TIME_LIMIT_S
+    return result
+
+
+def test_n2_a_job_file_cannot_compare_with_another_jobs_trial(rig: Rig) -> None:
+    """N2: ``other_trial_0`` naming the victim's trial made the evaluator read it with its own role."""
+    SCOREBOARD.add(hostile=1)
+    rig.register("victim")
+    rig.write_step("victim", 0, grad=0.123)
+    rig.notes()
+    similar = {
+        "RuleConfigurationName": "SimilarAcrossRuns",
+        "RuleParameters": {"other_trial_0": trial("victim"), "tensor_regex": "gradients/.*"},
+    }
+    result = job_file(rig, "attacker", {"TrainingJobName": "attacker", "DebugRuleConfigurations": [similar]})
+    assert (result["kind"], result["action"]) == ("job_config", "invalid")
+    assert "only compare with trials under its own" in result["reason"]
+    assert trial("victim") in result["reason"]
+    assert TornasoleJobs().describe("attacker")["TrainingJobStatus"] == "Failed"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [f"s3://{BUCKET}/jobs/attacker-2", f"s3://{BUCKET}/jobs/attacker/../victim"],
+)
+def test_n2_lookalike_and_dot_dot_paths_are_outside_the_trial(rig: Rig, other: str) -> None:
+    SCOREBOARD.add(hostile=1)
+    similar = {"RuleConfigurationName": "SimilarAcrossRuns", "RuleParameters": {"other_trial_0": other}}
+    result = job_file(rig, "attacker", {"TrainingJobName": "attacker", "DebugRuleConfigurations": [similar]})
+    assert result["action"] == "invalid"
+    assert "only compare with trials under its own" in result["reason"]
+
+
+def test_n2_a_job_file_may_compare_with_a_trial_inside_its_own(rig: Rig) -> None:
+    similar = {
+        "RuleConfigurationName": "SimilarAcrossRuns",
+        "RuleParameters": {"other_trial_0": f"{trial('mine')}/baseline"},
+    }
+    result = job_file(rig, "mine", {"TrainingJobName": "mine", "DebugRuleConfigurations": [similar]})
+    assert result["action"] == "registered", result
+
+
+def test_n4_a_job_file_cannot_squat_another_name(rig: Rig) -> None:
+    """N4: a job file anywhere could claim ``prod-training-42``; its owner then got JobConflictError."""
+    SCOREBOARD.add(hostile=1)
+    result = job_file(
+        rig, "attacker", {"TrainingJobName": "prod-training-42", "DebugRuleConfigurations": [VG]}
+    )
+    assert (result["kind"], result["action"]) == ("job_config", "invalid")
+    assert "may only register a job named 'attacker'" in result["reason"]
+    rig.pump()
+    assert not [e for e in rig.events() if e["detail"].get("TrainingJobName") == "prod-training-42"]
+    listed = {row["name"] for row in TornasoleJobs().list_jobs()}
+    assert "prod-training-42" not in listed  # the failure is the trial's, not recorded under that name
+    rig.register("prod-training-42")  # the owner registers it without a conflict
+    assert TornasoleJobs().describe("prod-training-42")["TrainingJobStatus"] == "InProgress"
+
+
+def test_n4_a_sagemaker_layout_binds_the_name_of_its_folder(rig: Rig) -> None:
+    config = {
+        "TrainingJobName": "sm-job",
+        "S3OutputPath": f"s3://{BUCKET}/jobs",
+        "DebugRuleConfigurations": [VG],
+    }
+    rig.put("jobs/sm-job/debug-output/tornasole_job.json", json.dumps(config).encode())
+    (note,) = rig.notes()
+    assert rig.deliver(note)["action"] == "registered"
+
+
+REDOS = "(a|a)+$"
+
+
+def test_n3_a_job_files_catastrophic_tensor_regex_is_refused_at_registration(rig: Rig) -> None:
+    """N3: ``tensor_regex`` ``(a|a)+$`` met a writer-chosen tensor name and held the GIL for minutes."""
+    SCOREBOARD.add(hostile=1)
+    rule = {"RuleConfigurationName": "LossNotDecreasing", "RuleParameters": {"tensor_regex": REDOS}}
+    result = job_file(rig, "redos", {"TrainingJobName": "redos", "DebugRuleConfigurations": [rule]})
+    assert result["action"] == "invalid"
+    assert "tensor_regex" in result["reason"]
+    assert "exponential" in result["reason"]
+
+
+def test_n3_a_collections_files_catastrophic_include_regex_is_refused(rig: Rig) -> None:
+    SCOREBOARD.add(hostile=1)
+    rig.register("redos")
+    colls = {
+        "collections": {"losses": {"name": "losses", "include_regex": [REDOS]}},
+        "_meta": {"num_workers": 1},
+    }
+    rig.put("jobs/redos/collections/000000000/worker_0_collections.json", json.dumps(colls).encode())
+    rig.write_step("redos", 0, extra={"a" * 40 + "!": 1.0})
+    start = time.monotonic()
+    results = rig.deliver_all()
+    assert time.monotonic() - start < TIME_LIMIT_S
+    (colls_result,) = [r for r in results if r["kind"] == "collections"]
+    assert colls_result["action"] == "invalid"
+    assert "include_regex" in colls_result["reason"]
+    assert "exponential" in colls_result["reason"]
+
+
+def test_n3_tensor_names_are_capped_when_an_index_is_read() -> None:
+    from tornasole.exceptions import IndexReaderException
+    from tornasole.format.index import MAX_TENSOR_NAME_LENGTH, decode_index
+
+    doc = {
+        "meta": {"mode": "TRAIN", "mode_step": 1, "event_file_name": "events/x.tfevents"},
+        "tensor_payload": [{"tensorname": "a" * (MAX_TENSOR_NAME_LENGTH + 1), "start_idx": 0, "length": 80}],
+    }
+    with pytest.raises(IndexReaderException, match="tensor name of 513 characters; the limit is 512"):
+        decode_index(json.dumps(doc).encode(), "i.json")
+
+
+BAD_WORKERS = {
+    "zero": {"num_workers": 0},
+    "negative": {"num_workers": -3},
+    "a billion": {"num_workers": 10**9},
+    "text": {"num_workers": "two"},
+}
+BAD_COLLECTIONS_FILES = {
+    **{
+        f"num_workers {k}": json.dumps({"collections": {}, "_meta": v}).encode()
+        for k, v in BAD_WORKERS.items()
+    },
+    "bad bytes": b"\xff\xfe\x00garbage",
+    "100k-deep JSON": b'{"collections": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_COLLECTIONS_FILES))
+def test_n6_a_malformed_collections_file_settles_its_job_with_a_reason(rig: Rig, name: str) -> None:
+    """N6: every later index notification raised, and the job stayed InProgress forever."""
+    SCOREBOARD.add(hostile=1)
+    rig.register("wedged")
+    rig.put("jobs/wedged/collections/000000000/worker_0_collections.json", BAD_COLLECTIONS_FILES[name])
+    rig.write_step("wedged", 0)
+    rig.write_step("wedged", 1, grad=1e-9)
+    rig.write_end("wedged")
+    start = time.monotonic()
+    results = rig.deliver_all()  # nothing escapes to Lambda's retries
+    assert time.monotonic() - start < TIME_LIMIT_S
+    assert [r for r in results if r["kind"] == "collections"][0]["action"] == "invalid"
+    rig.settle("wedged")
+    described = TornasoleJobs().describe("wedged")
+    assert described["TrainingJobStatus"] != "InProgress", described
+    statuses = rig.statuses("wedged")
+    assert statuses["VanishingGradient"][0] == "Error", statuses
+    assert "worker_0_collections.json" in statuses["VanishingGradient"][1]
+    report = rig.evaluator(clock_offset=6 * 3600).scheduled_check()
+    assert not report.errors
