@@ -177,3 +177,47 @@ def test_n6_a_malformed_collections_file_settles_its_job_with_a_reason(rig: Rig,
     assert "worker_0_collections.json" in statuses["VanishingGradient"][1]
     report = rig.evaluator(clock_offset=6 * 3600).scheduled_check()
     assert not report.errors
+
+
+FLAKY_RULE = (
+    "from smdebug.rules import Rule\n\nclass Flaky(Rule):\n    def __init__(self, base_trial):\n"
+    "        super().__init__(base_trial)\n\n    def invoke_at_step(self, step):\n"
+    "        raise ConnectionError('connection reset by peer')\n"
+)
+
+
+def test_n5_a_custom_rules_transient_error_costs_only_that_rule(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """N5: one custom rule's ConnectionError discarded the step for every rule of the job."""
+    from reliability_rig import RULES_PREFIX
+
+    from tornasole.evaluator import runner
+    from tornasole.jobs import Rule
+
+    SCOREBOARD.add(hostile=1)
+    monkeypatch.setattr(runner, "CUSTOM_RULE_BACKOFF_S", 0.0, raising=False)
+    rig.put("rules/flaky.py", FLAKY_RULE.encode())
+    flaky = Rule.custom(
+        name="Flaky",
+        image_uri="tornasole",
+        instance_type="ml.t3.medium",
+        volume_size_in_gb=1,
+        source=f"{RULES_PREFIX}flaky.py",
+        rule_to_invoke="Flaky",
+        rule_parameters={},
+    )
+    rig.register("flaky", [VG, flaky])
+    rig.write_collections("flaky")
+    rig.write_step("flaky", 0)
+    rig.write_step("flaky", 1, grad=1e-9)
+    rig.write_end("flaky")
+    rig.deliver_all()
+    rig.settle("flaky")
+    statuses = rig.statuses("flaky")
+    assert statuses["VanishingGradient"][0] == "IssuesFound", statuses
+    assert rig.records("flaky")[1]["fired"]
+    flaky_records = rig.records("flaky", "Flaky")
+    assert "given up after 3 tries with a transient error" in flaky_records[1]["step_error"]
+    assert "ConnectionError: connection reset by peer" in flaky_records[1]["step_error"]
+    rig.tally("flaky", [0, 1], rules=("VanishingGradient", "Flaky"))
