@@ -17,7 +17,10 @@ from typing import Any
 from tornasole.exceptions import FormatError
 from tornasole.safe_regex import regex_problem
 
-__all__ = ["MAX_NUM_WORKERS", "encode_collections", "decode_collections"]
+__all__ = ["MAX_COLLECTIONS_BYTES", "MAX_NUM_WORKERS", "encode_collections", "decode_collections"]
+
+#: The largest collections file a reader reads (smdebug's are a few KB; readers read at most one byte more).
+MAX_COLLECTIONS_BYTES = 1024 * 1024
 
 #: The most workers a collections file may announce (a step waits for this many index files).
 MAX_NUM_WORKERS = 4096
