@@ -221,3 +221,25 @@ def test_n5_a_custom_rules_transient_error_costs_only_that_rule(
     assert "given up after 3 tries with a transient error" in flaky_records[1]["step_error"]
     assert "ConnectionError: connection reset by peer" in flaky_records[1]["step_error"]
     rig.tally("flaky", [0, 1], rules=("VanishingGradient", "Flaky"))
+
+
+def test_n13_a_final_status_says_how_many_steps_were_unreadable(rig: Rig) -> None:
+    """N13: a rule ended NoIssuesFound with nothing saying it could not read some of the steps."""
+    from tornasole.format.paths import index_file_name
+
+    SCOREBOARD.add(hostile=1)
+    rig.register("partial")
+    rig.write_collections("partial")
+    for step in (0, 2, 3):
+        rig.write_step("partial", step)
+    rig.put(f"jobs/partial/{index_file_name(1, 'worker_0')}", b'{"meta": {"mode": "TRAIN"')  # truncated
+    rig.write_end("partial")
+    rig.deliver_all()
+    rig.settle("partial")
+    status, details = rig.statuses("partial")["VanishingGradient"]
+    assert status == "NoIssuesFound"
+    assert details == (
+        "VanishingGradient: no issues found in 3 evaluated steps; 1 step unreadable, incomplete or given up "
+        "(`tornasole jobs status partial`)"
+    )
+    rig.tally("partial", [0, 1, 2, 3])

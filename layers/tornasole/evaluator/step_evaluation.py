@@ -9,12 +9,14 @@ completion decision. Functions take the ``Evaluator`` and call back through its 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import decisions
 from tornasole.evaluator.arrivals import UnusableCollections
+from tornasole.evaluator.details import clip
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -150,6 +152,7 @@ def complete(ev: Evaluator, job: str) -> list:
     """Apply ``decisions.completion`` with each still-InProgress rule's count of evaluated steps
     (queried only once the job is otherwise ready to complete)."""
     counts: dict[str, int] = {}
+    step_errors: dict[str, int] = {}
 
     def decide(state: JobState):
         if not decisions.ready_to_complete(state):
@@ -157,7 +160,19 @@ def complete(ev: Evaluator, job: str) -> list:
         for r in state.rules:
             if r.config.name not in counts:
                 counts[r.config.name] = ev.steps.count_evaluated(job, r.config.name)
-        return decisions.completion(state, counts)
+        change = decisions.completion(state, counts)
+        if change is None or change.entity not in counts:
+            return change
+        # a final status says how many steps the rule could not judge (#34 N13)
+        if change.entity not in step_errors:
+            step_errors[change.entity] = ev.steps.count_step_errors(job, change.entity)
+        n = step_errors[change.entity]
+        if not n:
+            return change
+        told = (
+            f"; {n} step{'s' * (n != 1)} unreadable, incomplete or given up (`tornasole jobs status {job}`)"
+        )
+        return dataclasses.replace(change, details=clip(change.details + told))
 
     return ev.transitions.apply(job, decide, ev.now_ms())
 
