@@ -243,3 +243,34 @@ def test_n13_a_final_status_says_how_many_steps_were_unreadable(rig: Rig) -> Non
         "(`tornasole jobs status partial`)"
     )
     rig.tally("partial", [0, 1, 2, 3])
+
+
+def test_n9_a_publisher_stopped_after_put_events_sends_again_and_the_docs_say_so(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """N9: EVENTS.md said "exactly once"; a publisher killed between PutEvents and its mark delivers
+    the event twice, with the same ``TornasoleEventId``: at least once, deduplicated by that id."""
+    from pathlib import Path
+
+    from tornasole.evaluator.outbox import OutboxPublisher
+
+    original = OutboxPublisher._put_event
+    killed: list[str] = []
+
+    def put_then_die(self: Any, payload: dict[str, Any]) -> None:
+        original(self, payload)
+        if not killed:  # the first delivery: sent, then the publisher dies before marking it
+            killed.append(payload["detail"]["TornasoleEventId"])
+            raise SystemExit("killed between PutEvents and the published mark")
+
+    monkeypatch.setattr(OutboxPublisher, "_put_event", put_then_die)
+    rig.register("twice")
+    with pytest.raises(SystemExit):
+        rig.pump()
+    rig._last_seq.clear()  # the stream hands the batch again, as Lambda's event source mapping does
+    rig.pump()
+    ids = [e["detail"]["TornasoleEventId"] for e in rig.events() if e["detail"]["TrainingJobName"] == "twice"]
+    assert ids.count(killed[0]) == 2
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "EVENTS.md").read_text().split())
+    assert "exactly once" not in docs
+    assert "at least once; deduplicate by `detail.TornasoleEventId`" in docs
