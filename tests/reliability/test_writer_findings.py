@@ -274,3 +274,44 @@ def test_n9_a_publisher_stopped_after_put_events_sends_again_and_the_docs_say_so
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "EVENTS.md").read_text().split())
     assert "exactly once" not in docs
     assert "at least once; deduplicate by `detail.TornasoleEventId`" in docs
+
+
+def test_n5_built_in_outcomes_are_recorded_before_a_custom_rule_runs(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """N5: the invocation dying in a custom rule (its Lambda's timeout) lost the built-ins' findings."""
+    from reliability_rig import RULES_PREFIX
+
+    from tornasole.evaluator.runner import StepRunner
+    from tornasole.jobs import Rule
+
+    SCOREBOARD.add(hostile=1)
+    run = StepRunner.run
+
+    def dies_in_custom_rules(self: Any, job: str, trial_path: str, files: Any, rules: Any, *a: Any) -> Any:
+        if any(r.source_s3_uri for r in rules) and files.step == 1:
+            raise SystemExit("the invocation timed out in a custom rule")
+        return run(self, job, trial_path, files, rules, *a)
+
+    monkeypatch.setattr(StepRunner, "run", dies_in_custom_rules)
+    rig.put(
+        "rules/ok.py",
+        FLAKY_RULE.replace("raise ConnectionError('connection reset by peer')", "return False").encode(),
+    )
+    ok = Rule.custom(
+        name="Ok",
+        image_uri="tornasole",
+        instance_type="ml.t3.medium",
+        volume_size_in_gb=1,
+        source=f"{RULES_PREFIX}ok.py",
+        rule_to_invoke="Flaky",
+        rule_parameters={},
+    )
+    rig.register("dies", [VG, ok])
+    rig.write_collections("dies")
+    rig.write_step("dies", 1, grad=1e-9)
+    with pytest.raises(SystemExit):
+        rig.deliver_all()
+    assert rig.records("dies")[1]["fired"]  # VanishingGradient's finding was recorded first
+    assert rig.statuses("dies")["VanishingGradient"][0] == "IssuesFound"
+    assert 1 not in rig.records("dies", "Ok")

@@ -193,6 +193,7 @@ def evaluate_step(
     refused = {c.name: rule_source_problem(c, ev.allowed_rule_prefixes) for c in configs}
     outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
     configs = [c for c in configs if not refused[c.name]]
+    recorded: list[StepOutcome] = []  # the built-in rules' outcomes, when recorded before the custom ones
     if configs:
 
         def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
@@ -203,7 +204,27 @@ def evaluate_step(
             return [(p.step, tuple(sorted(p.workers))) for p in complete]
 
         files = StepFiles(step, tuple(sorted(rec.workers)))
+        builtins = [c for c in configs if not c.source_s3_uri]
+        customs = [c for c in configs if c.source_s3_uri]
+        if builtins and customs:
+            # the built-in rules' outcomes are recorded before any custom rule runs: a custom rule that
+            # outlives the invocation or kills it costs its own outcome only (#34 N5); a re-drive finds
+            # them recorded (records are written once) and runs the step again
+            recorded = ev.runner.run(state.name, state.trial_path, files, builtins, history, remaining_s)
+            _record(ev, state, rec, recorded, settle=False)
+            state = ev.table.load_job(state.name) or state
+            configs = customs
         outcomes += ev.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
+    _record(ev, state, rec, outcomes, settle=True)
+    return recorded + outcomes
+
+
+def _record(
+    ev: Evaluator, state: JobState, rec: StepRecord, outcomes: list[StepOutcome], settle: bool
+) -> list[StepOutcome]:
+    """Record ``outcomes`` (records, their outbox items, the rules' transitions); with ``settle``, count
+    the step as evaluated too."""
+    step = rec.step
     now = ev.now_ms()
     batch = [
         (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
@@ -212,7 +233,8 @@ def evaluate_step(
     # No issue (so no outbox item, no refine) and no transition (apply's first look): one transaction.
     quiet = not any(o.fired and not o.error for o in outcomes)
     if (
-        quiet
+        settle
+        and quiet
         and decisions.after_outcomes(outcomes)(state) is None
         and ev.steps.record_and_mark_before_end(state.name, outcomes, step, now)
     ):
@@ -222,5 +244,6 @@ def evaluate_step(
     for o in outcomes:
         if o.fired and not o.error:
             ev.steps.refine_issue(state.name, o.rule_name, step, o.details)
-    _settle(ev, state.name, step, now)
+    if settle:
+        _settle(ev, state.name, step, now)
     return outcomes
