@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tornasole.stack_spec import DEFAULT_SPEC
+from tornasole.stack_spec import DEFAULT_SPEC, prefixes_overlap
 
 if TYPE_CHECKING:
     from constructs import Node
@@ -213,7 +213,7 @@ class StackConfig:
         if bucket is not None and (trial_bucket is None or bucket != trial_bucket):
             return None  # another bucket (a generated trial bucket name is never a user's bucket)
         trials = self.trial_prefix
-        if key.startswith(trials) or trials.startswith(key):
+        if prefixes_overlap(key, trials):
             return (
                 f"--context custom_rules_prefix={self.custom_rules_prefix!r} overlaps trial_prefix="
                 f"{trials!r} in the trial bucket: whoever writes training data could write rule code. "
