@@ -315,3 +315,13 @@ def test_n5_built_in_outcomes_are_recorded_before_a_custom_rule_runs(
     assert rig.records("dies")[1]["fired"]  # VanishingGradient's finding was recorded first
     assert rig.statuses("dies")["VanishingGradient"][0] == "IssuesFound"
     assert 1 not in rig.records("dies", "Ok")
+
+
+@pytest.mark.parametrize("key", ["other_trials_paths", "other-trials-paths", "other-trial", "other_trials"])
+def test_n2_every_spelling_of_other_trials_is_checked(rig: Rig, key: str) -> None:
+    """The rules also open other trials named ``other_trials_paths`` or ``other-trials-paths``."""
+    SCOREBOARD.add(hostile=1)
+    similar = {"RuleConfigurationName": "SimilarAcrossRuns", "RuleParameters": {key: trial("victim")}}
+    result = job_file(rig, "attacker", {"TrainingJobName": "attacker", "DebugRuleConfigurations": [similar]})
+    assert result["action"] == "invalid"
+    assert "only compare with trials under its own" in result["reason"]
