@@ -144,6 +144,7 @@ BAD_WORKERS = {
     "zero": {"num_workers": 0},
     "negative": {"num_workers": -3},
     "a billion": {"num_workers": 10**9},
+    "1e9": {"num_workers": 1e9},
     "text": {"num_workers": "two"},
 }
 BAD_COLLECTIONS_FILES = {
