@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tornasole.stack_spec import DEFAULT_SPEC
+from tornasole.stack_spec import DEFAULT_SPEC, prefixes_overlap
 
 if TYPE_CHECKING:
     from constructs import Node
@@ -197,7 +197,29 @@ class StackConfig:
                 "--context bucket_name and existing_bucket_name are exclusive: set bucket_name to "
                 "name the bucket the stack creates, or existing_bucket_name to use yours"
             )
+        overlap = cfg.rules_prefix_overlap()
+        if overlap:
+            raise ConfigError(overlap)
         return cfg
+
+    def rules_prefix_overlap(self) -> str | None:
+        """Why ``custom_rules_prefix`` and ``trial_prefix`` overlap (in the trial bucket), or None.
+
+        Why refused: whoever can write training data could then write rule code, which the
+        evaluator runs; a deployed stack keeps rule code where only the registrant writes.
+        """
+        bucket, key = self.custom_rules_location
+        trial_bucket = self.existing_bucket_name or self.bucket_name
+        if bucket is not None and (trial_bucket is None or bucket != trial_bucket):
+            return None  # another bucket (a generated trial bucket name is never a user's bucket)
+        trials = self.trial_prefix
+        if prefixes_overlap(key, trials):
+            return (
+                f"--context custom_rules_prefix={self.custom_rules_prefix!r} overlaps trial_prefix="
+                f"{trials!r} in the trial bucket: whoever writes training data could write rule code. "
+                "Give each its own prefix (e.g. trial_prefix 'trials/', custom_rules_prefix 'custom-rules/')"
+            )
+        return None
 
 
 def _source(key: str, value: Any) -> str | None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from aws_cdk import Annotations
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
@@ -45,12 +47,30 @@ class Alerts(Construct):
         alert_lambda_arn: str | None = None,
     ) -> None:
         super().__init__(scope, id_)
+        # Messages name jobs, rules, e-mail addresses and phone numbers: encrypted at rest with a key
+        # of the stack (rotated yearly). Publishers get kms:GenerateDataKey*/Decrypt through
+        # grant_publish; CloudWatch alarms publish to the status topic, so its service may use the key.
+        self.key = kms.Key(
+            self,
+            "TopicsKey",
+            description="Tornasole: encrypts the alert topics' messages at rest",
+            enable_key_rotation=True,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublishToTheStatusTopic",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
         self.actions_topic = sns.Topic(
             self,
             "Actions",
             topic_name=spec.topic_name,
             display_name="Tornasole rule actions",
             enforce_ssl=True,
+            master_key=self.key,
         )
         self.status_topic = sns.Topic(
             self,
@@ -58,6 +78,7 @@ class Alerts(Construct):
             topic_name=f"{spec.topic_name}-status",
             display_name="Tornasole alerts",
             enforce_ssl=True,
+            master_key=self.key,
         )
         for address in emails:
             self.actions_topic.add_subscription(

@@ -8,14 +8,18 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
 from constructs import Construct
 
-__all__ = ["TrialStorage"]
+__all__ = ["NONCURRENT_VERSION_DAYS", "TrialStorage"]
+
+#: How long an overwritten or deleted trial object's previous version is kept (the bucket is versioned).
+NONCURRENT_VERSION_DAYS = 30
 
 
 class TrialStorage(Construct):
     """The bucket the hooks write trials to (created, or imported by name).
 
-    A created bucket blocks public access, refuses plain HTTP, is encrypted with S3-managed keys,
-    aborts stale multipart uploads and, when ``trial_expiration_days`` > 0, expires old trials.
+    A created bucket blocks public access, refuses plain HTTP, is encrypted with S3-managed keys, is
+    versioned (previous versions kept ``NONCURRENT_VERSION_DAYS``), aborts stale multipart uploads
+    and, when ``trial_expiration_days`` > 0, expires old trials.
     An imported bucket keeps its own settings; the stack only adds notifications and grants.
     """
 
@@ -40,7 +44,14 @@ class TrialStorage(Construct):
             s3.LifecycleRule(
                 id="abort-incomplete-uploads",
                 abort_incomplete_multipart_upload_after=Duration.days(7),
-            )
+            ),
+            # versioned: an overwritten or deleted step file (what a rule found its issue in) can be
+            # recovered for this long; trials are written once, so old versions are rare
+            s3.LifecycleRule(
+                id="expire-noncurrent-versions",
+                noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
+                expired_object_delete_marker=True,
+            ),
         ]
         if trial_expiration_days > 0:
             rules.append(
@@ -58,6 +69,7 @@ class TrialStorage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
             lifecycle_rules=rules,
             removal_policy=removal_policy,
         )

@@ -39,6 +39,7 @@ __all__ = [
     "EVENT_ID_FIELD",
     "ENV_TRIAL_PREFIX",
     "ENV_CUSTOM_RULES_PREFIX",
+    "prefixes_overlap",
     "ENV_CUSTOM_RULE_FUNCTION",
     "ENV_CUSTOM_RULE_READER_ROLE",
     "ALERT_ATTR_ACTION",
@@ -73,8 +74,22 @@ EVENT_ID_FIELD = "TornasoleEventId"
 # --- extra handler settings (names shared with infra/stack.py) ---
 # Key prefix of trials inside the trial bucket; keys outside it are not ours and are ignored.
 ENV_TRIAL_PREFIX = "TORNASOLE_TRIAL_PREFIX"
-# s3:// prefix custom rule files may be loaded from (besides the trial prefix itself).
+# s3:// prefix custom rule files may be loaded from; it may not overlap the trial prefix
+# (``prefixes_overlap``): whoever writes training data must not be able to write rule code.
 ENV_CUSTOM_RULES_PREFIX = "TORNASOLE_CUSTOM_RULES_PREFIX"
+
+
+def prefixes_overlap(first: str, second: str) -> bool:
+    """Whether two key prefixes of one bucket share keys: one is the other's prefix ('' is every key).
+
+    Examples
+    --------
+    >>> prefixes_overlap("trials/", "trials/rules/"), prefixes_overlap("trials/", "custom-rules/")
+    (True, False)
+    """
+    return first.startswith(second) or second.startswith(first)
+
+
 # The rule sandbox (custom rules run there, not in the evaluator, when both are set): its function
 # name and the role whose job-scoped session credentials it is handed.
 ENV_CUSTOM_RULE_FUNCTION = "TORNASOLE_CUSTOM_RULE_FUNCTION"

@@ -151,5 +151,11 @@ def test_the_status_rule_publishes_through_its_own_role_scoped_to_the_status_top
         if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
         for st in r["Properties"]["PolicyDocument"]["Statement"]
     ]
-    assert _actions(statements) == {"sns:Publish"}
-    assert all(st["Resource"] == target["Arn"] for st in statements)
+    publish = [st for st in statements if "sns:Publish" in _as_list(st["Action"])]
+    assert _actions(publish) == {"sns:Publish"}
+    assert all(st["Resource"] == target["Arn"] for st in publish)
+    # and the encrypted topic's key, that key only (SNS uses it with the publisher's credentials)
+    key_use = [st for st in statements if st not in publish]
+    assert _actions(key_use) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert all(st["Resource"]["Fn::GetAtt"][1] == "Arn" for st in key_use)
+    assert {st["Resource"]["Fn::GetAtt"][0] for st in key_use} <= set(synth.resources("AWS::KMS::Key"))

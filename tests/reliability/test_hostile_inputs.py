@@ -204,7 +204,9 @@ def test_a_hostile_collections_file_is_recorded_on_the_job(rig: Rig, name: str) 
     result = timed(lambda: rig.deliver(note))
     assert (result["kind"], result["action"]) == ("collections", "invalid")
     assert "collections" in result["reason"]
-    assert rig.statuses(JOB)["VanishingGradient"][0] == "InProgress"
+    status, details = rig.statuses(JOB)["VanishingGradient"]  # settled with the file's reason (#34 N6)
+    assert status == "Error"
+    assert "worker_0_collections.json" in details
 
 
 BAD_JOB_FILES = {

@@ -57,6 +57,12 @@ def add_parser(sub: Any) -> None:
     )
     reg.add_argument("--rule-file", help="custom rule source (.py, local path or s3://)")
     reg.add_argument("--rule-class", help="class to load from --rule-file")
+    reg.add_argument(
+        "--rules-prefix",
+        metavar="S3_PREFIX",
+        help="where a local --rule-file is uploaded: the stack's custom rule prefix "
+        "(default $TORNASOLE_CUSTOM_RULES_PREFIX; without one, next to the output, as local mode reads it)",
+    )
     reg.add_argument("--rule-param", action="append", default=[], metavar="K=V", help="custom rule parameter")
     reg.add_argument(
         "--action",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "adopt_orphans",
     "discover_num_workers",
+    "UnusableCollections",
     "handle_collections",
     "handle_index",
     "register_from_file",
@@ -139,8 +140,19 @@ def note_rewrite(ev: Evaluator, job: str, key: str, step: int | None, written_s:
         record(ev.table, state, key, step, ev.now_ms())
 
 
+class UnusableCollections(ValueError):
+    """The job's collections file cannot be used; the job's error and its rules already say why."""
+
+
 def discover_num_workers(ev: Evaluator, state: JobState) -> int | None:
-    """Read ``num_workers`` from the first collections file (a listing bounded by the workers)."""
+    """Read ``num_workers`` from the first collections file (a listing bounded by the workers).
+
+    A collections file that cannot be used (bad bytes, 100k-deep JSON, ``num_workers`` 0, -3,
+    1e9 or "two", an unsafe ``include_regex``) would otherwise raise on every later index
+    notification and every scheduled check, the job InProgress forever: it settles the job
+    instead (``settle_unusable_collections``) and raises ``UnusableCollections``, which the
+    callers turn into settled steps. A transient read error still raises ``TransientError``.
+    """
     from tornasole.format.collections import decode_collections
     from tornasole.storage import get_storage, join
 
@@ -149,10 +161,27 @@ def discover_num_workers(ev: Evaluator, state: JobState) -> int | None:
     for path in storage.list(prefix):
         if paths.parse_collections_file_name(path) is None:
             continue
-        _, n = decode_collections(read_capped(path), path)
+        try:
+            _, n = decode_collections(read_capped(path), path)
+        except (ValueError, OSError) as exc:
+            raise_if_transient(exc)
+            raise UnusableCollections(settle_unusable_collections(ev, state, exc)) from exc
         ev.steps.set_num_workers(state.name, int(n))
         return int(n)
     return None
+
+
+def settle_unusable_collections(ev: Evaluator, state: JobState, exc: BaseException) -> str:
+    """The job's error and every still-running rule's ``Error`` name the file and why; the reason."""
+    from tornasole.evaluator.transitions import to_error
+
+    text = str(exc)
+    reason = text if "collections" in text else f"unreadable collections file: {text}"
+    reason = f"unusable collections file: {reason}"[:1024]
+    ev.steps.set_job_error(state.name, reason)
+    for rule in state.rules:
+        ev.transitions.apply(state.name, lambda s, n=rule.config.name: to_error(s, n, reason), ev.now_ms())
+    return reason
 
 
 def handle_collections(ev: Evaluator, trial_path: str, key: str) -> ObjectResult:
@@ -169,8 +198,13 @@ def handle_collections(ev: Evaluator, trial_path: str, key: str) -> ObjectResult
         n = state.num_workers or ev.discover_num_workers(state)
     except (ValueError, OSError) as exc:
         raise_if_transient(exc)
-        reason = f"{key}: unreadable collections file: {exc}"
-        ev.steps.set_job_error(state.name, reason)
+        reason = (
+            str(exc) if isinstance(exc, UnusableCollections) else f"{key}: unreadable collections file: {exc}"
+        )
+        if not isinstance(exc, UnusableCollections):
+            ev.steps.set_job_error(state.name, reason)
+        for _, step, _ in ev.steps.pending(state.name):  # waiting for this file: settled, never stuck
+            ev.record_step_error(ev.table.load_job(state.name) or state, step, f"step {step}: {reason}")
         return ObjectResult(key, ObjectKind.COLLECTIONS, ObjectAction.INVALID, job=job, reason=reason)
     done = []
     for _, step, _ in ev.steps.pending(state.name):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from tornasole.evaluator.arrivals import UnusableCollections
 from tornasole.evaluator.keys import STEP_PREFIX, job_pk
 from tornasole.evaluator.models import TERMINAL_JOB, JobState, ObjectAction, ObjectKind, ObjectResult
 from tornasole.format import paths
@@ -91,9 +92,11 @@ def settle(ev: Evaluator, job: str, now_s: float) -> int:
     if now_s - max(state.end_marker_s, state.last_activity_s) < END_GRACE_S:
         return 0
     steps = listed_steps(state)
-    num_workers = (
-        state.num_workers or ev.discover_num_workers(state) or max(map(len, steps.values()), default=1)
-    )
+    try:
+        discovered = state.num_workers or ev.discover_num_workers(state)
+    except UnusableCollections:  # the job's rules say why; each step below is settled as an error
+        discovered = None
+    num_workers = discovered or max(map(len, steps.values()), default=1)
     ev.steps.raise_expected_steps(job, len(steps))
     # evaluated steps are done; pending ones are the pending re-drive's (attempts counted there)
     gsi_pk = ev.table.spec.gsi.partition_key

@@ -45,7 +45,9 @@ __all__ = [
 RESERVED = frozenset(
     {"rule_to_invoke", "source_s3_uri", "start_step", "end_step", "action_json", "logging_level"}
 )
-_OTHER_TRIAL = re.compile(r"^other_trials?(_\d+)?$")
+# Every spelling a rule reads other trials from (``rules.params``, ``rules.registry``): all of them are
+# other trials here, so that where they point is checked (a job file may not leave its own trial).
+_OTHER_TRIAL = re.compile(r"^other[_-]trials?(_\d+|[_-]paths)?$")
 # Steps are stored as 12-digit keys: larger ones cannot be laid out.
 MAX_STEP = 10**12 - 1
 

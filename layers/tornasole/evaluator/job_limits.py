@@ -23,6 +23,7 @@ from typing import Any
 from tornasole.evaluator.models import RuleConfig
 from tornasole.evaluator.rule_checks import builtin_rule_problems
 from tornasole.exceptions import InvalidJobConfiguration
+from tornasole.safe_regex import regex_problem
 
 __all__ = [
     "JOB_NAME_PATTERN",
@@ -201,8 +202,20 @@ def _hook_problems(hook: Mapping[str, Any] | None) -> list[str]:
             problems += _string_map_problems(
                 f"collection {name!r}: CollectionParameters", c.get("CollectionParameters")
             )
+            problems += _regex_problems(f"collection {name!r}", c.get("CollectionParameters"))
     problems += _string_map_problems("DebugHookConfig.HookParameters", hook.get("HookParameters"))
+    problems += _regex_problems("DebugHookConfig.HookParameters", hook.get("HookParameters"))
     return problems
+
+
+def _regex_problems(where: str, params: Any) -> list[str]:
+    """``include_regex`` (comma-separated, as the hook reads it): each pattern must run in bounded time."""
+    if not isinstance(params, Mapping) or not isinstance(params.get("include_regex"), str):
+        return []
+    patterns = [p.strip() for p in params["include_regex"].split(",") if p.strip()]
+    return [
+        f"{where}: include_regex {p[:80]!r}: {problem}" for p in patterns if (problem := regex_problem(p))
+    ]
 
 
 def _string_map_problems(where: str, value: Any) -> list[str]:

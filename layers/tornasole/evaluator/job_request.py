@@ -31,6 +31,8 @@ __all__ = [
     "DEBUG_OUTPUT",
     "check_job_name",
     "check_job_name_ok",
+    "file_scope_problems",
+    "name_bound_to_trial",
     "sagemaker_trial_path",
     "spec_from_arguments",
     "spec_from_config",
@@ -68,6 +70,57 @@ def check_job_name(name: Any) -> str:
             f"({job_limits.JOB_NAME_PATTERN})"
         )
     return name
+
+
+def name_bound_to_trial(name: str, trial_path: str) -> bool:
+    """Whether a job file at ``trial_path`` may name job ``name``: the trial is ``<...>/<name>`` or
+    SageMaker's ``<base>/<name>/debug-output``.
+
+    Why: whoever can write training data can upload a job file, and a name is global. Unbound, a
+    file anywhere could claim ``prod-training-42`` before its owner registers it (events would go
+    out under that name, and the owner would get a ``JobConflictError``).
+
+    Examples
+    --------
+    >>> name_bound_to_trial("j1", "s3://b/jobs/j1"), name_bound_to_trial("j1", "s3://b/out/j1/debug-output")
+    (True, True)
+    >>> name_bound_to_trial("prod-training-42", "s3://b/jobs/attacker")
+    False
+    """
+    parts = trial_path.rstrip("/").split("/")
+    return parts[-1] == name or (len(parts) > 2 and parts[-2:] == [name, DEBUG_OUTPUT])
+
+
+def _within(path: str, trial: str) -> bool:
+    if any(part in (".", "..") for part in path.split("://", 1)[-1].split("/")):
+        return False
+    path = path.rstrip("/")
+    return path == trial or path.startswith(trial + "/")
+
+
+def file_scope_problems(spec: JobSpec, trial_path: str) -> list[str]:
+    """What a job FILE at ``trial_path`` may not ask for, though the API may: a name not bound to the
+    trial (``name_bound_to_trial``) and other trials outside its own.
+
+    Why: the evaluator reads ``other_trial_N`` with its own role; a data writer naming another
+    job's trial would read that job's tensors through a rule (a confused deputy), and see its
+    values in its own job's status.
+    """
+    trial = trial_path.rstrip("/")
+    problems = []
+    if not name_bound_to_trial(spec.name, trial):
+        problems.append(
+            f"a job file at {trial} may only register a job named {trial.rsplit('/', 1)[-1]!r} (or, at "
+            f"<base>/<name>/{DEBUG_OUTPUT}, <name>); {spec.name!r} is registered through the API or CLI"
+        )
+    for rule in spec.rules:
+        outside = [p for p in rule.other_trials if not _within(p, trial)]
+        if outside:
+            problems.append(
+                f"rule {rule.name!r}: a job file may only compare with trials under its own {trial}; "
+                f"{outside[0][:200]!r} is outside it (register the job through the API or CLI)"
+            )
+    return problems
 
 
 def _s3_path(value: Any, what: str) -> str:

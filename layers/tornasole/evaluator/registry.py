@@ -186,8 +186,13 @@ class JobRegistry:
             if isinstance(config, Mapping):
                 given = config.get("TrainingJobName") or config.get("training_job_name") or config.get("name")
                 name = given if isinstance(given, str) and job_request.check_job_name_ok(given) else None
+                if name is not None and not job_request.name_bound_to_trial(name, trial_path):
+                    name = None  # a failure is recorded for the trial, never under someone else's name
             spec = job_request.spec_from_config(config, trial_path)
             spec = _with_idle_timeout(spec, config.get(IDLE_TIMEOUT_KEY), f"{IDLE_TIMEOUT_KEY} of {path}")
+            scope = job_request.file_scope_problems(spec, trial_path)
+            if scope:
+                raise InvalidJobConfiguration(scope, job=spec.name)
             code = [r.name for r in spec.rules if r.source_s3_uri]
             if code and not self.rule_code_in_files:
                 raise InvalidJobConfiguration(

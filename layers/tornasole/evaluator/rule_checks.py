@@ -70,10 +70,11 @@ def builtin_rule_problems(rule: RuleConfig) -> list[str]:
             continue
         try:
             parsed = parse_value(target, p, value)
-        except RuleParameterError:
+        except RuleParameterError as exc:
+            why = f": {str(exc).split(' is ', 1)[-1]}" if p.kind == "regex" else ""  # unsafe, or invalid
             problems.append(
                 f"rule {rule.name!r} ({target}): parameter {key!r}={value!r} is not "
-                f"{_KIND_WORDS.get(p.kind, p.kind)}"
+                f"{_KIND_WORDS.get(p.kind, p.kind)}{why}"
             )
             continue
         if parsed is None and p.required:

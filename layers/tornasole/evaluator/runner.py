@@ -65,10 +65,16 @@ __all__ = [
     "StepRunner",
     "default_rule_factory",
     "history_window",
+    "CUSTOM_RULE_TRIES",
 ]
 
 log = logging.getLogger(__name__)
 
+#: Tries of a custom rule that meets a transient error (network, throttling, its sandbox's pipe) before
+#: the step is given up for that rule alone: one rule's transient failure never discards the step's
+#: outcomes of the other rules (#34 N5).
+CUSTOM_RULE_TRIES = 3
+CUSTOM_RULE_BACKOFF_S = 0.2
 # Seconds of the invocation kept for writing the step's results after the last rule: a rule's deadline is
 # at most the remaining time less this.
 RESULTS_RESERVE_S = 15.0
@@ -194,9 +200,16 @@ class StepRunner:
         builtins = [r for r in rules if not r.source_s3_uri]
         here = iter(self.run(job_name, trial_path, files, builtins, history, remaining_s) if builtins else ())
         out = []
+        custom = self.custom_rules
         for r in rules:
             if r.source_s3_uri:
-                out.append(self.custom_rules.evaluate(job_name, trial_path, files, r, history, remaining_s))
+                out.append(
+                    _custom_outcome(
+                        r,
+                        files.step,
+                        lambda r=r: custom.evaluate(job_name, trial_path, files, r, history, remaining_s),
+                    )
+                )
             else:
                 out.append(next(here))
         return out
@@ -251,9 +264,13 @@ class StepRunner:
             if isinstance(built, Exception):
                 raise built
             with TensorTouches(trial) as touched:
-                outcome, details, values = guarded(lambda: _plain_outcome(rule.evaluate(step)), budget)
+                outcome, details, values = _tried(
+                    config, lambda: guarded(lambda: _plain_outcome(rule.evaluate(step)), budget)
+                )
         except Exception as exc:
             ms = build_ms + (time.perf_counter() - start) * 1000
+            if is_transient(exc) and config.source_s3_uri:
+                return _gave_up(config, step, exc, ms)
             if is_transient(exc):
                 raise TransientError(f"rule {config.name} at step {step}: {exc}") from exc
             reason = f"{config.name}: {type(exc).__name__}: {exc}"
@@ -295,3 +312,44 @@ def _plain_outcome(outcome: Any) -> tuple[Any, str, dict[str, Any]]:
 
     values = json.loads(cap_values(dict(getattr(outcome, "values", None) or {})))
     return outcome, clip(str(getattr(outcome, "details", "") or "")), values
+
+
+def _tried(config: RuleConfig, attempt: Callable[[], Any]) -> Any:
+    """``attempt()``; a custom rule's transient failure is tried again, ``CUSTOM_RULE_TRIES`` in all.
+
+    A built-in rule's transient failure still raises at once: it reads what every rule reads, so
+    the whole step is retried (it stays pending), as before.
+    """
+    tries = CUSTOM_RULE_TRIES if config.source_s3_uri else 1
+    for n in range(1, tries + 1):
+        try:
+            return attempt()
+        except Exception as exc:
+            if n == tries or not is_transient(exc):
+                raise
+            log.warning("custom rule %s: transient error (try %d of %d): %s", config.name, n, tries, exc)
+            time.sleep(CUSTOM_RULE_BACKOFF_S * n)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _gave_up(config: RuleConfig, step: int, exc: BaseException, ms: float = 0.0) -> StepOutcome:
+    """The step, given up for this custom rule alone after ``CUSTOM_RULE_TRIES`` transient failures."""
+    reason = (
+        f"{config.name}: step {step} given up after {CUSTOM_RULE_TRIES} tries with a transient error: "
+        f"{type(exc).__name__}: {exc}"
+    )
+    log.warning(reason, extra={"rule": config.name, "step": step})
+    return StepOutcome(config.name, step, step_error=reason[:1024], latency_ms=ms)
+
+
+def _custom_outcome(config: RuleConfig, step: int, evaluate: Callable[[], StepOutcome]) -> StepOutcome:
+    """A sandboxed custom rule's outcome: its transient failures tried again, then given up for it alone;
+    anything else it raised (a forged or broken reply on its pipe) is its own ``error``."""
+    try:
+        return _tried(config, evaluate)
+    except Exception as exc:  # noqa: BLE001 - the rule's, never the other rules' (#34 N5)
+        if is_transient(exc):
+            return _gave_up(config, step, exc)
+        reason = f"{config.name}: {type(exc).__name__}: {exc}"
+        log.warning("custom rule failed at step %d: %s", step, reason, extra={"rule": config.name})
+        return StepOutcome(config.name, step, error=reason[:1024])

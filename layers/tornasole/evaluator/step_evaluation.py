@@ -9,11 +9,14 @@ completion decision. Functions take the ``Evaluator`` and call back through its 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import decisions
+from tornasole.evaluator.arrivals import UnusableCollections
+from tornasole.evaluator.details import clip
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -61,7 +64,14 @@ def process_step(
         return ObjectResult(
             key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
         )
-    num_workers = state.num_workers or ev.discover_num_workers(state)
+    try:
+        num_workers = state.num_workers or ev.discover_num_workers(state)
+    except UnusableCollections as exc:  # the job's rules already say why; the step is settled
+        why = f"step {step}: {exc}"
+        outcomes = ev.record_step_error(ev.table.load_job(job) or state, step, why)
+        return ObjectResult(
+            key, ObjectKind.INDEX, ObjectAction.INVALID, job=job, step=step, reason=why, outcomes=outcomes
+        )
     if num_workers is None:
         ev.steps.mark_pending(job, step, ev.now_ms())
         # The collections file's handler re-drives the PENDING steps. If it ran between the listing above
@@ -143,6 +153,7 @@ def complete(ev: Evaluator, job: str) -> list:
     (queried only once the job is otherwise ready to complete)."""
     counts: dict[str, int] = {}
     unreadable: dict[str, int] = {}
+    step_errors: dict[str, int] = {}
 
     def decide(state: JobState):
         if not decisions.ready_to_complete(state):
@@ -152,7 +163,19 @@ def complete(ev: Evaluator, job: str) -> list:
                 counts[r.config.name] = ev.steps.count_evaluated(job, r.config.name)
             if counts[r.config.name] == 0 and r.config.name not in unreadable:  # only then it matters
                 unreadable[r.config.name] = ev.steps.count_unreadable(job, r.config.name)
-        return decisions.completion(state, counts, unreadable)
+        change = decisions.completion(state, counts, unreadable)
+        if change is None or change.entity not in counts:
+            return change
+        # a final status says how many steps the rule could not judge (#34 N13)
+        if change.entity not in step_errors:
+            step_errors[change.entity] = ev.steps.count_step_errors(job, change.entity)
+        n = step_errors[change.entity]
+        if not n or "could not be read" in (change.details or ""):  # an Error that says so already
+            return change
+        told = (
+            f"; {n} step{'s' * (n != 1)} unreadable, incomplete or given up (`tornasole jobs status {job}`)"
+        )
+        return dataclasses.replace(change, details=clip(change.details + told))
 
     return ev.transitions.apply(job, decide, ev.now_ms())
 
@@ -173,6 +196,7 @@ def evaluate_step(
     refused = {c.name: rule_source_problem(c, ev.allowed_rule_prefixes) for c in configs}
     outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
     configs = [c for c in configs if not refused[c.name]]
+    recorded: list[StepOutcome] = []  # the built-in rules' outcomes, when recorded before the custom ones
     if configs:
 
         def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
@@ -183,7 +207,27 @@ def evaluate_step(
             return [(p.step, tuple(sorted(p.workers))) for p in complete]
 
         files = StepFiles(step, tuple(sorted(rec.workers)))
+        builtins = [c for c in configs if not c.source_s3_uri]
+        customs = [c for c in configs if c.source_s3_uri]
+        if builtins and customs:
+            # the built-in rules' outcomes are recorded before any custom rule runs: a custom rule that
+            # outlives the invocation or kills it costs its own outcome only (#34 N5); a re-drive finds
+            # them recorded (records are written once) and runs the step again
+            recorded = ev.runner.run(state.name, state.trial_path, files, builtins, history, remaining_s)
+            _record(ev, state, rec, recorded, settle=False)
+            state = ev.table.load_job(state.name) or state
+            configs = customs
         outcomes += ev.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
+    _record(ev, state, rec, outcomes, settle=True)
+    return recorded + outcomes
+
+
+def _record(
+    ev: Evaluator, state: JobState, rec: StepRecord, outcomes: list[StepOutcome], settle: bool
+) -> list[StepOutcome]:
+    """Record ``outcomes`` (records, their outbox items, the rules' transitions); with ``settle``, count
+    the step as evaluated too."""
+    step = rec.step
     now = ev.now_ms()
     batch = [
         (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
@@ -192,7 +236,8 @@ def evaluate_step(
     # No issue (so no outbox item, no refine) and no transition (apply's first look): one transaction.
     quiet = not any(o.fired and not o.error for o in outcomes)
     if (
-        quiet
+        settle
+        and quiet
         and decisions.after_outcomes(outcomes)(state) is None
         and ev.steps.record_and_mark_before_end(state.name, outcomes, step, now)
     ):
@@ -202,5 +247,6 @@ def evaluate_step(
     for o in outcomes:
         if o.fired and not o.error:
             ev.steps.refine_issue(state.name, o.rule_name, step, o.details)
-    _settle(ev, state.name, step, now)
+    if settle:
+        _settle(ev, state.name, step, now)
     return outcomes

@@ -259,28 +259,37 @@ class StepStore:
     def count_evaluated(self, job: str, rule: str) -> int:
         """Steps at which ``rule`` really evaluated its tensors (no error, not skipped): a paginated COUNT
         Query, run once per rule when the job completes."""
-        return self._count(
+        return self._count_evaluations(
             job,
             rule,
             "attribute_not_exists(#e) AND attribute_not_exists(step_error) AND attribute_not_exists(skipped)",
+            {"#e": "error"},
         )
 
     def count_unreadable(self, job: str, rule: str) -> int:
         """Steps that could not be evaluated for ``rule`` (unreadable, incomplete: a ``step_error``). Why:
         a rule that evaluated nothing because its data was broken has failed (``Error``); one that
         evaluated nothing because nothing it reads was saved has not (``NothingEvaluated``)."""
-        return self._count(job, rule, "attribute_exists(step_error) AND attribute_not_exists(#e)")
+        return self._count_evaluations(
+            job, rule, "attribute_exists(step_error) AND attribute_not_exists(#e)", {"#e": "error"}
+        )
 
-    def _count(self, job: str, rule: str, filter_expression: str) -> int:
+    def count_step_errors(self, job: str, rule: str) -> int:
+        """Steps recorded as an error of the step for ``rule`` (unreadable, incomplete, given up), counted
+        once per rule when the job completes, so its final status can say how many (#34 N13)."""
+        return self._count_evaluations(job, rule, "attribute_exists(step_error)", None)
+
+    def _count_evaluations(self, job: str, rule: str, condition: str, names: dict[str, str] | None) -> int:
         kwargs: dict[str, Any] = {
             "TableName": self.table.name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :b)",
-            "FilterExpression": filter_expression,
-            "ExpressionAttributeNames": {"#e": "error"},
+            "FilterExpression": condition,
             "ExpressionAttributeValues": {":p": {"S": job_pk(job)}, ":b": {"S": eval_prefix(rule)}},
             "Select": "COUNT",
             "ConsistentRead": True,
         }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
         n = 0
         while True:
             resp = self.table.client.query(**kwargs)

@@ -15,8 +15,15 @@ import json
 from typing import Any
 
 from tornasole.exceptions import FormatError
+from tornasole.safe_regex import regex_problem
 
-__all__ = ["encode_collections", "decode_collections"]
+__all__ = ["MAX_COLLECTIONS_BYTES", "MAX_NUM_WORKERS", "encode_collections", "decode_collections"]
+
+#: The largest collections file a reader reads (smdebug's are a few KB; readers read at most one byte more).
+MAX_COLLECTIONS_BYTES = 1024 * 1024
+
+#: The most workers a collections file may announce (a step waits for this many index files).
+MAX_NUM_WORKERS = 4096
 
 # key -> accepted JSON types for the keys smdebug writes in every collection dict.
 _COLLECTION_KEYS: dict[str, tuple[type, ...]] = {
@@ -78,6 +85,8 @@ def decode_collections(data: bytes | str, path: str | None) -> tuple[dict[str, d
     """
     try:
         doc = json.loads(data)
+    except RecursionError:
+        raise FormatError("malformed collections JSON (nested too deeply)", path=path) from None
     except (ValueError, UnicodeDecodeError) as e:
         raise FormatError(f"malformed collections JSON ({e})", path=path) from None
     if not isinstance(doc, dict):
@@ -93,8 +102,16 @@ def decode_collections(data: bytes | str, path: str | None) -> tuple[dict[str, d
     num_workers = meta.get("num_workers", 1)
     if isinstance(num_workers, str) and num_workers.isdigit():
         num_workers = int(num_workers)
-    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
-        raise FormatError(f"'_meta.num_workers' must be a positive integer, got {num_workers!r}", path=path)
+    if (
+        not isinstance(num_workers, int)
+        or isinstance(num_workers, bool)
+        or not 1 <= num_workers <= MAX_NUM_WORKERS
+    ):
+        raise FormatError(
+            f"'_meta.num_workers' must be a positive integer of at most {MAX_NUM_WORKERS}, "
+            f"got {str(num_workers)[:40]!r}",
+            path=path,
+        )
     return colls, num_workers
 
 
@@ -113,3 +130,7 @@ def _check_collection(name: str, coll: Any, path: str | None) -> None:
         items = coll.get(key) or []
         if not all(isinstance(x, str) for x in items):
             raise FormatError(f"collection {name!r}: {key!r} must hold strings only", path=path)
+    for pattern in coll.get("include_regex") or []:
+        problem = regex_problem(pattern)  # whoever writes the trial chose it; matched against every name
+        if problem:
+            raise FormatError(f"collection {name!r}: include_regex {pattern[:80]!r}: {problem}", path=path)

@@ -31,7 +31,12 @@ __all__ = [
     "decode_index_document",
     "tensor_entry_error",
     "index_entry",
+    "MAX_TENSOR_NAME_LENGTH",
 ]
+
+#: A tensor name longer than this is refused when read: names are matched against patterns
+#: (``safe_regex``) whose worst case grows with the name's length; TF's scoped names stay far below.
+MAX_TENSOR_NAME_LENGTH = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +220,7 @@ def _tensor_entry(raw: Any, i: int, path: str | None) -> IndexEntry:
         name, start, length = raw.get("tensorname"), raw.get("start_idx"), raw.get("length")
         # ``type(...) is int`` rejects bools, as _typed does
         typed = type(name) is str and type(start) is int and type(length) is int
-        if typed and start >= 0 and length >= OVERHEAD:
+        if typed and start >= 0 and length >= OVERHEAD and len(name) <= MAX_TENSOR_NAME_LENGTH:
             entry = _new_index_entry(IndexEntry)
             _set_tensorname(entry, name)
             _set_start_idx(entry, start)
@@ -232,6 +237,11 @@ def _checked_tensor_entry(raw: Any, i: int, path: str | None) -> IndexEntry:
     name = _typed(raw, "tensorname", str, path, where)
     start = _typed(raw, "start_idx", int, path, where)
     length = _typed(raw, "length", int, path, where)
+    if len(name) > MAX_TENSOR_NAME_LENGTH:
+        raise IndexReaderException(
+            f"{where}: tensor name of {len(name)} characters; the limit is {MAX_TENSOR_NAME_LENGTH}",
+            path=path,
+        )
     if start < 0:
         raise IndexReaderException(f"{where} ({name!r}): negative start_idx {start}", path=path)
     if length < OVERHEAD:
@@ -246,6 +256,11 @@ def _shape_entry(raw: Any, i: int, path: str | None) -> ShapeEntry:
     if not isinstance(raw, dict):
         raise IndexReaderException(f"{where} must be an object", path=path)
     name = _typed(raw, "tensorname", str, path, where)
+    if len(name) > MAX_TENSOR_NAME_LENGTH:
+        raise IndexReaderException(
+            f"{where}: tensor name of {len(name)} characters; the limit is {MAX_TENSOR_NAME_LENGTH}",
+            path=path,
+        )
     original = raw.get("originalname", name)
     if not isinstance(original, str):
         raise IndexReaderException(f"{where} ({name!r}): 'originalname' must be str", path=path)

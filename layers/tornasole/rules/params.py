@@ -36,6 +36,7 @@ from typing import Any
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.modes import ModeKeys
+from tornasole.safe_regex import regex_problem
 
 __all__ = ["Param", "KINDS", "parse_params", "parse_value", "META_KEYS"]
 
@@ -147,10 +148,11 @@ def parse_value(rule: str, p: Param, raw: Any) -> Any:
     if k == "regex":
         if isinstance(raw, re.Pattern):
             return raw
-        try:
-            return re.compile(str(raw))
-        except re.error as exc:
-            raise _fail(rule, p, raw, f"is not a valid regular expression: {exc}") from exc
+        problem = regex_problem(str(raw))  # a job file's or a registrant's text: bounded time only
+        if problem:
+            invalid = problem.startswith("not a valid")
+            raise _fail(rule, p, raw, f"is {problem}" if invalid else f"is refused as a pattern: {problem}")
+        return re.compile(str(raw))
     if k == "mode":
         if isinstance(raw, ModeKeys):
             return raw

@@ -273,7 +273,13 @@ class IndexLoader:
         return True
 
     def _read_collections(self, key: str) -> None:
-        data = self.storage.read(key)
+        # bounded: a collections file is small JSON; whoever writes the trial could make it any size
+        data = self.storage.read(key, 0, collections_format.MAX_COLLECTIONS_BYTES + 1)
+        if len(data) > collections_format.MAX_COLLECTIONS_BYTES:
+            raise FormatError(
+                f"collections file larger than {collections_format.MAX_COLLECTIONS_BYTES} bytes, not read",
+                path=key,
+            )
         raw, num_workers = collections_format.decode_collections(data, key)
         try:
             colls = {name: Collection.from_json_dict(d) for name, d in raw.items()}
