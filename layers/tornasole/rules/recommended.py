@@ -64,6 +64,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "loss_drop_percent": "80",
             "loss_window": "3",
             "skip_all_zero": "True",
+            "bias_by_layer": "True",
         },
     ),
     ("DeadRelu", "DeadRelu", {"threshold_layer": "90", "min_samples": "64", "threshold_network": "60"}),
