@@ -77,6 +77,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "threshold_sigmoid_min": "-5",
             "threshold_sigmoid_max": "5",
             "fraction_saturated": "50",
+            "skip_output_layer": "True",
         },
     ),
     (

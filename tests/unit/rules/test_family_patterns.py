@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.rules import invoke_rule, recommended_rules
-from tornasole.rules.generic import VanishingGradient
+from tornasole.rules.generic import SaturatedActivation, VanishingGradient
 
 
 def _bn_fed_bias_steps(weight_grad: float) -> dict[int, dict[str, np.ndarray]]:
@@ -39,3 +39,66 @@ def test_vanishing_gradient_bias_by_layer_still_fires_when_the_layer_vanishes(tr
 def test_recommended_vanishing_gradient_judges_biases_with_their_layer():
     (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "VanishingGradient"]
     assert config["RuleParameters"]["bias_by_layer"] == "True"
+
+
+def _sigmoid_net_trial(tmp_path, hidden_scale: float):
+    """A real PyTorch run saved by the PyTorch hook: 4 -> 8 (sigmoid) -> 1 (sigmoid) with BCELoss. The output
+    layer's logits are confident (|z| ~ 20); the hidden layer's pre-activations are scaled by hidden_scale."""
+    import torch
+    from torch import nn
+
+    from tornasole.pytorch import Hook, SaveConfig
+    from tornasole.trials import create_trial
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.fc1_sigmoid = nn.Sigmoid()
+            self.out = nn.Linear(8, 1)
+            self.out_sigmoid = nn.Sigmoid()
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return self.out_sigmoid(self.out(self.fc1_sigmoid(self.fc1(x) * hidden_scale)) * 50)
+
+    torch.manual_seed(0)
+    model, loss_fn = Net(), nn.BCELoss()
+    hook = Hook(
+        str(tmp_path), save_config=SaveConfig(save_interval=1), include_collections=["losses", "activations"]
+    )
+    hook.get_collection("activations").include(".*sigmoid_input.*")
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(2):
+        x = torch.randn(32, 4)
+        out = model(x)
+        loss_fn(out, (out > 0.5).float().detach()).backward()
+    hook.close()
+    return create_trial(str(tmp_path), collections_timeout=0.1, poll_interval=0.01)
+
+
+def test_saturated_activation_skips_the_layer_that_feeds_the_loss(tmp_path):
+    trial = _sigmoid_net_trial(tmp_path, hidden_scale=1.0)
+    params = {f"threshold_sigmoid_{k}": v for k, v in (("min", "-5"), ("max", "5"))}
+    fired = invoke_rule(SaturatedActivation(trial, fraction_saturated="50", **params)).fired
+    assert fired
+    assert fired[0].values["tensor"] == "out_sigmoid_input_0"
+    assert not invoke_rule(
+        SaturatedActivation(trial, fraction_saturated="50", skip_output_layer="True", **params)
+    ).fired
+
+
+def test_saturated_activation_skip_output_layer_still_judges_hidden_layers(tmp_path):
+    trial = _sigmoid_net_trial(tmp_path, hidden_scale=100.0)
+    params = {f"threshold_sigmoid_{k}": v for k, v in (("min", "-5"), ("max", "5"))}
+    fired = invoke_rule(
+        SaturatedActivation(trial, fraction_saturated="50", skip_output_layer="True", **params)
+    ).fired
+    assert fired
+    assert fired[0].values["tensor"] == "fc1_sigmoid_input_0"
+    assert trial.saved_order(0).index("out_sigmoid_input_0") < trial.saved_order(0).index("BCELoss_output_0")
+
+
+def test_recommended_saturated_activation_skips_the_output_layer():
+    (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "SaturatedActivation"]
+    assert config["RuleParameters"]["skip_output_layer"] == "True"
