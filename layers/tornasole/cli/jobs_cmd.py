@@ -148,9 +148,15 @@ def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
 
 
 def print_status(jobs: Any, name: str) -> str:
+    from tornasole.rules.report import split_advice
+
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
     print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=cell_width(90)))
+    for rule, _, _, details in rows:  # the table cuts long details: each firing's advice in full
+        advice = split_advice(details)[1]
+        if advice:
+            print(f"{rule}: {advice}")
     return status
 
 

@@ -55,6 +55,10 @@ class BuiltinRule(Rule):
     READS_EARLIER_STEPS: ClassVar[bool] = True
     #: ``(collection name, {parameter: value})`` pairs written into ``rule_configs`` dicts.
     COLLECTIONS: ClassVar[tuple[tuple[str, dict[str, str]], ...]] = ()
+    #: What a firing most likely means and what to try (one line each; ``{tensor}`` is replaced by the
+    #: tensor the finding names). Every built-in rule defines both; :meth:`advice` may refine them.
+    LIKELY_CAUSE: ClassVar[str] = ""
+    SUGGESTED_FIX: ClassVar[str] = ""
 
     def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
         parsed = parse_params(type(self), params)
@@ -67,6 +71,13 @@ class BuiltinRule(Rule):
 
     def check_params(self) -> None:
         """Validate combinations of parameters; raise :meth:`param_error`."""
+
+    def advice(self) -> tuple[str, str] | None:
+        """``(LIKELY_CAUSE, SUGGESTED_FIX)`` with ``{tensor}`` filled from the finding (None when unset)."""
+        if not self.LIKELY_CAUSE:
+            return None
+        tensor = str(getattr(self, "_values", {}).get("tensor") or "the layer")
+        return self.LIKELY_CAUSE.replace("{tensor}", tensor), self.SUGGESTED_FIX.replace("{tensor}", tensor)
 
     def history_steps(self) -> int | None:
         """How many saved steps before the evaluated one this rule reads at most (None: all).

@@ -33,6 +33,15 @@ class ExplodingTensor(BuiltinRule):
     >>> # invoke_rule(ExplodingTensor(trial, collection_names="gradients"))
     """
 
+    LIKELY_CAUSE = (
+        "NaN/Inf in {tensor}: the training diverged (learning rate too high, unnormalised inputs, a log "
+        "or division of 0)"
+    )
+    SUGGESTED_FIX = (
+        "lower the learning rate 10x, clip gradients, normalise inputs, or use a stable loss "
+        "(log_softmax, BCEWithLogitsLoss)"
+    )
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,

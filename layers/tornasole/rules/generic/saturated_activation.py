@@ -45,6 +45,15 @@ class SaturatedActivation(BuiltinRule):
     >>> # invoke_rule(SaturatedActivation(trial))
     """
 
+    LIKELY_CAUSE = (
+        "tanh/sigmoid units of hidden layer {tensor} are saturated (their gradient is ~0): inputs not "
+        "normalised or weights too large"
+    )
+    SUGGESTED_FIX = (
+        "normalise the inputs, use ReLU in hidden layers, lower the initial weight scale, or add "
+        "BatchNorm/LayerNorm before the activation"
+    )
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,

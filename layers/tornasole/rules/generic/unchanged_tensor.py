@@ -34,6 +34,15 @@ class UnchangedTensor(BuiltinRule):
     >>> # invoke_rule(UnchangedTensor(trial, collection_names="weights", num_steps="3"))
     """
 
+    LIKELY_CAUSE = (
+        "{tensor} did not change across steps: its parameters do not reach the optimiser, or the learning"
+        " rate is 0"
+    )
+    SUGGESTED_FIX = (
+        "pass every trainable parameter to the optimiser and check the scheduler; a layer frozen on "
+        "purpose needs no alarm: set requires_grad=False or leave it out of the rule's collection"
+    )
+
     PARAMETERS = (
         COLLECTION_NAMES,
         TENSOR_REGEX,

@@ -86,6 +86,11 @@ class VanishingGradient(BuiltinRule):
     >>> # invoke_rule(VanishingGradient(trial, threshold="0.0001"))
     """
 
+    LIKELY_CAUSE = "the gradients of {tensor} have vanished (deep sigmoid/tanh stacks, poor initialisation)"
+    SUGGESTED_FIX = (
+        "use ReLU activations, He/Xavier initialisation, normalisation layers or residual connections"
+    )
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("threshold", "float", "0.0000001", "mean |gradient| below this fires"),

@@ -38,6 +38,9 @@ class WeightUpdateRatio(BuiltinRule):
     >>> # invoke_rule(WeightUpdateRatio(trial, large_threshold="10", small_threshold="0.00000001"))
     """
 
+    LIKELY_CAUSE = "{tensor} barely moves: learning rate too low, or the layer is not in the optimiser"
+    SUGGESTED_FIX = "raise the learning rate, or check that the optimiser holds the layer's parameters"
+
     PARAMETERS = (
         Param(
             "num_steps", "int", None, "compare with the newest saved step <= s - num_steps (unset: previous)"
@@ -71,6 +74,16 @@ class WeightUpdateRatio(BuiltinRule):
     def history_steps(self) -> int | None:
         # the previous TRAIN step may lie behind a validation phase: leave room for one
         return (1 if self.num_steps is None else self.num_steps) + EVAL_PHASE_ROOM
+
+    def advice(self) -> tuple[str, str] | None:
+        """Large updates and updates that vanish have opposite causes: say which one fired."""
+        value, tensor = self._values.get("value"), self._values.get("tensor") or "the layer"
+        if isinstance(value, (int, float)) and value > self.large_threshold:
+            return (
+                f"the updates of {tensor} are large relative to its weights: learning rate too high",
+                "lower the learning rate 10x or add a warmup",
+            )
+        return super().advice()
 
     def invoke_at_step(self, step: int) -> bool:
         mode = self.step_mode(step)
