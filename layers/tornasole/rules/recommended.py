@@ -97,8 +97,12 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("StalledLoss", "StalledLoss", {"max_weight_change_percent": "5"}),
     ("SlowConvergence", "SlowConvergence", {"train_tensor_regex": ".*epoch_acc(uracy)?$"}),
     ("Overfit", "Overfit", {"patience": "3", "ratio_threshold": "1.0", "min_difference": "0.3"}),
-    ("UnchangedWeights", "UnchangedTensor", {"collection_names": "weights", "num_steps": "3"}),
-    ("WeightUpdateRatio", "WeightUpdateRatio", {}),
+    (
+        "UnchangedWeights",
+        "UnchangedTensor",
+        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True"},
+    ),
+    ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True"}),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),
     ("ZeroGradients", "ZeroGradients", {}),
 )

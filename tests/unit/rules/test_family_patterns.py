@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.rules import invoke_rule, recommended_rules
-from tornasole.rules.generic import SaturatedActivation, VanishingGradient
+from tornasole.rules.generic import SaturatedActivation, UnchangedTensor, VanishingGradient, WeightUpdateRatio
 
 
 def _bn_fed_bias_steps(weight_grad: float) -> dict[int, dict[str, np.ndarray]]:
@@ -102,3 +102,43 @@ def test_saturated_activation_skip_output_layer_still_judges_hidden_layers(tmp_p
 def test_recommended_saturated_activation_skips_the_output_layer():
     (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "SaturatedActivation"]
     assert config["RuleParameters"]["skip_output_layer"] == "True"
+
+
+def _frozen_steps(with_gradient: bool) -> dict[int, dict[str, np.ndarray]]:
+    """fc1 keeps its weights; fc2 learns. ``with_gradient``: fc1 has a gradient (a bug: its parameters
+    never reach the optimiser); without, it was frozen on purpose (requires_grad=False: no gradient)."""
+    out = {}
+    for s in range(4):
+        step = {
+            "weights/fc1.weight": np.ones((2, 2), np.float32),
+            "weights/fc2.weight": np.full((2, 2), 1.0 + 0.1 * s, np.float32),
+            "gradients/fc2.weight": np.full((2, 2), 0.1, np.float32),
+        }
+        if with_gradient:
+            step["gradients/fc1.weight"] = np.full((2, 2), 0.1, np.float32)
+        out[s] = step
+    return out
+
+
+def test_weight_rules_pass_over_a_layer_frozen_on_purpose(trial_factory):
+    trial = trial_factory(_frozen_steps(with_gradient=False))
+    assert invoke_rule(WeightUpdateRatio(trial)).fired
+    assert invoke_rule(UnchangedTensor(trial, collection_names="weights")).fired
+    assert not invoke_rule(WeightUpdateRatio(trial, skip_frozen="True")).fired
+    assert not invoke_rule(UnchangedTensor(trial, collection_names="weights", skip_frozen="True")).fired
+
+
+def test_weight_rules_still_fire_on_a_layer_the_optimiser_never_sees(trial_factory):
+    trial = trial_factory(_frozen_steps(with_gradient=True))
+    fired = invoke_rule(WeightUpdateRatio(trial, skip_frozen="True")).fired
+    assert fired
+    assert fired[0].values["tensor"] == "weights/fc1.weight"
+    fired = invoke_rule(UnchangedTensor(trial, collection_names="weights", skip_frozen="True")).fired
+    assert fired
+    assert fired[0].values["tensor"] == "weights/fc1.weight"
+
+
+def test_recommended_weight_rules_skip_frozen_layers():
+    by_name = {c["RuleConfigurationName"]: c["RuleParameters"] for c in recommended_rules()}
+    assert by_name["UnchangedWeights"]["skip_frozen"] == "True"
+    assert by_name["WeightUpdateRatio"]["skip_frozen"] == "True"

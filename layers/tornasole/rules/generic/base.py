@@ -138,6 +138,25 @@ class BuiltinRule(Rule):
             step, self.params.get("collection_names"), self.params.get("tensor_regex"), trial
         )
 
+    def frozen_on_purpose(self, step: int, weights: list[str]) -> set[str]:
+        """Of ``weights``, those saved at ``step`` with no gradient while the step saved other gradients.
+
+        Why: a layer frozen on purpose (``requires_grad=False``, fine-tuning) gets no gradient, so a hook
+        saves none for it; a layer that should learn and does not (its parameters never reach the optimiser,
+        a zero learning rate) still gets one. A weight matches a gradient whose name ends with ``/<weight>``
+        or equals it past the first ``/`` (``gradient/Net_fc1.weight``, ``gradients/fc1.weight`` for
+        ``weights/fc1.weight``). A step that saved no gradient says nothing: the empty set.
+        """
+        grads = self.names_at(step, ["gradients"])
+        if not grads:
+            return set()
+        tails = {g.split("/", 1)[1] for g in grads if "/" in g}
+
+        def has_gradient(w: str) -> bool:
+            return any(g.endswith("/" + w) for g in grads) or (w.split("/", 1)[-1] in tails)
+
+        return {w for w in weights if not has_gradient(w)}
+
     def step_mode(self, step: int, trial: Any = None) -> ModeKeys:
         """Mode of global ``step`` (GLOBAL when the trial does not know it)."""
         trial = self.base_trial if trial is None else trial

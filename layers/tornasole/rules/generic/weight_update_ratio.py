@@ -12,6 +12,13 @@ steps (and at GLOBAL steps of a trial saved without modes), and p is an earlier
 step **of the same mode**, with ``num_steps`` counted in that mode's steps.
 Comparing the weights of an EVAL step with those of the next TRAIN step (equal,
 ratio 0) would report "updates vanished" on every run with a validation phase.
+
+``skip_frozen`` (off by default): a weight saved with no gradient at a step
+that saved gradients of other layers is a layer frozen on purpose
+(``requires_grad=False``), not updates that vanished
+(:meth:`BuiltinRule.frozen_on_purpose`). On the families benchmark
+(``bench/detection/families``) fine-tuning-style runs with a frozen first layer
+fired in every family.
 """
 
 from __future__ import annotations
@@ -48,6 +55,13 @@ class WeightUpdateRatio(BuiltinRule):
         Param("large_threshold", "float", "10.0", "ratio above this fires"),
         Param("small_threshold", "float", "0.00000001", "ratio below this fires"),
         Param("epsilon", "float", "0.000000001", "added to ||w|| to avoid dividing by zero"),
+        Param(
+            "skip_frozen",
+            "bool",
+            "False",
+            "pass over a weight saved with no gradient at a step that saved other gradients (a layer frozen "
+            "on purpose, requires_grad=False)",
+        ),
     )
     COLLECTIONS = (("weights", {"save_interval": "500"}),)
 
@@ -89,7 +103,11 @@ class WeightUpdateRatio(BuiltinRule):
         mode = self.step_mode(step)
         if mode not in (TRAIN, GLOBAL):
             return False  # no update happens in EVAL/PREDICT
-        for name in self.names_at(step, ["weights"]):
+        names = self.names_at(step, ["weights"])
+        frozen = self.frozen_on_purpose(step, names) if self.skip_frozen else set()
+        for name in names:
+            if name in frozen:
+                continue
             prev = self._previous(name, step, mode)
             if prev is None:
                 continue
