@@ -55,7 +55,7 @@ __all__ = ["recommended_rules", "RECOMMENDED"]
 
 #: ``(configuration name, rule, parameters)``; parameters as strings, as a rule configuration carries them.
 RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
-    ("ExplodingTensor", "ExplodingTensor", {}),
+    ("ExplodingTensor", "ExplodingTensor", {"skip_scaler_overflow": "True"}),
     (
         "VanishingGradient",
         "VanishingGradient",

@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.rules import invoke_rule, recommended_rules
-from tornasole.rules.generic import SaturatedActivation, UnchangedTensor, VanishingGradient, WeightUpdateRatio
+from tornasole.rules.generic import (
+    ExplodingTensor,
+    SaturatedActivation,
+    UnchangedTensor,
+    VanishingGradient,
+    WeightUpdateRatio,
+)
 
 
 def _bn_fed_bias_steps(weight_grad: float) -> dict[int, dict[str, np.ndarray]]:
@@ -142,3 +148,40 @@ def test_recommended_weight_rules_skip_frozen_layers():
     by_name = {c["RuleConfigurationName"]: c["RuleParameters"] for c in recommended_rules()}
     assert by_name["UnchangedWeights"]["skip_frozen"] == "True"
     assert by_name["WeightUpdateRatio"]["skip_frozen"] == "True"
+
+
+def _overflow_steps(
+    loss: float, weight: float = 1.0, with_loss: bool = True
+) -> dict[int, dict[str, np.ndarray]]:
+    """Step 1's gradients overflowed (Inf, as a scaled fp16 loss's do); its loss and weights as given."""
+    out = {}
+    for s in range(3):
+        step = {
+            "weights/fc1.weight": np.full((2, 2), weight if s == 1 else 1.0, np.float32),
+            "gradients/fc1.weight": np.full((2, 2), np.inf if s == 1 else 0.1, np.float32),
+        }
+        if with_loss:
+            step["loss"] = np.float32(loss if s == 1 else 0.5)
+        out[s] = step
+    return out
+
+
+def test_exploding_tensor_passes_over_a_step_the_loss_scaler_skipped(trial_factory):
+    trial = trial_factory(_overflow_steps(loss=0.5))
+    assert invoke_rule(ExplodingTensor(trial)).first_step == 1
+    assert not invoke_rule(ExplodingTensor(trial, skip_scaler_overflow="True")).fired
+
+
+def test_exploding_tensor_skip_scaler_overflow_still_fires_on_divergence(trial_factory):
+    for steps in (
+        _overflow_steps(loss=float("nan")),  # the loss diverged too
+        _overflow_steps(loss=0.5, weight=float("inf")),  # the weights took the overflow
+        _overflow_steps(loss=0.5, with_loss=False),  # no loss saved: nothing tells a skipped step
+    ):
+        summary = invoke_rule(ExplodingTensor(trial_factory(steps), skip_scaler_overflow="True"))
+        assert summary.first_step == 1
+
+
+def test_recommended_exploding_tensor_skips_scaler_overflow():
+    (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "ExplodingTensor"]
+    assert config["RuleParameters"]["skip_scaler_overflow"] == "True"
