@@ -5,6 +5,7 @@ Usage::
     python bench/detection/families/score.py                      # every family, seeds 0-1, both rule sets
     python bench/detection/families/score.py --families cnn,rnn --seeds 0
     python bench/detection/families/score.py --json out.json --out DIR   # keep the numbers and the trials
+    python bench/detection/families/score.py --reuse DIR          # re-evaluate the trials a run left in DIR
 
 Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
 calibrated only on the families that are not scored, so each family's numbers are what the rules do on runs of
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
+    ap.add_argument("--reuse", help="evaluate the trials and labels a previous --out run left in this folder")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
     args = ap.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
@@ -177,10 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--sets: choose among {', '.join(sets)} or both")
     sets = {k: v for k, v in sets.items() if k in wanted}
     start = time.perf_counter()
-    root = args.out or tempfile.mkdtemp(prefix="tornasole-families-")
+    root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-families-")
+    runs_file = Path(root) / "runs.json"
     jobs = [(n, s, root) for n, (_, fam, _) in CASES.items() if fam in families for s in seeds]
     with get_context("fork").Pool(args.processes) as pool:
-        runs = pool.map(train_one, jobs, chunksize=1)
+        if args.reuse:
+            wanted_runs = {(n, s) for n, s, _ in jobs}
+            runs = [r for r in json.loads(runs_file.read_text()) if (r["case"], r["seed"]) in wanted_runs]
+        else:
+            runs = pool.map(train_one, jobs, chunksize=1)
+            runs_file.write_text(json.dumps(runs))
         trained = time.perf_counter()
         results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
     evaluated = time.perf_counter()
@@ -191,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json:
         Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
-    if not args.out:
+    if not (args.out or args.reuse):
         shutil.rmtree(root, ignore_errors=True)
     return 0
 

@@ -10,9 +10,10 @@ accuracy, as their loops do not). TRAIN steps every ``SAVE_INTERVAL``, EVAL step
 
 Labels (:class:`labels.Monitor`) see what the optimiser applied: the trainable parameters (a layer frozen
 on purpose with ``requires_grad=False`` is no layer the criteria judge), and not the gradients of a step a
-loss scaler skipped. For a regression or an autoencoder the Monitor's "accuracy" is the R^2 of the
-predictions (0 at chance, 1 exact), so AUTOTRAINER's "not converging" bound (0.6) reads as "explains less
-than 60% of the variance".
+loss scaler skipped. For an autoencoder the Monitor's "accuracy" is the R^2 of the reconstruction (0 at
+chance, 1 exact), so AUTOTRAINER's "not converging" bound (0.6) reads as "explains less than 60% of the
+variance"; for a regression it is R^2 / ``REGRESSION_REFERENCE_R2``. AUTOTRAINER's oscillation test (swings
+of 0.03) is defined on a classifier's accuracy and is not applied to either.
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             module.register_forward_hook(grab)
 
     kernels = [(n, p) for n, p in params if p.dim() >= 2 and p.requires_grad and n != "pos"]
-    monitor = Monitor(epochs=spec.epochs or recipe.epochs)
+    monitor = Monitor(epochs=spec.epochs or recipe.epochs, oscillation=task in ("classify", "binary"))
     result = RunResult(case, seed, out_dir, {}, None)
     epochs = spec.epochs or recipe.epochs
     batch = spec.batch or recipe.batch
@@ -292,8 +293,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
                 if b + len(idx) >= n_train:
                     hook.save_tensor("epoch_accuracy", np.float32(sum(scores) / weights_n), "epoch_end")
             skipped = spec.skip_step is not None and step == spec.skip_step
-            # an overflowing loss scale (fp16): the scaled loss's gradients are Inf
-            ((loss * 3e38) if skipped else (loss / spec.accumulate)).backward()
+            # an overflowing loss scale (fp16): the scaled loss's gradients are Inf (NaN where Inf meets 0)
+            ((loss * float("inf")) if skipped else (loss / spec.accumulate)).backward()
             if not skipped:
                 grads = {
                     n: (p.grad.detach().numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape)))
