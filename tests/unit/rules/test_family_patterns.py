@@ -185,3 +185,26 @@ def test_exploding_tensor_skip_scaler_overflow_still_fires_on_divergence(trial_f
 def test_recommended_exploding_tensor_skips_scaler_overflow():
     (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "ExplodingTensor"]
     assert config["RuleParameters"]["skip_scaler_overflow"] == "True"
+
+
+def _accumulation_steps(updates_every: int) -> dict[int, dict[str, np.ndarray]]:
+    """Weights saved at 8 steps; they change only every ``updates_every`` saved steps (0: never)."""
+    out, w = {}, 1.0
+    for s in range(8):
+        if updates_every and s and s % updates_every == 0:
+            w += 0.1
+        out[s] = {"weights/fc1.weight": np.full((2, 2), w, np.float32)}
+    return out
+
+
+def test_weight_update_ratio_small_window_tolerates_gradient_accumulation(trial_factory):
+    trial = trial_factory(_accumulation_steps(updates_every=2))
+    assert invoke_rule(WeightUpdateRatio(trial)).fired  # two saved steps inside one accumulation window
+    assert not invoke_rule(WeightUpdateRatio(trial, small_window="3")).fired
+
+
+def test_weight_update_ratio_small_window_still_fires_on_weights_that_never_move(trial_factory):
+    summary = invoke_rule(
+        WeightUpdateRatio(trial_factory(_accumulation_steps(updates_every=0)), small_window="3")
+    )
+    assert summary.first_step == 3  # the first step with 3 saved steps before it
