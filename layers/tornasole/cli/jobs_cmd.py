@@ -153,10 +153,12 @@ def print_status(jobs: Any, name: str) -> str:
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
     print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=cell_width(90)))
-    for rule, _, _, details in rows:  # the table cuts long details: each firing's advice in full
-        advice = split_advice(details)[1]
-        if advice:
-            print(f"{rule}: {advice}")
+    advice = [(rule, split_advice(details)[1]) for rule, _, _, details in rows]
+    if any(text for _, text in advice):  # the table cuts long details: each firing's advice in full
+        print("\nwhat to do:")
+        for rule, text in advice:
+            if text:
+                print(f"  {rule}: {text}")
     return status
 
 

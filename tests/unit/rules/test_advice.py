@@ -145,4 +145,4 @@ def test_jobs_status_prints_each_firings_advice_in_full(stack, trial_factory, ca
     capsys.readouterr()
     assert main(["jobs", "status", "j1"]) == 0
     printed = capsys.readouterr().out
-    assert f"VanishingGradient: {out.advice}" in printed.splitlines()
+    assert printed.splitlines()[-2:] == ["what to do:", f"  VanishingGradient: {out.advice}"]
