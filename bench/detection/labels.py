@@ -71,6 +71,9 @@ class Monitor:
     """Fed by the training loop; ``labels`` maps a criterion to the global step where it first held."""
 
     epochs: int
+    #: Whether "accuracy" is a classifier's accuracy: AUTOTRAINER's oscillation test (swings of 0.03) is
+    #: defined on one; the families benchmark turns it off for a regression's or an autoencoder's R^2.
+    oscillation: bool = True
     labels: dict[str, int] = field(default_factory=dict)
     held: dict[str, int] = field(default_factory=dict)  # criterion -> step where it was established
     _pending: dict[str, int] = field(default_factory=dict)  # gradient symptoms waiting for non-convergence
@@ -150,7 +153,7 @@ class Monitor:
         if not_converging:
             for name, s in self._pending.items():
                 self._label(name, s, held=step)
-        if oscillating(self.train_acc):
+        if self.oscillation and oscillating(self.train_acc):
             self._label("oscillating", step)
         if max_gain(acc) < 0.01 and max_gain(self.train_acc) < 0.01 and max(acc) < NOT_CONVERGING_ACC:
             self._label("slow", step)

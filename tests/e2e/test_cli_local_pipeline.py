@@ -134,8 +134,10 @@ def test_local_up_register_train_status_and_events(local_up, tmp_path: Path) -> 
             break
         time.sleep(1)
     assert "job e2e-job: Completed" in status.stdout, status.stdout
-    rows = {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()[3:] if line.strip()}
+    table, _, advice = status.stdout.partition("\n\nwhat to do:\n")
+    rows = {line.split()[0]: line.split()[1] for line in table.splitlines()[3:] if line.strip()}
     assert rows == {"ExplodingTensor": "IssuesFound", "VanishingGradient": "NoIssuesFound"}
+    assert advice.startswith("  ExplodingTensor: Likely cause: NaN/Inf in ")  # the firing says what to do
 
     # AND the subscriber received EVENTS.md-shaped state changes, the last one final
     received = []

@@ -56,7 +56,8 @@ def _verdicts(env: dict[str, str], job: str) -> dict[str, str] | None:
     assert status.returncode == 0, status.stderr
     if f"job {job}: Completed" not in status.stdout:
         return None
-    return {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()[3:] if line.strip()}
+    table = status.stdout.partition("\n\nwhat to do:\n")[0]  # the rules' advice follows the table
+    return {line.split()[0]: line.split()[1] for line in table.splitlines()[3:] if line.strip()}
 
 
 def test_broken_keras_runs_fire_through_the_local_mode(local_up, tmp_path: Path) -> None:  # noqa: F811

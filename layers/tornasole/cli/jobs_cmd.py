@@ -180,12 +180,20 @@ def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
 
 
 def print_status(jobs: Any, name: str) -> str:
+    from tornasole.rules.report import split_advice
+
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")
     print(format_table(["rule", "status", "first issue step", "details"], rows, max_width=cell_width(90)))
     rewritten = jobs.describe(name).get("TornasoleTrialRewritten")
     if rewritten:  # the verdict above describes data that was overwritten since (evaluator.lifecycle)
         print(f"warning: {rewritten['StatusDetails']}")
+    advice = [(rule, split_advice(details)[1]) for rule, _, _, details in rows]
+    if any(text for _, text in advice):  # the table cuts long details: each firing's advice in full
+        print("\nwhat to do:")
+        for rule, text in advice:
+            if text:
+                print(f"  {rule}: {text}")
     return status
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tornasole.evaluator.models import SECONDARY_STATUS, JobState, RuleState, rule_job_arn
+from tornasole.rules.report import split_advice
 from tornasole.stack_spec import EVENT_ID_FIELD
 
 __all__ = [
@@ -130,11 +131,13 @@ def issue_detail(
 def alert_message(
     state: JobState, rule_name: str, step: int, details: str, files: dict[str, Any]
 ) -> tuple[str, str]:
-    """(subject, body) of an email/sms alert: what fired, where, and where to look."""
+    """(subject, body) of an email/sms alert: what fired, where, what to do about it and where to look."""
     subject = clip(f"Tornasole: {rule_name} found issues in {state.name}", 100)
+    finding, advice = split_advice(clip(details))
     lines = [
         f"Rule {rule_name} found issues in training job {state.name} at step {step}.",
-        clip(details) if details else "",
+        finding,
+        advice,  # the rule's likely cause and suggested fix, on a line of its own
         f"Step files: {', '.join(files.get('IndexFiles', [])) or files.get('TrialPath', '')}",
         f"Job status: {state.status.value}. Follow it with: tornasole jobs status {state.name}",
     ]

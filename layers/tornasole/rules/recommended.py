@@ -42,6 +42,27 @@ without them, caught 240 of 278 broken runs on its held-out split.
 
 SageMaker's defaults "catch" everything because LossNotDecreasing, Overfit and
 Overtraining fire on nearly every run, healthy or not: an alarm that always rings.
+
+Fourteenth revision: model families (``bench/detection/families``: CNN with
+BatchNorm on digits, sigmoid/BCE on breast cancer, softmax on wine, regression
+on diabetes, GRU, autoencoder, tiny transformer; PyTorch hook; 216 runs,
+scored one family left out, figures in ``bench/RESULTS.md``). The thirteenth
+revision's set alarmed on 61 of the 108 runs built healthy there (every one of
+the CNN and regression families). Four options, no threshold changed, bring
+that to 4 of 108 (worst family: softmax, 3 of 16):
+``VanishingGradient bias_by_layer`` (a bias feeding a BatchNorm has a zero
+gradient), ``SaturatedActivation skip_output_layer`` (the activation that
+feeds the loss, found from the trial's save order, is driven to confidence),
+``skip_frozen`` on WeightUpdateRatio and UnchangedWeights (no gradient saved:
+frozen on purpose) and ``ExplodingTensor skip_scaler_overflow`` (Inf gradients
+under a finite loss: a step an fp16 loss scaler skipped). Recall is not at the
+target there (worst family 0.45 against the labels, 0.29 against the runs'
+construction). On this benchmark's calibration and development splits nothing
+changes (same firings, same steps). Tried, not taken: WeightUpdateRatio's
+``small_window=3`` (no alarm on weights that an accumulation of gradients
+leaves equal between two saved steps): it delays the detection of frozen
+layers by two saved steps, detections within one save interval on
+calibration 93% -> 81%, and no family run needed it at a save interval of 4.
 """
 
 from __future__ import annotations
@@ -56,7 +77,7 @@ __all__ = ["recommended_rules", "recommended_rules_that_cannot_apply", "RECOMMEN
 
 #: ``(configuration name, rule, parameters)``; parameters as strings, as a rule configuration carries them.
 RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
-    ("ExplodingTensor", "ExplodingTensor", {}),
+    ("ExplodingTensor", "ExplodingTensor", {"skip_scaler_overflow": "True"}),
     (
         "VanishingGradient",
         "VanishingGradient",
@@ -65,6 +86,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "loss_drop_percent": "80",
             "loss_window": "3",
             "skip_all_zero": "True",
+            "bias_by_layer": "True",
         },
     ),
     ("DeadRelu", "DeadRelu", {"threshold_layer": "90", "min_samples": "64", "threshold_network": "60"}),
@@ -77,6 +99,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "threshold_sigmoid_min": "-5",
             "threshold_sigmoid_max": "5",
             "fraction_saturated": "50",
+            "skip_output_layer": "True",
         },
     ),
     (
@@ -96,8 +119,12 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("StalledLoss", "StalledLoss", {"max_weight_change_percent": "5"}),
     ("SlowConvergence", "SlowConvergence", {"train_tensor_regex": ".*epoch_acc(uracy)?$"}),
     ("Overfit", "Overfit", {"patience": "3", "ratio_threshold": "1.0", "min_difference": "0.3"}),
-    ("UnchangedWeights", "UnchangedTensor", {"collection_names": "weights", "num_steps": "3"}),
-    ("WeightUpdateRatio", "WeightUpdateRatio", {}),
+    (
+        "UnchangedWeights",
+        "UnchangedTensor",
+        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True"},
+    ),
+    ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True"}),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),
     ("ZeroGradients", "ZeroGradients", {}),
 )

@@ -18,10 +18,21 @@ from typing import Any
 
 from tornasole.rules.actions import Action
 
-__all__ = ["RuleOutcome", "MAX_DETAILS", "format_number", "plain_value"]
+__all__ = [
+    "RuleOutcome",
+    "MAX_DETAILS",
+    "ADVICE_PREFIX",
+    "format_advice",
+    "split_advice",
+    "format_number",
+    "plain_value",
+]
 
 #: SageMaker's limit for ``StatusDetails``.
 MAX_DETAILS = 1024
+
+#: Where a firing's advice starts in ``details`` (what ``split_advice`` looks for).
+ADVICE_PREFIX = "Likely cause: "
 
 ISSUES_FOUND = "IssuesFound"
 NO_ISSUES_FOUND = "NoIssuesFound"
@@ -62,6 +73,31 @@ def plain_value(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): plain_value(v) for k, v in x.items()}
     return x
+
+
+def format_advice(cause: str, fix: str) -> str:
+    """One line: what most likely went wrong and what to try (DeepDiagnosis's and UMLAUT's messages).
+
+    Examples
+    --------
+    >>> format_advice("learning rate too high for Adam", "try 10x lower or add warmup")
+    'Likely cause: learning rate too high for Adam. Suggested fix: try 10x lower or add warmup.'
+    """
+    return f"{ADVICE_PREFIX}{cause.rstrip('.')}. Suggested fix: {fix.rstrip('.')}."
+
+
+def split_advice(details: str) -> tuple[str, str]:
+    """``(finding, advice)`` of a ``details`` text (advice ``""`` when it carries none).
+
+    Examples
+    --------
+    >>> split_advice("R: condition met at step 3: x < 1. Likely cause: a. Suggested fix: b.")
+    ('R: condition met at step 3: x < 1', 'Likely cause: a. Suggested fix: b.')
+    """
+    at = (details or "").rfind(". " + ADVICE_PREFIX)
+    if at < 0:
+        return details or "", ""
+    return details[:at], details[at + 2 :]
 
 
 def _truncate(text: str, limit: int = MAX_DETAILS) -> str:
@@ -108,6 +144,8 @@ class RuleOutcome:
     values: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False
     actions: tuple[Action, ...] = ()
+    #: A fired outcome's likely cause and suggested fix (:func:`format_advice`); also the end of ``details``.
+    advice: str = ""
 
     @property
     def status(self) -> str:
@@ -129,8 +167,12 @@ class RuleOutcome:
         *,
         skipped_reason: str | None = None,
         actions: tuple[Action, ...] = (),
+        advice: str = "",
     ) -> RuleOutcome:
-        """Compose ``details`` from the rule's recorded messages (used by :class:`Rule`)."""
+        """Compose ``details`` from the rule's recorded messages (used by :class:`Rule`).
+
+        A fired outcome's ``advice`` ends ``details``, kept whole when the findings are cut to the limit.
+        """
         where = f"step {step}"
         if mode is not None and mode_step is not None:
             where += f" ({mode} {mode_step})"
@@ -142,6 +184,9 @@ class RuleOutcome:
                 text += ": " + "; ".join(messages)
         else:
             text = f"{rule_name}: no issue at {where}"
+        advice = advice if fired and skipped_reason is None else ""
+        if advice:
+            text = _truncate(text, MAX_DETAILS - len(advice) - 2) + ". " + advice
         return cls(
             rule_name=rule_name,
             step=step,
@@ -152,6 +197,7 @@ class RuleOutcome:
             values={k: plain_value(v) for k, v in values.items()},
             skipped=skipped_reason is not None,
             actions=actions,
+            advice=advice,
         )
 
     def to_dict(self) -> dict[str, Any]:

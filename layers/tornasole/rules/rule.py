@@ -36,7 +36,7 @@ from tornasole.exceptions import (
     TensorUnavailableForStep,
 )
 from tornasole.rules.actions import parse_actions
-from tornasole.rules.report import RuleOutcome, format_number
+from tornasole.rules.report import RuleOutcome, format_advice, format_number
 from tornasole.rules.req_tensors import RequiredTensors
 
 __all__ = ["Rule", "SKIPPABLE"]
@@ -161,6 +161,23 @@ class Rule(ABC):
             count += len(pairs)
         return count
 
+    def advice(self) -> tuple[str, str] | None:
+        """``(likely cause, suggested fix)`` of the current step's firing, or None (no advice).
+
+        Called after ``invoke_at_step`` returned True; the numbers it recorded with :meth:`report_issue` are
+        in ``self._values``. The built-in rules answer from their ``LIKELY_CAUSE``/``SUGGESTED_FIX``.
+        """
+        return None
+
+    def _advice_text(self) -> str:
+        """:meth:`advice` as one line; a rule whose advice fails still reports its finding."""
+        try:
+            found = self.advice()
+        except Exception:  # noqa: BLE001 - advice is decoration; never fail a rule for it
+            logging.getLogger(__name__).debug("advice of %s failed", self.rule_name, exc_info=True)
+            return ""
+        return format_advice(*found) if found else ""
+
     @staticmethod
     def fmt(x: Any) -> str:
         """Format a number the way details do (``3.1e-09``)."""
@@ -243,6 +260,7 @@ class Rule(ABC):
                 self._messages,
                 self._values,
                 actions=self.actions,
+                advice=self._advice_text() if fired else "",
             )
         self.last_outcome = outcome
         return outcome
@@ -262,6 +280,14 @@ class Rule(ABC):
             return
         mode, mode_step = self._where(step)
         self.last_outcome = RuleOutcome.build(
-            self.rule_name, step, True, mode, mode_step, self._messages, self._values, actions=self.actions
+            self.rule_name,
+            step,
+            True,
+            mode,
+            mode_step,
+            self._messages,
+            self._values,
+            actions=self.actions,
+            advice=self._advice_text(),
         )
         raise RuleEvaluationConditionMet(self.rule_name, step)

@@ -76,6 +76,32 @@ class TensorQueries:
             names = {n for n in names if coll.matches(n)}
         return sorted(names)
 
+    def saved_order(self, step: int) -> list[str]:
+        """Names of the tensors saved at global ``step``, in the order they were written (their records'
+        offsets in the first worker's event file); tensors saved as reductions only count at their first
+        reduction. Why: a hook writes a module's input or output as the forward pass reaches it, so the order
+        says which layer ran last before the loss (the output layer), which no name can say.
+
+        Examples
+        --------
+        >>> trial.saved_order(0)  # doctest: +SKIP
+        ['fc1_sigmoid_input_0', 'out_sigmoid_input_0', 'BCELoss_output_0', 'gradient/Net_out.weight', ...]
+        """
+        from tornasole.trials.step_index import LOC_PATH, LOC_START, entry_locations
+
+        self.maybe_refresh()
+        with self._table.lock:
+            rec = self._table.record(step)
+            if rec is None or not rec.workers:
+                return []
+            tensors = rec.workers[sorted(rec.workers)[0]]
+            keyed = []
+            for name, entry in tensors.items():
+                locs = entry_locations(entry)
+                if locs:
+                    keyed.append((locs[0][LOC_PATH], locs[0][LOC_START], name))
+        return [name for _, _, name in sorted(keyed)]
+
     def tensor(self, name: str) -> Tensor:
         """The :class:`Tensor` called ``name``; :class:`TensorUnavailable` if it was never saved.
 

@@ -10,13 +10,14 @@ from rules_helpers import train_mlp
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import AllZero, DeadRelu, SaturatedActivation, TensorVariance, UnchangedTensor
+from tornasole.rules.report import split_advice
 
 
 def test_dead_relu_fires_for_a_layer_with_large_negative_bias(trial_factory):
     trial = trial_factory(train_mlp(steps=3, relu_bias=-50.0))
     summary = invoke_rule(DeadRelu(trial))
     assert summary.first_step == 0
-    assert summary.fired[0].details.endswith(
+    assert split_advice(summary.fired[0].details)[0].endswith(
         "100% of the 8 ReLUs in fc1_relu_output are active in fewer than 1% of 32 samples (step 0) "
         "(> threshold_layer 50%)"
     )

@@ -8,6 +8,7 @@ import pytest
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import CheckInputImages, ClassImbalance, Confusion, NLPSequenceRatio
+from tornasole.rules.report import split_advice
 
 
 def test_class_imbalance_fires_once_enough_samples_show_imbalance(trial_factory):
@@ -83,7 +84,7 @@ def test_nlp_sequence_ratio_fires_on_too_much_padding(trial_factory):
     trial = trial_factory({0: {"embedding0_input_0": ok}, 1: {"embedding0_input_0": padded}})
     summary = invoke_rule(NLPSequenceRatio(trial))
     assert summary.first_step == 1
-    assert summary.fired[0].details.endswith("token 0 is 75% of embedding0_input_0 (> 50%)")
+    assert split_advice(summary.fired[0].details)[0].endswith("token 0 is 75% of embedding0_input_0 (> 50%)")
 
 
 def test_nlp_sequence_ratio_lists_must_match(trial_factory):

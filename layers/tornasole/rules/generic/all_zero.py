@@ -24,6 +24,9 @@ class AllZero(BuiltinRule):
     >>> # invoke_rule(AllZero(trial, tensor_regex=".*relu_output", threshold="100"))
     """
 
+    LIKELY_CAUSE = "every value of {tensor} is 0: the tensor is not computed or not connected to the graph"
+    SUGGESTED_FIX = "check that {tensor} is produced by the forward pass and saved after it is filled"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,

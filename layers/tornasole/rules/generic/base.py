@@ -55,6 +55,10 @@ class BuiltinRule(Rule):
     READS_EARLIER_STEPS: ClassVar[bool] = True
     #: ``(collection name, {parameter: value})`` pairs written into ``rule_configs`` dicts.
     COLLECTIONS: ClassVar[tuple[tuple[str, dict[str, str]], ...]] = ()
+    #: What a firing most likely means and what to try (one line each; ``{tensor}`` is replaced by the
+    #: tensor the finding names). Every built-in rule defines both; :meth:`advice` may refine them.
+    LIKELY_CAUSE: ClassVar[str] = ""
+    SUGGESTED_FIX: ClassVar[str] = ""
 
     def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
         parsed = parse_params(type(self), params)
@@ -67,6 +71,13 @@ class BuiltinRule(Rule):
 
     def check_params(self) -> None:
         """Validate combinations of parameters; raise :meth:`param_error`."""
+
+    def advice(self) -> tuple[str, str] | None:
+        """``(LIKELY_CAUSE, SUGGESTED_FIX)`` with ``{tensor}`` filled from the finding (None when unset)."""
+        if not self.LIKELY_CAUSE:
+            return None
+        tensor = str(getattr(self, "_values", {}).get("tensor") or "the layer")
+        return self.LIKELY_CAUSE.replace("{tensor}", tensor), self.SUGGESTED_FIX.replace("{tensor}", tensor)
 
     def history_steps(self) -> int | None:
         """How many saved steps before the evaluated one this rule reads at most (None: all).
@@ -126,6 +137,25 @@ class BuiltinRule(Rule):
         return self.names_at(
             step, self.params.get("collection_names"), self.params.get("tensor_regex"), trial
         )
+
+    def frozen_on_purpose(self, step: int, weights: list[str]) -> set[str]:
+        """Of ``weights``, those saved at ``step`` with no gradient while the step saved other gradients.
+
+        Why: a layer frozen on purpose (``requires_grad=False``, fine-tuning) gets no gradient, so a hook
+        saves none for it; a layer that should learn and does not (its parameters never reach the optimiser,
+        a zero learning rate) still gets one. A weight matches a gradient whose name ends with ``/<weight>``
+        or equals it past the first ``/`` (``gradient/Net_fc1.weight``, ``gradients/fc1.weight`` for
+        ``weights/fc1.weight``). A step that saved no gradient says nothing: the empty set.
+        """
+        grads = self.names_at(step, ["gradients"])
+        if not grads:
+            return set()
+        tails = {g.split("/", 1)[1] for g in grads if "/" in g}
+
+        def has_gradient(w: str) -> bool:
+            return any(g.endswith("/" + w) for g in grads) or (w.split("/", 1)[-1] in tails)
+
+        return {w for w in weights if not has_gradient(w)}
 
     def step_mode(self, step: int, trial: Any = None) -> ModeKeys:
         """Mode of global ``step`` (GLOBAL when the trial does not know it)."""

@@ -27,6 +27,9 @@ class CheckInputImages(BuiltinRule):
     >>> # invoke_rule(CheckInputImages(trial, regex=".*input_0", channel="1"))
     """
 
+    LIKELY_CAUSE = "the input images are not normalised (their mean is far from 0)"
+    SUGGESTED_FIX = "normalise the inputs: subtract the data set's mean and divide by its standard deviation"
+
     PARAMETERS = (
         Param("threshold_mean", "float", "0.2", "|mean| of a channel above this fires"),
         Param("threshold_samples", "int", "500", "images to see before checking"),

@@ -38,6 +38,9 @@ class ClassImbalance(BuiltinRule):
     >>> # invoke_rule(ClassImbalance(trial, samples="100"))
     """
 
+    LIKELY_CAUSE = "some classes are much rarer than others in the labels"
+    SUGGESTED_FIX = "resample the data or weight the loss by inverse class frequency"
+
     PARAMETERS = (
         Param("threshold_imbalance", "float", "10", "largest/smallest class count above this fires"),
         Param("threshold_misprediction", "float", "0.7", "per-class misprediction fraction above this fires"),

@@ -30,6 +30,9 @@ class Confusion(BuiltinRule):
     >>> # invoke_rule(Confusion(trial, labels="labels", predictions="predictions"))
     """
 
+    LIKELY_CAUSE = "the model confuses some classes (large off-diagonal entries of the confusion matrix)"
+    SUGGESTED_FIX = "check the labels of the confused classes, add data for them or weight the loss"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("category_no", "int", None, "number of classes (unset: inferred)"),

@@ -26,6 +26,9 @@ class CreateXgboostReport(BuiltinRule):
     >>> # rule = CreateXgboostReport(trial); invoke_rule(rule); rule.report_data[10]["metrics"]
     """
 
+    LIKELY_CAUSE = "the report was requested"
+    SUGGESTED_FIX = "read the report in the rule's output"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = ()
     COLLECTIONS = (

@@ -49,6 +49,12 @@ class DeadRelu(BuiltinRule):
     >>> # invoke_rule(DeadRelu(trial, tensor_regex=".*relu_output"))
     """
 
+    LIKELY_CAUSE = (
+        "ReLU units in {tensor} output 0 on every sample (dying ReLU): learning rate too high or negative"
+        " biases"
+    )
+    SUGGESTED_FIX = "lower the learning rate 10x, use LeakyReLU/GELU, or He initialisation with biases at 0"
+
     PARAMETERS = (
         Param("tensor_regex", "regex", ".*relu_output", "ReLU output tensors (re.match)"),
         Param("threshold_inactivity", "float", "1.0", "% of samples below which a unit counts as dead"),

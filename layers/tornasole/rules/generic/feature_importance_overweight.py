@@ -23,6 +23,9 @@ class FeatureImportanceOverweight(BuiltinRule):
     >>> # invoke_rule(FeatureImportanceOverweight(trial, threshold="0.8", nfeatures="3"))
     """
 
+    LIKELY_CAUSE = "a few features dominate the model (a feature may leak the label)"
+    SUGGESTED_FIX = "check those features for leakage; drop or regularise them"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("threshold", "float", "0.8", "share of the top features above which the rule fires"),

@@ -93,6 +93,15 @@ class LossNotDecreasing(BuiltinRule):
     >>> # invoke_rule(LossNotDecreasing(trial, num_steps="10", diff_percent="0.1", mode="TRAIN"))
     """
 
+    LIKELY_CAUSE = (
+        "the loss stopped decreasing: learning rate too low or too high, parameters not in the optimiser,"
+        " or labels that do not match the inputs"
+    )
+    SUGGESTED_FIX = (
+        "check that every parameter reaches the optimiser, try the learning rate 10x up and 10x down, "
+        "check the labels"
+    )
+
     PARAMETERS = (
         COLLECTION_NAMES,
         TENSOR_REGEX,
@@ -245,6 +254,16 @@ class LossNotDecreasing(BuiltinRule):
                 return False
             needed -= 1
         return needed == 0
+
+    def advice(self) -> tuple[str, str] | None:
+        """A loss that rose far above its lowest value diverged; one that stays flat stalled."""
+        if "lowest" in self._values:
+            return (
+                "the loss rose far above its lowest value: the training diverged (learning rate too high, "
+                "a schedule that restarted high)",
+                "lower the learning rate or add a warmup, and clip gradients",
+            )
+        return super().advice()
 
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.use_losses_collection):

@@ -25,6 +25,9 @@ class NLPSequenceRatio(BuiltinRule):
     >>> # invoke_rule(NLPSequenceRatio(trial, token_values="0,1", token_thresholds_percent="50,10"))
     """
 
+    LIKELY_CAUSE = "padding or unknown tokens make up much of the input sequences"
+    SUGGESTED_FIX = "check the tokenizer and vocabulary; shorten the padded sequence length"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("tensor_regex", "regex", ".*embedding0_input_0", "input sequence tensors (re.match)"),

@@ -99,6 +99,9 @@ class OscillatingAccuracy(BuiltinRule):
     >>> # invoke_rule(OscillatingAccuracy(trial, min_swing="0.03", swing_fraction="0.2"))
     """
 
+    LIKELY_CAUSE = "the training accuracy swings up and down: learning rate too high or batches too small"
+    SUGGESTED_FIX = "lower the learning rate 10x, use larger batches or add learning-rate decay"
+
     PARAMETERS = (
         Param(
             "tensor_regex",

@@ -71,6 +71,9 @@ class OscillatingLoss(BuiltinRule):
     >>> # invoke_rule(OscillatingLoss(trial, swing_percent="10", swing_fraction="0.2"))
     """
 
+    LIKELY_CAUSE = "the loss swings up and down: learning rate too high or batches too small"
+    SUGGESTED_FIX = "lower the learning rate 10x, use larger batches or add learning-rate decay"
+
     PARAMETERS = (
         Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
         Param("mode", "mode", None, "TRAIN, EVAL or GLOBAL (unset: EVAL, then TRAIN, then GLOBAL)"),

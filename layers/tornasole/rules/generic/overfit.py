@@ -123,6 +123,14 @@ class Overfit(BuiltinRule):
     >>> # invoke_rule(Overfit(trial, patience="2", ratio_threshold="0.1"))
     """
 
+    LIKELY_CAUSE = (
+        "the validation loss rises while the training loss falls: the model memorises the training set"
+    )
+    SUGGESTED_FIX = (
+        "add regularisation (weight decay, dropout), more data or augmentation, or stop at the best "
+        "validation loss"
+    )
+
     PARAMETERS = (
         Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
         Param("start_step", "int", "0", "global steps before this are not judged"),

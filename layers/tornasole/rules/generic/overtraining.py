@@ -31,6 +31,9 @@ class Overtraining(BuiltinRule):
     >>> # invoke_rule(Overtraining(trial, patience_train="5", patience_validation="10", delta="0.01"))
     """
 
+    LIKELY_CAUSE = "the validation loss stopped improving while training continues"
+    SUGGESTED_FIX = "stop early at the best validation step, or lower the learning rate"
+
     PARAMETERS = (
         Param("patience_train", "int", "5", "saved TRAIN steps without improvement that fire"),
         Param("patience_validation", "int", "10", "saved EVAL steps without improvement that fire"),

@@ -46,6 +46,11 @@ class PoorWeightInitialization(BuiltinRule):
     >>> # invoke_rule(PoorWeightInitialization(trial, steps="10"))
     """
 
+    LIKELY_CAUSE = "the weights are badly scaled for the activations (they vanish or explode across layers)"
+    SUGGESTED_FIX = (
+        "use He (ReLU) or Xavier/Glorot (tanh, sigmoid) initialisation, or add normalisation layers"
+    )
+
     PARAMETERS = (
         Param("activation_inputs_regex", "regex", ".*relu_input", "activation inputs (re.match)"),
         Param("threshold", "float", "10.0", "max/min variance ratio across layers above this fires"),

@@ -14,6 +14,16 @@ per-unit one when ``fraction_saturated`` is set: the layer fires when more than
 lie outside the bounds. DeepDiagnosis uses bounds of ±5 and 50%. SageMaker's
 per-unit reading (a unit counts only when saturated on ~every sample, bounds
 ±9.5 for tanh) misses layers where most, but not all, inputs are saturated.
+
+Output layer (``skip_output_layer``, off by default): DeepDiagnosis's
+criterion is about the units a layer passes on to the next; the output
+layer's sigmoid of a BCE classifier is driven to saturation by its loss on
+every healthy run that learns (a confident prediction is a logit beyond ±5).
+With the option, the activation tensor the trial saved last before the step's
+first loss tensor (:meth:`Trial.saved_order`: a hook writes a module's input as
+the forward pass reaches it, so that is the layer that feeds the loss) is not
+judged. No name is trusted for it; a trial that cannot tell the order, or a
+step with no loss saved after an activation, judges every layer as before.
 """
 
 from __future__ import annotations
@@ -35,6 +45,15 @@ class SaturatedActivation(BuiltinRule):
     >>> # invoke_rule(SaturatedActivation(trial))
     """
 
+    LIKELY_CAUSE = (
+        "tanh/sigmoid units of hidden layer {tensor} are saturated (their gradient is ~0): inputs not "
+        "normalised or weights too large"
+    )
+    SUGGESTED_FIX = (
+        "normalise the inputs, use ReLU in hidden layers, lower the initial weight scale, or add "
+        "BatchNorm/LayerNorm before the activation"
+    )
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,
@@ -51,10 +70,35 @@ class SaturatedActivation(BuiltinRule):
             None,
             "% of all values outside the bounds above which the layer fires (DeepDiagnosis: 50); unset: off",
         ),
+        Param(
+            "skip_output_layer",
+            "bool",
+            "False",
+            "do not judge the activation that feeds the loss (the last saved before the step's loss)",
+        ),
     )
 
+    def output_layer(self, step: int, names: list[str]) -> str | None:
+        """Of ``names``, the one the trial saved last before the first tensor of the ``losses`` collection
+        at ``step`` (None when the trial cannot tell, or no loss follows an activation)."""
+        saved_order = getattr(self.base_trial, "saved_order", None)
+        if saved_order is None:
+            return None
+        losses = set(self.names_at(step, ["losses"]))
+        last = None
+        for name in saved_order(step):
+            if name in losses:
+                return last
+            if name in names:
+                last = name
+        return None
+
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selected(step):
+        names = self.selected(step)
+        output = self.output_layer(step, names) if self.skip_output_layer else None
+        for name in names:
+            if name == output:
+                continue
             low = name.lower()
             if "tanh" in low:
                 lo, hi = self.threshold_tanh_min, self.threshold_tanh_max

@@ -35,6 +35,11 @@ class SimilarAcrossRuns(BuiltinRule):
     >>> # invoke_rule(SimilarAcrossRuns(trial, other_trials=[create_trial("s3://b/other")]))
     """
 
+    LIKELY_CAUSE = (
+        "the tensor differs between runs that should match (nondeterminism or a changed configuration)"
+    )
+    SUGGESTED_FIX = "compare the two runs' configurations, seeds and data order"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (COLLECTION_NAMES, TENSOR_REGEX)
 

@@ -85,6 +85,14 @@ class SlowConvergence(ValidationPasses, BuiltinRule):
     >>> # invoke_rule(SlowConvergence(trial, min_gain="0.01", max_accuracy="0.6"))
     """
 
+    LIKELY_CAUSE = (
+        "the accuracy is barely improving: learning rate too low, a model too small, or labels that do "
+        "not match the inputs"
+    )
+    SUGGESTED_FIX = (
+        "try the learning rate 10x higher, check the labels against the inputs, or widen the model"
+    )
+
     PARAMETERS = (
         Param("tensor_regex", "regex", ".*acc(uracy)?$", "accuracy tensors (re.match)"),
         Param("min_passes", "int", "3", "validation passes before judging"),

@@ -80,6 +80,12 @@ class StalledLoss(BuiltinRule):
     >>> # invoke_rule(StalledLoss(trial, num_passes="3", tolerance_percent="0.5"))
     """
 
+    LIKELY_CAUSE = (
+        "the validation loss and the weights stopped moving: the learning rate reached 0 or is too low, "
+        "or the parameters are not in the optimiser"
+    )
+    SUGGESTED_FIX = "check the learning-rate schedule and that the optimiser holds every parameter"
+
     PARAMETERS = (
         Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
         Param("num_passes", "int", "3", "validation passes compared"),

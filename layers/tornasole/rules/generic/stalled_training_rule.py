@@ -54,6 +54,9 @@ class StalledTrainingRule(BuiltinRule):
     >>> # rule = StalledTrainingRule(trial, threshold="1800"); rule.evaluate(trial.steps()[-1]).fired
     """
 
+    LIKELY_CAUSE = "no new step was saved for a long time: the training hung or crashed"
+    SUGGESTED_FIX = "check the training job's logs (a data loader deadlock, a dead worker)"
+
     PARAMETERS = (
         Param("threshold", "float", "1800", "seconds without a new step that fire"),
         Param("stop_training_on_fire", "bool", "False", "add a stoptraining action"),

@@ -24,6 +24,9 @@ class TensorVariance(BuiltinRule):
     >>> # invoke_rule(TensorVariance(trial, collection_names="weights", max_threshold="10"))
     """
 
+    LIKELY_CAUSE = "the variance of {tensor} is outside the expected range (values vanishing or exploding)"
+    SUGGESTED_FIX = "check the initialisation and the learning rate; add normalisation layers"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         COLLECTION_NAMES,

@@ -30,6 +30,9 @@ class TreeDepth(BuiltinRule):
     >>> # invoke_rule(TreeDepth(trial, depth="4"))
     """
 
+    LIKELY_CAUSE = "the trees grow deeper than expected (overfitting risk)"
+    SUGGESTED_FIX = "lower max_depth or raise min_child_weight"
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (Param("depth", "int", "4", "expected tree depth"),)
 

@@ -13,6 +13,11 @@ between two training steps is never part of the window. At EVAL and PREDICT
 steps the ``weights`` and ``biases`` collections are not judged: parameters do
 not change outside training, so "unchanged" there is the expected state, not
 a frozen layer.
+
+``skip_frozen`` (off by default): a tensor saved with no gradient at a step
+that saved gradients of other layers is a layer frozen on purpose
+(:meth:`BuiltinRule.frozen_on_purpose`); a layer whose parameters never reach
+the optimiser still has a gradient, and still fires.
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ class UnchangedTensor(BuiltinRule):
     >>> # invoke_rule(UnchangedTensor(trial, collection_names="weights", num_steps="3"))
     """
 
+    LIKELY_CAUSE = (
+        "{tensor} did not change across steps: its parameters do not reach the optimiser, or the learning"
+        " rate is 0"
+    )
+    SUGGESTED_FIX = (
+        "pass every trainable parameter to the optimiser and check the scheduler; a layer frozen on "
+        "purpose needs no alarm: set requires_grad=False or leave it out of the rule's collection"
+    )
+
     PARAMETERS = (
         COLLECTION_NAMES,
         TENSOR_REGEX,
@@ -41,6 +55,13 @@ class UnchangedTensor(BuiltinRule):
         Param("rtol", "float", "1e-05", "numpy.allclose rtol"),
         Param("atol", "float", "1e-08", "numpy.allclose atol"),
         Param("equal_nan", "bool", "False", "numpy.allclose equal_nan"),
+        Param(
+            "skip_frozen",
+            "bool",
+            "False",
+            "pass over a weight saved with no gradient at a step that saved other gradients (a layer frozen "
+            "on purpose, requires_grad=False)",
+        ),
     )
 
     def check_params(self) -> None:
@@ -62,7 +83,10 @@ class UnchangedTensor(BuiltinRule):
     def invoke_at_step(self, step: int) -> bool:
         mode = self.step_mode(step)
         skip = self._parameters() if mode in (EVAL, PREDICT) else set()
-        for name in self.selected(step):
+        names = self.selected(step)
+        if self.skip_frozen:
+            skip |= self.frozen_on_purpose(step, names)
+        for name in names:
             if name in skip:
                 continue
             steps = self.same_mode_steps(name, step, mode)[-self.num_steps :]

@@ -31,6 +31,17 @@ vanishing gradient. AUTOTRAINER gates its gradient checks the same way, on an
 accuracy that is not converging. A net whose gradients vanish has a loss that
 barely moved. Without a saved training loss the gradients are judged alone and
 the report says so.
+
+Biases judged with their layer (``bias_by_layer``, off by default): a bias
+gradient below ``threshold`` is passed over when the same layer's weight
+gradient (the tensor named alike with ``weight`` for ``bias``) is not. Why: a
+bias that feeds a BatchNorm (a convolution or linear layer with ``bias=True``
+before a BatchNorm, common in user code) has a gradient that is exactly zero
+in theory (the normalisation subtracts the batch mean) and 1e-8 in floating
+point, on healthy runs from step 0; the families benchmark
+(``bench/detection/families``, CNN and regression families) alarmed on every
+healthy run that way. A layer whose gradients vanish has a vanishing weight
+gradient too, which the check still sees.
 """
 
 from __future__ import annotations
@@ -75,6 +86,11 @@ class VanishingGradient(BuiltinRule):
     >>> # invoke_rule(VanishingGradient(trial, threshold="0.0001"))
     """
 
+    LIKELY_CAUSE = "the gradients of {tensor} have vanished (deep sigmoid/tanh stacks, poor initialisation)"
+    SUGGESTED_FIX = (
+        "use ReLU activations, He/Xavier initialisation, normalisation layers or residual connections"
+    )
+
     READS_EARLIER_STEPS = False
     PARAMETERS = (
         Param("threshold", "float", "0.0000001", "mean |gradient| below this fires"),
@@ -100,6 +116,13 @@ class VanishingGradient(BuiltinRule):
             "(the gradients vanished with the loss); unset: not checked",
         ),
         Param("loss_window", "int", "5", "with loss_drop_percent: saved TRAIN losses averaged at each end"),
+        Param(
+            "bias_by_layer",
+            "bool",
+            "False",
+            "the mean check passes over a bias whose layer's weight gradient is not below threshold (a bias "
+            "feeding a BatchNorm has a zero gradient on healthy runs)",
+        ),
         Param(
             "skip_all_zero",
             "bool",
@@ -129,7 +152,7 @@ class VanishingGradient(BuiltinRule):
         found: tuple[str, dict] | None = None
         for name in names:
             m = self._mean_abs(name, step)
-            if m is not None and m < self.threshold:
+            if m is not None and m < self.threshold and not self._bias_of_live_layer(name, names, step):
                 found = (
                     f"mean(|{name}|)={self.fmt(m)} < threshold {self.fmt(self.threshold)}",
                     {"tensor": name, "value": m, "threshold": self.threshold},
@@ -156,6 +179,16 @@ class VanishingGradient(BuiltinRule):
             if v is not None and not np.any(v):
                 return None
         return as_float(self.base_trial.tensor(name).reduction_value(step, "mean", abs=True))
+
+    def _bias_of_live_layer(self, name: str, names: list[str], step: int) -> bool:
+        """With ``bias_by_layer``: ``name`` is a bias whose layer's weight gradient is not below threshold."""
+        if not self.bias_by_layer or not name.endswith("bias"):
+            return False
+        weight = name[: -len("bias")] + "weight"
+        if weight not in names:
+            return False
+        m = self._mean_abs(weight, step)
+        return m is not None and m >= self.threshold
 
     def _loss_dropped(self, step: int) -> tuple[bool, str]:
         """``(came down, note)``: whether every training loss came ``loss_drop_percent`` % below its start

@@ -12,6 +12,19 @@ steps (and at GLOBAL steps of a trial saved without modes), and p is an earlier
 step **of the same mode**, with ``num_steps`` counted in that mode's steps.
 Comparing the weights of an EVAL step with those of the next TRAIN step (equal,
 ratio 0) would report "updates vanished" on every run with a validation phase.
+
+``skip_frozen`` (off by default): a weight saved with no gradient at a step
+that saved gradients of other layers is a layer frozen on purpose
+(``requires_grad=False``), not updates that vanished
+(:meth:`BuiltinRule.frozen_on_purpose`). On the families benchmark
+(``bench/detection/families``) fine-tuning-style runs with a frozen first layer
+fired in every family.
+
+``small_window`` (1 by default: the step compared): "below ``small_threshold``"
+must also hold between the evaluated step and the saved step that many saved
+steps back in its mode. Gradient accumulation updates the weights every few
+batches, so two saved steps inside one accumulation window are equal on a
+healthy run; a layer that never learns stays equal across any window.
 """
 
 from __future__ import annotations
@@ -38,6 +51,9 @@ class WeightUpdateRatio(BuiltinRule):
     >>> # invoke_rule(WeightUpdateRatio(trial, large_threshold="10", small_threshold="0.00000001"))
     """
 
+    LIKELY_CAUSE = "{tensor} barely moves: learning rate too low, or the layer is not in the optimiser"
+    SUGGESTED_FIX = "raise the learning rate, or check that the optimiser holds the layer's parameters"
+
     PARAMETERS = (
         Param(
             "num_steps", "int", None, "compare with the newest saved step <= s - num_steps (unset: previous)"
@@ -45,11 +61,25 @@ class WeightUpdateRatio(BuiltinRule):
         Param("large_threshold", "float", "10.0", "ratio above this fires"),
         Param("small_threshold", "float", "0.00000001", "ratio below this fires"),
         Param("epsilon", "float", "0.000000001", "added to ||w|| to avoid dividing by zero"),
+        Param(
+            "small_window",
+            "int",
+            "1",
+            "the weights must have stayed below small_threshold over this many saved steps of the mode "
+            "(gradient accumulation updates only every few steps)",
+        ),
+        Param(
+            "skip_frozen",
+            "bool",
+            "False",
+            "pass over a weight saved with no gradient at a step that saved other gradients (a layer frozen "
+            "on purpose, requires_grad=False)",
+        ),
     )
     COLLECTIONS = (("weights", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        self.require_at_least(1, "num_steps")
+        self.require_at_least(1, "num_steps", "small_window")
 
     def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
         """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""
@@ -69,14 +99,41 @@ class WeightUpdateRatio(BuiltinRule):
         return steps[i - 1] if mode == GLOBAL else self.base_trial.global_step(mode, steps[i - 1])
 
     def history_steps(self) -> int | None:
-        # the previous TRAIN step may lie behind a validation phase: leave room for one
-        return (1 if self.num_steps is None else self.num_steps) + EVAL_PHASE_ROOM
+        # the previous TRAIN step may lie behind a validation phase: leave room for one (one per window step)
+        back = max(1 if self.num_steps is None else self.num_steps, self.small_window)
+        return back + EVAL_PHASE_ROOM * self.small_window
+
+    def _small_over_window(self, name: str, step: int, mode: ModeKeys) -> bool:
+        """``small_window`` > 1: the weights moved less than ``small_threshold`` across that many saved steps
+        of the mode (False while fewer have been saved: not judged yet)."""
+        steps = self.same_mode_steps(name, step, mode)
+        if len(steps) <= self.small_window or steps[-1] != step:
+            return False
+        w, w0 = self.value(name, step), self.value(name, steps[-1 - self.small_window])
+        if w is None or w0 is None:
+            return False
+        ratio = float(np.linalg.norm((w - w0).ravel()) / (np.linalg.norm(w0.ravel()) + self.epsilon))
+        return ratio < self.small_threshold
+
+    def advice(self) -> tuple[str, str] | None:
+        """Large updates and updates that vanish have opposite causes: say which one fired."""
+        value, tensor = self._values.get("value"), self._values.get("tensor") or "the layer"
+        if isinstance(value, (int, float)) and value > self.large_threshold:
+            return (
+                f"the updates of {tensor} are large relative to its weights: learning rate too high",
+                "lower the learning rate 10x or add a warmup",
+            )
+        return super().advice()
 
     def invoke_at_step(self, step: int) -> bool:
         mode = self.step_mode(step)
         if mode not in (TRAIN, GLOBAL):
             return False  # no update happens in EVAL/PREDICT
-        for name in self.names_at(step, ["weights"]):
+        names = self.names_at(step, ["weights"])
+        frozen = self.frozen_on_purpose(step, names) if self.skip_frozen else set()
+        for name in names:
+            if name in frozen:
+                continue
             prev = self._previous(name, step, mode)
             if prev is None:
                 continue
@@ -84,7 +141,10 @@ class WeightUpdateRatio(BuiltinRule):
             if w is None or w0 is None:
                 continue
             ratio = float(np.linalg.norm((w - w0).ravel()) / (np.linalg.norm(w0.ravel()) + self.epsilon))
-            if ratio > self.large_threshold or ratio < self.small_threshold:
+            small = ratio < self.small_threshold and (
+                self.small_window == 1 or self._small_over_window(name, step, mode)
+            )
+            if ratio > self.large_threshold or small:
                 bound = (
                     f"> large_threshold {self.fmt(self.large_threshold)}"
                     if ratio > self.large_threshold

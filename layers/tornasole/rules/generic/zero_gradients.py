@@ -43,6 +43,14 @@ class ZeroGradients(ValidationPasses, BuiltinRule):
     >>> # invoke_rule(ZeroGradients(trial, threshold="70", max_accuracy="0.6"))
     """
 
+    LIKELY_CAUSE = (
+        "most gradient entries are exactly 0 while the accuracy stays low: dead ReLUs or a graph cut "
+        "(detach, no_grad) before the loss"
+    )
+    SUGGESTED_FIX = (
+        "lower the learning rate, use LeakyReLU, and check for .detach()/no_grad on the way to the loss"
+    )
+
     PARAMETERS = (
         Param("collection_names", "str_list", "gradients", COLLECTION_NAMES.help),
         TENSOR_REGEX,

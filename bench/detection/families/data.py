@@ -1,0 +1,79 @@
+"""Data of the families benchmark: scikit-learn's bundled data sets (they ship in the wheel; nothing
+downloads) and two synthetic sequence tasks. Every loader returns standardised float32 inputs, targets, the
+number of classes (0 for a real-valued target) and the validation size; the split is seeded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _standardise(x: np.ndarray, n_train: int) -> np.ndarray:
+    mu, sd = x[:n_train].mean(axis=0), x[:n_train].std(axis=0)
+    return ((x - mu) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
+
+
+def _shuffle(rng: np.random.Generator, *arrays: np.ndarray) -> list[np.ndarray]:
+    order = rng.permutation(len(arrays[0]))
+    return [a[order] for a in arrays]
+
+
+def digits(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """8x8 handwritten digits (1,797 images, 10 classes), pixels scaled to [0, 1], shape (N, 1, 8, 8)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x, y = _shuffle(rng, (d.images / 16.0).astype(np.float32)[:, None], d.target.astype(np.int64))
+    return x, y, 10, 360
+
+
+def digits_flat(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The digits as 64-vectors in [0, 1] (the autoencoder's input and target)."""
+    x, y, _, n_val = digits(rng)
+    return x.reshape(len(x), 64), y, 0, n_val
+
+
+def breast_cancer(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """569 tumours, 30 features, benign/malignant (a binary target, float for BCE)."""
+    from sklearn.datasets import load_breast_cancer
+
+    d = load_breast_cancer()
+    x, y = _shuffle(rng, d.data, d.target.astype(np.float32)[:, None])
+    return _standardise(x, len(x) - 128), y, 2, 128
+
+
+def wine(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """178 wines, 13 features, 3 cultivars: a small validation set (48), its accuracy in steps of 2%."""
+    from sklearn.datasets import load_wine
+
+    d = load_wine()
+    x, y = _shuffle(rng, d.data, d.target.astype(np.int64))
+    return _standardise(x, len(x) - 48), y, 3, 48
+
+
+def diabetes(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """442 patients, 10 features, disease progression after a year (regression; target standardised)."""
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()
+    x, y = _shuffle(rng, d.data, d.target)
+    n_train = len(x) - 112
+    y = ((y - y[:n_train].mean()) / y[:n_train].std()).astype(np.float32)[:, None]
+    return _standardise(x, n_train), y, 0, 112
+
+
+def sum_sequences(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic: 1,200 sequences of 12 steps x 3 channels; the class is the channel with the largest sum."""
+    n = 1200
+    x = rng.normal(size=(n, 12, 3)).astype(np.float32)
+    y = x.sum(axis=1).argmax(axis=1).astype(np.int64)
+    return x, y, 3, 256
+
+
+def first_token(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic: 1,200 sequences of 8 tokens (vocabulary 6); the class is the most frequent token of the
+    first four (ties to the smallest): a task that needs attention across positions."""
+    n = 1200
+    x = rng.integers(0, 6, size=(n, 8))
+    counts = np.stack([(x[:, :4] == v).sum(axis=1) for v in range(6)], axis=1)
+    return x.astype(np.int64), counts.argmax(axis=1).astype(np.int64), 6, 256

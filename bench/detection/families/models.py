@@ -1,0 +1,108 @@
+"""The families' models. Activation modules are named ``<layer>_<fn>`` (``fc1_relu``, ``out_sigmoid``) so the
+PyTorch hook saves ``fc1_relu_output_0`` and ``out_sigmoid_input_0``, the names the activation rules read.
+``hidden_act`` replaces the hidden activation (a DeepFD mutation); ``depth`` repeats the hidden block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
+
+
+class Mlp(nn.Module):
+    """Linear blocks (optional LayerNorm/BatchNorm, dropout) then an output layer; ``out_act`` is an output
+    activation module (``sigmoid`` for a BCE classifier, ``sigmoid`` for an autoencoder's pixels)."""
+
+    def __init__(
+        self,
+        sizes: list[int],
+        act: str,
+        norm: str = "",
+        dropout: float = 0.0,
+        out_act: str = "",
+    ) -> None:
+        super().__init__()
+        self.blocks: list[tuple[str, ...]] = []
+        for i, (a, b) in enumerate(zip(sizes[:-2], sizes[1:-1]), start=1):
+            names = [f"fc{i}"]
+            setattr(self, f"fc{i}", nn.Linear(a, b))
+            if norm:
+                setattr(self, f"fc{i}_norm", nn.LayerNorm(b) if norm == "layer" else nn.BatchNorm1d(b))
+                names.append(f"fc{i}_norm")
+            setattr(self, f"fc{i}_{act}", ACTS[act]())
+            names.append(f"fc{i}_{act}")
+            if dropout:
+                setattr(self, f"fc{i}_drop", nn.Dropout(dropout))
+                names.append(f"fc{i}_drop")
+            self.blocks.append(tuple(names))
+        self.out = nn.Linear(sizes[-2], sizes[-1])
+        self.out_act = f"out_{out_act}" if out_act else ""
+        if out_act:
+            setattr(self, self.out_act, ACTS[out_act]())
+
+    def forward(self, x: Any) -> Any:
+        for names in self.blocks:
+            for n in names:
+                x = getattr(self, n)(x)
+        x = self.out(x)
+        return getattr(self, self.out_act)(x) if self.out_act else x
+
+
+class ConvNet(nn.Module):
+    """Two 3x3 convolutions on 8x8 images, each followed by BatchNorm (the convolutions keep their bias, as
+    much user code does: a bias feeding a BatchNorm gets a zero gradient), then a linear classifier."""
+
+    def __init__(self, act: str = "relu", width: int = 8, depth: int = 2) -> None:
+        super().__init__()
+        self.layers: list[str] = []
+        c = 1
+        for i in range(1, depth + 1):
+            setattr(self, f"conv{i}", nn.Conv2d(c, width * i, 3, padding=1))
+            setattr(self, f"conv{i}_bn", nn.BatchNorm2d(width * i))
+            setattr(self, f"conv{i}_{act}", ACTS[act]())
+            self.layers += [f"conv{i}", f"conv{i}_bn", f"conv{i}_{act}"]
+            c = width * i
+        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.out = nn.Linear(c * 4, 10)
+
+    def forward(self, x: Any) -> Any:
+        for n in self.layers:
+            x = getattr(self, n)(x)
+        return self.out(torch.flatten(self.pool(x), 1))
+
+
+class GruNet(nn.Module):
+    """A one-layer GRU over the sequence, its last hidden state to a linear classifier."""
+
+    def __init__(self, hidden: int = 24, classes: int = 3) -> None:
+        super().__init__()
+        self.gru = nn.GRU(3, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, classes)
+
+    def forward(self, x: Any) -> Any:
+        h, _ = self.gru(x)
+        return self.out(h[:, -1])
+
+
+class TinyTransformer(nn.Module):
+    """Token and learned position embeddings, one pre-norm encoder layer (2 heads, d=32, dropout 0.1), mean
+    pooling, a linear classifier."""
+
+    def __init__(
+        self, vocab: int = 6, length: int = 8, d: int = 32, classes: int = 6, layers: int = 1
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(1, length, d) * 0.1)
+        layer = nn.TransformerEncoderLayer(d, 2, 64, dropout=0.1, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, classes)
+
+    def forward(self, x: Any) -> Any:
+        h = self.encoder(self.embed(x) + self.pos)
+        return self.out(self.norm(h).mean(dim=1))

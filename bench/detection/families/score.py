@@ -1,0 +1,208 @@
+"""Score the rules on the families benchmark, one family left out at a time.
+
+Usage::
+
+    python bench/detection/families/score.py                      # every family, seeds 0-1, both rule sets
+    python bench/detection/families/score.py --families cnn,rnn --seeds 0
+    python bench/detection/families/score.py --json out.json --out DIR   # keep the numbers and the trials
+    python bench/detection/families/score.py --reuse DIR          # re-evaluate the trials a run left in DIR
+
+Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
+calibrated only on the families that are not scored, so each family's numbers are what the rules do on runs of
+a family they were not tuned on. Printed per family: run-level recall against the labels (runs a published
+criterion flags, :mod:`labels`), false alarms on the runs no criterion flags, median latency from the onset
+in TRAIN steps and the share within one save interval, and the same recall/false alarms against what each
+run was *built* to be (a bug only an accuracy shows, such as permuted labels, meets no criterion); then the
+rules behind the false alarms. The headline is the worst family (lowest recall, then most false alarms),
+never the mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from multiprocessing import get_context
+from pathlib import Path
+
+# bench/detection first: its run.py/labels.py are imported by name (this folder's training.py must not
+# shadow bench/detection/training.py).
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from run import evaluate_one, rule_sets  # noqa: E402
+
+from families.cases import CASES  # noqa: E402
+from families.training import FAMILIES, SAVE_INTERVAL  # noqa: E402
+from families.training import run as train_run  # noqa: E402
+
+
+def train_one(job: tuple[str, int, str]) -> dict:
+    name, seed, root = job
+    kind, family, spec = CASES[name]
+    path = os.path.join(root, f"{name.replace('/', '-')}-s{seed}")
+    shutil.rmtree(path, ignore_errors=True)
+    r = train_run(name, spec, seed, path)
+    return {
+        "case": name,
+        "family": family,
+        "seed": seed,
+        "kind": kind,
+        "split": family,
+        "path": path,
+        "labels": r.labels,
+        "onset": r.onset,
+        "established": r.established,
+        "train_before": r.train_before,
+        "final_val_acc": r.final_val_acc,
+    }
+
+
+def _fires(r: dict, set_name: str) -> list[tuple[int, str]]:
+    return sorted(
+        (f["first_step"], conf) for conf, f in r["firings"][set_name].items() if f["first_step"] is not None
+    )
+
+
+def family_metrics(rs: list[dict], set_name: str) -> dict:
+    """Recall/false alarms against the labels and against the construction, latency, alarm sources."""
+    broken = [r for r in rs if r["labels"]]
+    healthy = [r for r in rs if not r["labels"]]
+    latencies = []
+    for r in broken:
+        fires = _fires(r, set_name)
+        if fires and fires[0][0] < len(r["train_before"]):
+            tb = r["train_before"]
+            latencies.append(tb[fires[0][0]] - tb[r["onset"]])
+    alarms = [r for r in healthy if _fires(r, set_name)]
+    built_broken = [r for r in rs if r["kind"] == "broken"]
+    built_healthy = [r for r in rs if r["kind"] == "healthy"]
+    sources = Counter(conf for r in alarms for _, conf in _fires(r, set_name)[:1])
+    return {
+        "runs": len(rs),
+        "broken": len(broken),
+        "detected": sum(1 for r in broken if _fires(r, set_name)),
+        "healthy": len(healthy),
+        "false_alarms": len(alarms),
+        "median_latency_train_steps": statistics.median(latencies) if latencies else None,
+        "within_one_save_interval": (
+            sum(1 for x in latencies if x <= SAVE_INTERVAL) / len(latencies) if latencies else None
+        ),
+        "built_broken": len(built_broken),
+        "built_broken_detected": sum(1 for r in built_broken if _fires(r, set_name)),
+        "built_healthy": len(built_healthy),
+        "built_healthy_alarms": sum(1 for r in built_healthy if _fires(r, set_name)),
+        "alarm_first_rule": dict(sources),
+        "false_alarm_cases": sorted(f"{r['case']}-s{r['seed']}:{_fires(r, set_name)[0][1]}" for r in alarms),
+        "missed_cases": sorted(f"{r['case']}-s{r['seed']}" for r in broken if not _fires(r, set_name)),
+    }
+
+
+def _ratio(a: int, b: int) -> str:
+    return f"{a}/{b} = {a / b:.2f}" if b else f"{a}/0"
+
+
+def report(results: list[dict], set_names: list[str]) -> dict:
+    out: dict[str, dict] = {}
+    for set_name in set_names:
+        print(f"\n=== {set_name}: per family left out ===")
+        print(
+            f"{'family':12s} {'recall (labels)':>18s} {'false alarms':>16s} {'lat':>5s} {'<=1 int':>8s}"
+            f" {'recall (built)':>18s} {'alarms (built)':>16s}"
+        )
+        per = {}
+        for family in FAMILIES:
+            rs = [r for r in results if r["family"] == family]
+            if not rs:
+                continue
+            m = family_metrics(rs, set_name)
+            per[family] = m
+            lat = m["median_latency_train_steps"]
+            within = m["within_one_save_interval"]
+            print(
+                f"{family:12s} {_ratio(m['detected'], m['broken']):>18s} "
+                f"{_ratio(m['false_alarms'], m['healthy']):>16s} {'-' if lat is None else f'{lat:g}':>5s} "
+                f"{'-' if within is None else f'{100 * within:.0f}%':>8s} "
+                f"{_ratio(m['built_broken_detected'], m['built_broken']):>18s} "
+                f"{_ratio(m['built_healthy_alarms'], m['built_healthy']):>16s}"
+            )
+        for family, m in per.items():
+            if m["alarm_first_rule"]:
+                print(f"  {family}: false alarms by first rule {m['alarm_first_rule']}")
+
+        def badness(fm: tuple[str, dict]) -> tuple[float, float]:
+            m = fm[1]
+            recall = m["detected"] / m["broken"] if m["broken"] else 1.0
+            fa = m["false_alarms"] / m["healthy"] if m["healthy"] else 0.0
+            return (recall, -fa)
+
+        if per:
+            worst_recall = min(per.items(), key=badness)
+            worst_fa = max(per.items(), key=lambda fm: fm[1]["false_alarms"] / max(fm[1]["healthy"], 1))
+            print(
+                f"  WORST family by recall: {worst_recall[0]} "
+                f"({_ratio(worst_recall[1]['detected'], worst_recall[1]['broken'])}); "
+                f"by false alarms: {worst_fa[0]} "
+                f"({_ratio(worst_fa[1]['false_alarms'], worst_fa[1]['healthy'])})"
+            )
+        out[set_name] = per
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--families", default=",".join(FAMILIES), help="comma-separated, among " + ", ".join(FAMILIES)
+    )
+    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
+    ap.add_argument(
+        "--sets", default="recommended", help="rule sets: recommended, sagemaker-defaults or both"
+    )
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
+    ap.add_argument("--reuse", help="evaluate the trials and labels a previous --out run left in this folder")
+    ap.add_argument("--json", help="write the numbers and every run's firings here")
+    args = ap.parse_args(argv)
+    families = [f for f in args.families.split(",") if f]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown or not families:
+        ap.error(f"--families: unknown {', '.join(unknown) or '(none)'}; choose among {', '.join(FAMILIES)}")
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    sets = rule_sets()
+    wanted = list(sets) if args.sets == "both" else [s for s in args.sets.split(",") if s]
+    if not wanted or set(wanted) - set(sets):
+        ap.error(f"--sets: choose among {', '.join(sets)} or both")
+    sets = {k: v for k, v in sets.items() if k in wanted}
+    start = time.perf_counter()
+    root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-families-")
+    runs_file = Path(root) / "runs.json"
+    jobs = [(n, s, root) for n, (_, fam, _) in CASES.items() if fam in families for s in seeds]
+    with get_context("fork").Pool(args.processes) as pool:
+        if args.reuse:
+            wanted_runs = {(n, s) for n, s, _ in jobs}
+            runs = [r for r in json.loads(runs_file.read_text()) if (r["case"], r["seed"]) in wanted_runs]
+        else:
+            runs = pool.map(train_one, jobs, chunksize=1)
+            runs_file.write_text(json.dumps(runs))
+        trained = time.perf_counter()
+        results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
+    evaluated = time.perf_counter()
+    numbers = report(results, list(sets))
+    print(
+        f"\n{len(runs)} runs; training {trained - start:.0f} s, rules {evaluated - trained:.0f} s, "
+        f"total {evaluated - start:.0f} s ({args.processes} processes)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+    if not (args.out or args.reuse):
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,356 @@
+"""One run of the families benchmark: a tiny PyTorch model of one family trained with a validation pass
+per epoch, saved by the PyTorch hook (``tornasole.pytorch.Hook``: weights, gradients, the loss module's
+output, activation inputs/outputs by module name) and labelled by :mod:`labels` while it trains.
+
+What the hook saves: collections ``weights``, ``gradients``, ``losses``; ``activations`` (inputs of modules
+named ``*_sigmoid``/``*_tanh``), ``relu_output`` (outputs of modules named ``*_relu``); the batch accuracy
+(``accuracy``, collection ``metrics``) and the epoch's training accuracy (``epoch_accuracy``, collection
+``epoch_end``, at the epoch's last TRAIN step) for classifiers (a regression or an autoencoder saves no
+accuracy, as their loops do not). TRAIN steps every ``SAVE_INTERVAL``, EVAL steps every step.
+
+Labels (:class:`labels.Monitor`) see what the optimiser applied: the trainable parameters (a layer frozen
+on purpose with ``requires_grad=False`` is no layer the criteria judge), and not the gradients of a step a
+loss scaler skipped. For an autoencoder the Monitor's "accuracy" is the R^2 of the reconstruction (0 at
+chance, 1 exact), so AUTOTRAINER's "not converging" bound (0.6) reads as "explains less than 60% of the
+variance"; for a regression it is R^2 / ``REGRESSION_REFERENCE_R2``. AUTOTRAINER's oscillation test (swings
+of 0.03) is defined on a classifier's accuracy and is not applied to either.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from labels import Monitor
+
+from families import data
+from families.models import ConvNet, GruNet, Mlp, TinyTransformer
+
+SAVE_INTERVAL = 4
+EVAL_BATCH = 64
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A family's healthy defaults."""
+
+    data: str
+    task: str  # classify | binary | regress | reconstruct
+    opt: str  # sgd | adam | adamw
+    lr: float
+    batch: int
+    epochs: int
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    schedule: str = ""  # "" | cosine | step
+    warmup_epochs: int = 0
+    n_train: int | None = None  # cap on the training samples (None: all but the validation set)
+
+
+FAMILIES: dict[str, Recipe] = {
+    "cnn": Recipe("digits", "classify", "sgd", 0.05, 32, 6, momentum=0.9, schedule="step", n_train=960),
+    "binary": Recipe("breast_cancer", "binary", "adam", 3e-3, 16, 12),
+    "softmax": Recipe(
+        "wine", "classify", "adamw", 1e-2, 8, 15, weight_decay=1e-2, schedule="cosine", warmup_epochs=2
+    ),
+    "regression": Recipe("diabetes", "regress", "sgd", 3e-2, 16, 12, momentum=0.9, schedule="step"),
+    "rnn": Recipe("sum_sequences", "classify", "adam", 1e-2, 32, 8, n_train=640),
+    "autoencoder": Recipe("digits_flat", "reconstruct", "adam", 1e-2, 32, 10, n_train=960),
+    "transformer": Recipe(
+        "first_token",
+        "classify",
+        "adamw",
+        3e-3,
+        32,
+        10,
+        weight_decay=1e-2,
+        schedule="cosine",
+        warmup_epochs=1,
+        n_train=640,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """How one case trains: a family, its recipe, and what differs (every field's default is healthy)."""
+
+    family: str
+    lr_mult: float = 1.0
+    opt: str | None = None
+    momentum: float | None = None
+    epochs: int | None = None
+    batch: int | None = None
+    schedule: str | None = None
+    warmup_epochs: int | None = None
+    hidden_act: str | None = None  # DeepFD: change the activation function
+    depth: int = 2  # hidden blocks (MLPs) or convolutions
+    width: int | None = None
+    weight_scale: float = 1.0  # DeepFD: change the weight initialisation
+    input_scale: float = 1.0  # DeepFD: drop the input normalisation (x this)
+    label_noise: float = 0.0
+    shuffle_labels: bool = False  # a data bug: training labels permuted (only an accuracy shows it)
+    optimizer_skips_first: bool = False  # a bug: the first layer's parameters never reach the optimiser
+    freeze_first: bool = False  # on purpose: the first layer has requires_grad=False
+    lr_zero_after_epoch: int | None = None  # a scheduler bug
+    accumulate: int = 1  # gradient accumulation: one optimiser step per this many batches
+    skip_step: int | None = (
+        None  # an fp16 loss scaler's overflow: this TRAIN step's gradients are Inf, skipped
+    )
+    double_softmax: bool = False  # DeepFD: change the loss (softmax applied before CrossEntropyLoss)
+    dropout: float = 0.0
+
+
+@dataclass
+class RunResult:
+    case: str
+    seed: int
+    path: str
+    labels: dict[str, int]
+    onset: int | None
+    established: int | None = None
+    train_before: list[int] = field(default_factory=list)
+    final_val_acc: float = float("nan")
+    val_acc: list[float] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
+
+
+def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
+    """The model of ``spec.family`` with the spec's mutations."""
+    act = spec.hidden_act or ("tanh" if spec.family == "softmax" else "relu")
+    width = spec.width
+    if spec.family == "cnn":
+        return ConvNet(act=act, width=width or 8, depth=spec.depth)
+    if spec.family == "rnn":
+        return GruNet(hidden=width or 24, classes=classes)
+    if spec.family == "transformer":
+        return TinyTransformer(d=width or 32, classes=classes)
+    w = width or 32
+    if spec.family == "binary":
+        return Mlp([in_dim, *([w] * spec.depth), 1], act, dropout=spec.dropout or 0.2, out_act="sigmoid")
+    if spec.family == "softmax":
+        return Mlp([in_dim, *([w] * spec.depth), classes], act, norm="layer", dropout=spec.dropout)
+    if spec.family == "regression":
+        return Mlp([in_dim, *([w] * spec.depth), 1], act, norm="batch", dropout=spec.dropout)
+    # autoencoder: 64 -> w -> 16 -> w -> 64, sigmoid pixels
+    return Mlp([in_dim, w, 16, w, in_dim], act, out_act="sigmoid")
+
+
+#: R^2 that counts as a full score for a regression: what a least-squares linear fit of the diabetes data
+#: explains on held-out patients (about 0.5), so AUTOTRAINER's "not converging" (< 0.6) reads as "explains
+#: less than 60% of what a linear model does".
+REGRESSION_REFERENCE_R2 = 0.5
+
+
+def _score(task: str, out: Any, target: Any) -> float:
+    """Accuracy for a classifier; R^2 for a reconstruction; R^2 / REGRESSION_REFERENCE_R2 for a regression."""
+    if task == "classify":
+        return float((out.argmax(dim=1) == target).float().mean())
+    if task == "binary":
+        return float(((out > 0.5).float() == target).float().mean())
+    sst = float(((target - target.mean(dim=0)) ** 2).sum())
+    r2 = 1.0 - float(((out - target) ** 2).sum()) / max(sst, 1e-12)
+    return r2 / REGRESSION_REFERENCE_R2 if task == "regress" else r2
+
+
+def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
+    lr = recipe.lr * spec.lr_mult
+    warm = recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs
+    sched = recipe.schedule if spec.schedule is None else spec.schedule
+    if spec.lr_zero_after_epoch is not None and epoch > spec.lr_zero_after_epoch:
+        return 0.0
+    if epoch < warm:
+        return lr * (epoch + 1) / (warm + 1)
+    if sched == "cosine":
+        return lr * 0.5 * (1 + math.cos(math.pi * (epoch - warm) / max(1, epochs - warm)))
+    if sched == "step":
+        return lr * (0.3 ** (epoch // max(1, epochs // 2)))
+    return lr
+
+
+def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
+    import torch
+    from torch import nn
+
+    from tornasole import SaveConfigMode, modes
+    from tornasole.pytorch import Hook, SaveConfig
+
+    recipe = FAMILIES[spec.family]
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    x, y, classes, n_val = getattr(data, recipe.data)(rng)
+    n_train = len(x) - n_val if recipe.n_train is None else min(recipe.n_train, len(x) - n_val)
+    if spec.input_scale != 1.0:
+        x = x * np.float32(spec.input_scale)
+    xt, yt = x[:n_train], y[:n_train]
+    xv, yv = x[-n_val:], y[-n_val:]
+    task = recipe.task
+    if task == "reconstruct":
+        yt, yv = xt, xv
+    if spec.label_noise and classes:
+        flip = (rng.random(n_train) < spec.label_noise).reshape(-1, *([1] * (yt.ndim - 1)))
+        yt = np.where(flip, rng.integers(0, classes, size=yt.shape).astype(yt.dtype), yt)
+    if spec.shuffle_labels:
+        yt = yt[rng.permutation(n_train)]
+    xt, yt, xv, yv = (torch.from_numpy(np.ascontiguousarray(a)) for a in (xt, yt, xv, yv))
+    in_dim = x.shape[-1]
+    model = build(spec, recipe, in_dim, classes)
+    params = list(model.named_parameters())
+    with torch.no_grad():
+        for _name, p in params:
+            if p.dim() >= 2:
+                p.mul_(spec.weight_scale)
+    first = params[0][0].rsplit(".", 1)[0]  # the first layer's module
+    if spec.freeze_first:
+        for name, p in params:
+            if name.rsplit(".", 1)[0] == first:
+                p.requires_grad_(False)
+    trainable = [
+        p
+        for name, p in params
+        if p.requires_grad and not (spec.optimizer_skips_first and name.rsplit(".", 1)[0] == first)
+    ]
+    opt_name = spec.opt or recipe.opt
+    momentum = recipe.momentum if spec.momentum is None else spec.momentum
+    if opt_name == "sgd":
+        opt = torch.optim.SGD(trainable, lr=recipe.lr, momentum=momentum, weight_decay=recipe.weight_decay)
+    elif opt_name == "adamw":
+        opt = torch.optim.AdamW(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    else:
+        opt = torch.optim.Adam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    if task == "classify":
+        loss_mod: Any = nn.CrossEntropyLoss()
+    elif task == "binary":
+        loss_mod = nn.BCELoss()
+    else:
+        loss_mod = nn.MSELoss()
+
+    save = SaveConfig(
+        mode_save_configs={
+            modes.TRAIN: SaveConfigMode(save_interval=SAVE_INTERVAL),
+            modes.EVAL: SaveConfigMode(save_interval=1),
+        }
+    )
+    hook = Hook(
+        out_dir,
+        save_config=save,
+        include_collections=["weights", "gradients", "losses", "activations", "relu_output", "metrics"],
+        stop_check_interval=None,
+    )
+    hook.get_collection("activations").include(".*(sigmoid|tanh)_input_0")
+    hook.get_collection("relu_output").include(".*relu_output_0")
+    hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1)
+    hook.register_module(model)
+    hook.register_loss(loss_mod)
+
+    # The Monitor's own view: pre-activations of hidden tanh/sigmoid modules (DeepDiagnosis's saturation is
+    # about the units a layer passes on; an output layer a loss drives to confidence is not one).
+    captured: dict[str, list[np.ndarray]] = {}
+    for mname, module in model.named_modules():
+        if isinstance(module, (nn.Tanh, nn.Sigmoid)) and not mname.startswith("out_"):
+
+            def grab(_m: Any, inputs: Any, _o: Any, key: str = mname) -> None:
+                if not model.training:
+                    captured.setdefault(key, []).append(inputs[0].detach().numpy().copy())
+
+            module.register_forward_hook(grab)
+
+    kernels = [(n, p) for n, p in params if p.dim() >= 2 and p.requires_grad and n != "pos"]
+    monitor = Monitor(epochs=spec.epochs or recipe.epochs, oscillation=task in ("classify", "binary"))
+    result = RunResult(case, seed, out_dir, {}, None)
+    epochs = spec.epochs or recipe.epochs
+    batch = spec.batch or recipe.batch
+    step = train_done = 0
+
+    def forward(xb: Any) -> Any:
+        out = model(xb)
+        if spec.double_softmax:
+            out = torch.softmax(out, dim=1)
+        return out
+
+    for epoch in range(epochs):
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(spec, recipe, epoch, epochs)
+        model.train()
+        hook.set_mode(modes.TRAIN)
+        order = rng.permutation(n_train)
+        losses, scores, weights_n = [], [], 0
+        opt.zero_grad()
+        for bi, b in enumerate(range(0, n_train, batch)):
+            idx = torch.from_numpy(order[b : b + batch])
+            out = forward(xt[idx])
+            loss = loss_mod(out, yt[idx])
+            lv = float(loss.item())
+            sc = _score(task, out.detach(), yt[idx])
+            losses.append(lv)
+            scores.append(sc * len(idx))
+            weights_n += len(idx)
+            if classes:
+                hook.save_tensor("accuracy", np.float32(sc), "metrics")
+                if b + len(idx) >= n_train:
+                    hook.save_tensor("epoch_accuracy", np.float32(sum(scores) / weights_n), "epoch_end")
+            skipped = spec.skip_step is not None and step == spec.skip_step
+            # an overflowing loss scale (fp16): the scaled loss's gradients are Inf (NaN where Inf meets 0)
+            ((loss * float("inf")) if skipped else (loss / spec.accumulate)).backward()
+            if not skipped:
+                grads = {
+                    n: (p.grad.detach().numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape)))
+                    for n, p in kernels
+                }
+                all_grads = {
+                    n: p.grad.detach().numpy().copy()
+                    for n, p in params
+                    if p.requires_grad and p.grad is not None
+                }
+                weights = {n: p.detach().numpy().copy() for n, p in kernels}
+                monitor.train_step(step, lv, grads, weights, all_grads, {})
+            if skipped:
+                opt.zero_grad()  # the scaler skips the step and lowers its scale
+            elif (bi + 1) % spec.accumulate == 0 or b + batch >= n_train:  # the epoch's remainder too
+                opt.step()
+                opt.zero_grad()
+            result.train_before.append(train_done)
+            step += 1
+            train_done += 1
+        last_train = step - 1
+        model.eval()
+        hook.set_mode(modes.EVAL)
+        captured.clear()
+        val_losses, outs = [], []
+        with torch.no_grad():
+            for b in range(0, len(xv), EVAL_BATCH):
+                out = forward(xv[b : b + EVAL_BATCH])
+                lv = float(loss_mod(out, yv[b : b + EVAL_BATCH]).item())
+                val_losses.append(lv)
+                outs.append(out)
+                if classes:
+                    hook.save_tensor(
+                        "accuracy", np.float32(_score(task, out, yv[b : b + EVAL_BATCH])), "metrics"
+                    )
+                result.train_before.append(train_done)
+                step += 1
+        val_score = _score(task, torch.cat(outs), yv)
+        vl = float(np.mean(val_losses))
+        monitor.epoch_end(
+            epoch,
+            last_train,
+            float(np.mean(losses)),
+            vl if math.isfinite(vl) else float("inf"),
+            val_score if math.isfinite(val_score) else 0.0,
+            {k: np.concatenate(v) for k, v in captured.items()},
+            sum(scores) / weights_n if math.isfinite(sum(scores)) else 0.0,
+        )
+        result.final_val_acc = val_score
+    hook.close()
+    result.labels = dict(monitor.labels)
+    result.onset = monitor.onset
+    result.established = monitor.established
+    result.val_acc, result.train_acc = list(monitor.val_acc), list(monitor.train_acc)
+    return result
+
+
+def with_family(spec: FamilySpec, family: str) -> FamilySpec:
+    return replace(spec, family=family)

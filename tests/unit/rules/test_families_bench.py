@@ -1,0 +1,53 @@
+"""The families benchmark (bench/detection/families) builds what it says: the hook's global steps are the
+trainer's, a skipped fp16 step saves Inf gradients under a finite loss, a frozen layer saves no gradient,
+labels come from the published criteria. Uses the synthetic-sequence family (no data set to load)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
+
+from families.cases import CASES  # noqa: E402
+from families.training import FamilySpec, run  # noqa: E402
+
+from tornasole.trials import create_trial  # noqa: E402
+
+
+def _short(spec: FamilySpec) -> FamilySpec:
+    return replace(spec, epochs=2)
+
+
+def test_every_family_has_healthy_runs_hard_negatives_and_faults():
+    families = {fam for _, fam, _ in CASES.values()}
+    assert len(families) == 7
+    for fam in families:
+        kinds = [kind for kind, f, _ in CASES.values() if f == fam]
+        assert kinds.count("healthy") >= 7
+        assert kinds.count("broken") >= 5
+
+
+def test_a_run_saves_the_steps_the_trainer_counted(tmp_path):
+    _, _, spec = CASES["rnn/fp16_skipped_step"]
+    result = run("rnn/fp16_skipped_step", _short(spec), 0, str(tmp_path))
+    trial = create_trial(str(tmp_path))
+    assert trial.steps()[-1] == len(result.train_before) - 1
+    grad = trial.tensor("gradient/GruNet_out.weight").value(8)
+    assert not np.all(np.isfinite(grad))  # the overflowed, skipped step
+    assert np.isfinite(trial.tensor("CrossEntropyLoss_output_0").value(8)).all()
+    assert "nan" not in result.labels  # the optimiser never applied it
+
+
+def test_a_layer_frozen_on_purpose_saves_no_gradient_and_a_forgotten_one_does(tmp_path):
+    frozen = run("f", _short(CASES["rnn/frozen_first_on_purpose"][2]), 0, str(tmp_path / "frozen"))
+    forgotten = run("g", _short(CASES["rnn/first_layer_not_optimised"][2]), 0, str(tmp_path / "forgotten"))
+    names = create_trial(frozen.path).tensor_names(step=0)
+    assert "GruNet_gru.weight_ih_l0" in names
+    assert "gradient/GruNet_gru.weight_ih_l0" not in names
+    assert "gradient/GruNet_gru.weight_ih_l0" in create_trial(forgotten.path).tensor_names(step=0)
+    assert "unchanged" not in frozen.labels
+    assert forgotten.labels.get("unchanged") == 4  # DeepDiagnosis: constant over 5 training steps
