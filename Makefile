@@ -110,6 +110,13 @@ bench: setup setup-smdebug
 bench-detection: setup
 	$(BIN)/python bench/detection/run.py
 
+# detection by model family (bench/detection/families), each family scored as the one left out: needs
+# scikit-learn's bundled data sets (requirements/bench.txt); about 6 min on 2 cores (bench/RESULTS.md)
+.PHONY: bench-families
+bench-families: setup
+	$(BIN)/python -m pip install -q -r requirements/bench.txt
+	$(BIN)/python bench/detection/families/score.py --sets both
+
 clean:
 	rm -rf build cdk.out .pytest_cache
 
