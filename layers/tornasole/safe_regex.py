@@ -11,7 +11,9 @@ The check refuses what makes backtracking super-linear, before anything is compi
 * an alternation or a lookaround inside a repeat (``(a|a)+``): exponential;
 * a backreference (``(a*)\\1``): not a regular language, no bound at all;
 * more than ``MAX_UNBOUNDED_REPEATS`` repeats in one pattern, a trailing ``.*`` not counted (it
-  never backtracks): ``.*a.*a.*b`` is O(n^4) under ``re.search``, 8 s on a 256-character name;
+  never backtracks): ``.*a.*a.*b`` is O(n^4) under ``re.search``, 8 s on a 256-character name; the
+  branches of a top-level alternation are counted one by one (``.*tanh_input.*|.*relu_output.*``
+  passes: branches are tried in turn, their times add up);
 * a pattern longer than ``MAX_PATTERN_LENGTH``.
 
 With tensor names capped when an index file is read (``format.index.MAX_TENSOR_NAME_LENGTH``, 512),
@@ -123,15 +125,22 @@ def regex_problem(pattern: Any) -> str | None:
         parsed = _sre_parser.parse(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         return f"not a valid regular expression: {exc}"
-    counts = [0]
-    problem = _walk(parsed, False, counts)
-    if problem:
-        return problem
-    if _ends_with_any_repeat(parsed):
-        counts[0] -= 1  # a trailing '.*' (as in smdebug's '.*relu.*') matches at once: it never backtracks
-    if counts[0] > MAX_UNBOUNDED_REPEATS:
+    top = [node for node in parsed if node[0] is not _sre_constants.AT]
+    # a top-level 'a.*b|c.*d': the branches are tried one after another, so their times add up and the
+    # worst branch bounds the exponent (each is counted on its own, its own trailing '.*' too)
+    branches = list(top[0][1][1]) if len(top) == 1 and top[0][0] is _sre_constants.BRANCH else [parsed]
+    worst = 0
+    for branch in branches:
+        counts = [0]
+        problem = _walk(branch, False, counts)
+        if problem:
+            return problem
+        if _ends_with_any_repeat(branch):
+            counts[0] -= 1  # a trailing '.*' (as in smdebug's '.*relu.*') matches at once: no backtracking
+        worst = max(worst, counts[0])
+    if worst > MAX_UNBOUNDED_REPEATS:
         return (
-            f"{counts[0]} repeats; at most {MAX_UNBOUNDED_REPEATS} are allowed (each multiplies the "
+            f"{worst} repeats; at most {MAX_UNBOUNDED_REPEATS} are allowed (each multiplies the "
             "time a match can take by the name's length)"
         )
     return None

@@ -213,6 +213,25 @@ def _tasks_of(uid: int) -> int:
     return count
 
 
+def _highest_open_fd() -> int:
+    """The highest descriptor this process holds (2 where /proc cannot tell)."""
+    try:
+        return max((int(fd) for fd in os.listdir("/proc/self/fd")), default=2)
+    except (OSError, ValueError):
+        return 2
+
+
+def close_inherited_fds(keep: Iterable[int]) -> None:
+    """Close every descriptor but stdin/stdout/stderr and ``keep``: a rule's process holds nothing of
+    its parent's (the handler's sockets, its runtime API connection, other requests' pipes)."""
+    low = 0
+    for fd in sorted({0, 1, 2, *keep}):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, max(low, _highest_open_fd() + 1))
+
+
 def confine(limits: Limits, cpu_seconds: float | None = None) -> Confinement:
     """Apply ``limits`` and the seccomp filter to this process (a rule's, before the rule's code runs)."""
     done = Confinement()
@@ -221,7 +240,9 @@ def confine(limits: Limits, cpu_seconds: float | None = None) -> Confinement:
         "RLIMIT_AS": _mapped_bytes() + limits.address_space_bytes,
         "RLIMIT_NPROC": (_tasks_of(os.getuid()) if sys.platform.startswith("linux") else 0)
         + limits.processes,
-        "RLIMIT_NOFILE": limits.open_files,
+        # a limit on descriptor numbers, not counts: what the process already holds, plus its allowance
+        # (a parent with 1,000 descriptors open left a 256 limit no room for a single open())
+        "RLIMIT_NOFILE": _highest_open_fd() + 1 + limits.open_files,
         "RLIMIT_CPU": cpu,
         "RLIMIT_CORE": 0,
     }

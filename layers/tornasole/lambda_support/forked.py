@@ -61,10 +61,14 @@ def collect_reply(
     chunks: list[bytes] = []
     size, timed_out = 0, False
     deadline = time.monotonic() + max(0.1, timeout_s)
-    watched = [read_fd] if abort_fd is None else [read_fd, abort_fd]
+    # poll, not select: select refuses a descriptor numbered 1024 or more, which a long-lived process
+    # (a warm handler, a test session) reaches; the reply was then lost to "filedescriptor out of range"
+    poller = select.poll()
+    for fd in [read_fd] if abort_fd is None else [read_fd, abort_fd]:
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     while size <= max_bytes:
         left = deadline - time.monotonic()
-        ready = select.select(watched, [], [], left)[0] if left > 0 else []
+        ready = {fd for fd, _ in poller.poll(max(1, int(left * 1000)))} if left > 0 else set()
         if not ready:
             timed_out = True
             break

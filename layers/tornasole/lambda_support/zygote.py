@@ -74,6 +74,8 @@ def _child(
     try:
         os.setpgid(0, 0)
         try:
+            if limits is not None:
+                confine.close_inherited_fds((request_fd, reply_fd))
             _confine_child(limits, tmp_root, timeout_s)
             reply = target(_read_all(request_fd))
         except BaseException as exc:  # noqa: BLE001 - the child's failure becomes the reply

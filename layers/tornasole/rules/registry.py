@@ -60,7 +60,10 @@ BUILTIN_RULES: dict[str, str] = {
 #: ``jobs status`` shows that name; ``invoke``, ``register`` and ``rules list --name`` must accept what
 #: the user reads there. Parameters given with the alias override its presets.
 ALIASES: dict[str, tuple[str, dict[str, str]]] = {
-    "UnchangedWeights": ("UnchangedTensor", {"collection_names": "weights", "num_steps": "3"}),
+    "UnchangedWeights": (
+        "UnchangedTensor",
+        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True"},
+    ),
 }
 
 _OTHER_TRIAL_KEY = re.compile(r"^other_trials?(_\d+)?$")
@@ -83,7 +86,7 @@ def resolve_alias(name: str, params: dict[str, Any] | None = None) -> tuple[str,
     Examples
     --------
     >>> resolve_alias("UnchangedWeights", {"num_steps": "5"})
-    ('UnchangedTensor', {'collection_names': 'weights', 'num_steps': '5'})
+    ('UnchangedTensor', {'collection_names': 'weights', 'num_steps': '5', 'skip_frozen': 'True'})
     """
     given = dict(params or {})
     if name in ALIASES:

@@ -12,12 +12,18 @@ reads it through its own copy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import shutil
+import stat
+import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,6 +207,34 @@ def _handler_as_nobody(shared: str, tmp_root: str, lambda_context: Any) -> None:
     custom_rule._ZYGOTE.stop()
 
 
+@contextlib.contextmanager
+def _code_reachable_by_nobody() -> Iterator[None]:
+    """Let uid 65534 traverse the directories above the code it imports, for the test only.
+
+    Why: the handler's process imports lazily after dropping to nobody, and a checkout may sit under a
+    0700 directory (CI clones into ``mktemp -d``); there the child could not import and wrote no reply.
+    Only the search bit (o+x) is added, to the ancestors that lack it, and taken away afterwards.
+    """
+    roots = {
+        Path(__file__).resolve(),
+        Path(sys.prefix).resolve(),
+        *(Path(p).resolve() for p in sys.path if p),
+    }
+    changed: list[tuple[Path, int]] = []
+    try:
+        for d in sorted({a for r in roots for a in r.parents}):
+            with contextlib.suppress(OSError):
+                mode = d.stat().st_mode
+                if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+                    d.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+                    changed.append((d, stat.S_IMODE(mode)))
+        yield
+    finally:
+        for d, mode in reversed(changed):
+            with contextlib.suppress(OSError):
+                d.chmod(mode)
+
+
 def _gone(pid: int, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -229,18 +263,21 @@ def test_a_hostile_rule_reads_no_other_jobs_secret_and_leaves_nothing(
     for d in (shared, tmp_root):
         os.chown(d, NOBODY, NOBODY)
     try:
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the handler's process
-            code = 1
-            try:
-                _handler_as_nobody(shared, tmp_root, lambda_context)
-                code = 0
-            finally:
-                os._exit(code)
-        deadline = time.monotonic() + 120
-        while not os.waitpid(pid, os.WNOHANG)[0]:
-            assert time.monotonic() < deadline, "the handler's process did not finish"
-            select.select([], [], [], 0.05)
+        with _code_reachable_by_nobody():
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the handler's process
+                code = 1
+                try:
+                    _handler_as_nobody(shared, tmp_root, lambda_context)
+                    code = 0
+                except BaseException:  # the test's failure shows why the handler's process stopped
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 120
+            while not os.waitpid(pid, os.WNOHANG)[0]:
+                assert time.monotonic() < deadline, "the handler's process did not finish"
+                select.select([], [], [], 0.05)
         with open(os.path.join(shared, "replies.json")) as f:
             out = json.load(f)
         planted, probe = out["replies"]

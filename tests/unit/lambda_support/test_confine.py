@@ -72,6 +72,7 @@ def test_the_seccomp_filter_denies_ptrace_and_cross_process_reads_even_of_a_dump
 
 def test_limits_are_set_and_bound_what_a_rule_can_take() -> None:
     def limited() -> dict:
+        highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
         confine.confine(confine.Limits(address_space_bytes=256 * 1024**2, open_files=32), cpu_seconds=3)
         got = {
             n: resource.getrlimit(getattr(resource, n))
@@ -84,17 +85,25 @@ def test_limits_are_set_and_bound_what_a_rule_can_take() -> None:
             big = "MemoryError"
         files = []
         try:
-            for _ in range(64):
+            for _ in range(4096):  # past the limit, whatever gaps the inherited numbers leave
                 files.append(open(os.devnull))  # noqa: SIM115 - counting descriptors
             opened = "all"
         except OSError as exc:
             opened = errno.errorcode[exc.errno]
-        return {"limits": got, "big": big, "opened": opened}
+        return {
+            "limits": got,
+            "big": big,
+            "opened": opened,
+            "opened_n": len(files),
+            "top": highest,
+        }
 
     seen = _in_child(limited)
-    assert seen["limits"] == {"RLIMIT_NOFILE": [32, 32], "RLIMIT_CPU": [4, 5], "RLIMIT_CORE": [0, 0]}
+    nofile = seen["top"] + 1 + 32  # descriptor numbers: what the process held, plus its allowance of 32
+    assert seen["limits"] == {"RLIMIT_NOFILE": [nofile, nofile], "RLIMIT_CPU": [4, 5], "RLIMIT_CORE": [0, 0]}
     assert seen["big"] == "MemoryError"
     assert seen["opened"] == "EMFILE"
+    assert 32 <= seen["opened_n"] < nofile  # its own 32 at least (more where inherited numbers had gaps)
 
 
 def test_a_cpu_bound_rule_is_killed_by_its_cpu_limit() -> None:

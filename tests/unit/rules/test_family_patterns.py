@@ -105,6 +105,46 @@ def test_saturated_activation_skip_output_layer_still_judges_hidden_layers(tmp_p
     assert trial.saved_order(0).index("out_sigmoid_input_0") < trial.saved_order(0).index("BCELoss_output_0")
 
 
+def test_saturated_activation_skip_output_layer_judges_a_tanh_layer_with_layers_after_it(tmp_path):
+    """The demo's shape: a saturated tanh block, then a ReLU block and a linear head. The tanh input is the
+    last tensor this rule reads before the loss, but other layers ran after it: it is hidden, and judged
+    (it was skipped as "the output layer", leaving the rule nothing to read)."""
+    import torch
+    from torch import nn
+
+    from tornasole.pytorch import Hook, SaveConfig
+    from tornasole.trials import create_trial
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.tanh = nn.Linear(4, 8), nn.Tanh()
+            self.fc2, self.relu = nn.Linear(8, 8), nn.ReLU()
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return self.head(self.relu(self.fc2(self.tanh(self.fc1(x) * 100))))
+
+    torch.manual_seed(0)
+    model, loss_fn = Net(), nn.CrossEntropyLoss()
+    hook = Hook(
+        str(tmp_path), save_config=SaveConfig(save_interval=1), include_collections=["losses", "activations"]
+    )
+    hook.get_collection("activations").include(".*tanh_input.*|.*relu_output.*")
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(2):
+        loss_fn(model(torch.randn(32, 4)), torch.randint(0, 2, (32,))).backward()
+    hook.close()
+    trial = create_trial(str(tmp_path), collections_timeout=0.1, poll_interval=0.01)
+    order = trial.saved_order(0)
+    loss_at = order.index("CrossEntropyLoss_output_0")
+    assert order.index("tanh_input_0") < order.index("relu_output_0") < loss_at
+    fired = invoke_rule(SaturatedActivation(trial, fraction_saturated="50", skip_output_layer="True")).fired
+    assert fired
+    assert fired[0].values["tensor"] == "tanh_input_0"
+
+
 def test_recommended_saturated_activation_skips_the_output_layer():
     (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "SaturatedActivation"]
     assert config["RuleParameters"]["skip_output_layer"] == "True"

@@ -80,17 +80,24 @@ class SaturatedActivation(BuiltinRule):
 
     def output_layer(self, step: int, names: list[str]) -> str | None:
         """Of ``names``, the one the trial saved last before the first tensor of the ``losses`` collection
-        at ``step`` (None when the trial cannot tell, or no loss follows an activation)."""
+        at ``step``, provided no other module's forward tensor was saved between them (None when the trial
+        cannot tell, or no loss follows an activation). Why the proviso: a tanh block followed by a ReLU
+        block and a linear head is a hidden layer; only the activation the loss reads directly is the
+        output (its own output tensor, same module, may follow it)."""
         saved_order = getattr(self.base_trial, "saved_order", None)
         if saved_order is None:
             return None
         losses = set(self.names_at(step, ["losses"]))
-        last = None
+        last, module = None, None
         for name in saved_order(step):
             if name in losses:
                 return last
+            if name.startswith("gradient/"):
+                continue
             if name in names:
-                last = name
+                last, module = name, _module_of(name)
+            elif last is not None and _module_of(name) != module:
+                last = None  # another layer ran after it: it is a hidden layer
         return None
 
     def invoke_at_step(self, step: int) -> bool:
@@ -135,3 +142,14 @@ class SaturatedActivation(BuiltinRule):
                 )
                 return True
         return False
+
+
+def _module_of(name: str) -> str:
+    """The module a saved tensor belongs to: ``Net_out_sigmoid_input_0`` -> ``Net_out_sigmoid``,
+    ``Net_block2.fc.weight`` -> ``Net_block2.fc`` (the hooks' naming of inputs, outputs and parameters)."""
+    head, sep, tail = name.rpartition("_")
+    if sep and tail.isdigit():
+        for kind in ("_input", "_output"):
+            if head.endswith(kind):
+                return head[: -len(kind)]
+    return name.rpartition(".")[0] or name
