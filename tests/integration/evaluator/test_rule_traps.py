@@ -47,5 +47,6 @@ def test_the_recommended_alias_registers_as_its_rule_and_presets(stack: Stack) -
         "rule_to_invoke": "UnchangedTensor",
         "collection_names": "weights",
         "num_steps": "3",
+        "skip_frozen": "True",  # the recommended entry's: a layer frozen on purpose is not "unchanged"
     }
     assert desc["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "InProgress"
