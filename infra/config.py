@@ -148,6 +148,9 @@ class StackConfig:
     removal_policy: str = "retain"
     trial_expiration_days: int = 0  # 0: keep trials forever
     alarms: bool = True
+    # the rule sandbox VPC's log of rejected flows (what attempted exfiltration leaves); off only where
+    # the target cannot create AWS::EC2::FlowLog (MiniStack, in the deploy test)
+    sandbox_flow_log: bool = True
     layer_dir: str | None = None  # default build/layer/<architecture> (``make layer``)
 
     @property
@@ -188,6 +191,7 @@ class StackConfig:
             "removal_policy": lambda k, v: _choice(k, v, REMOVAL_POLICIES),
             "trial_expiration_days": lambda k, v: _int(k, v, 0, 36500),
             "alarms": _bool,
+            "sandbox_flow_log": _bool,
             "layer_dir": lambda k, v: _optional_str(v),
         }
         values = {k: parse(k, ctx[k]) for k, parse in parsers.items() if ctx.get(k) not in (None, "")}

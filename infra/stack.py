@@ -129,6 +129,7 @@ class TornasoleStack(cdk.Stack):
             trial_prefix=config.trial_prefix,
             rules_bucket=rules_bucket,
             rules_prefix=rules_prefix,
+            flow_log=config.sandbox_flow_log,
         )
         for fn in evaluating:
             fn.add_environment(ENV_CUSTOM_RULE_FUNCTION, sandbox.function.function_name)

@@ -73,6 +73,7 @@ class RuleSandbox(Construct):
         trial_prefix: str,
         rules_bucket: s3.IBucket,
         rules_prefix: str,
+        flow_log: bool = True,
     ) -> None:
         super().__init__(scope, id_)
         log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
@@ -83,7 +84,9 @@ class RuleSandbox(Construct):
             description="Tornasole rule sandbox: its own logs, no data access",
         )
         log_group.grant_write(role)
-        self.vpc, self.security_group = self._network(bucket, rules_bucket, log_retention, removal_policy)
+        self.vpc, self.security_group = self._network(
+            bucket, rules_bucket, log_retention, removal_policy, flow_log
+        )
         eni = iam.Policy(
             self,
             "NetworkInterfaces",
@@ -145,6 +148,7 @@ class RuleSandbox(Construct):
         rules_bucket: s3.IBucket,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        flow_log: bool,
     ) -> tuple[ec2.Vpc, ec2.SecurityGroup]:
         """Isolated subnets, an S3 gateway endpoint for the two buckets' reads, rejected flows logged."""
         vpc = ec2.Vpc(
@@ -176,14 +180,15 @@ class RuleSandbox(Construct):
                 ],
             )
         )
-        flow_logs = logs.LogGroup(
-            self, "RejectedFlows", retention=log_retention, removal_policy=removal_policy
-        )
-        vpc.add_flow_log(
-            "Rejected",
-            destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
-            traffic_type=ec2.FlowLogTrafficType.REJECT,
-        )
+        if flow_log:
+            flow_logs = logs.LogGroup(
+                self, "RejectedFlows", retention=log_retention, removal_policy=removal_policy
+            )
+            vpc.add_flow_log(
+                "Rejected",
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+                traffic_type=ec2.FlowLogTrafficType.REJECT,
+            )
         group = ec2.SecurityGroup(
             self,
             "Function",
