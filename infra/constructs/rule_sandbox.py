@@ -180,7 +180,15 @@ class RuleSandbox(Construct):
                 ],
             )
         )
-        if flow_log:
+        if not flow_log:  # sandbox_flow_log=false: the deployer chose a target that cannot create one
+            cdk.Validations.of(vpc).acknowledge(
+                cdk.Acknowledgment(
+                    id="AwsSolutions-VPC7",
+                    reason="sandbox_flow_log=false: the target (MiniStack) cannot create AWS::EC2::FlowLog; "
+                    "every AWS deployment keeps the default, a log of rejected flows",
+                )
+            )
+        else:
             flow_logs = logs.LogGroup(
                 self, "RejectedFlows", retention=log_retention, removal_policy=removal_policy
             )
