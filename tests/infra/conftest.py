@@ -101,5 +101,11 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 
 @pytest.fixture(scope="session")
+def without_flow_log(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The full stack with ``sandbox_flow_log=false``, as the MiniStack deploy test synthesises it."""
+    return synthesize(tmp_path_factory.mktemp("no-flow-log"), {**FULL_CONTEXT, "sandbox_flow_log": "false"})
+
+
+@pytest.fixture(scope="session")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(tmp_path_factory.mktemp("imported"), IMPORTED_CONTEXT)

@@ -85,11 +85,9 @@ def test_rejected_flows_are_logged_and_the_role_holds_no_managed_policy(shape) -
     assert not shape.json["Resources"][role]["Properties"].get("ManagedPolicyArns")
 
 
-def test_the_flow_log_can_be_left_out_where_the_target_cannot_create_one(tmp_path) -> None:
+def test_the_flow_log_can_be_left_out_where_the_target_cannot_create_one(without_flow_log: Any) -> None:
     # MiniStack (the deploy test) refuses AWS::EC2::FlowLog; the rest of the sandbox's network stays
-    from conftest import FULL_CONTEXT, synthesize
-
-    without = synthesize(tmp_path, {**FULL_CONTEXT, "sandbox_flow_log": "false"})
+    without = without_flow_log
     assert without.resources("AWS::EC2::FlowLog") == {}
     assert len(without.resources("AWS::EC2::VPCEndpoint")) == 1
     assert _sandbox(without)["VpcConfig"]["SubnetIds"]
