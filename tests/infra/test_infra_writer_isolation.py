@@ -95,7 +95,7 @@ def test_the_trial_bucket_is_versioned_and_old_versions_expire(synth) -> None:
 
 
 def test_the_only_managed_policy_is_the_cdk_notifications_handlers_log_policy(synth) -> None:
-    """The README says precisely which role holds a managed policy, and why; nothing else may."""
+    """docs/SECURITY.md says precisely which role holds a managed policy, and why; nothing else may."""
     from pathlib import Path
 
     roles = synth.resources("AWS::IAM::Role")
@@ -108,8 +108,8 @@ def test_the_only_managed_policy_is_the_cdk_notifications_handlers_log_policy(sy
     (arns,) = managed.values()
     assert len(arns) == 1
     assert "service-role/AWSLambdaBasicExecutionRole" in json.dumps(arns)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "The one managed policy in the stack is `AWSLambdaBasicExecutionRole`" in readme
+    security = (Path(__file__).resolve().parents[2] / "docs" / "SECURITY.md").read_text()
+    assert "The one managed policy in the stack is `AWSLambdaBasicExecutionRole`" in security
 
 
 def test_reserved_concurrency_is_a_knob_of_the_evaluating_function(synth) -> None:
