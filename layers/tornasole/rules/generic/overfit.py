@@ -20,12 +20,11 @@ documentation says). Means, not the last training batch: a single batch loss
 is noisy and, late in an epoch, lower than the epoch's, which made a healthy
 run look overfitted. The rule fires at e when the ratio exceeds
 ``ratio_threshold`` in ``patience`` consecutive validation phases ending with
-e's. Why whole phases: until after the ninth revision of the detection
-benchmark the newest phase was judged at each of its steps, on its mean so far,
-so its first batch alone (a few dozen samples, one of them misclassified with a
-large loss) could decide. Judged whole, the recommended set loses three false
-alarms on that revision's held-out split (30 -> 27 of 265) and two detections
-that a first batch had made (runs the overfitting label flags later).
+e's. Why whole phases: judged at each of its steps on its mean so far, the
+newest phase's first batch alone (a few dozen samples, one of them
+misclassified with a large loss) could decide; judged whole, it cannot (the
+detection benchmark's numbers: ``docs/RULES.md``, the recommended set's
+calibration).
 Loss tensors: ``tensor_regex`` if given, else the ``losses`` collection; each
 tensor is judged alone and needs both modes.
 

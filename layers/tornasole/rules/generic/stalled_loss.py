@@ -14,10 +14,10 @@ Starting point: DeepLocalize's "loss that stops changing" and DeepDiagnosis's
   EVAL steps, ``k`` the length of the shortest compared pass: the same
   validation batches in every pass. The newest pass is judged once, at the
   step where it becomes as long as the shortest earlier one (a whole pass,
-  when the passes are alike; :func:`whole_passes`). Until the sixth revision
-  a pass was judged at each of its steps on its first ``k`` batches, so the
-  first batch alone could fire: a few dozen samples whose loss a net on a
-  plateau keeps to 0.1% while the whole pass moves.
+  when the passes are alike; :func:`whole_passes`). Judged at each of its
+  steps on its first batches, a pass's first batch alone could fire: a few
+  dozen samples whose loss a net on a plateau keeps to 0.1% while the whole
+  pass moves (the benchmark's numbers: ``docs/RULES.md``).
 * Fires at an EVAL step when the last ``num_passes`` passes' means lie within
   ``tolerance_percent`` % of their mean (max - min), *and* the training loss
   never came down from the start: no mean of ``window`` consecutive saved TRAIN
