@@ -1,34 +1,32 @@
-"""The README's code runs as written: its Python blocks in order, its shell commands, its rule table.
+"""The README's code runs as written: its Python blocks in order, its shell commands.
 
 A README whose examples drift from the code is worse than none; this test
 executes every Python block as written, each in a fresh namespace (a block a
-reader pastes must run alone; the jobs block against the local mode), runs
-the shell commands of the analysis section, and checks that the rule table
-lists exactly the registered rules.
+reader pastes must run alone), and runs the shell commands of the analysis and
+jobs sections (the jobs commands against the local mode). docs/GUIDE.md's blocks
+are run the same way by test_guide.py; the rule table lives in docs/RULES.md
+(tests/unit/test_docs.py).
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.e2e.markdown_blocks import REPO_ROOT, code_blocks, run_python_blocks, shell_commands
+
+README = REPO_ROOT / "README.md"
 BIN = Path(sys.executable).parent
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+    return code_blocks(README, lang)
 
 
-def _commands(block: str) -> list[list[str]]:
-    joined = block.replace("\\\n", " ")
-    lines = [line.split("#", 1)[0].strip() for line in joined.splitlines()]
-    return [shlex.split(line) for line in lines if line]
+_commands = shell_commands
 
 
 @pytest.fixture(scope="module")
@@ -40,27 +38,10 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     (``OUT``, ``np``, a model from another block) fails here. Returns the directory and the
     namespaces merged in order (for the checks below).
     """
-    import os
-
     work = tmp_path_factory.mktemp("readme")
-    cwd = os.getcwd()
-    os.chdir(work)
     merged: dict = {}
-    try:
-        for number, block in enumerate(_blocks("python"), 1):
-            namespace: dict = {"__name__": "__main__"}
-            code = compile(block, f"README.md python block {number}", "exec")
-            if "register_job(" in block:
-                from tornasole.local import LocalMode, LocalSettings
-
-                with LocalMode(LocalSettings(port=0)):
-                    exec(code, namespace)  # noqa: S102 - the README's own code
-                    merged["jobs_status"] = namespace["describe"]("my-job")["TrainingJobStatus"]
-            else:
-                exec(code, namespace)  # noqa: S102
-            merged.update(namespace)
-    finally:
-        os.chdir(cwd)
+    for namespace in run_python_blocks(README, work):
+        merged.update(namespace)
     return work, merged
 
 
@@ -71,7 +52,18 @@ def test_python_blocks_run_and_produce_a_trial(readme_run: tuple[Path, dict]) ->
     # at close, as smdebug 1.0.34 writes it (same steps, [0, 10, 20, 30, 40, 49], from smdebug on this loop)
     assert ns["trial"].steps() == [0, 10, 20, 30, 40, 49]
     assert ns["trial"].tensor("scalar/lr").steps() == [0, 10, 20, 30, 40, 49]
-    assert ns["jobs_status"] == "InProgress"
+
+
+def test_every_hook_example_wrote_a_finished_trial(readme_run: tuple[Path, dict]) -> None:
+    """One example per hook (PyTorch, Keras, XGBoost, numpy), each a trial a rule can read."""
+    from tornasole.trials import create_trial
+
+    work, _ = readme_run
+    for run in ("my-job", "keras-job", "xgboost-job", "numpy-job"):
+        assert (work / "runs" / run / "training_job_end.ts").exists(), run
+    numpy_trial = create_trial(str(work / "runs/numpy-job"))
+    assert numpy_trial.steps() == [0, 5, 10, 15]
+    assert sorted(numpy_trial.tensor_names()) == ["loss", "weights/w"]
 
 
 @pytest.mark.parametrize("rule", ["LossNotDecreasing", "VanishingGradient", "ExplodingTensor"])
@@ -128,24 +120,17 @@ def test_jobs_commands_run_against_the_local_mode(tmp_path: Path) -> None:
     assert "my-job" in proc.stdout
 
 
-def test_rule_table_lists_exactly_the_registered_rules() -> None:
-    from tornasole.rules import rule_names
-
-    table = README.read_text().split("## Built-in rules", 1)[1].split("\n## ", 1)[0]
-    names = re.findall(r"^\| (\w+) \|", table, flags=re.M)
-    assert sorted(n for n in names if n != "rule") == sorted(rule_names())
-
-
 def test_the_migration_guide_is_linked_and_its_commands_parse() -> None:
     """docs/MIGRATION.md (the SageMaker route) is reachable from the README, and what it tells a user
     to type is a command the CLI accepts (its flags exist; the parser exits 2 on a wrong one)."""
     from tornasole.cli.main import build_parser
 
     assert "](docs/MIGRATION.md)" in README.read_text()
-    guide = (README.parent / "docs" / "MIGRATION.md").read_text()
+    migration = REPO_ROOT / "docs" / "MIGRATION.md"
+    guide = migration.read_text()
     for needed in ("--from-request", "register_from_request", "smdebug_alias", "SMDEBUG_CONFIG_FILE_PATH"):
         assert needed in guide, needed
-    blocks = re.findall(r"```bash\n(.*?)```", guide, flags=re.S)
+    blocks = code_blocks(migration, "bash")
     commands = [argv for block in blocks for argv in _commands(block) if argv[0] == "tornasole"]
     assert len(commands) >= 3
     for argv in commands:
