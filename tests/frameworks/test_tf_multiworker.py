@@ -4,7 +4,7 @@ A custom loop (``strategy.run`` of a wrapped-tape step): every worker saves its
 own tape's gradients (local, before the all-reduce) and the mirrored weights,
 which are the same on both workers. A custom loop because Keras 3.15's ``fit``
 itself fails under this strategy with TensorFlow 2.21 and two workers, with or
-without a hook (keras-team/keras#20585; the README says where and why).
+without a hook (keras-team/keras#20585; docs/GUIDE.md, Troubleshooting, says where and why).
 """
 
 from __future__ import annotations
