@@ -9,6 +9,8 @@ what each block says it prints or leaves behind.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,17 @@ def test_the_analysis_block_reads_the_collections_trial(guide_run: tuple[Path, l
     ns = _namespace_defining(namespaces, "weight")
     assert ns["loss"].steps(mode=modes.EVAL) == [0, 1, 2, 3]
     assert ns["trial"].tensor_names(collection="losses") == ["loss"]
+
+
+def test_the_analysis_commands_run_on_that_trial(guide_run: tuple[Path, list[dict]]) -> None:
+    work, _ = guide_run
+    block = next(b for b in code_blocks(GUIDE, "bash") if "rule_invoker" in b)
+    bin_dir = Path(sys.executable).parent
+    for argv in shell_commands(block):
+        exe = [sys.executable] if argv[0] == "python" else [str(bin_dir / argv[0])]
+        proc = subprocess.run(exe + argv[1:], cwd=work, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr
 
 
 def test_jobs_registered_from_python_are_in_progress(guide_run: tuple[Path, list[dict]]) -> None:
