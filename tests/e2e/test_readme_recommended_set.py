@@ -62,7 +62,7 @@ def test_the_readme_example_with_the_recommended_set_has_no_error(capsys) -> Non
         assert "Error" not in table
         assert table.count("NothingEvaluated") >= len(nothing)
         assert not local.dispatcher.errors
-        # offline, the same trial gets the same verdicts (README: "This run is healthy: ...")
+        # offline, the same trial gets the same verdicts (docs/GUIDE.md section 3: the healthy run)
         assert main(["invoke", out, "--rule", "DeadRelu"]) == 0
         assert " status=NothingEvaluated " in capsys.readouterr().out.strip().splitlines()[-1]
         assert main(["invoke", out, "--rule", "LossNotDecreasing"]) == 0
