@@ -16,8 +16,8 @@ Each criterion is re-implemented from its paper's description (facts only; no co
   - ``slow``: the best epoch-to-epoch gain of the validation accuracy *and* of the training accuracy are
     both < 0.01 (AUTOTRAINER requires both), and maximum validation accuracy < 0.6.
 
-  Second revision of the benchmark (see bench/journal/detection.md), to follow AUTOTRAINER's published monitor: the
-  first revision checked every epoch, read the validation accuracy alone for oscillation and slow
+  Second revision of the benchmark (bench/journal/detection.md), to follow AUTOTRAINER's published monitor:
+  the first revision checked every epoch, read the validation accuracy alone for oscillation and slow
   convergence, and judged dying ReLU per ReLU layer's kernel gradients.
 * DeepDiagnosis (Wardat et al., ICSE'22), per epoch:
   - ``saturation``: > 50% of tanh/sigmoid pre-activations beyond +-5;
