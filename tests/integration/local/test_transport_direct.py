@@ -9,7 +9,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tornasole.local import LocalMode, LocalSettings, transport
+from tornasole.local import LocalMode, LocalSettings
+from tornasole.local.moto_patches import in_process_transport as transport
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""``local.moto_adjustments``: the local mode's changes to moto, applied and undone as one."""
+"""``moto_patches.patch_set``: the local mode's changes to moto, applied and undone as one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.models import SQSBackend
 
-from tornasole.local.moto_adjustments import adjust_moto, moto_adjusted, restore_moto
+from tornasole.local.moto_patches import adjust_moto, moto_adjusted, restore_moto
 
 
 def _moto_as_imported() -> dict[str, Any]:

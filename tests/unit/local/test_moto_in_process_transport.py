@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tornasole.local import transport
+from tornasole.local.moto_patches import in_process_transport as transport
 
 
 def _client(endpoint: str) -> Any:
