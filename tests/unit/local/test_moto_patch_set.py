@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import botocore.auth
 import jsonpath_ng.ext
 import pytest
 from moto.core.common_models import BaseModel
@@ -24,6 +25,7 @@ def _moto_as_imported() -> dict[str, Any]:
         "jsonpath parse": jsonpath_ng.ext.parse,
         "SQS receive": SQSBackend.__dict__.get("receive_message"),
         "BaseModel.__new__": BaseModel.__dict__.get("__new__"),
+        "botocore's SigV4 signer": botocore.auth.AUTH_TYPE_MAPS["v4"],
     }
 
 

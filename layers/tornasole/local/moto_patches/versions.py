@@ -32,6 +32,7 @@ from tornasole.exceptions import TornasoleError
 __all__ = [
     "CHECKED_MOTO",
     "CHECKED_SPEED_PATCHES",
+    "FAILED_MOTO",
     "UnsupportedMotoError",
     "check_correctness_patches",
     "installed_moto",
@@ -43,11 +44,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Every moto release the correctness patches were checked against (their unit tests and the
-#: local-mode tests passed on it), oldest first. The ``local`` extra allows ``>=`` the first, ``<=`` the
-#: last: every release PyPI serves between the two is listed here.
-CHECKED_MOTO: tuple[str, ...] = ("5.1.22", "5.2.0", "5.2.1", "5.2.2", "5.2.3", "5.2.4", "5.2.5")
-_FROM_5_2 = CHECKED_MOTO[1:]
+#: Every moto release the correctness patches were checked against (the local mode's unit and
+#: integration tests passed on it: ``scripts/check_moto_versions.sh``), oldest first. The ``local``
+#: extra allows ``>=`` the first, ``<=`` the last, minus ``FAILED_MOTO``: every release PyPI serves
+#: between the two is in one table or the other.
+CHECKED_MOTO: tuple[str, ...] = ("5.1.22", "5.2.1", "5.2.2", "5.2.3", "5.2.4", "5.2.5")
+#: Releases in that range on which the local mode fails, and why.
+FAILED_MOTO: dict[str, str] = {
+    "5.2.0": "BatchWriteItem of an item with a binary attribute fails (bytes not JSON serializable): "
+    "local up --state-dir cannot restore its table",
+}
 #: The table: each speed patch -> the releases it was checked against (a subset of ``CHECKED_MOTO``).
 CHECKED_SPEED_PATCHES: dict[str, tuple[str, ...]] = {
     "dynamodb_transaction_rollback": CHECKED_MOTO,
@@ -57,7 +63,8 @@ CHECKED_SPEED_PATCHES: dict[str, tuple[str, ...]] = {
     "repeated_work_cache": CHECKED_MOTO,
     "model_registry": CHECKED_MOTO,
     "dynamodb_stream_reader": CHECKED_MOTO,
-    "in_process_transport": _FROM_5_2,  # 5.1 has no moto.core.request.Request.from_primitives
+    # moto.core.request.Request.from_primitives, which it calls, appeared in 5.2.4.
+    "in_process_transport": ("5.2.4", "5.2.5"),
 }
 
 _OFF = {"0", "false", "no", "off"}
@@ -70,8 +77,11 @@ class UnsupportedMotoError(TornasoleError, RuntimeError):
 
     def __init__(self, installed: str) -> None:
         self.installed = installed
+        failed = FAILED_MOTO.get(installed)
+        why = f" (moto {installed} fails it: {failed})" if failed else ""
         super().__init__(
-            f"the local mode needs a moto it was checked against: this environment has moto {installed}, "
+            "the local mode needs a moto it was checked against: this environment has "
+            f"moto {installed}{why}, "
             f"the local mode's correctness patches (one DynamoDB request at a time, one SQS receiver per "
             f"message) were checked against moto {', '.join(CHECKED_MOTO)}. Install a checked one: "
             f"pip install '{moto_requirement()}' (or reinstall 'tornasole[local]'). To check this moto "
@@ -80,8 +90,13 @@ class UnsupportedMotoError(TornasoleError, RuntimeError):
 
 
 def moto_requirement() -> str:
-    """The requirement the ``local`` extra states for moto: the checked range."""
-    return f"moto[server]>={CHECKED_MOTO[0]},<={CHECKED_MOTO[-1]}"
+    """The requirement the ``local`` extra states for moto: the checked range, the failed releases out."""
+    excluded = "".join(f",!={v}" for v in sorted(FAILED_MOTO, key=_release))
+    return f"moto[server]>={CHECKED_MOTO[0]}{excluded},<={CHECKED_MOTO[-1]}"
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def installed_moto() -> str:
