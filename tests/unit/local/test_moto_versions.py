@@ -185,3 +185,17 @@ def test_local_mode_refuses_to_start_on_an_unchecked_moto(unchecked_moto: str) -
         mode.start()
     assert mode.endpoint == ""  # no server was started
     assert _changed(before) == set()
+
+
+def test_local_up_on_an_unchecked_moto_says_so_in_one_line(
+    unchecked_moto: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tornasole.cli.main import main
+
+    code = main(["local", "up", "--port", "0"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.startswith("tornasole: error: the local mode needs a moto it was checked against")
+    assert f"moto {UNCHECKED}" in err
+    assert moto_requirement() in err
+    assert "Traceback" not in err
