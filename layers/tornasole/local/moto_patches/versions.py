@@ -3,10 +3,10 @@
 Each patch reaches into moto's private code, which any release may change. So
 the patches are applied only on a release they were checked against: the
 correctness patches on those of ``CHECKED_MOTO``, each speed patch on those
-``CHECKED_SPEED_PATCHES`` lists for it (``scripts/check_moto_versions.sh`` runs
-the patches' tests on a release; the ``local`` extra in ``pyproject.toml``
-allows exactly ``CHECKED_MOTO``'s range, a unit test keeps both in step). On
-any other moto:
+``CHECKED_SPEED_PATCHES`` lists for it (``make check-moto-versions`` runs the
+local mode's unit and integration tests on a release; the ``local`` extra in
+``pyproject.toml`` allows exactly ``CHECKED_MOTO``'s range, a unit test keeps
+both in step). On any other moto:
 
 - the speed patches stay off, said in one log line: moto answers as it does,
   only slower;
@@ -45,7 +45,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Every moto release the correctness patches were checked against (the local mode's unit and
-#: integration tests passed on it: ``scripts/check_moto_versions.sh``), oldest first. The ``local``
+#: integration tests passed on it: ``make check-moto-versions``), oldest first. The ``local``
 #: extra allows ``>=`` the first, ``<=`` the last, minus ``FAILED_MOTO``: every release PyPI serves
 #: between the two is in one table or the other.
 CHECKED_MOTO: tuple[str, ...] = ("5.1.22", "5.2.1", "5.2.2", "5.2.3", "5.2.4", "5.2.5")
