@@ -76,10 +76,9 @@ reliability: setup
 # patches off (what a user on a moto not yet checked gets, if they let it run); a few minutes.
 MOTO_VERSIONS ?= 5.1.22 5.2.1 5.2.2 5.2.3 5.2.4 5.2.5
 MOTO_LOCAL_TESTS := tests/unit/local tests/integration/local
-# (not test_local_rule_bounds.py: its 1 s custom-rule budget is sized for the speed-patched server)
 MOTO_E2E_TESTS := tests/e2e/test_cli_local_pipeline.py tests/e2e/test_lifecycle_local_pipeline.py \
   tests/e2e/test_local_up_lifecycle.py tests/integration/local/test_local_mode.py \
-  tests/integration/local/test_local_mode_speed_patches_off.py
+  tests/integration/local/test_local_rule_bounds.py tests/integration/local/test_local_mode_speed_patches_off.py
 .PHONY: check-moto-versions test-moto-newest
 check-moto-versions: setup
 	set -e; for v in $(MOTO_VERSIONS); do \
