@@ -68,6 +68,39 @@ test-wheel: setup
 reliability: setup
 	TORNASOLE_RELIABILITY_FULL=1 $(BIN)/python -m pytest -q tests/reliability
 
+# The local mode on other moto releases (its patches' contract: layers/tornasole/local/moto_patches). Each
+# venv is the development one with another moto (scripts/moto_venv.sh: seconds, from pip's wheel cache).
+# make check-moto-versions MOTO_VERSIONS="5.2.4 5.2.5": the local mode's unit and integration tests on
+# each release (how one joins CHECKED_MOTO in moto_patches/versions.py).
+# make test-moto-newest: the local mode's end-to-end tests on the newest moto PyPI serves, with the speed
+# patches off (what a user on a moto not yet checked gets, if they let it run); a few minutes.
+MOTO_VERSIONS ?= 5.1.22 5.2.1 5.2.2 5.2.3 5.2.4 5.2.5
+MOTO_LOCAL_TESTS := tests/unit/local tests/integration/local
+MOTO_E2E_TESTS := tests/e2e/test_cli_local_pipeline.py tests/e2e/test_lifecycle_local_pipeline.py \
+  tests/e2e/test_local_up_lifecycle.py tests/integration/local/test_local_mode.py \
+  tests/integration/local/test_local_rule_bounds.py tests/integration/local/test_local_mode_speed_patches_off.py
+.PHONY: check-moto-versions test-moto-newest
+check-moto-versions: setup
+	set -e; for v in $(MOTO_VERSIONS); do \
+	  scripts/moto_venv.sh $(BIN)/python build/moto/$$v "moto[server]==$$v"; \
+	  TORNASOLE_MOTO_UNCHECKED=1 build/moto/$$v/bin/python -m pytest -q -p no:cacheprovider $(MOTO_LOCAL_TESTS); \
+	  echo "moto $$v: the local mode's tests passed"; \
+	done
+
+test-moto-newest: setup
+	@set -e; newest=$$(scripts/moto_venv.sh $(BIN)/python build/moto/newest "moto[server]>=5" | tail -1); \
+	if build/moto/newest/bin/python -c "import sys; from tornasole.local.moto_patches.versions import \
+	    is_checked; sys.exit(not is_checked('$$newest'))"; then \
+	  note="moto $$newest, the newest PyPI serves, is one the local mode was checked against"; \
+	else \
+	  note="moto $$newest, the newest PyPI serves, is NOT in CHECKED_MOTO (layers/tornasole/local/moto_patches/\
+	versions.py): check it (make check-moto-versions MOTO_VERSIONS=$$newest), add it there, widen the local extra"; \
+	fi; \
+	echo "$$note"; rc=0; \
+	TORNASOLE_MOTO_SPEED_PATCHES=0 TORNASOLE_MOTO_UNCHECKED=1 \
+	  build/moto/newest/bin/python -m pytest -q -p no:cacheprovider $(MOTO_E2E_TESTS) || rc=$$?; \
+	echo "$$note"; exit $$rc
+
 # The demo gets its own small venv (requirements/demo.txt: the package's [demo] extra and CPU-only torch),
 # not the development one (TensorFlow, XGBoost, CDK: gigabytes the demo never imports).
 # torch comes from PyTorch's CPU-only index (only torch: other packages are not looked up there).

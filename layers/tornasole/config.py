@@ -18,6 +18,10 @@ HOOK_DISABLED = "TORNASOLE_HOOK_DISABLED"
 TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
 # Threads used for concurrent reads.
 READ_THREADS = "TORNASOLE_READ_THREADS"
+# Local mode: 0/false/no/off turns its speed patches to moto off (tornasole.local.moto_patches).
+MOTO_SPEED_PATCHES = "TORNASOLE_MOTO_SPEED_PATCHES"
+# Local mode: 1 applies its correctness patches on a moto outside the checked versions (to check one).
+MOTO_UNCHECKED = "TORNASOLE_MOTO_UNCHECKED"
 # Evaluator / handler settings.
 STATE_TABLE = "TORNASOLE_STATE_TABLE"
 EVENT_BUS = "TORNASOLE_EVENT_BUS"

@@ -14,7 +14,7 @@ import pytest
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig
 
 from moto_stack import moto_stack
-from tornasole.local.moto_adjustments import moto_adjusted
+from tornasole.local.moto_patches import moto_adjusted
 
 HERE = "tests/reliability/"
 

@@ -7,7 +7,8 @@ dispatcher gives each function its own worker thread(s), as Lambda gives each
 function its own concurrency, handing the real payloads to the same handler
 functions the CDK stack deploys (``tornasole.lambda_support.handlers``; the
 ``functions/*/handler.py`` assets re-export them). ``--state-dir`` keeps the
-trial bucket and the state table across restarts (``state_store``).
+trial bucket and the state table across restarts (``state_store``). What it
+changes in moto, why, and on which moto releases: ``moto_patches``.
 """
 
 from __future__ import annotations

@@ -20,10 +20,14 @@ from tornasole import config
 from tornasole.aws.clients import clear_client_cache
 from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
-from tornasole.local import transport
 from tornasole.local.dispatcher import Dispatcher
-from tornasole.local.moto_adjustments import adjust_moto, restore_moto
-from tornasole.local.moto_guard import read_stream, release_stream
+from tornasole.local.moto_patches import (
+    adjust_moto,
+    in_process_transport,
+    read_stream,
+    release_stream,
+    restore_moto,
+)
 from tornasole.local.resources import LocalResources, create_resources
 from tornasole.local.state_store import check_bucket, has_state, restore_objects, restore_table, save_state
 from tornasole.stack_spec import DEFAULT_SPEC, StackSpec
@@ -85,6 +89,7 @@ class LocalMode:
         self.dispatcher: Dispatcher | None = None
         self._server: Any = None
         self._saved_env: dict[str, str | None] = {}
+        self.speed_patches: frozenset[str] = frozenset()  # moto's speed patches applied (``moto_patches``)
 
     @property
     def trial_root(self) -> str:
@@ -118,12 +123,13 @@ class LocalMode:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
         # Metrics are disabled locally; Powertools still warns once per invocation that none were published.
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
-        adjust_moto()
+        self.speed_patches = adjust_moto()  # refuses a moto its correctness patches were not checked on
         self._server = ThreadedMotoServer(ip_address=s.host, port=s.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
-        transport.route_to(self.endpoint)  # this process's own requests skip the socket
+        if "in_process_transport" in self.speed_patches:
+            in_process_transport.route_to(self.endpoint)  # this process's own requests skip the socket
         self._set_env(self.environment())
         if s.quiet_handlers:
             self._set_env(
@@ -142,13 +148,15 @@ class LocalMode:
             n = restore_table(s.state_dir, self.resources.table)
             log.info("restored %d state items from %s", n, s.state_dir)
         self._set_env({config.ALERT_TOPIC_ARN: self.resources.topic_arn})
+        fast = "dynamodb_stream_reader" in self.speed_patches
         self.dispatcher = Dispatcher(
             self.resources,
             self.spec,
             schedule_seconds=s.schedule_seconds,
             evaluation_workers=s.evaluation_workers,
-            stream_consumed=functools.partial(release_stream, self.resources.table),
-            stream_reader=functools.partial(read_stream, self.resources.table),
+            # moto's stream read in this process and trimmed (speed patches), else GetRecords.
+            stream_consumed=functools.partial(release_stream, self.resources.table) if fast else None,
+            stream_reader=functools.partial(read_stream, self.resources.table) if fast else None,
         )
         self.dispatcher.start()
         log.info("local mode up at %s", self.endpoint)
@@ -178,7 +186,7 @@ class LocalMode:
             return
         # moto's backends are process-wide: forget this session's resources so a later
         # local mode in the same process (tests, notebooks) starts as empty as a new one.
-        transport.unroute(self.endpoint)
+        in_process_transport.unroute(self.endpoint)
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
         self._server.stop()
         self._server = None

@@ -48,12 +48,12 @@ def _own_storage() -> Any:
     """An S3 storage on a client built in this (child) process, reaching the endpoint over its socket."""
     import boto3
 
-    from tornasole.local import transport
+    from tornasole.local.moto_patches import in_process_transport
     from tornasole.storage.s3 import S3Storage
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
-        transport.unroute(endpoint)
+        in_process_transport.unroute(endpoint)
     return S3Storage(client=boto3.session.Session().client("s3"))
 
 

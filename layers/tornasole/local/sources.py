@@ -8,7 +8,7 @@
   and hands each batch to ``publish_events``; one reader per table, so events
   reach the bus in the order their changes were committed. The stack's event
   filter (outbox inserts) is applied as the event source mapping applies it;
-  the local mode reads the shard in-process (``moto_guard.read_stream``).
+  the local mode reads the shard in-process (``moto_patches.read_stream``).
   Failed records (``batchItemFailures``) are retried from the first failure,
   as Lambda does.
 - ``ScheduleSource``: the EventBridge schedule, a timer.
@@ -125,7 +125,7 @@ class StreamSource(Source):
         # The event source mapping's filter: records it rejects never reach the function (as on AWS).
         self.wanted = compile_pattern(filter_pattern) if filter_pattern else None
         # Reads the records after a sequence number in-process (the local mode's moto), instead of
-        # GetShardIterator + GetRecords: ``tornasole.local.moto_guard.read_stream``.
+        # GetShardIterator + GetRecords: ``tornasole.local.moto_patches.read_stream``.
         self.reader = reader
         self.stream_arn = stream_arn
         self.invoke = invoke

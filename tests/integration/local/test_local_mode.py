@@ -16,6 +16,7 @@ from tornasole.aws.clients import client
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.jobs import describe, register_job, rule_job_summary
 from tornasole.local import LocalMode, LocalSettings
+from tornasole.local.moto_patches.versions import speed_patch_checked, speed_patches_enabled
 from tornasole.modes import ModeKeys
 
 RULE = "ExplodingTensor"
@@ -195,6 +196,7 @@ def test_disabled_metrics_do_not_pile_up(local: LocalMode) -> None:
 SOCKET_PROBE = """
 import json, os, boto3, urllib3.connection
 from tornasole.local import LocalMode, LocalSettings
+from tornasole.local.moto_patches.versions import speed_patch_checked, speed_patches_enabled
 
 connects = []
 original = urllib3.connection.HTTPConnection.connect
@@ -222,6 +224,10 @@ with LocalMode(LocalSettings(port=0)) as local:
 """
 
 
+@pytest.mark.skipif(
+    not (speed_patches_enabled() and speed_patch_checked("in_process_transport")),
+    reason="the in-process transport (a speed patch) is off: TORNASOLE_MOTO_SPEED_PATCHES=0 or this moto",
+)
 def test_this_process_reaches_its_own_endpoint_without_a_socket(tmp_path: Any) -> None:
     import subprocess
     import sys

@@ -9,7 +9,14 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tornasole.local import LocalMode, LocalSettings, transport
+from tornasole.local import LocalMode, LocalSettings
+from tornasole.local.moto_patches import in_process_transport as transport
+from tornasole.local.moto_patches.versions import speed_patch_checked, speed_patches_enabled
+
+pytestmark = pytest.mark.skipif(
+    not (speed_patches_enabled() and speed_patch_checked("in_process_transport")),
+    reason="the in-process transport (a speed patch) is off: TORNASOLE_MOTO_SPEED_PATCHES=0 or this moto",
+)
 
 
 @pytest.fixture(scope="module")

@@ -11,20 +11,20 @@ import pytest
 from moto import mock_aws
 
 from tornasole.aws.clients import clear_client_cache, client
-from tornasole.local import moto_cache
+from tornasole.local.moto_patches import sqs_one_receiver
 from tornasole.local.queue_source import QueueSource
 
 
 @pytest.fixture
 def queue() -> Iterator[str]:
-    """A queue in moto as the local mode runs it (``moto_cache``: one receiver at a time)."""
-    moto_cache.cache()
+    """A queue in moto as the local mode runs it (``sqs_one_receiver``)."""
+    sqs_one_receiver.patch_receive()
     try:
         with mock_aws():
             clear_client_cache()
             yield client("sqs").create_queue(QueueName="notifications")["QueueUrl"]
     finally:
-        moto_cache.uncache()
+        sqs_one_receiver.unpatch_receive()
         clear_client_cache()
 
 

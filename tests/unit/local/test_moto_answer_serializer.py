@@ -10,7 +10,7 @@ from moto import mock_aws
 from moto.core.serialize import XFormedAttributePicker, get_serializer_class
 from moto.core.utils import get_service_model
 
-from tornasole.local import moto_serialize
+from tornasole.local.moto_patches import dynamodb_answer_serializer as moto_serialize
 
 
 def _value(rng: random.Random, depth: int = 0) -> dict[str, Any]:

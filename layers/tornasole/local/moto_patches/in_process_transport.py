@@ -1,5 +1,7 @@
 """Requests from the local mode's own process to its endpoint go straight to the moto app, not over TCP.
 
+A speed patch (``tornasole.local.moto_patches``), of botocore's ``BUILTIN_HANDLERS``.
+
 The embedded server (Werkzeug) closes the connection after every response and
 starts a thread per connection, which costs more than the request itself on a
 busy laptop; the evaluator's handlers, running in the same process as the
@@ -7,7 +9,7 @@ server, make about a dozen requests per step. While a local mode runs, a
 botocore ``before-send`` handler hands requests addressed to its endpoint to
 the same WSGI application the server runs (moto's ``DomainDispatcherApplication``),
 in this thread: the same parsing, the same backends, the same responses, minus
-the socket (and minus the HMAC work of signing them: ``tornasole.local.signing``).
+the socket (and minus the HMAC work of signing them: ``in_process_signing``).
 Other processes (a training script, the CLI in another shell) use
 the server as before; requests to any other URL are untouched.
 """
@@ -19,7 +21,9 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["install", "route_to", "served_in_process", "unroute"]
+from tornasole.local.moto_patches import in_process_signing as signing
+
+__all__ = ["install", "route_to", "served_in_process", "uninstall", "unroute"]
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -37,9 +41,17 @@ def install() -> None:
 
         if ("before-send", _before_send) not in BUILTIN_HANDLERS:
             BUILTIN_HANDLERS.append(("before-send", _before_send))
-    from tornasole.local import signing
-
     signing.install(served_in_process)
+
+
+def uninstall() -> None:
+    """Take the handler out of botocore's built-in handlers and put botocore's signers back."""
+    with _lock:
+        from botocore.handlers import BUILTIN_HANDLERS
+
+        while ("before-send", _before_send) in BUILTIN_HANDLERS:
+            BUILTIN_HANDLERS.remove(("before-send", _before_send))
+    signing.uninstall()
 
 
 def served_in_process(url: str) -> bool:

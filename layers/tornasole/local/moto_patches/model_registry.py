@@ -1,6 +1,6 @@
 """moto's registry of model objects, kept from growing for as long as the local mode runs.
 
-Part of the local mode's moto adjustments (:mod:`tornasole.local.moto_adjustments`).
+A speed patch (``tornasole.local.moto_patches``): memory, for a long run.
 
 moto appends every model object it creates to a list on its class: every
 DynamoDB item version a write makes, every SQS message, every copy moto takes.

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tornasole.local import moto_cache
+from tornasole.local.moto_patches import repeated_work_cache as moto_cache
 
 
 @pytest.fixture

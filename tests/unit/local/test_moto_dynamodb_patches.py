@@ -1,4 +1,4 @@
-"""The local mode's moto adjustments answer exactly as moto does, only cheaper."""
+"""The local mode's DynamoDB patches to moto answer exactly as moto does, only cheaper."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import pytest
 from moto import mock_aws
 
 from tornasole.aws.clients import clear_client_cache, client
-from tornasole.local.moto_guard import read_stream, release_stream, serialize_dynamodb, unserialize_dynamodb
+from tornasole.local.moto_patches import read_stream, release_stream
+from tornasole.local.moto_patches.dynamodb_partition_query import patch_query, unpatch_query
+from tornasole.local.moto_patches.dynamodb_request_lock import serialize_dynamodb, unserialize_dynamodb
+from tornasole.local.moto_patches.dynamodb_transaction_rollback import (
+    patch_transactions,
+    unpatch_transactions,
+)
 
 TABLE = "guard-t"
 # a transaction item whose condition fails on an existing item ("c", "s00"): it cancels the transaction
@@ -19,6 +25,19 @@ _CANCELLING_CHECK = {
         "ConditionExpression": "attribute_not_exists(pk)",
     }
 }
+
+
+def _patch_dynamodb() -> None:
+    """The request lock with the speed patches that rely on it, as the local mode applies them."""
+    serialize_dynamodb()
+    patch_query()
+    patch_transactions()
+
+
+def _unpatch_dynamodb() -> None:
+    unpatch_transactions()
+    unpatch_query()
+    unserialize_dynamodb()
 
 
 @pytest.fixture
@@ -101,12 +120,12 @@ def test_a_partition_query_answers_as_moto_does(ddb, query: dict) -> None:
 
     expected = _pages(ddb, query)
     moto_query = Table.query
-    serialize_dynamodb()
+    _patch_dynamodb()
     try:
         assert Table.query is not moto_query  # the partition query is the one answering
         assert _pages(ddb, query) == expected
     finally:
-        unserialize_dynamodb()
+        _unpatch_dynamodb()
     assert Table.query is moto_query
 
 
@@ -138,7 +157,7 @@ def _items(c) -> list[dict]:
 
 def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
     """Put into an existing partition, update an existing item, then a failing condition: all undone."""
-    serialize_dynamodb()
+    _patch_dynamodb()
     try:
         before = _items(ddb)
         with pytest.raises(ddb.exceptions.TransactionCanceledException):
@@ -176,11 +195,11 @@ def test_a_cancelled_transaction_leaves_the_table_as_it_was(ddb) -> None:
         assert after[("a", "s01")] == {"N": "7"}
         assert len(after) == len(before) + 1
     finally:
-        unserialize_dynamodb()
+        _unpatch_dynamodb()
 
 
 def test_a_sort_key_condition_narrows_the_partition_moto_walks(ddb, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tornasole.local import moto_query
+    from tornasole.local.moto_patches import dynamodb_partition_query as moto_query
 
     views: list[int] = []
     narrow = moto_query._in_key_range
@@ -191,7 +210,7 @@ def test_a_sort_key_condition_narrows_the_partition_moto_walks(ddb, monkeypatch:
         return view
 
     monkeypatch.setattr(moto_query, "_in_key_range", counting)
-    serialize_dynamodb()
+    _patch_dynamodb()
     try:
         items = ddb.query(
             TableName=TABLE,
@@ -199,7 +218,7 @@ def test_a_sort_key_condition_narrows_the_partition_moto_walks(ddb, monkeypatch:
             ExpressionAttributeValues={":p": {"S": "d"}, ":s": {"S": "m#"}},
         )["Items"]
     finally:
-        unserialize_dynamodb()
+        _unpatch_dynamodb()
     assert [i["sk"]["S"] for i in items] == ["m#0", "m#1", "m#2"]
     assert views == [5]  # the run of 3 and its neighbours ("m" and "x#0"), of the partition's 10
 
@@ -208,9 +227,9 @@ def test_queries_answer_as_moto_does_after_the_partition_changed(ddb) -> None:
     """The sorted partition follows puts, overwrites, deletes and a cancelled transaction's undo."""
     from moto.dynamodb.models import dynamodb_backends
 
-    from tornasole.local.moto_query import SortedPartition
+    from tornasole.local.moto_patches.dynamodb_partition_query import SortedPartition
 
-    serialize_dynamodb()
+    _patch_dynamodb()
     try:
         _pages(ddb, QUERIES[4])  # converts partition "d"
         table = dynamodb_backends["123456789012"]["us-east-1"].tables[TABLE]
@@ -229,12 +248,12 @@ def test_queries_answer_as_moto_does_after_the_partition_changed(ddb) -> None:
             )
         ours = [_pages(ddb, q) for q in QUERIES]
     finally:
-        unserialize_dynamodb()
+        _unpatch_dynamodb()
     assert ours == [_pages(ddb, q) for q in QUERIES]  # moto's own answers over the same items
 
 
 def test_a_cancelled_transaction_leaves_no_stream_record(ddb) -> None:
-    serialize_dynamodb()
+    _patch_dynamodb()
     try:
         before = read_stream(TABLE, None, 1000)
         with pytest.raises(ddb.exceptions.TransactionCanceledException):
@@ -251,7 +270,7 @@ def test_a_cancelled_transaction_leaves_no_stream_record(ddb) -> None:
         seq = [int(r["dynamodb"]["SequenceNumber"]) for r in (before[-1], after[-1])]
         assert seq[1] == seq[0] + 1
     finally:
-        unserialize_dynamodb()
+        _unpatch_dynamodb()
 
 
 def test_transactions_neither_copy_the_table_nor_leave_objects_behind(ddb) -> None:
@@ -261,9 +280,9 @@ def test_transactions_neither_copy_the_table_nor_leave_objects_behind(ddb) -> No
     from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
 
-    from tornasole.local.moto_registry import register_models, stop_registering_models
+    from tornasole.local.moto_patches.model_registry import register_models, stop_registering_models
 
-    serialize_dynamodb()
+    _patch_dynamodb()
     stop_registering_models()
     try:
         tracked = len(Item.instances_tracked)
@@ -288,6 +307,6 @@ def test_transactions_neither_copy_the_table_nor_leave_objects_behind(ddb) -> No
         assert item["v"] == {"N": "29"}
     finally:
         register_models()
-        unserialize_dynamodb()
+        _unpatch_dynamodb()
     ddb.put_item(TableName=TABLE, Item={"pk": {"S": "a"}, "sk": {"S": "moto-again"}})
     assert len(Item.instances_tracked) > tracked  # moto's own registration is back

@@ -1,6 +1,6 @@
 """moto's base-table Query, narrowed to what DynamoDB reads: the partition, and in it the key range.
 
-Part of the local mode's moto adjustments (``tornasole.local.moto_guard`` applies it).
+A speed patch (``tornasole.local.moto_patches``): ``patch_query`` wraps ``Table.query``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import bisect
 import functools
 from typing import Any
 
-__all__ = ["query_partition"]
+__all__ = ["SortedPartition", "patch_query", "query_partition", "unpatch_query"]
+
+_ORIGINALS: list[Any] = []  # Table.query as moto defines it (None: inherited), while patched
 
 
 class _Partition:
@@ -211,3 +213,24 @@ def _key_range(table: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
     ):
         return None
     return comparison, bounds
+
+
+def patch_query() -> None:
+    """Answer base-table queries from the partition asked for (idempotent)."""
+    from moto.dynamodb.models.table import Table
+
+    if not _ORIGINALS:
+        _ORIGINALS.append(Table.__dict__.get("query"))
+        Table.query = query_partition(Table.query)  # type: ignore[method-assign]
+
+
+def unpatch_query() -> None:
+    """Put moto's own ``Table.query`` back."""
+    from moto.dynamodb.models.table import Table
+
+    if _ORIGINALS:
+        original = _ORIGINALS.pop()
+        if original is None:
+            delattr(Table, "query")
+        else:
+            Table.query = original  # type: ignore[method-assign]

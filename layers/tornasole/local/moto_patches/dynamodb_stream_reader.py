@@ -1,76 +1,17 @@
-"""Make the embedded moto server's DynamoDB safe and steady for the local mode's concurrent workers.
+"""The table's stream read in the server's own process, and what the local mode has read forgotten.
 
-moto 5's ``TransactWriteItems`` snapshots each table it touches (a deep copy)
-and, when a condition fails, puts the snapshot back: every write another
-thread made to that table meanwhile is lost, and the table's stream shard is
-replaced. DynamoDB itself never does that, and the evaluator relies on
-conditional transactions failing harmlessly (exactly-once). The local mode runs
-moto in its own process, so it serializes DynamoDB and DynamoDB Streams
-requests there with one lock: each request is atomic, as it is on AWS.
+A speed patch (``tornasole.local.moto_patches``): the local mode's stream source
+reads through GetShardIterator + GetRecords when these are off. Both read
+moto's shard under the DynamoDB request lock (``dynamodb_request_lock``).
 """
 
 from __future__ import annotations
 
-import functools
-import threading
 from typing import Any
 
-from tornasole.local.moto_query import query_partition
-from tornasole.local.moto_transactions import patch_transactions, unpatch_transactions
+from tornasole.local.moto_patches.dynamodb_request_lock import LOCK
 
-__all__ = ["release_stream", "read_stream", "serialize_dynamodb", "unserialize_dynamodb"]
-
-_LOCK = threading.RLock()
-_ORIGINALS: dict[type, Any] = {}
-_QUERY = object()  # the key of Table.query in _ORIGINALS
-
-
-def _handlers() -> list[type]:
-    from moto.dynamodb.responses import DynamoHandler
-    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
-
-    return [DynamoHandler, DynamoDBStreamsHandler]
-
-
-def _patch_transactions() -> None:
-    from moto.dynamodb.models.table import Table
-
-    patch_transactions()
-    if _QUERY not in _ORIGINALS:
-        _ORIGINALS[_QUERY] = Table.__dict__.get("query")
-        Table.query = query_partition(Table.query)  # type: ignore[method-assign]
-
-
-def serialize_dynamodb() -> None:
-    """Wrap the handlers' ``call_action`` in the lock, snapshot transactions by partition (idempotent)."""
-    _patch_transactions()
-    for handler in _handlers():
-        if handler in _ORIGINALS:
-            continue
-        original = handler.call_action
-        _ORIGINALS[handler] = handler.__dict__.get("call_action")
-
-        @functools.wraps(original)
-        def call_action(self: Any, _original: Any = original) -> Any:
-            with _LOCK:
-                return _original(self)
-
-        handler.call_action = call_action  # type: ignore[method-assign]
-
-
-def unserialize_dynamodb() -> None:
-    """Put moto's own request handling, query and transactions back (after the local mode stopped)."""
-    from moto.dynamodb.models.table import Table
-
-    unpatch_transactions()
-    for key, original in list(_ORIGINALS.items()):
-        owner = Table if key is _QUERY else key
-        name = "query" if key is _QUERY else "call_action"
-        if original is None:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, original)
-        del _ORIGINALS[key]
+__all__ = ["read_stream", "release_stream"]
 
 
 def release_stream(table_name: str, consumed_through: int | None) -> None:
@@ -85,7 +26,7 @@ def release_stream(table_name: str, consumed_through: int | None) -> None:
     from moto.dynamodb.models import dynamodb_backends
     from moto.dynamodbstreams.models import dynamodbstreams_backends
 
-    with _LOCK:
+    with LOCK:
         for regions in dynamodbstreams_backends.values():
             for backend in regions.values():
                 backend.shard_iterators.clear()
@@ -118,7 +59,7 @@ def read_stream(table_name: str, after: str | None, limit: int) -> list[dict[str
     """
     from moto.dynamodb.models import dynamodb_backends
 
-    with _LOCK:
+    with LOCK:
         for regions in dynamodb_backends.values():
             for backend in regions.values():
                 shard = getattr(backend.tables.get(table_name), "stream_shard", None)

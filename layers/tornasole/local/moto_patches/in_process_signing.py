@@ -1,11 +1,13 @@
 """Requests the local mode serves in its own process are not HMAC-signed; every other request is.
 
+A speed patch (``tornasole.local.moto_patches``), of botocore's ``AUTH_TYPE_MAPS``.
+
 botocore signs each request with SigV4: a canonical request (headers sorted,
 the URL quoted, the body hashed), a string to sign and five HMACs, a tenth of
 the local mode's CPU per evaluated step. moto verifies none of it: it reads
 the region and the access key (hence the account) from the ``Authorization``
 header and, for S3, the ``X-Amz-Content-SHA256`` header. For a request that
-``tornasole.local.transport`` hands to moto in this process, the signer below
+``in_process_transport`` hands to moto in this process, the signer below
 prepares the request exactly as botocore does (the date, the token, S3's
 payload hash) and writes an ``Authorization`` header of the same shape, with
 the same credential scope, whose signature is zeros. Requests to any other

@@ -1,5 +1,7 @@
 """moto writes DynamoDB attribute values into its JSON answers the slow way: take the short one.
 
+A speed patch (``tornasole.local.moto_patches``).
+
 moto 5.2 serializes every response by walking the botocore output shape: for
 each member of each structure it builds five alias providers and tries each
 name they offer on the value. An attribute value is a structure of ten members
@@ -14,8 +16,7 @@ set, map or list (nested values checked the same way) is written as a copy of
 itself: what the generic walk writes for those; so is a map of them (an item, a
 key) at once. Anything else (binary values, which moto encodes once more, other
 types, a shape or value moto might alias, any response transformer registered)
-takes moto's own path, for the whole map. Applied only to
-the moto versions ``moto_expressions.SUPPORTED`` names.
+takes moto's own path, for the whole map.
 """
 
 from __future__ import annotations
@@ -32,9 +33,7 @@ _SETS = ("SS", "NS")
 def patch() -> None:
     from moto.core.serialize import BaseJSONSerializer
 
-    from tornasole.local.moto_expressions import supported
-
-    if _originals or not supported():
+    if _originals:
         return
     original = BaseJSONSerializer.__dict__["_serialize_type_structure"]
     original_map = BaseJSONSerializer.__dict__["_serialize_type_map"]

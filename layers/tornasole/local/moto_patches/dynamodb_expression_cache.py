@@ -1,5 +1,7 @@
 """moto's DynamoDB parses the same few expressions on every request: parse each once.
 
+A speed patch (``tornasole.local.moto_patches``).
+
 The evaluator sends a handful of distinct update and condition expressions,
 thousands of times, each with new placeholder values. For every UpdateItem
 moto parses the update expression twice (the response class, then the backend),
@@ -24,8 +26,7 @@ While cached:
 
 An expression that fails to parse raises as before and is not kept. The caches
 hold at most ``MAX_EXPRESSIONS`` entries each (then start again), keyed by the
-exact text. The patches are applied only to the moto they were written against
-(``SUPPORTED``): on another version moto is left as it is.
+exact text.
 """
 
 from __future__ import annotations
@@ -36,11 +37,10 @@ import pickle
 from collections import deque
 from typing import Any
 
-__all__ = ["SUPPORTED", "cache", "supported", "uncache"]
+__all__ = ["cache", "uncache"]
 
 log = logging.getLogger(__name__)
 MAX_EXPRESSIONS = 256
-SUPPORTED = ((5, 2),)  # moto major.minor versions whose parsers these patches were checked against
 
 _trees: dict[str, tuple[Any, bytes]] = {}  # update expression text -> (tree, its pickle)
 _pickles: dict[int, tuple[Any, bytes]] = {}  # id(tree) -> (tree, its pickle), for the validator's copy
@@ -49,19 +49,9 @@ _node_types: dict[type, tuple[type, ...]] = {}  # tree walker class -> the node 
 _originals: dict[str, Any] = {}
 
 
-def supported() -> bool:
-    from importlib.metadata import version
-
-    try:
-        major_minor = tuple(int(p) for p in version("moto").split(".")[:2])
-    except ValueError:
-        return False
-    return major_minor in SUPPORTED
-
-
 def cache() -> None:
-    """Patch moto's parsers (idempotent; nothing on an unsupported moto)."""
-    if _originals or not supported():
+    """Patch moto's parsers (idempotent)."""
+    if _originals:
         return
     from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.parsing import validators

@@ -1,13 +1,13 @@
 """moto's ``TransactWriteItems`` rolled back in place: only the items a transaction names are saved.
 
-Part of the local mode's moto adjustments (``tornasole.local.moto_guard`` applies it).
+A speed patch (``tornasole.local.moto_patches``); it relies on the DynamoDB request lock.
 
 moto snapshots each table a transaction names with a deep copy (every item,
 every stream record) so it can put the copy back when a condition fails. That
 made each evaluated step slower the longer the local mode ran, and every copy
 stayed alive: moto registers each model object it creates (``BaseModel``'s
 instance list, read only by its dashboard), so a long run kept one table per
-transaction. Requests are serialized (``moto_guard``), so only the items the
+transaction. Requests are serialized (``dynamodb_request_lock``), so only the items the
 transaction itself writes can change before a rollback. Those are saved before
 it runs, and put back, with the stream cut back to its length before the
 transaction, when it is cancelled: as on DynamoDB, a cancelled transaction
