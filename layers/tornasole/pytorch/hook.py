@@ -125,16 +125,18 @@ class Hook(_CoreHook):
         params = [(f"{cls_name}_{pname}", p) for pname, p in module.named_parameters()]
         model = _Model(module, cls_name, subs, params)
         self._models.append(model)
-        callback = _EagerCallback if self._stats is not None else _Callback
-        self._permanent.append(module.register_forward_pre_hook(callback(self._pre_hook_for(model), self)))
+        pre_hook = _OutsideGraphCallback(self._pre_hook_for(model), self)
+        self._permanent.append(module.register_forward_pre_hook(pre_hook))
         self._modules_seen = -1
         if self._stats is not None:
             if self._firing is None:
                 self._firing = model  # the model whose full tensors an optimizer-driven step saves
             if self.statistics.activations:
                 for mname, sub in subs:
+                    # the model's own output is seen after its (compiled) forward; its parts' in eager only
+                    kind = _OutsideGraphCallback if sub is module else _EagerCallback
                     self._permanent.append(
-                        sub.register_forward_hook(_EagerCallback(self._activation_hook(mname), self))
+                        sub.register_forward_hook(kind(self._activation_hook(mname), self))
                     )
 
     register_hook = register_module  # smdebug's older name
@@ -500,13 +502,28 @@ class _Callback:
         return (_inert, ())
 
 
+class _OutsideGraphCallback(_Callback):
+    """A :class:`_Callback` that ``torch.compile`` runs as Python, outside any graph.
+
+    The registered model's forward pre-hook opens the steps: in a compiled model
+    it runs before the compiled forward (a frame of its own, which dynamo skips),
+    so it neither breaks the graph nor adds one, and steps are counted as in eager.
+    """
+
+    __slots__ = ()
+
+    @torch._dynamo.disable
+    def __call__(self, *args: Any) -> Any:
+        return super().__call__(*args)
+
+
 class _EagerCallback(_Callback):
     """A :class:`_Callback` that does nothing while ``torch.compile`` traces it.
 
-    Statistics mode's module hooks (step opening, losses, activations) are
-    traced into a compiled region, where their Python side effects would break
-    the graph; there they constant-fold to nothing, and the optimizer's step
-    hooks (which run in eager) drive the steps instead.
+    Statistics mode's hooks on submodules (activations) and losses are traced
+    into a compiled region when they sit inside it, where their Python side
+    effects would break the graph; there they constant-fold to nothing: a
+    compiled region's activations are not seen (an eager run's are).
     """
 
     __slots__ = ()
