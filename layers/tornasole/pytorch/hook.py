@@ -120,7 +120,7 @@ class Hook(_CoreHook):
             return
         if any(m.module is module for m in self._models):
             return  # registered already: a second pre-hook would count every step twice
-        cls_name = module._get_name()
+        cls_name = _model_name(module)
         subs = [(name or cls_name, m) for name, m in module.named_modules()]
         params = [(f"{cls_name}_{pname}", p) for pname, p in module.named_parameters()]
         model = _Model(module, cls_name, subs, params)
@@ -540,6 +540,22 @@ def _noop(*_args: Any) -> None:
 
 def _inert() -> Callable[..., None]:
     return _noop
+
+
+def _model_name(module: nn.Module) -> str:
+    """The model's class name, the prefix of its parameters' names; FSDP2's ``FSDP<Class>`` is ``<Class>``.
+
+    ``fully_shard`` swaps the module's class for a subclass named ``FSDP<Class>``: the
+    parameters keep the names they have unsharded (and in a DDP or single-process run).
+    """
+    name = module._get_name()
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed
+        return name
+    if isinstance(module, FSDPModule) and name.startswith("FSDP"):
+        return name[len("FSDP") :]
+    return name
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
