@@ -233,3 +233,45 @@ def test_registering_an_optimizer_or_scaler_needs_statistics_mode(tmp_path: Path
 
 def test_amax_is_the_max_abs_statistic():
     assert ts.StatisticsConfig(statistics=("amax", "max_abs")).reductions == (("max", True),)
+
+
+def test_the_llm_preset_saves_what_megatron_and_olmo_log(tmp_path: Path):
+    torch.manual_seed(0)
+    model, loss_fn = Net(), nn.CrossEntropyLoss()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+    hook = ts.Hook(str(tmp_path), preset="llm")
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    hook.register_optimizer(opt)
+    hook.register_grad_scaler(scaler)
+    for step in range(2):
+        x, y = _batch(step)
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    params = [f"Net_{n}" for n, _ in model.named_parameters()]
+    assert sorted(trial.tensor_names()) == sorted(
+        [
+            *params,
+            *(f"gradient/{p}" for p in params),
+            "CrossEntropyLoss_output_0",
+            "scalar/learning_rate",
+            "scalar/grad_norm",
+            "scalar/param_norm",
+            "scalar/loss_scale",
+            "scalar/skipped_steps",
+        ]
+    )
+    assert trial.steps() == [0, 1]
+    for name in params:
+        assert float(trial.tensor(name).reduction_value(1, "l2")) > 0
+        with pytest.raises(TensorUnavailableForStep):
+            trial.tensor(name).reduction_value(1, "mean")  # the preset saves norms only
+    assert float(trial.tensor("scalar/loss_scale").value(0)) == 256.0
+    assert float(trial.tensor("scalar/learning_rate").value(1)) == pytest.approx(3e-4)
