@@ -275,3 +275,33 @@ def test_the_llm_preset_saves_what_megatron_and_olmo_log(tmp_path: Path):
             trial.tensor(name).reduction_value(1, "mean")  # the preset saves norms only
     assert float(trial.tensor("scalar/loss_scale").value(0)) == 256.0
     assert float(trial.tensor("scalar/learning_rate").value(1)) == pytest.approx(3e-4)
+
+
+def test_std_of_a_tensor_whose_mean_dwarfs_its_spread_is_exact():
+    """A LayerNorm weight near 1 with a spread of 1e-4: norm**2 - n*mean**2 would cancel to noise."""
+    from tornasole.pytorch.statistics import TensorStatistics
+
+    g = torch.Generator().manual_seed(0)
+    near_one = 1.0 + 1e-4 * torch.randn(4096, generator=g)
+    centred = torch.randn(4096, generator=g)
+    reducer = TensorStatistics(("mean", "std"))
+    got = reducer.finish(reducer.parts([near_one, centred])).numpy()
+    for row, t in zip(got, (near_one, centred)):
+        a = t.numpy().astype(np.float64)
+        assert row[0] == pytest.approx(a.mean(), rel=1e-6)
+        assert row[1] == pytest.approx(a.std(ddof=1), rel=1e-4)
+
+
+def test_merged_shards_give_the_statistics_of_the_whole_tensor():
+    """FSDP's merge: parts of uneven shards, one of them empty, merge into the whole tensor's."""
+    from tornasole.pytorch.statistics import DEFAULT_STATISTICS, TensorStatistics, merge_parts
+
+    g = torch.Generator().manual_seed(1)
+    whole = torch.randn(7, 5, generator=g) * 3 + 2
+    whole[0, 0] = 0.0
+    reducer = TensorStatistics(DEFAULT_STATISTICS)
+    shards = [whole[:4], whole[4:], whole[7:]]  # 4 rows, 3 rows, none
+    gathered = torch.stack([reducer.parts([s]) for s in shards])
+    merged = reducer.finish(merge_parts(gathered))
+    expected = reducer.finish(reducer.parts([whole]))
+    np.testing.assert_allclose(merged.numpy(), expected.numpy(), rtol=1e-5)
