@@ -168,13 +168,17 @@ class TensorStatistics:
         self._minmax = _MIN in needs or _MAX in needs
         self._zeros = _ZEROS in needs
         self._nonfinite = _NONFINITE in needs
+        self._counts: dict[tuple[Any, tuple[int, ...]], torch.Tensor] = {}
 
     def parts(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         """The mergeable parts of each (local) tensor: ``[len(tensors), 8]`` float32 on their device."""
         device = tensors[0].device
         xs = [_as_float(t) for t in tensors]
         k = len(xs)
-        counts = torch.tensor([float(x.numel()) for x in xs], device=device)
+        sizes = tuple(x.numel() for x in xs)
+        counts = self._counts.get((device, sizes))
+        if counts is None:  # the same tensors every step: copied to the device once, not per step
+            counts = self._counts[(device, sizes)] = torch.tensor([float(n) for n in sizes], device=device)
         zeros = torch.zeros(k, dtype=torch.float32, device=device)
         cols = [zeros] * _PARTS
         cols[_N] = counts
