@@ -383,7 +383,7 @@ class Hook(_CoreHook):
         pending = self._pending
         if flat is not None:
             host = self._tc.capture(flat)
-            pending.extend(("t", tag, host[i], now) for i, tag in enumerate(tags))
+            pending.extend(("t", tag, value, now) for tag, value in zip(tags, host.unbind()))
         if self.statistics.learning_rate:
             for k, opt in enumerate(self._optimizers):
                 for g, group in enumerate(opt.param_groups):

@@ -58,6 +58,7 @@ class StepStatistics:
         )
         self._scaler_values: dict[str, torch.Tensor] = {}
         self._skipped_total: torch.Tensor | None = None
+        self._tags: tuple[tuple[str, ...], list[str]] | None = None
 
     # -- between boundaries ------------------------------------------------------------------
     def observe_loss(self, name: str, value: torch.Tensor) -> None:
@@ -150,6 +151,14 @@ class StepStatistics:
         self._skipped_total = total
         self._scaler_values = {LOSS_SCALE: scale.detach().reshape(()).float().clone(), SKIPPED_STEPS: total}
 
+    def _tags_of(self, names: list[str]) -> list[str]:
+        """The reduction tags of ``names`` (the same list every step: worked out once)."""
+        key = tuple(names)
+        if self._tags is None or self._tags[0] != key:
+            reds = self.config.reductions
+            self._tags = (key, [reduction_tag(name, red, abs_) for name in names for red, abs_ in reds])
+        return self._tags[1]
+
     # -- at the boundary -------------------------------------------------------------------
     def assemble(self) -> tuple[torch.Tensor | None, list[str], dict[str, list[str]]]:
         """The step's values as one flat float32 device tensor, its tags, and the tensor names by kind.
@@ -163,8 +172,7 @@ class StepStatistics:
             names, stats, grad_total, param_total = self._collected
             if names:
                 values.append(stats.reshape(-1))
-                reds = self.config.reductions
-                tags += [reduction_tag(name, red, abs_) for name in names for red, abs_ in reds]
+                tags += self._tags_of(names)
                 kinds["tensors"] += names
             device = stats.device
             for tag, total in ((GRAD_NORM, grad_total), (PARAM_NORM, param_total)):
