@@ -152,6 +152,8 @@ class Hook(_CoreHook):
         if self._stats is not None and self.statistics.loss:
 
             def loss_hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
+                if self.mode in _NO_OPTIMIZER_MODES:
+                    return  # an evaluation loss is no part of the training step's
                 for i, t in enumerate(_tensors_in(output)):
                     if t.numel() == 1:
                         self._stats.observe_loss(f"{lname}_output_{i}", t)
@@ -229,7 +231,8 @@ class Hook(_CoreHook):
             and isinstance(tensor_value, torch.Tensor)
             and tensor_value.numel() == 1
         ):
-            self._stats.observe_loss(f"{tensor_name}_output_0", tensor_value)
+            if self.mode not in _NO_OPTIMIZER_MODES:  # an evaluation loss is no part of the training step's
+                self._stats.observe_loss(f"{tensor_name}_output_0", tensor_value)
             return
         self._write_io(tensor_name, "_output_", tensor_value)
 

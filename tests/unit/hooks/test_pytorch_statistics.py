@@ -305,3 +305,33 @@ def test_merged_shards_give_the_statistics_of_the_whole_tensor():
     merged = reducer.finish(merge_parts(gathered))
     expected = reducer.finish(reducer.parts([whole]))
     np.testing.assert_allclose(merged.numpy(), expected.numpy(), rtol=1e-5)
+
+
+def test_evaluation_passes_do_not_mix_into_the_training_steps_loss(tmp_path: Path):
+    from tornasole import modes
+
+    torch.manual_seed(0)
+    model, loss_fn = Net(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = ts.Hook(str(tmp_path), statistics=ts.StatisticsConfig(statistics=("norm",)))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    hook.register_optimizer(opt)
+    train_losses = []
+    for step in range(2):
+        hook.set_mode(modes.TRAIN)
+        x, y = _batch(step)
+        loss = loss_fn(model(x), y)
+        train_losses.append(loss.item())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        hook.set_mode(modes.EVAL)
+        with torch.no_grad():
+            loss_fn(model(_batch(50 + step)[0]) * 100, _batch(50 + step)[1])  # a very different loss
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    train_steps = trial.steps(mode=modes.TRAIN)
+    assert len(train_steps) == 2
+    got = [float(trial.tensor("CrossEntropyLoss_output_0").value(s, mode=modes.TRAIN)) for s in train_steps]
+    assert got == pytest.approx(train_losses, rel=1e-6)
