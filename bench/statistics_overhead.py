@@ -1,11 +1,11 @@
 """Statistics every step on a small transformer LM: what the PyTorch hook's statistics mode costs.
 
 A causal transformer LM (2 blocks, d=128, 4 heads, vocabulary 512, sequence
-64, batch 16; 0.5 M parameters in 26 tensors) trains with AdamW. Rows:
+64, batch 16; 0.5 M parameters in 29 tensors) trains with AdamW. Rows:
 
 - ``tornasole stats``: ``Hook(statistics=True)``: norm, max_abs, mean, std,
   zero_fraction and nonfinite_count of every parameter and gradient, the loss,
-  the learning rate and the total norms, every step (318 values a step);
+  the learning rate and the total norms, every step (352 values a step);
 - ``tornasole llm``: ``Hook(preset="llm")`` (norms, loss, learning rate);
 - ``smdebug``: smdebug 1.0.34's hook saving the same reductions that it has
   (``l2``, ``abs_max``, ``mean``, ``std``: not zero_fraction and
