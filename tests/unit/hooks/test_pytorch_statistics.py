@@ -335,3 +335,28 @@ def test_evaluation_passes_do_not_mix_into_the_training_steps_loss(tmp_path: Pat
     assert len(train_steps) == 2
     got = [float(trial.tensor("CrossEntropyLoss_output_0").value(s, mode=modes.TRAIN)) for s in train_steps]
     assert got == pytest.approx(train_losses, rel=1e-6)
+
+
+def test_exploding_tensor_reads_a_statistics_trial(tmp_path: Path):
+    """The existing rules read statistics as reductions: a NaN gradient at step 2 fires ExplodingTensor."""
+    from tornasole.rules.generic import ExplodingTensor
+    from tornasole.rules.invoker import invoke_rule
+
+    torch.manual_seed(0)
+    model, loss_fn = Net(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    hook = ts.Hook(str(tmp_path), statistics=True)
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    hook.register_optimizer(opt)
+    for step in range(4):
+        x, y = _batch(step)
+        loss_fn(model(x), y).backward()
+        if step == 2:
+            model.fc1.weight.grad[0, 0] = float("nan")
+        opt.step()
+        opt.zero_grad()
+    hook.close()
+    summary = invoke_rule(ExplodingTensor(create_trial(str(tmp_path))))
+    # step 2: the gradient; step 3: the weight the NaN gradient was applied to (0 * NaN is NaN)
+    assert [outcome.step for outcome in summary.fired] == [2, 3]
