@@ -131,6 +131,7 @@ test-gpu:
 # Hook overhead on the GPU against smdebug 1.0.34 (SMDEBUG_PATH: a directory holding smdebug for GPU_PY).
 bench-cuda:
 	PYTHONPATH=layers:$$PYTHONPATH $(GPU_PY) bench/hook_overhead_cuda.py $(if $(SMDEBUG_PATH),--smdebug-path $(SMDEBUG_PATH))
+	PYTHONPATH=layers:$$PYTHONPATH $(GPU_PY) bench/statistics_overhead.py --device cuda --steps 200 $(if $(SMDEBUG_PATH),--smdebug-path $(SMDEBUG_PATH))
 
 bench: setup setup-smdebug
 	$(BIN)/python bench/read_vs_smdebug.py

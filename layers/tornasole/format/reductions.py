@@ -30,6 +30,7 @@ __all__ = [
     "REDUCTIONS_PREFIX",
     "REDUCTIONS",
     "NORMS",
+    "STATISTICS",
     "ALL_REDUCTIONS",
     "canonical_reduction",
     "reduction_tag",
@@ -40,7 +41,10 @@ __all__ = [
 REDUCTIONS_PREFIX = "smdebug/reductions/"
 REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
 NORMS = ("l1", "l2")
-ALL_REDUCTIONS = REDUCTIONS + NORMS
+#: Tornasole's own reductions, written by the PyTorch hook's statistics mode (smdebug reads them as
+#: stored reductions; it cannot compute them from a full tensor)
+STATISTICS = ("zero_fraction", "nonfinite_count")
+ALL_REDUCTIONS = REDUCTIONS + NORMS + STATISTICS
 _ALIASES = {"l1_norm": "l1", "l2_norm": "l2"}
 _COLON_INDEX = re.compile(r":\d+")
 _NUMPY = {
@@ -51,6 +55,8 @@ _NUMPY = {
     "variance": np.var,
     "sum": np.sum,
     "prod": np.prod,
+    "zero_fraction": lambda d: np.float32(np.count_nonzero(d == 0) / d.size) if d.size else np.float32("nan"),
+    "nonfinite_count": lambda d: np.float32(d.size - np.count_nonzero(np.isfinite(d))),
 }
 
 
@@ -124,7 +130,8 @@ def compute(array: np.ndarray, reduction: str, abs: bool = False) -> np.ndarray:
     array : array-like
         The full tensor.
     reduction : str
-        One of ``min max mean std variance sum prod l1 l2`` (``l1_norm``/``l2_norm`` accepted).
+        One of ``min max mean std variance sum prod l1 l2 zero_fraction nonfinite_count``
+        (``l1_norm``/``l2_norm`` accepted).
     abs : bool
         Reduce ``np.absolute(array)`` instead.
 

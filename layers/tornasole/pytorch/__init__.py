@@ -22,12 +22,14 @@ from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.hooks.singleton import framework_functions
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.pytorch.hook import Hook
+from tornasole.pytorch.statistics import StatisticsConfig
 from tornasole.trials import create_trial
 
 get_hook, set_hook, del_hook = framework_functions(lambda: Hook)
 
 __all__ = [
     "Hook",
+    "StatisticsConfig",
     "SaveConfig",
     "SaveConfigMode",
     "ReductionConfig",

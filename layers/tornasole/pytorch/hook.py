@@ -21,6 +21,7 @@ hooks are never registered in EVAL or PREDICT.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +30,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from tornasole.core.collection import Collection
+from tornasole.core.collection import Collection, CollectionKeys
 from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.modes import ModeKeys
 from tornasole.pytorch.capture import TorchCapture
+from tornasole.pytorch.statistics import StatisticsConfig, llm_preset
+from tornasole.pytorch.step_statistics import StepStatistics, learning_rate_name
 
 __all__ = ["Hook"]
 
 logger = logging.getLogger(__name__)
+
+_NO_OPTIMIZER_MODES = (ModeKeys.EVAL, ModeKeys.PREDICT)
 
 
 @dataclass
@@ -68,8 +73,29 @@ class Hook(_CoreHook):
     _INIT_STEP = -1
     _OPEN_AT_START = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    _PRESETS = {"llm": llm_preset}
+
+    def __init__(
+        self,
+        *args: Any,
+        statistics: StatisticsConfig | bool | dict[str, Any] | None = None,
+        preset: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if preset is not None:
+            if preset not in self._PRESETS:
+                raise ConfigurationError(f"Hook(preset={preset!r}): expected one of {sorted(self._PRESETS)}")
+            if statistics is not None:
+                raise ConfigurationError("Hook: give either preset or statistics, not both")
+            statistics = self._PRESETS[preset]()
         super().__init__(*args, **kwargs)
+        self.statistics = StatisticsConfig.parse(statistics)
+        self._stats = StepStatistics(self.statistics) if self.statistics is not None else None
+        self._optimizers: list[Any] = []
+        self._scaler: Any = None
+        self._stats_steps = 0  # optimizer steps (statistics mode's step boundaries) so far
+        self._stats_names_filed: set[str] = set()
+        self._warned_no_optimizer = False
         self._tc = TorchCapture()
         self._models: list[_Model] = []
         self._losses: list[tuple[str, nn.Module]] = []
@@ -94,13 +120,24 @@ class Hook(_CoreHook):
             return
         if any(m.module is module for m in self._models):
             return  # registered already: a second pre-hook would count every step twice
-        cls_name = module._get_name()
+        cls_name = _model_name(module)
         subs = [(name or cls_name, m) for name, m in module.named_modules()]
         params = [(f"{cls_name}_{pname}", p) for pname, p in module.named_parameters()]
         model = _Model(module, cls_name, subs, params)
         self._models.append(model)
-        self._permanent.append(module.register_forward_pre_hook(_Callback(self._pre_hook_for(model), self)))
+        pre_hook = _OutsideGraphCallback(self._pre_hook_for(model), self)
+        self._permanent.append(module.register_forward_pre_hook(pre_hook))
         self._modules_seen = -1
+        if self._stats is not None:
+            if self._firing is None:
+                self._firing = model  # the model whose full tensors an optimizer-driven step saves
+            if self.statistics.activations:
+                for mname, sub in subs:
+                    # the model's own output is seen after its (compiled) forward; its parts' in eager only
+                    kind = _OutsideGraphCallback if sub is module else _EagerCallback
+                    self._permanent.append(
+                        sub.register_forward_hook(kind(self._activation_hook(mname), self))
+                    )
 
     register_hook = register_module  # smdebug's older name
 
@@ -108,19 +145,108 @@ class Hook(_CoreHook):
         """Save the output of ``loss_module`` as ``<LossClass>_output_0`` (collection ``losses``)."""
         if not isinstance(loss_module, nn.Module):
             raise ConfigurationError(f"register_loss: {type(loss_module).__name__} is not a torch.nn.Module")
-        if self.enabled:
-            self._losses.append((loss_module._get_name(), loss_module))
+        if not self.enabled:
+            return
+        lname = loss_module._get_name()
+        self._losses.append((lname, loss_module))
+        if self._stats is not None and self.statistics.loss:
+
+            def loss_hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
+                if self.mode in _NO_OPTIMIZER_MODES:
+                    return  # an evaluation loss is no part of the training step's
+                for i, t in enumerate(_tensors_in(output)):
+                    if t.numel() == 1:
+                        self._stats.observe_loss(f"{lname}_output_{i}", t)
+
+            self._permanent.append(loss_module.register_forward_hook(_EagerCallback(loss_hook, self)))
+
+    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Statistics mode: one step per ``optimizer.step()`` (not per forward pass), its learning rates.
+
+        The first registered optimizer's steps are the step boundaries: gradients
+        are reduced just before it steps (accumulated over the step's micro-batches,
+        unscaled by a ``GradScaler``), weights as that step's forward passes used them.
+        """
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise ConfigurationError(
+                f"register_optimizer: {type(optimizer).__name__} is not a torch.optim.Optimizer"
+            )
+        if self._stats is None:
+            raise ConfigurationError(
+                "register_optimizer: the hook is not in statistics mode (statistics=...)"
+            )
+        if not self.enabled or any(o is optimizer for o in self._optimizers):
+            return
+        first = not self._optimizers
+        self._optimizers.append(optimizer)
+        if first:
+            self._permanent.append(
+                optimizer.register_step_pre_hook(_Callback(self._before_optimizer_step, self))
+            )
+            self._permanent.append(
+                optimizer.register_step_post_hook(_Callback(self._after_optimizer_step, self))
+            )
+
+    def register_grad_scaler(self, scaler: torch.amp.GradScaler) -> None:
+        """Statistics mode: save the scaler's scale and the steps it skipped (inf/NaN gradients) each step.
+
+        ``GradScaler`` offers no callback, and a step it skips never calls
+        ``optimizer.step()``, so the hook wraps this scaler's ``update`` (the call
+        that ends every AMP step): a skipped step is still a step, with its
+        non-finite gradients reduced.
+        """
+        if not isinstance(scaler, torch.amp.GradScaler):
+            raise ConfigurationError(f"register_grad_scaler: {type(scaler).__name__} is not a GradScaler")
+        if self._stats is None:
+            raise ConfigurationError(
+                "register_grad_scaler: the hook is not in statistics mode (statistics=...)"
+            )
+        if not self.enabled or self._scaler is scaler:
+            return
+        if self._scaler is not None:
+            raise ConfigurationError("register_grad_scaler: a GradScaler is registered already")
+        self._scaler = scaler
+        update = scaler.update
+        before = _Callback(self._before_scaler_update, self)
+        boundary = _Callback(self._stats_boundary, self)
+
+        def update_and_end_step(new_scale: Any = None) -> None:
+            before(scaler)
+            update(new_scale)
+            boundary()
+
+        scaler.update = update_and_end_step  # type: ignore[method-assign]
+        self._scaler_update = update
 
     def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
-        """Save a functional loss (``F.mse_loss(...)``) as ``<tensor_name>_output_0``."""
-        if not self._closed:
-            self._write_io(tensor_name, "_output_", tensor_value)
+        """Save a functional loss (``F.mse_loss(...)``) as ``<tensor_name>_output_0``.
+
+        In statistics mode a 1-element value is the step's loss (mean over micro-batches), saved every step.
+        """
+        if self._closed:
+            return
+        if (
+            self._stats is not None
+            and self.statistics.loss
+            and isinstance(tensor_value, torch.Tensor)
+            and tensor_value.numel() == 1
+        ):
+            if self.mode not in _NO_OPTIMIZER_MODES:  # an evaluation loss is no part of the training step's
+                self._stats.observe_loss(f"{tensor_name}_output_0", tensor_value)
+            return
+        self._write_io(tensor_name, "_output_", tensor_value)
 
     # -- step callbacks -----------------------------------------------------------------------
     def _pre_hook_for(self, model: _Model) -> Callable[[nn.Module, Any], None]:
         def pre_hook(_module: nn.Module, _inputs: Any) -> None:
             if self._modules_seen != Collection.modules_version:
                 self._resolve_module_collections()
+            if self._stats is not None:
+                if self._optimizers and self._open and self.mode not in _NO_OPTIMIZER_MODES:
+                    return  # a micro-batch of the open step: the optimizer ends it
+                if self._open and not self._optimizers:  # no optimizer: each forward pass is a step
+                    self._stats_finish_step()
+                    self._stats_steps += 1
             self._firing = model
             self._begin_step()
 
@@ -162,8 +288,9 @@ class Hook(_CoreHook):
                         )
             for mname, module in model.submodules:
                 self._watch_io(mname, module)
-        for lname, loss in self._losses:
-            self._watch_io(lname, loss)
+        if self._stats is None or not self.statistics.loss:  # statistics mode saves the loss every step
+            for lname, loss in self._losses:
+                self._watch_io(lname, loss)
 
     def _watch_io(self, mname: str, module: nn.Module) -> None:
         want_in = self._wanted(f"{mname}_input_0")
@@ -199,7 +326,117 @@ class Hook(_CoreHook):
         for h in handles:
             h.remove()
 
+    # -- statistics mode ----------------------------------------------------------------------
+    def _activation_hook(self, mname: str) -> Callable[[nn.Module, Any, Any], None]:
+        def activation_hook(_module: nn.Module, _inputs: Any, outputs: Any) -> None:
+            if self.mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and self._stats_due():
+                for i, t in enumerate(_tensors_in(outputs)):
+                    self._stats.observe_activation(f"{mname}_output_{i}", t)
+
+        return activation_hook
+
+    def _stats_due(self) -> bool:
+        return self._stats_steps % self.statistics.save_interval == 0
+
+    def _all_params(self) -> list[tuple[str, nn.Parameter]]:
+        return [named for model in self._models for named in model.params]
+
+    def _before_optimizer_step(self, *_args: Any) -> None:
+        if self._stats_due():
+            self._stats.collect(self._all_params())
+
+    def _after_optimizer_step(self, *_args: Any) -> None:
+        if self._scaler is None:
+            self._stats_boundary()
+
+    def _before_scaler_update(self, scaler: Any) -> None:
+        if self._stats_due():
+            if not self._stats.collected:  # the scaler skipped optimizer.step(): reduce its gradients here
+                self._stats.collect(self._all_params())
+            self._stats.observe_scaler(scaler)
+
+    def _stats_boundary(self) -> None:
+        """An optimizer step ended: write its statistics, end the step (the next forward pass opens one)."""
+        if self._closed:
+            return
+        self._stats_finish_step()
+        self._stats_steps += 1
+        self._end_step()
+        self._open = False
+
+    def _stats_finish_step(self) -> None:
+        """Put the open step's statistics (one device tensor, copied once) into its records."""
+        stats = self._stats
+        if not self._open:
+            self._begin_step()  # a compiled model's forward pre-hook does not run: the optimizer opens steps
+        if not self._stats_due():
+            stats.reset()
+            return
+        if not stats.collected:
+            if self.statistics.gradients and not self._optimizers and not self._warned_no_optimizer:
+                self._warned_no_optimizer = True
+                logger.warning(
+                    "Tornasole: statistics mode saves gradient statistics only with hook.register_optimizer()"
+                )
+            stats.collect(self._all_params())
+        flat, tags, kinds = stats.assemble()
+        if not self._writes:
+            return
+        now = time.time()
+        pending = self._pending
+        if flat is not None:
+            host = self._tc.capture(flat)
+            pending.extend(("t", tag, value, now) for tag, value in zip(tags, host.unbind()))
+        if self.statistics.learning_rate:
+            for k, opt in enumerate(self._optimizers):
+                for g, group in enumerate(opt.param_groups):
+                    lr = group.get("lr")
+                    if lr is not None:
+                        tag = learning_rate_name(k, g)
+                        value = (
+                            lr.detach().float().cpu().reshape(())
+                            if torch.is_tensor(lr)
+                            else torch.tensor(float(lr))
+                        )
+                        pending.append(("t", tag, value, now))
+                        kinds["scalars"].append(tag)
+        self._file_statistics(kinds)
+
+    def _file_statistics(self, kinds: dict[str, list[str]]) -> None:
+        """List new statistics names in their collections (the collections file names them)."""
+        fixed = {"losses": CollectionKeys.LOSSES, "scalars": CollectionKeys.SCALARS}
+        changed = False
+        for kind, names in kinds.items():
+            for name in names:
+                if name in self._stats_names_filed:
+                    continue
+                self._stats_names_filed.add(name)
+                if kind in fixed:
+                    targets = [self.collection_manager.get(fixed[kind])]
+                else:
+                    targets = [
+                        c
+                        for c in self.collection_manager
+                        if c.name != CollectionKeys.ALL and c.matches_regex(name)
+                    ]
+                    if not targets:
+                        targets = [self.collection_manager.get(CollectionKeys.DEFAULT)]
+                for coll in targets:
+                    coll.add_tensor_name(name)
+                changed = True
+        if changed:
+            self._collections_changed()
+
+    def close(self) -> None:
+        """End the current step (in statistics mode without an optimizer, with its statistics) and close."""
+        if self._stats is not None and self._open and not self._closed and not self._optimizers:
+            _Callback(self._stats_finish_step, self)()
+        super().close()
+
     def _on_close(self) -> None:
+        if self._scaler is not None:
+            self._scaler.update = self._scaler_update  # type: ignore[method-assign]
+            self._scaler = None
         self._on_step_end()
         for h in self._permanent:
             h.remove()
@@ -268,12 +505,60 @@ class _Callback:
         return (_inert, ())
 
 
+class _OutsideGraphCallback(_Callback):
+    """A :class:`_Callback` that ``torch.compile`` runs as Python, outside any graph.
+
+    The registered model's forward pre-hook opens the steps: in a compiled model
+    it runs before the compiled forward (a frame of its own, which dynamo skips),
+    so it neither breaks the graph nor adds one, and steps are counted as in eager.
+    """
+
+    __slots__ = ()
+
+    @torch._dynamo.disable
+    def __call__(self, *args: Any) -> Any:
+        return super().__call__(*args)
+
+
+class _EagerCallback(_Callback):
+    """A :class:`_Callback` that does nothing while ``torch.compile`` traces it.
+
+    Statistics mode's hooks on submodules (activations) and losses are traced
+    into a compiled region when they sit inside it, where their Python side
+    effects would break the graph; there they constant-fold to nothing: a
+    compiled region's activations are not seen (an eager run's are).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any) -> Any:
+        if torch.compiler.is_compiling():
+            return None
+        return super().__call__(*args)
+
+
 def _noop(*_args: Any) -> None:
     return None
 
 
 def _inert() -> Callable[..., None]:
     return _noop
+
+
+def _model_name(module: nn.Module) -> str:
+    """The model's class name, the prefix of its parameters' names; FSDP2's ``FSDP<Class>`` is ``<Class>``.
+
+    ``fully_shard`` swaps the module's class for a subclass named ``FSDP<Class>``: the
+    parameters keep the names they have unsharded (and in a DDP or single-process run).
+    """
+    name = module._get_name()
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed
+        return name
+    if isinstance(module, FSDPModule) and name.startswith("FSDP"):
+        return name[len("FSDP") :]
+    return name
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:

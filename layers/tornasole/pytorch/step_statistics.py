@@ -1,0 +1,207 @@
+"""One optimizer step's statistics: what statistics mode gathers between two step boundaries.
+
+The hook calls :meth:`StepStatistics.collect` when the optimizer is about to
+step (the gradients are the accumulated ones the update uses, the weights those
+the step's forward passes used) and :meth:`StepStatistics.assemble` at the step
+boundary, which returns the step's values as **one** flat device tensor with the
+tag of each element. Losses and activations arrive in between (eager forward
+passes only) and stay on the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tornasole.format.reductions import reduction_tag
+from tornasole.pytorch.statistics import (
+    StatisticsConfig,
+    TensorStatistics,
+    gather_parts,
+    merge_parts,
+    split_sharded,
+)
+
+__all__ = ["StepStatistics", "GRAD_NORM", "PARAM_NORM", "LOSS_SCALE", "SKIPPED_STEPS", "learning_rate_name"]
+
+GRAD_NORM = "scalar/grad_norm"  # L2 norm of all gradients together (the clipping norm)
+PARAM_NORM = "scalar/param_norm"  # L2 norm of all parameters together
+LOSS_SCALE = "scalar/loss_scale"  # a registered GradScaler's scale at this step
+SKIPPED_STEPS = "scalar/skipped_steps"  # optimizer steps the GradScaler skipped so far (inf/NaN gradients)
+
+
+def learning_rate_name(optimizer_index: int, group: int) -> str:
+    """``scalar/learning_rate`` for the first optimizer's first param group; suffixed for the others."""
+    suffix = (f"_optimizer_{optimizer_index}" if optimizer_index else "") + (
+        f"_group_{group}" if group else ""
+    )
+    return f"scalar/learning_rate{suffix}"
+
+
+class StepStatistics:
+    """Accumulates a step's statistics on the device (see the module docstring)."""
+
+    def __init__(self, config: StatisticsConfig) -> None:
+        self.config = config
+        stats = config.statistics
+        if config.total_norms and "norm" not in stats:
+            stats = (*stats, "norm")  # the totals are merged from the per-tensor norms
+        self._reducer = TensorStatistics(stats)
+        self._norm_col = self._reducer.statistics.index("norm") if "norm" in self._reducer.statistics else -1
+        self._written = len(config.statistics)  # columns written per tensor (an added norm is not)
+        self._losses: dict[str, list[Any]] = {}
+        self._activations: dict[str, torch.Tensor] = {}
+        self._collected: tuple[list[str], torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None = (
+            None
+        )
+        self._scaler_values: dict[str, torch.Tensor] = {}
+        self._skipped_total: torch.Tensor | None = None
+        self._tags: tuple[tuple[str, ...], list[str]] | None = None
+
+    # -- between boundaries ------------------------------------------------------------------
+    def observe_loss(self, name: str, value: torch.Tensor) -> None:
+        """A micro-batch's loss (a 1-element tensor); the step saves the mean of them."""
+        v = value.detach().reshape(()).float()
+        acc = self._losses.get(name)
+        if acc is None:
+            self._losses[name] = [v, 1]
+        else:
+            acc[0] = acc[0] + v
+            acc[1] += 1
+
+    def observe_activation(self, name: str, value: torch.Tensor) -> None:
+        """A module output of an eager forward pass (the last micro-batch's is saved)."""
+        if value.numel() and value.is_floating_point():
+            self._activations[name] = self._reducer.parts([value])
+
+    @property
+    def collected(self) -> bool:
+        return self._collected is not None
+
+    def collect(self, params: Sequence[tuple[str, torch.Tensor]]) -> None:
+        """Reduce the weights and gradients now (the optimizer's pre-step, or a skipped step's end)."""
+        cfg = self.config
+        named: list[tuple[str, torch.Tensor]] = []
+        n_weights = 0
+        if cfg.weights:
+            named += [(name, p) for name, p in params]
+            n_weights = len(named)
+        if cfg.gradients:
+            named += [("gradient/" + name, p.grad) for name, p in params if p.grad is not None]
+        names = [n for n, _ in named]
+        tensors = [t for _, t in named]
+        parts = self._parts(tensors)
+        if self._activations:
+            names += list(self._activations)
+            acts = torch.cat(list(self._activations.values()))
+            parts = acts if parts is None else torch.cat([parts, acts.to(parts.device)])
+            self._activations = {}
+        if parts is None:
+            self._collected = ([], torch.zeros(0), None, None)
+            return
+        stats = self._reducer.finish(parts)
+        grad_total = param_total = None
+        if cfg.total_norms and tensors:
+            norms = stats[:, self._norm_col]
+            if n_weights:
+                param_total = torch.linalg.vector_norm(norms[:n_weights])
+            if len(tensors) > n_weights:
+                grad_total = torch.linalg.vector_norm(norms[n_weights : len(tensors)])
+        self._collected = (names, stats[:, : self._written], grad_total, param_total)
+
+    def _parts(self, tensors: list[torch.Tensor]) -> torch.Tensor | None:
+        if not tensors:
+            return None
+        plain, sharded, group = split_sharded(tensors)
+        by_device: dict[Any, list[int]] = {}
+        for i in plain:
+            by_device.setdefault(tensors[i].device, []).append(i)
+        pieces: list[tuple[list[int], torch.Tensor]] = [
+            (idx, self._reducer.parts([tensors[i] for i in idx])) for idx in by_device.values()
+        ]
+        if sharded:
+            local = self._reducer.parts([tensors[i] for i in sharded])
+            pieces.append((sharded, merge_parts(gather_parts(local, group))))
+        if len(pieces) == 1 and pieces[0][0] == list(range(len(tensors))):
+            return pieces[0][1]
+        device = pieces[0][1].device
+        out = torch.empty((len(tensors), pieces[0][1].shape[1]), dtype=torch.float32, device=device)
+        for idx, part in pieces:
+            out[torch.tensor(idx, device=device)] = part.to(device, non_blocking=True)
+        return out
+
+    def observe_scaler(self, scaler: Any) -> None:
+        """Before ``GradScaler.update``: the scale this step used and whether it skipped (no sync)."""
+        scale = getattr(scaler, "_scale", None)
+        if scale is None or not scaler.is_enabled():
+            return
+        found = [
+            v
+            for state in scaler._per_optimizer_states.values()
+            for v in state["found_inf_per_device"].values()
+        ]
+        skipped = (
+            (torch.stack([f.to(scale.device).float() for f in found]).sum() > 0).float()
+            if found
+            else torch.zeros((), device=scale.device)
+        )
+        total = skipped if self._skipped_total is None else self._skipped_total + skipped
+        self._skipped_total = total
+        self._scaler_values = {LOSS_SCALE: scale.detach().reshape(()).float().clone(), SKIPPED_STEPS: total}
+
+    def _tags_of(self, names: list[str]) -> list[str]:
+        """The reduction tags of ``names`` (the same list every step: worked out once)."""
+        key = tuple(names)
+        if self._tags is None or self._tags[0] != key:
+            reds = self.config.reductions
+            self._tags = (key, [reduction_tag(name, red, abs_) for name in names for red, abs_ in reds])
+        return self._tags[1]
+
+    # -- at the boundary -------------------------------------------------------------------
+    def assemble(self) -> tuple[torch.Tensor | None, list[str], dict[str, list[str]]]:
+        """The step's values as one flat float32 device tensor, its tags, and the tensor names by kind.
+
+        Kinds: ``tensors`` (reduced), ``losses``, ``scalars``; the hook files the names into collections.
+        """
+        values: list[torch.Tensor] = []
+        tags: list[str] = []
+        kinds: dict[str, list[str]] = {"tensors": [], "losses": [], "scalars": []}
+        if self._collected is not None:
+            names, stats, grad_total, param_total = self._collected
+            if names:
+                values.append(stats.reshape(-1))
+                tags += self._tags_of(names)
+                kinds["tensors"] += names
+            device = stats.device
+            for tag, total in ((GRAD_NORM, grad_total), (PARAM_NORM, param_total)):
+                if total is not None:
+                    values.append(total.reshape(1).to(device, non_blocking=True))
+                    tags.append(tag)
+                    kinds["scalars"].append(tag)
+        if self.config.loss:
+            for name, (total, count) in self._losses.items():
+                values.append((total / count).reshape(1))
+                tags.append(name)
+                kinds["losses"].append(name)
+        if self.config.loss_scale:
+            for tag, value in self._scaler_values.items():
+                values.append(value.reshape(1))
+                tags.append(tag)
+                kinds["scalars"].append(tag)
+        self._collected = None
+        self._losses = {}
+        self._scaler_values = {}
+        if not values:
+            return None, [], kinds
+        device = values[0].device
+        flat = torch.cat([v.to(device, non_blocking=True).float() for v in values])
+        return flat, tags, kinds
+
+    def reset(self) -> None:
+        """Forget what a step that is not saved gathered."""
+        self._collected = None
+        self._losses = {}
+        self._activations = {}
+        self._scaler_values = {}
