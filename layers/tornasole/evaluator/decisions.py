@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tornasole.evaluator.details import alert_message, clip, step_files
+from tornasole.alerts.render import text_message
+from tornasole.evaluator.details import clip, firing_alert, step_files
 from tornasole.evaluator.lifecycle import ended_as
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.outbox import OutboxItem
@@ -72,7 +73,7 @@ def stop_item(state: JobState, rule_name: str, step: int | None, reason: str) ->
 
 
 def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) -> list[OutboxItem]:
-    """Outbox items caused by one firing (rule, step): the issue event and the email/sms alerts."""
+    """Outbox items caused by one firing (rule, step): the issue event and one alert per notifying action."""
     from tornasole.evaluator.details import issue_detail
 
     rule = state.rule(outcome.rule_name)
@@ -97,24 +98,35 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
     ]
     files = step_files(state.trial_path, outcome.step, list(workers))
     for i, action in enumerate(rule.config.actions if rule else ()):
-        if action.name in ("email", "sms"):
-            subject, message = alert_message(state, outcome.rule_name, outcome.step, outcome.details, files)
-            items.append(
-                OutboxItem(
-                    f"{base}:alert/{outcome.rule_name}/{outcome.step}/{i}",
-                    "alert",
-                    {
-                        "action": action.name,
-                        "endpoint": action.endpoint,
-                        "job": state.name,
-                        "subject": subject,
-                        "message": message,
-                        # one message per reminder interval for this action of this rule (outbox gate)
-                        "gate": f"{state.rules_rev}/{outcome.rule_name}/{i}",
-                        "reminder_ms": action.reminder_ms,
-                    },
-                )
-            )
+        if action.name == "stoptraining":
+            continue
+        alert_id = f"{base}:alert/{outcome.rule_name}/{outcome.step}/{i}"
+        body = firing_alert(
+            state,
+            outcome.rule_name,
+            outcome.step,
+            outcome.mode,
+            outcome.mode_step,
+            outcome.details,
+            outcome.values,
+            files,
+            alert_id,
+        )
+        payload = {
+            "action": action.name,
+            "endpoint": action.endpoint,
+            "job": state.name,
+            # one message per reminder interval for this action of this rule (outbox gate)
+            "gate": f"{state.rules_rev}/{outcome.rule_name}/{i}",
+            "reminder_ms": action.reminder_ms,
+            "alert": body,  # rendered at delivery, once the gate says whether it is a reminder
+        }
+        if action.destination is None:  # email/sms: plain text to the actions topic
+            subject, message = text_message(body)
+            payload.update(subject=subject, message=message)
+        else:  # webhook/slack/teams: the body goes out on the bus, routed by destination
+            payload["destination"] = action.destination
+        items.append(OutboxItem(alert_id, "alert", payload))
     return items
 
 
