@@ -67,7 +67,7 @@ ALERT_SCHEMA: dict[str, Any] = {
         "TrainingJobStatus": {"enum": ["InProgress", "Completed", "Failed", "Stopping", "Stopped"]},
         "RuleConfigurationName": {"type": "string", "minLength": 1},
         "RuleEvaluationStatus": {"const": "IssuesFound"},
-        "Step": {"type": "integer", "minimum": 0},
+        "Step": {"type": ["integer", "null"], "minimum": 0},
         "Mode": _NULLABLE_STR,
         "ModeStep": {"type": ["integer", "null"], "minimum": 0},
         "Tensor": _NULLABLE_STR,
@@ -153,7 +153,7 @@ def alert_body(
     job_arn: str,
     job_status: str,
     rule: str,
-    step: int,
+    step: int | None,
     mode: str | None,
     mode_step: int | None,
     details: str,
@@ -162,7 +162,8 @@ def alert_body(
     event_id: str,
     reminder: bool = False,
 ) -> dict[str, Any]:
-    """The alert body of one firing (``details``: the rule's StatusDetails, advice at its end).
+    """The alert body of one firing (``details``: the rule's StatusDetails, advice at its end); ``step``
+    None for a finding about the job as a whole (StalledTrainingRule: no new step came).
 
     Examples
     --------
@@ -177,7 +178,7 @@ def alert_body(
     cause, fix = split_cause_and_fix(advice)
     tensor = values.get("tensor") if isinstance(values.get("tensor"), str) else None
     value, threshold = _scalar(values.get("value")), _scalar(values.get("threshold"))
-    summary = f"{rule} found issues in training job {job} at step {step}"
+    summary = f"{rule} found issues in training job {job}" + ("" if step is None else f" at step {step}")
     if tensor:
         summary += f" ({tensor}"
         if value is not None and threshold is not None:
@@ -194,7 +195,7 @@ def alert_body(
         "TrainingJobStatus": job_status,
         "RuleConfigurationName": rule,
         "RuleEvaluationStatus": "IssuesFound",
-        "Step": int(step),
+        "Step": None if step is None else int(step),
         "Mode": mode,
         "ModeStep": mode_step,
         "Tensor": tensor,

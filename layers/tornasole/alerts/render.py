@@ -29,6 +29,8 @@ def _title(body: dict[str, Any]) -> str:
 
 
 def _where(body: dict[str, Any]) -> str:
+    if body["Step"] is None:
+        return "the job as a whole"
     where = f"step {body['Step']}"
     if body["Mode"] is not None and body["ModeStep"] is not None:
         where += f" ({body['Mode']} {body['ModeStep']})"
@@ -59,10 +61,8 @@ def _files(body: dict[str, Any]) -> str:
 def text_message(body: dict[str, Any]) -> tuple[str, str]:
     """(subject, plain text) for e-mail and SMS: every fact of the body, one per line."""
     subject = _clip(f"Tornasole: {_title(body)}", 100)
-    lead = (
-        f"Rule {body['RuleConfigurationName']} found issues in training job {body['TrainingJobName']} "
-        f"at {_where(body)}."
-    )
+    at = "" if body["Step"] is None else f" at {_where(body)}"
+    lead = f"Rule {body['RuleConfigurationName']} found issues in training job {body['TrainingJobName']}{at}."
     if body["Reminder"]:
         lead = "Reminder (the rule is still firing): " + lead
     numbers = _numbers(body)

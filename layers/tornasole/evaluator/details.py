@@ -141,7 +141,7 @@ def alert_message(
 def firing_alert(
     state: JobState,
     rule_name: str,
-    step: int,
+    step: int | None,
     mode: str | None,
     mode_step: int | None,
     details: str,
@@ -149,7 +149,8 @@ def firing_alert(
     files: dict[str, Any],
     event_id: str,
 ) -> dict[str, Any]:
-    """The alert body (docs/EVENTS.md "Alert body") of one firing of ``rule_name`` at ``step``."""
+    """The alert body (docs/EVENTS.md "Alert body") of one firing of ``rule_name`` at ``step`` (None: a
+    finding about the job as a whole, such as a stall)."""
     from tornasole.alerts.body import alert_body
 
     return alert_body(

@@ -136,3 +136,48 @@ def test_the_email_says_the_same_facts_in_plain_text(stack: Stack, destinations:
     for command in body["NextCommands"]:
         assert command in text
     assert mail["Subject"] == "Tornasole: VanishingGradient found issues in my-job"
+
+
+def test_a_stall_alerts_its_destinations_once(stack: Stack, destinations: None) -> None:
+    import time
+
+    from tornasole.evaluator.service import Evaluator
+    from tornasole.evaluator.state import StateTable
+    from tornasole.lambda_support.env import HandlerEnv
+
+    stalled = Rule.sagemaker(
+        {"DebugRuleConfiguration": {"RuleConfigurationName": "StalledTrainingRule", "RuleParameters": {}}},
+        rule_parameters={
+            "threshold": "60",
+            "action_json": json.dumps(
+                [{"name": "webhook", "endpoint": "oncall"}, {"name": "email", "endpoint": "a@b.c"}]
+            ),
+        },
+    )
+    TornasoleJobs().register_job("my-job", TRIAL, [stalled])
+    env = HandlerEnv.from_environ()
+
+    def check(offset: float) -> None:
+        evaluator = Evaluator(
+            StateTable(env.state_table),
+            outbox.OutboxPublisher.from_env(env),
+            clock=lambda: time.time() + offset,
+        )
+        evaluator.scheduled_check()
+        stack.pump_stream()
+
+    check(120)
+    check(240)  # the rule is IssuesFound already: no second alert
+    (event,) = alert_events(stack)
+    body = event["detail"]["Alert"]
+    assert_valid_alert_event_detail(event["detail"])
+    assert (body["RuleConfigurationName"], body["Step"], body["Tensor"]) == (
+        "StalledTrainingRule",
+        None,
+        None,
+    )
+    assert body["Value"] >= 60
+    assert body["Threshold"] == 60
+    assert body["Finding"].startswith("StalledTrainingRule: no new step for")
+    (mail,) = stack.alerts()
+    assert "Rule StalledTrainingRule found issues in training job my-job." in mail["Message"]
