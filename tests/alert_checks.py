@@ -72,3 +72,18 @@ def assert_valid_alert_event_detail(detail: dict[str, Any]) -> None:
     assert_valid_teams(detail["Teams"])
     assert_valid_chatbot(detail["Chatbot"])
     assert detail["TornasoleEventId"] == detail["Alert"]["TornasoleEventId"]
+
+
+def check_every_alert(monkeypatch: Any) -> None:
+    """Make every alert body built while a test runs pass :func:`assert_valid_alert` (an autouse
+    fixture of the test directories whose runs produce alerts: the evaluator on moto, the local mode)."""
+    import tornasole.alerts.body as body_module
+
+    build = body_module.alert_body
+
+    def checked(**kwargs: Any) -> dict[str, Any]:
+        body = build(**kwargs)
+        assert_valid_alert(body)
+        return body
+
+    monkeypatch.setattr(body_module, "alert_body", checked)

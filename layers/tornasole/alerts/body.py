@@ -24,6 +24,8 @@ __all__ = ["ALERT_SCHEMA", "MAX_VALUES_BYTES", "SCHEMA_VERSION", "alert_body", "
 SCHEMA_VERSION = "1"
 #: The rule's recorded numbers kept in ``Values`` (beyond it: a marked preview), so an alert stays small.
 MAX_VALUES_BYTES = 2048
+#: What a rule's values may put in the body's own fields (a custom rule's values are not ours).
+_MAX_SCALAR_CHARS, _MAX_NAME_CHARS = 64, 512
 _FIX = ". Suggested fix: "
 _CAUSE = "Likely cause: "
 
@@ -70,7 +72,7 @@ ALERT_SCHEMA: dict[str, Any] = {
         "Step": {"type": ["integer", "null"], "minimum": 0},
         "Mode": _NULLABLE_STR,
         "ModeStep": {"type": ["integer", "null"], "minimum": 0},
-        "Tensor": _NULLABLE_STR,
+        "Tensor": {"type": ["string", "null"], "maxLength": 512},
         "Value": _SCALAR,
         "Threshold": _SCALAR,
         "Values": {"type": "object"},
@@ -88,7 +90,7 @@ ALERT_SCHEMA: dict[str, Any] = {
                 "EventFiles": {"type": "array", "items": {"type": "string"}},
             },
         },
-        "ReportLocation": _NULLABLE_STR,
+        "ReportLocation": {"type": ["string", "null"], "maxLength": 512},
         "TornasoleEventId": {"type": "string", "minLength": 1},
     },
 }
@@ -116,7 +118,9 @@ def _scalar(value: Any) -> float | int | str | None:
     """A number a person compares (NaN/Inf as their text, as ``plain_value`` writes them), else None."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, str)):
+    if isinstance(value, str):
+        return value[:_MAX_SCALAR_CHARS]
+    if isinstance(value, int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
@@ -176,7 +180,7 @@ def alert_body(
     """
     finding, advice = split_advice(details)
     cause, fix = split_cause_and_fix(advice)
-    tensor = values.get("tensor") if isinstance(values.get("tensor"), str) else None
+    tensor = values["tensor"][:_MAX_NAME_CHARS] if isinstance(values.get("tensor"), str) else None
     value, threshold = _scalar(values.get("value")), _scalar(values.get("threshold"))
     summary = f"{rule} found issues in training job {job}" + ("" if step is None else f" at step {step}")
     if tensor:
@@ -211,6 +215,6 @@ def alert_body(
             "IndexFiles": list(files.get("IndexFiles", [])),
             "EventFiles": list(files.get("EventFiles", [])),
         },
-        "ReportLocation": report if isinstance(report, str) and report else None,
+        "ReportLocation": report[:_MAX_NAME_CHARS] if isinstance(report, str) and report else None,
         "TornasoleEventId": event_id,
     }

@@ -181,3 +181,21 @@ def test_a_stall_alerts_its_destinations_once(stack: Stack, destinations: None) 
     assert body["Finding"].startswith("StalledTrainingRule: no new step for")
     (mail,) = stack.alerts()
     assert "Rule StalledTrainingRule found issues in training job my-job." in mail["Message"]
+
+
+def test_jobs_register_action_refuses_an_unconfigured_destination_and_takes_a_configured_one(
+    stack: Stack, destinations: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tornasole.cli.main import main
+
+    base = ["jobs", "register", "--name", "my-job", "--s3-output", TRIAL, "--rule", "VanishingGradient"]
+    assert main([*base, "--action", "webhook:pager"]) == 2
+    err = capsys.readouterr().err
+    assert "'VanishingGradient'" in err
+    assert "webhook:pager" in err
+    assert main([*base, "--action", "webhook:oncall", "--action", "slack:ml-team"]) == 0
+    (params,) = [r["RuleParameters"] for r in TornasoleJobs().describe("my-job")["DebugRuleConfigurations"]]
+    assert json.loads(params["action_json"]) == [
+        {"name": "webhook", "endpoint": "oncall"},
+        {"name": "slack", "endpoint": "ml-team"},
+    ]

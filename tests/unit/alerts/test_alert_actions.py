@@ -161,3 +161,21 @@ def test_renderings_stay_within_their_channels_limits_and_escape_markup() -> Non
 def test_cause_and_fix_are_split_from_the_rules_advice() -> None:
     assert split_cause_and_fix("Likely cause: a. b. Suggested fix: c.") == ("a. b", "c")
     assert split_cause_and_fix("no advice") == (None, None)
+
+
+def test_the_autouse_check_rejects_a_body_off_its_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jsonschema
+
+    import tornasole.alerts.body as body_module
+    from alert_checks import check_every_alert
+
+    monkeypatch.setattr(body_module, "alert_body", lambda **kw: {"SchemaVersion": "1"})
+    check_every_alert(monkeypatch)
+    with pytest.raises(jsonschema.ValidationError, match="'Summary' is a required property"):
+        body_module.alert_body(job="j")
+
+
+def test_a_custom_rules_values_cannot_blow_up_the_bodys_fields() -> None:
+    body = _body(values={"tensor": "t" * 5000, "value": "v" * 5000, "threshold": 1, "report": "r" * 5000})
+    assert_valid_alert(body)
+    assert (len(body["Tensor"]), len(body["Value"]), len(body["ReportLocation"])) == (512, 64, 512)
