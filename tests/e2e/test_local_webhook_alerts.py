@@ -205,3 +205,62 @@ def test_local_up_options_and_where_alerts_go(capsys: pytest.CaptureFixture[str]
     ]
     Fake.alert_sender = AlertSender([])
     assert "none configured" in alert_routes(Fake())[-1]
+
+
+def test_local_up_prints_where_alerts_go_and_delivers_them(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tornasole.aws.clients import clear_client_cache
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT_URL", "TORNASOLE_"))}
+    tornasole = str(Path(sys.executable).parent / "tornasole")
+    proc = subprocess.Popen(
+        [tornasole, "local", "up", "--port", "0", "--webhook", f"oncall={receiver.url}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines, exports = [], {}
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
+        if m := re.match(r"\s+export (\w+)=(.*)$", line):
+            exports[m.group(1)] = m.group(2)
+        if line.startswith("Ctrl-C to stop") or time.monotonic() > deadline:
+            break
+    try:
+        assert f"  webhook:oncall -> {receiver.url} (json body)" in lines
+        assert "alerts go to:" in lines
+        assert exports["TORNASOLE_ALERT_DESTINATIONS"] == "webhook:oncall"
+        with monkeypatch.context() as m:
+            for k, v in exports.items():
+                m.setenv(k, v)
+            clear_client_cache()
+            trial = "s3://tornasole-local/cli-broken"
+            assert main(["jobs", "register", "--name", "cli-broken", "--s3-output", trial,
+                         "--rule", f"{RULE}:threshold=0.001", "--action", "webhook:oncall"]) == 0  # fmt: skip
+            TrialWriter(trial).write_collections(
+                {"gradients": {"name": "gradients", "include_regex": ["gradients/.*"]}}, 1
+            )
+            write_steps(trial, range(0, 10, 5), grad=1e-6)
+            (post,) = receiver.wait_for(1, timeout=90)
+            assert_valid_alert(post["body"])
+            assert post["body"]["TrainingJobName"] == "cli-broken"
+            clear_client_cache()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        clear_client_cache()
+    assert proc.returncode == 0, rest
+    assert (
+        "[Tornasole Alert] webhook:oncall: VanishingGradient found issues in training job cli-broken" in rest
+    )
