@@ -19,13 +19,23 @@ from typing import Any
 
 from tornasole.rules.report import format_number, split_advice
 
-__all__ = ["ALERT_SCHEMA", "MAX_VALUES_BYTES", "SCHEMA_VERSION", "alert_body", "split_cause_and_fix"]
+__all__ = [
+    "ALERT_SCHEMA",
+    "MAX_STEP_FILES",
+    "MAX_VALUES_BYTES",
+    "SCHEMA_VERSION",
+    "alert_body",
+    "split_cause_and_fix",
+]
 
 SCHEMA_VERSION = "1"
 #: The rule's recorded numbers kept in ``Values`` (beyond it: a marked preview), so an alert stays small.
 MAX_VALUES_BYTES = 2048
 #: What a rule's values may put in the body's own fields (a custom rule's values are not ours).
 _MAX_SCALAR_CHARS, _MAX_NAME_CHARS = 64, 512
+#: A step of a job with many workers has a file per worker: the alert names the first ones (the trial
+#: path and ``tornasole jobs logs`` lead to the rest), so it stays far below EventBridge's 256 KB.
+MAX_STEP_FILES = 8
 _FIX = ". Suggested fix: "
 _CAUSE = "Likely cause: "
 
@@ -86,8 +96,8 @@ ALERT_SCHEMA: dict[str, Any] = {
             "required": ["TrialPath", "IndexFiles", "EventFiles"],
             "properties": {
                 "TrialPath": {"type": "string"},
-                "IndexFiles": {"type": "array", "items": {"type": "string"}},
-                "EventFiles": {"type": "array", "items": {"type": "string"}},
+                "IndexFiles": {"type": "array", "maxItems": 8, "items": {"type": "string"}},
+                "EventFiles": {"type": "array", "maxItems": 8, "items": {"type": "string"}},
             },
         },
         "ReportLocation": {"type": ["string", "null"], "maxLength": 512},
@@ -212,8 +222,8 @@ def alert_body(
         "NextCommands": next_commands(job, rule, trial_path, tensor),
         "StepFiles": {
             "TrialPath": trial_path,
-            "IndexFiles": list(files.get("IndexFiles", [])),
-            "EventFiles": list(files.get("EventFiles", [])),
+            "IndexFiles": list(files.get("IndexFiles", []))[:MAX_STEP_FILES],
+            "EventFiles": list(files.get("EventFiles", []))[:MAX_STEP_FILES],
         },
         "ReportLocation": report[:_MAX_NAME_CHARS] if isinstance(report, str) and report else None,
         "TornasoleEventId": event_id,

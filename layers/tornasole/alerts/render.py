@@ -55,7 +55,7 @@ def _advice_line(body: dict[str, Any]) -> str | None:
 
 def _files(body: dict[str, Any]) -> str:
     files = body["StepFiles"]
-    return ", ".join(files["IndexFiles"]) or files["TrialPath"]
+    return _clip(", ".join(files["IndexFiles"]) or files["TrialPath"], 2000)
 
 
 def text_message(body: dict[str, Any]) -> tuple[str, str]:

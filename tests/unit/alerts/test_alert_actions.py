@@ -179,3 +179,31 @@ def test_a_custom_rules_values_cannot_blow_up_the_bodys_fields() -> None:
     body = _body(values={"tensor": "t" * 5000, "value": "v" * 5000, "threshold": 1, "report": "r" * 5000})
     assert_valid_alert(body)
     assert (len(body["Tensor"]), len(body["Value"]), len(body["ReportLocation"])) == (512, 64, 512)
+
+
+def test_the_largest_alert_event_fits_eventbridge() -> None:
+    from tornasole.alerts.destinations import alert_event_detail
+    from tornasole.evaluator.events import check_entry
+
+    long = "x" * 2000
+    body = _body(
+        rule="R" * 256,
+        details=f"R: {long}. Likely cause: {long}. Suggested fix: {long}.",
+        values={"tensor": "t" * 5000, "value": 1.0, "threshold": 2.0, "big": list(range(10_000))},
+        files={
+            "TrialPath": "s3://b/" + "p" * 900,
+            "IndexFiles": ["s3://b/" + "i" * 1000] * 4096,  # a step of MAX_WORKERS workers
+            "EventFiles": ["s3://b/" + "e" * 1000] * 4096,
+        },
+    )
+    detail = alert_event_detail("webhook:oncall", body)
+    entry = {
+        "Source": "tornasole",
+        "DetailType": "Tornasole Alert",
+        "Detail": json.dumps(detail, sort_keys=True),
+        "Resources": [body["TrainingJobArn"]],
+        "EventBusName": "tornasole",
+    }
+    check_entry(entry)  # raises past EventBridge's 256 KB
+    assert len(entry["Detail"].encode()) < 128 * 1024
+    assert len(body["StepFiles"]["IndexFiles"]) == 8
