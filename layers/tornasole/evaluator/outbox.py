@@ -1,4 +1,8 @@
-"""The transactional outbox, writing and publishing: EventBridge events, SNS alerts, stop signals.
+"""The transactional outbox, writing and publishing: EventBridge events, alerts, stop signals.
+
+Alerts (``tornasole.alerts``): email/sms go to the actions topic (SNS) as text; webhook/slack/teams go
+out as one ``Tornasole Alert`` event on the bus, which the stack routes by destination. Both pass the
+action's reminder gate first.
 
 Writing (``outbox_put``): a transition and its outbox item are written in one
 DynamoDB transaction (``tornasole.evaluator.transitions``), so an item exists
@@ -69,7 +73,8 @@ PUBLISHED_TTL_S = 7 * 24 * 3600
 
 @dataclass(frozen=True)
 class OutboxItem:
-    """A side effect delivered after the commit: ``event`` (EventBridge), ``alert`` (SNS), ``stop`` (S3)."""
+    """A side effect delivered after the commit: ``event`` (EventBridge), ``alert`` (SNS or the bus),
+    ``stop`` (S3)."""
 
     event_id: str
     kind: str
