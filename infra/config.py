@@ -22,6 +22,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra.alert_config import PARSERS as ALERT_DESTINATION_PARSERS
+from infra.alert_config import AlertConfigError, SlackChannel, TeamsChannel, Webhook
 from tornasole.stack_spec import DEFAULT_SPEC, prefixes_overlap
 
 if TYPE_CHECKING:
@@ -140,6 +142,10 @@ class StackConfig:
     state_table_name: str = DEFAULT_SPEC.table.name
     alert_emails: tuple[str, ...] = ()
     alert_lambda_arn: str | None = None  # optional user Lambda for IssuesFound/Error transitions
+    # webhook/slack/teams destinations jobs may name (infra/alert_config.py, docs/ALERTS.md)
+    alert_webhooks: tuple[Webhook, ...] = ()
+    alert_slack_channels: tuple[SlackChannel, ...] = ()
+    alert_teams_channels: tuple[TeamsChannel, ...] = ()
     lambda_memory_mb: int = DEFAULT_SPEC.on_object_created.memory_mb
     lambda_architecture: str = "x86_64"
     reserved_concurrency: int | None = None  # bounds concurrent step evaluations
@@ -156,6 +162,15 @@ class StackConfig:
     @property
     def layer_path(self) -> Path:
         return Path(self.layer_dir or f"build/layer/{self.lambda_architecture}")
+
+    @property
+    def alert_destinations(self) -> tuple[str, ...]:
+        """Every ``kind:name`` a job's action may name (``TORNASOLE_ALERT_DESTINATIONS``)."""
+        return (
+            *(f"webhook:{w.name}" for w in self.alert_webhooks),
+            *(f"slack:{c.name}" for c in self.alert_slack_channels),
+            *(f"teams:{c.name}" for c in self.alert_teams_channels),
+        )
 
     @property
     def custom_rules_location(self) -> tuple[str | None, str]:
@@ -193,6 +208,7 @@ class StackConfig:
             "alarms": _bool,
             "sandbox_flow_log": _bool,
             "layer_dir": lambda k, v: _optional_str(v),
+            **{k: _alert_parser(p) for k, p in ALERT_DESTINATION_PARSERS.items()},
         }
         values = {k: parse(k, ctx[k]) for k, parse in parsers.items() if ctx.get(k) not in (None, "")}
         cfg = cls(**{k: v for k, v in values.items() if v is not None})
@@ -224,6 +240,16 @@ class StackConfig:
                 "Give each its own prefix (e.g. trial_prefix 'trials/', custom_rules_prefix 'custom-rules/')"
             )
         return None
+
+
+def _alert_parser(parse: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+    def run(key: str, value: Any) -> Any:
+        try:
+            return parse(key, value)
+        except AlertConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    return run
 
 
 def _source(key: str, value: Any) -> str | None:

@@ -142,6 +142,7 @@ def acknowledge_findings(stack: TornasoleStack) -> None:
     _ack(stack.evaluator, _EVALUATOR)
     _ack(stack.evaluator, _TOPICS_KEY)
     _ack(stack.alerts, _TOPICS_KEY)
+    _ack(stack.alert_destinations, _TOPICS_KEY)  # the chat channels' topics share the alerts' key
     _ack(
         stack.evaluator,
         {f"AwsSolutions-IAM5[{finding}]": reason for finding, reason in _grant_findings(stack)},

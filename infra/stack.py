@@ -11,6 +11,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import RETENTION_DAYS, StackConfig
+from infra.constructs.alert_destinations import AlertDestinations
 from infra.constructs.alerts import Alerts
 from infra.constructs.evaluator import Evaluator
 from infra.constructs.events import EventBus
@@ -33,6 +34,7 @@ from infra.grants import (
     allow_trial_listing,
 )
 from tornasole import config as env_names
+from tornasole.alerts.destinations import format_destinations
 from tornasole.stack_spec import (
     DEFAULT_SPEC,
     ENV_CUSTOM_RULE_FUNCTION,
@@ -145,8 +147,21 @@ class TornasoleStack(cdk.Stack):
             failures=evaluator.failures,
             alert_lambda_arn=config.alert_lambda_arn,
         )
+        destinations = AlertDestinations(
+            self,
+            "AlertDestinations",
+            bus=bus.event_bus,
+            source=config.event_source,
+            key=alerts.key,
+            failures=evaluator.failures,
+            webhooks=config.alert_webhooks,
+            slack_channels=config.alert_slack_channels,
+            teams_channels=config.alert_teams_channels,
+        )
         for fn in evaluator.functions:
             fn.add_environment(env_names.ALERT_TOPIC_ARN, alerts.actions_topic.topic_arn)
+            # registration (tornasole_job.json) accepts webhook/slack/teams actions naming these only
+            fn.add_environment(env_names.ALERT_DESTINATIONS, format_destinations(config.alert_destinations))
 
         # --- grants: each function gets exactly the calls its code makes, on the keys it touches ---
         # (infra/grants.py; proven against the handlers' recorded calls in tests/infra)
@@ -192,12 +207,14 @@ class TornasoleStack(cdk.Stack):
         self.config, self.rules_bucket = config, rules_bucket
         self.storage, self.state, self.bus = storage, state, bus
         self.evaluator, self.alerts, self.rule_sandbox = evaluator, alerts, sandbox
+        self.alert_destinations = destinations
         self._outputs(config)
 
     def _outputs(self, config: StackConfig) -> None:
         bucket = self.storage.bucket.bucket_name
         table = self.state.table.table_name
         bus = self.bus.event_bus.event_bus_name
+        destinations = format_destinations(config.alert_destinations)
         outputs = {
             "BucketName": (bucket, "Trial bucket: point the hook's out_dir / S3OutputPath here"),
             "TrialPrefix": (config.trial_prefix, "Key prefix trials must be written under"),
@@ -207,8 +224,13 @@ class TornasoleStack(cdk.Stack):
             "StatusTopicArn": (self.alerts.status_topic.topic_arn, "SNS topic of IssuesFound/Error alerts"),
             "StateTableName": (table, "DynamoDB state table"),
             "FailureQueueUrl": (self.evaluator.failures.queue_url, "Events/invocations that failed for good"),
+            "AlertDestinationNames": (
+                destinations or "none",
+                "webhook/slack/teams destinations a job's action may name (docs/ALERTS.md)",
+            ),
             "RegisterJobCommand": (
                 f"AWS_REGION={cdk.Aws.REGION} {env_names.STATE_TABLE}={table} {env_names.EVENT_BUS}={bus} "
+                f"{env_names.ALERT_DESTINATIONS}={destinations} "
                 "tornasole jobs register --name my-job "
                 f"--s3-output s3://{bucket}/{config.trial_prefix}my-job --rule VanishingGradient",
                 "Register a job (or upload tornasole_job.json to the trial root)",

@@ -106,6 +106,42 @@ def without_flow_log(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(tmp_path_factory.mktemp("no-flow-log"), {**FULL_CONTEXT, "sandbox_flow_log": "false"})
 
 
+# Alert destinations of every kind (docs/ALERTS.md): a webhook with its URL, a Slack incoming webhook
+# whose URL is in the secret, an AWS Chatbot Slack channel and a Teams channel.
+ALERT_DESTINATIONS_CONTEXT: dict[str, Any] = {
+    "alert_webhooks": json.dumps(
+        {
+            "oncall": {
+                "url": "https://events.example.com/v2/enqueue",
+                "secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:tornasole/oncall-AbCdEf",
+            },
+            "slack-hook": {
+                "url_in_secret": True,
+                "secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:tornasole/slack-AbCdEf",
+                "header": "X-Tornasole-Token",
+                "format": "slack",
+            },
+        }
+    ),
+    "alert_slack_channels": json.dumps({"ml-team": {"workspace_id": "T0123ABCD", "channel_id": "C0123ABCD"}}),
+    "alert_teams_channels": json.dumps(
+        {
+            "ops": {
+                "tenant_id": "11111111-2222-3333-4444-555555555555",
+                "team_id": "66666666-7777-8888-9999-000000000000",
+                "channel_id": "19%3a0123abcd%40thread.tacv2",
+            }
+        }
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def with_alert_destinations(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The full stack with one alert destination of every kind."""
+    return synthesize(tmp_path_factory.mktemp("destinations"), {**FULL_CONTEXT, **ALERT_DESTINATIONS_CONTEXT})
+
+
 @pytest.fixture(scope="session")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(tmp_path_factory.mktemp("imported"), IMPORTED_CONTEXT)

@@ -31,6 +31,7 @@ def test_cdk_json_context_is_valid() -> None:
     cfg = StackConfig.from_context(cdk.App(context=context).node)
     assert cfg.trial_prefix == "trials/"
     assert cfg.alert_emails == ()
+    assert (cfg.alert_webhooks, cfg.alert_slack_channels, cfg.alert_teams_channels) == ((), (), ())
 
 
 def test_command_line_strings_are_parsed() -> None:

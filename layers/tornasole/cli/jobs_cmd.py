@@ -69,7 +69,8 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="ACTION",
-        help="stoptraining | email:ADDRESS | sms:NUMBER",
+        help="stoptraining | email:ADDRESS | sms:NUMBER | webhook:NAME | slack:NAME | teams:NAME "
+        "(NAME: a destination the operator configured)",
     )
     reg.add_argument(
         "--num-workers", type=positive_int, help="workers writing each step (default: from the trial)"

@@ -35,10 +35,13 @@ def _action_json(actions: list[str]) -> str | None:
         kind = kind.strip().lower()
         if kind == "stoptraining":
             items.append({"name": "stoptraining"})
-        elif kind in ("email", "sms") and endpoint.strip():
+        elif kind in ("email", "sms", "webhook", "slack", "teams") and endpoint.strip():
             items.append({"name": kind, "endpoint": endpoint.strip()})
         else:
-            raise ValueError(f"--action {a!r}: expected stoptraining, email:ADDRESS or sms:NUMBER")
+            raise ValueError(
+                f"--action {a!r}: expected stoptraining, email:ADDRESS, sms:NUMBER, or webhook:NAME, "
+                "slack:NAME, teams:NAME naming a destination the operator configured (docs/ALERTS.md)"
+            )
     return json.dumps(items) if items else None
 
 

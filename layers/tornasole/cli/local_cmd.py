@@ -33,6 +33,18 @@ def add_parser(sub: Any) -> None:
         metavar="DIR",
         help="keep the trial bucket and the state table (jobs, rule statuses) in DIR across restarts",
     )
+    for kind, body in (
+        ("webhook", "the JSON alert body (docs/EVENTS.md)"),
+        ("slack", "a Slack message with blocks (e.g. a Slack incoming webhook's URL)"),
+        ("teams", "a Teams Adaptive Card message (e.g. a Teams workflow's webhook URL)"),
+    ):
+        up.add_argument(
+            f"--{kind}",
+            action="append",
+            default=[],
+            metavar="NAME=URL",
+            help=f"{kind}:NAME actions POST {body} to URL (repeatable); jobs name NAME, never a URL",
+        )
     up.set_defaults(func=_up)
     sm = lsub.add_parser(
         "sagemaker-event",
@@ -54,12 +66,32 @@ def _sagemaker_event(args: argparse.Namespace) -> int:
     return 0
 
 
+def alert_routes(local: Any) -> list[str]:
+    """Where this local mode's alerts go, as ``local up`` prints it."""
+    lines = ["alerts go to:", "  email/sms actions -> printed here as [alert] lines (the local SNS topic)"]
+    routes = local.alert_sender.describe()
+    lines += [f"  {r}" for r in routes] or [
+        "  webhook/slack/teams actions -> nowhere: none configured (--webhook NAME=URL, --slack, --teams)"
+    ]
+    return lines
+
+
 def _up(args: argparse.Namespace) -> int:
     from tornasole.jobs.text import format_event
     from tornasole.local import LocalMode, LocalSettings
+    from tornasole.local.alert_sender import parse_local_destination
 
+    destinations = tuple(
+        parse_local_destination(kind, text)
+        for kind in ("webhook", "slack", "teams")
+        for text in getattr(args, kind)
+    )
     settings = LocalSettings(
-        port=args.port, bucket=args.bucket, schedule_seconds=args.schedule_seconds, state_dir=args.state_dir
+        port=args.port,
+        bucket=args.bucket,
+        schedule_seconds=args.schedule_seconds,
+        state_dir=args.state_dir,
+        alert_destinations=destinations,
     )
     if not 0 <= args.port <= 65535:
         print(f"tornasole: error: --port {args.port} is not a port number (0-65535)", file=sys.stderr)
@@ -83,6 +115,8 @@ def _up(args: argparse.Namespace) -> int:
         print("environment for training scripts and the CLI in another shell:", flush=True)
         for k, v in local.environment().items():
             print(f"  export {k}={v}", flush=True)
+        for line in alert_routes(local):
+            print(line, flush=True)
         if args.state_dir:
             print(f"state kept in {args.state_dir} (saved when local mode stops)", flush=True)
         print("Ctrl-C to stop.", flush=True)

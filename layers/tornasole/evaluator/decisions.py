@@ -21,8 +21,10 @@ on it (docs/EVENTS.md says why not ``Error``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from tornasole.evaluator.details import alert_message, clip, step_files
+from tornasole.alerts.render import text_message
+from tornasole.evaluator.details import clip, firing_alert, step_files
 from tornasole.evaluator.lifecycle import ended_as
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.outbox import OutboxItem
@@ -34,6 +36,7 @@ __all__ = [
     "NOTHING_EVALUATED",
     "STALLED_RULE",
     "after_outcomes",
+    "alert_items",
     "completion",
     "ready_to_complete",
     "issue_extras",
@@ -72,10 +75,9 @@ def stop_item(state: JobState, rule_name: str, step: int | None, reason: str) ->
 
 
 def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) -> list[OutboxItem]:
-    """Outbox items caused by one firing (rule, step): the issue event and the email/sms alerts."""
+    """Outbox items caused by one firing (rule, step): the issue event and one alert per notifying action."""
     from tornasole.evaluator.details import issue_detail
 
-    rule = state.rule(outcome.rule_name)
     base = f"{state.name}:{state.rules_rev}"
     eid = f"{base}:issue/{outcome.rule_name}/{outcome.step}"
     detail = issue_detail(
@@ -96,25 +98,45 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
         )
     ]
     files = step_files(state.trial_path, outcome.step, list(workers))
+    where = (outcome.rule_name, outcome.step, outcome.mode, outcome.mode_step)
+    items += alert_items(state, where, outcome.details, outcome.values, files, f"{outcome.step}")
+    return items
+
+
+def alert_items(
+    state: JobState,
+    where: tuple[str, int | None, str | None, int | None],
+    details: str,
+    values: dict[str, Any],
+    files: dict[str, Any],
+    suffix: str,
+) -> list[OutboxItem]:
+    """One outbox alert per notifying action of the rule (``where``: rule, step, mode, mode step), each
+    behind its action's reminder gate; ``suffix`` makes the ids unique per finding (the step)."""
+    rule_name, step, mode, mode_step = where
+    rule = state.rule(rule_name)
+    base = f"{state.name}:{state.rules_rev}"
+    items = []
     for i, action in enumerate(rule.config.actions if rule else ()):
-        if action.name in ("email", "sms"):
-            subject, message = alert_message(state, outcome.rule_name, outcome.step, outcome.details, files)
-            items.append(
-                OutboxItem(
-                    f"{base}:alert/{outcome.rule_name}/{outcome.step}/{i}",
-                    "alert",
-                    {
-                        "action": action.name,
-                        "endpoint": action.endpoint,
-                        "job": state.name,
-                        "subject": subject,
-                        "message": message,
-                        # one message per reminder interval for this action of this rule (outbox gate)
-                        "gate": f"{state.rules_rev}/{outcome.rule_name}/{i}",
-                        "reminder_ms": action.reminder_ms,
-                    },
-                )
-            )
+        if action.name == "stoptraining":
+            continue
+        alert_id = f"{base}:alert/{rule_name}/{suffix}/{i}"
+        body = firing_alert(state, rule_name, step, mode, mode_step, details, values, files, alert_id)
+        payload = {
+            "action": action.name,
+            "endpoint": action.endpoint,
+            "job": state.name,
+            # one message per reminder interval for this action of this rule (outbox gate)
+            "gate": f"{state.rules_rev}/{rule_name}/{i}",
+            "reminder_ms": action.reminder_ms,
+            "alert": body,  # rendered at delivery, once the gate says whether it is a reminder
+        }
+        if action.destination is None:  # email/sms: plain text to the actions topic
+            subject, message = text_message(body)
+            payload.update(subject=subject, message=message)
+        else:  # webhook/slack/teams: the body goes out on the bus, routed by destination
+            payload["destination"] = action.destination
+        items.append(OutboxItem(alert_id, "alert", payload))
     return items
 
 
@@ -217,10 +239,15 @@ def stalled(now_s: float):
                     details=f"{STALLED_RULE}: parameter 'threshold' is not a number",
                 )
             if idle > threshold:
+                details = f"{STALLED_RULE}: no new step for {idle:.0f}s (threshold {threshold:g}s)"
+                values = {"value": round(idle, 1), "threshold": threshold}
+                files = {"TrialPath": state.trial_path, "IndexFiles": [], "EventFiles": []}
+                where = (rule.config.name, None, None, None)
                 return Change(
                     rule.config.name,
                     RuleStatus.ISSUES_FOUND.value,
-                    details=f"{STALLED_RULE}: no new step for {idle:.0f}s (threshold {threshold:g}s)",
+                    details=details,
+                    extra=tuple(alert_items(state, where, details, values, files, "stalled")),
                 )
         for rule in state.rules:
             stop = rule.config.parameters.get("stop_training_on_fire", "false").lower() in (

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from tornasole.evaluator.models import SECONDARY_STATUS, JobState, RuleState, rule_job_arn
-from tornasole.rules.report import split_advice
 from tornasole.stack_spec import EVENT_ID_FIELD
 
 __all__ = [
@@ -21,6 +20,7 @@ __all__ = [
     "rule_statuses",
     "issue_detail",
     "alert_message",
+    "firing_alert",
     "step_files",
 ]
 
@@ -131,14 +131,38 @@ def issue_detail(
 def alert_message(
     state: JobState, rule_name: str, step: int, details: str, files: dict[str, Any]
 ) -> tuple[str, str]:
-    """(subject, body) of an email/sms alert: what fired, where, what to do about it and where to look."""
-    subject = clip(f"Tornasole: {rule_name} found issues in {state.name}", 100)
-    finding, advice = split_advice(clip(details))
-    lines = [
-        f"Rule {rule_name} found issues in training job {state.name} at step {step}.",
-        finding,
-        advice,  # the rule's likely cause and suggested fix, on a line of its own
-        f"Step files: {', '.join(files.get('IndexFiles', [])) or files.get('TrialPath', '')}",
-        f"Job status: {state.status.value}. Follow it with: tornasole jobs status {state.name}",
-    ]
-    return subject, "\n".join(line for line in lines if line)
+    """(subject, body) of an email/sms alert: what fired, where, what to do about it and where to look
+    (the plain-text rendering of :func:`firing_alert`)."""
+    from tornasole.alerts.render import text_message
+
+    return text_message(firing_alert(state, rule_name, step, None, None, details, {}, files, ""))
+
+
+def firing_alert(
+    state: JobState,
+    rule_name: str,
+    step: int | None,
+    mode: str | None,
+    mode_step: int | None,
+    details: str,
+    values: dict[str, Any],
+    files: dict[str, Any],
+    event_id: str,
+) -> dict[str, Any]:
+    """The alert body (docs/EVENTS.md "Alert body") of one firing of ``rule_name`` at ``step`` (None: a
+    finding about the job as a whole, such as a stall)."""
+    from tornasole.alerts.body import alert_body
+
+    return alert_body(
+        job=state.name,
+        job_arn=state.arn,
+        job_status=state.status.value,
+        rule=rule_name,
+        step=step,
+        mode=mode,
+        mode_step=mode_step,
+        details=clip(details),
+        values=values,
+        files=files,
+        event_id=event_id,
+    )

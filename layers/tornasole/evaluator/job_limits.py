@@ -20,6 +20,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from tornasole.alerts.destinations import configured_destinations, destination_problems
 from tornasole.evaluator.models import RuleConfig
 from tornasole.evaluator.rule_checks import builtin_rule_problems
 from tornasole.exceptions import InvalidJobConfiguration
@@ -247,9 +248,11 @@ def check_job(rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | No
             "for the job itself)"
         )
     else:
+        configured = configured_destinations()
         for rule in rules:
             shape = _name_problems(rule.name) + _parameter_problems(rule)
             problems += shape or builtin_rule_problems(rule)
+            problems += destination_problems(rule.name, rule.actions, configured)
         total = sum(_parameters_bytes(r) for r in rules)
         if total > MAX_RULES_PARAMETERS_BYTES:
             problems.append(

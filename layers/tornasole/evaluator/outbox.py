@@ -1,4 +1,8 @@
-"""The transactional outbox, writing and publishing: EventBridge events, SNS alerts, stop signals.
+"""The transactional outbox, writing and publishing: EventBridge events, alerts, stop signals.
+
+Alerts (``tornasole.alerts``): email/sms go to the actions topic (SNS) as text; webhook/slack/teams go
+out as one ``Tornasole Alert`` event on the bus, which the stack routes by destination. Both pass the
+action's reminder gate first.
 
 Writing (``outbox_put``): a transition and its outbox item are written in one
 DynamoDB transaction (``tornasole.evaluator.transitions``), so an item exists
@@ -30,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tornasole.alerts.destinations import DETAIL_TYPE_ALERT
 from tornasole.evaluator.keys import (
     OUTBOX,
     OUTBOX_PREFIX,
@@ -68,7 +73,8 @@ PUBLISHED_TTL_S = 7 * 24 * 3600
 
 @dataclass(frozen=True)
 class OutboxItem:
-    """A side effect delivered after the commit: ``event`` (EventBridge), ``alert`` (SNS), ``stop`` (S3)."""
+    """A side effect delivered after the commit: ``event`` (EventBridge), ``alert`` (SNS or the bus),
+    ``stop`` (S3)."""
 
     event_id: str
     kind: str
@@ -217,8 +223,9 @@ class OutboxPublisher:
         if kind == "event":
             self._put_event(payload)
         elif kind == "alert":
-            if self._alert_gate_open(payload, str(item.get(self.table.spec.sort_key, ""))):
-                self._alert(payload)
+            gate = self._alert_gate(payload, str(item.get(self.table.spec.sort_key, "")))
+            if gate is not None:
+                self._alert(payload, reminder=gate)
         elif kind == "stop":
             self._stop_signal(payload)
         else:
@@ -240,20 +247,24 @@ class OutboxPublisher:
             failed = [e for e in resp.get("Entries", []) if e.get("ErrorCode")]
             raise PublishError(f"PutEvents to bus {self.bus_name} failed: {failed}")
 
-    def _alert_gate_open(self, payload: dict[str, Any], item_id: str) -> bool:
-        """Whether this email/sms may go out: the action's first message, or a reminder once its interval
+    def _alert_gate(self, payload: dict[str, Any], item_id: str) -> bool | None:
+        """Whether this alert may go out: None when not, else whether it is a reminder.
+
+        It may go out as the action's first message, or as a reminder once its interval
         (``reminder_ms``) has passed since the last one sent. One conditional write per alert, so two
-        publishers racing send one message; a retried item (its send failed) passes its own gate again.
-        A skipped alert is published all the same: the issue event carried the firing."""
+        publishers racing send one message; a retried item (its send failed) passes its own gate again,
+        and is a reminder only if another item went first (``first_by``). A skipped alert is published
+        all the same: the issue event carried the firing."""
         gate, job = payload.get("gate"), payload.get("job")
         if not gate or not job:
-            return True  # written before reminders existed: sent as it was
+            return False  # written before reminders existed: sent as it was
         now, interval = _now_ms(), int(payload.get("reminder_ms", 0))
         try:
-            self.table.update(
+            row = self.table.update(
                 job_pk(job),
                 alert_gate_sk(gate),
-                "SET sent_at = :now, sent_by = :me, expires_at = :ttl",
+                "SET sent_at = :now, sent_by = :me, expires_at = :ttl, "
+                "first_by = if_not_exists(first_by, :me)",
                 {
                     ":now": now,
                     ":me": item_id,
@@ -261,15 +272,27 @@ class OutboxPublisher:
                     ":ttl": (now + interval) // 1000 + PUBLISHED_TTL_S,
                 },
                 condition="alert_gate_open",
+                return_new=True,
             )
         except Conflict:
             log.info("alert not sent: one went out within its reminder interval", extra={"item": item_id})
-            return False
-        return True
+            return None
+        return bool(row) and row.get("first_by") != item_id
 
-    def _alert(self, payload: dict[str, Any]) -> None:
+    def _alert(self, payload: dict[str, Any], reminder: bool = False) -> None:
+        body = payload.get("alert")
+        if isinstance(body, dict):
+            body = {**body, "Reminder": reminder}
+        if payload.get("destination"):
+            self._alert_event(payload["destination"], body or {})
+            return
         if not self.alert_topic_arn:
             raise PublishError("an email/sms action fired but TORNASOLE_ALERT_TOPIC_ARN is not set")
+        subject, message = payload["subject"], payload["message"]
+        if isinstance(body, dict):
+            from tornasole.alerts.render import text_message
+
+            subject, message = text_message(body)
         attrs = {
             ALERT_ATTR_ACTION: payload["action"],
             ALERT_ATTR_ENDPOINT: payload.get("endpoint") or "",
@@ -277,9 +300,22 @@ class OutboxPublisher:
         }
         self.sns.publish(
             TopicArn=self.alert_topic_arn,
-            Subject=payload["subject"][:100],
-            Message=payload["message"],
+            Subject=subject[:100],
+            Message=message,
             MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attrs.items() if v},
+        )
+
+    def _alert_event(self, destination: str, body: dict[str, Any]) -> None:
+        """A webhook/slack/teams alert: one event on the bus, which the stack routes by ``Destination``
+        (API destination, chat topic) and the local mode POSTs; retries and dead letters are theirs."""
+        from tornasole.alerts.destinations import alert_event_detail
+
+        self._put_event(
+            {
+                "detail_type": DETAIL_TYPE_ALERT,
+                "resources": [body["TrainingJobArn"]] if body.get("TrainingJobArn") else [],
+                "detail": alert_event_detail(destination, body),
+            }
         )
 
     @staticmethod

@@ -16,6 +16,8 @@ def format_event(event: dict[str, Any]) -> str:
     """One line per EventBridge event: a rule's fire, or the job's status and each rule's status."""
     d = event.get("detail", {})
     kind = event.get("detail-type", "?")
+    if "Destination" in d and isinstance(d.get("Alert"), dict):  # a webhook/slack/teams alert
+        return f"[{kind}] {d['Destination']}: {d['Alert'].get('Summary', '')}"
     if "RuleConfigurationName" in d:
         return (
             f"[{kind}] {d.get('TrainingJobName')} / {d.get('RuleConfigurationName')} "

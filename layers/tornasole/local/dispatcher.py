@@ -11,7 +11,9 @@ function gets its own thread(s) (``tornasole.local.sources``):
 - a timer -> ``scheduled_check``;
 - SageMaker's training-job state changes on the default bus -> ``sagemaker_state_change``;
 - the events and alerts that reach their SQS targets -> the subscribers
-  (the CLI prints them), one thread each, in arrival order.
+  (the CLI prints them), one thread each, in arrival order;
+- ``Tornasole Alert`` events (webhook/slack/teams actions) -> ``alert_sender``, which POSTs them to
+  the operator's destinations on a thread of its own (``tornasole.local.alert_sender``).
 
 The handlers are the package's (``tornasole.lambda_support.handlers``), the
 same code the CDK stack deploys. A handler that raises, even ``SystemExit``,
@@ -81,6 +83,7 @@ class Dispatcher:
         stream_poll_seconds: float = 0.05,
         stream_consumed: Callable[[int | None], None] | None = None,
         stream_reader: Callable[[str | None, int], list[dict[str, Any]]] | None = None,
+        alert_sender: Subscriber | None = None,
     ) -> None:
         self.resources = resources
         self.spec = spec
@@ -141,10 +144,23 @@ class Dispatcher:
             else None
         )
 
+        self.alert_destinations = (
+            QueueSource(
+                "alert-destinations",
+                resources.alert_destinations_queue_url,
+                alert_sender,
+                self._stop,
+                self._record_error,
+            )
+            if resources.alert_destinations_queue_url and alert_sender is not None
+            else None
+        )
+
     @property
     def sources(self) -> tuple[Source, ...]:
         base = (self.notifications, self.stream, self.schedule, self.events, self.alerts)
-        return base + ((self.sagemaker_events,) if self.sagemaker_events is not None else ())
+        optional = (self.sagemaker_events, self.alert_destinations)
+        return base + tuple(s for s in optional if s is not None)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole import config
+from tornasole.alerts.destinations import format_destinations
 from tornasole.aws.clients import clear_client_cache
 from tornasole.exceptions import TornasoleError
 from tornasole.extras import require
+from tornasole.local.alert_sender import AlertSender, LocalDestination
 from tornasole.local.dispatcher import Dispatcher
 from tornasole.local.moto_patches import (
     adjust_moto,
@@ -70,6 +72,9 @@ class LocalSettings:
     quiet_handlers: bool = True  # Powertools JSON logs / EMF metrics off unless asked for
     evaluation_workers: int = 2  # on_object_created's concurrency
     state_dir: str | None = None  # keep the trial bucket and the state table here across restarts
+    # webhook/slack/teams destinations (``tornasole local up --webhook NAME=URL``): the only places
+    # alerts are POSTed to; jobs name them, never a URL
+    alert_destinations: tuple[LocalDestination, ...] = ()
 
 
 class LocalMode:
@@ -90,6 +95,7 @@ class LocalMode:
         self._server: Any = None
         self._saved_env: dict[str, str | None] = {}
         self.speed_patches: frozenset[str] = frozenset()  # moto's speed patches applied (``moto_patches``)
+        self.alert_sender = AlertSender(self.settings.alert_destinations)
 
     @property
     def trial_root(self) -> str:
@@ -107,6 +113,10 @@ class LocalMode:
             config.EVENT_BUS: self.spec.bus.name,
             config.EVENT_SOURCE: self.spec.bus.source,
             config.TRIAL_BUCKET: self.settings.bucket,
+            # registration accepts exactly these (none: every webhook/slack/teams action is refused)
+            config.ALERT_DESTINATIONS: format_destinations(
+                d.destination for d in self.settings.alert_destinations
+            ),
         }
         if self.resources is not None:
             env[config.ALERT_TOPIC_ARN] = self.resources.topic_arn
@@ -157,6 +167,7 @@ class LocalMode:
             # moto's stream read in this process and trimmed (speed patches), else GetRecords.
             stream_consumed=functools.partial(release_stream, self.resources.table) if fast else None,
             stream_reader=functools.partial(read_stream, self.resources.table) if fast else None,
+            alert_sender=self.alert_sender.deliver,
         )
         self.dispatcher.start()
         log.info("local mode up at %s", self.endpoint)

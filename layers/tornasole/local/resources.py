@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tornasole.alerts.destinations import DETAIL_TYPE_ALERT
 from tornasole.aws.clients import client
 from tornasole.stack_spec import DEFAULT_SPEC, SAGEMAKER_END_EVENT_PATTERN, StackSpec
 
@@ -23,6 +24,8 @@ ALERTS_QUEUE = "tornasole-local-alerts"
 EVENTS_RULE = "tornasole-local-all-events"
 SAGEMAKER_QUEUE = "tornasole-local-sagemaker-events"
 SAGEMAKER_RULE = "tornasole-local-sagemaker-ended"
+ALERT_DESTINATIONS_QUEUE = "tornasole-local-alert-destinations"
+ALERT_DESTINATIONS_RULE = "tornasole-local-alert-destinations"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class LocalResources:
     alerts_queue_url: str
     # SageMaker's training-job state changes on the default bus (``stack_spec.SAGEMAKER_END_EVENT_PATTERN``)
     sagemaker_events_queue_url: str = ""
+    # ``Tornasole Alert`` events (webhook/slack/teams actions), which the local sender POSTs
+    alert_destinations_queue_url: str = ""
 
 
 def _queue(sqs: Any, name: str) -> tuple[str, str]:
@@ -134,6 +139,20 @@ def create_resources(bucket: str, spec: StackSpec = DEFAULT_SPEC) -> LocalResour
     )
     events.put_targets(Rule=SAGEMAKER_RULE, Targets=[{"Id": "local-sagemaker", "Arn": sagemaker_arn}])
 
+    # webhook/slack/teams alerts: as the stack's per-destination rules match them (DETAIL_TYPE_ALERT)
+    destinations_url, destinations_arn = _queue(sqs, ALERT_DESTINATIONS_QUEUE)
+    events.put_rule(
+        Name=ALERT_DESTINATIONS_RULE,
+        EventBusName=bus,
+        EventPattern=json.dumps({"source": [spec.bus.source], "detail-type": [DETAIL_TYPE_ALERT]}),
+        State="ENABLED",
+    )
+    events.put_targets(
+        Rule=ALERT_DESTINATIONS_RULE,
+        EventBusName=bus,
+        Targets=[{"Id": "local-alert-destinations", "Arn": destinations_arn}],
+    )
+
     topic_arn = sns.create_topic(Name=spec.alerts.topic_name)["TopicArn"]
     alerts_url, alerts_arn = _queue(sqs, ALERTS_QUEUE)
     sns.subscribe(
@@ -149,4 +168,5 @@ def create_resources(bucket: str, spec: StackSpec = DEFAULT_SPEC) -> LocalResour
         events_queue_url=events_url,
         alerts_queue_url=alerts_url,
         sagemaker_events_queue_url=sagemaker_url,
+        alert_destinations_queue_url=destinations_url,
     )

@@ -19,19 +19,41 @@ keeps firing, instead of one message per firing step; the per-step
 ``Tornasole Rule Issue Found`` events are unaffected. Set it per action:
 ``{"name": "email", "endpoint": "a@b.c", "reminder_minutes": 15}``.
 ``stoptraining`` is unaffected (it stops the job once).
+
+Alert destinations (Tornasole's addition, docs/ALERTS.md): ``webhook``, ``slack``
+and ``teams`` name a destination the operator configured where the evaluator
+runs (the stack's ``alert_webhooks`` / ``alert_slack_channels`` /
+``alert_teams_channels`` context, ``tornasole local up --webhook``), never a URL:
+``{"name": "webhook", "endpoint": "oncall"}``. A job's configuration is written
+by whoever trains; if it could carry a URL, job data could be posted anywhere,
+and an endpoint's secret would sit in every event that carries the job's
+rules. Whether the name is configured is checked at registration
+(``tornasole.alerts.destinations``); the same reminder rule as ``email`` applies.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from tornasole.exceptions import RuleParameterError
 
-__all__ = ["Action", "ALLOWED_ACTIONS", "DEFAULT_REMINDER_MINUTES", "parse_actions"]
+__all__ = [
+    "Action",
+    "ALLOWED_ACTIONS",
+    "DEFAULT_REMINDER_MINUTES",
+    "DESTINATION_ACTIONS",
+    "DESTINATION_NAME",
+    "parse_actions",
+]
 
-ALLOWED_ACTIONS = ("stoptraining", "email", "sms")
-#: Minimum minutes between two messages of one email/sms action of one rule (the first is sent at once).
+#: Actions whose endpoint names an operator-configured destination (never an address or URL).
+DESTINATION_ACTIONS = ("webhook", "slack", "teams")
+ALLOWED_ACTIONS = ("stoptraining", "email", "sms", *DESTINATION_ACTIONS)
+#: What a destination's name may be: short, no scheme, no slash, so a URL can never pass for one.
+DESTINATION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: Minimum minutes between two messages of one notifying action of one rule (the first is sent at once).
 DEFAULT_REMINDER_MINUTES = 60.0
 #: Longest accepted reminder interval (a week): longer means "never remind", which 0 does not mean.
 MAX_REMINDER_MINUTES = 7 * 24 * 60.0
@@ -44,13 +66,14 @@ class Action:
     Attributes
     ----------
     name : str
-        ``"stoptraining"``, ``"email"`` or ``"sms"``.
+        ``"stoptraining"``, ``"email"``, ``"sms"``, ``"webhook"``, ``"slack"`` or ``"teams"``.
     endpoint : str or None
-        E-mail address or phone number (``email``/``sms``).
+        E-mail address or phone number (``email``/``sms``); the configured destination's name
+        (``webhook``/``slack``/``teams``).
     training_job_prefix : str or None
         For ``stoptraining``: which job to stop (None: the job the rule watches).
     reminder_minutes : float or None
-        For ``email``/``sms``: minimum minutes between messages while the rule keeps firing
+        For notifying actions: minimum minutes between messages while the rule keeps firing
         (None: :data:`DEFAULT_REMINDER_MINUTES`).
 
     Examples
@@ -63,6 +86,11 @@ class Action:
     endpoint: str | None = None
     training_job_prefix: str | None = None
     reminder_minutes: float | None = None
+
+    @property
+    def destination(self) -> str | None:
+        """``"webhook:oncall"`` for a destination action (how the stack routes it), else None."""
+        return f"{self.name}:{self.endpoint}" if self.name in DESTINATION_ACTIONS else None
 
     @property
     def reminder_ms(self) -> int:
@@ -144,6 +172,14 @@ def parse_actions(rule_name: str, action_json: str | list | dict | None) -> tupl
         endpoint = item.get("endpoint")
         if not endpoint:
             raise RuleParameterError(rule_name, "action_json", f"action #{i} ({name}) needs an 'endpoint'")
+        if name in DESTINATION_ACTIONS and not DESTINATION_NAME.match(str(endpoint)):
+            raise RuleParameterError(
+                rule_name,
+                "action_json",
+                f"action #{i} ({name}): endpoint {str(endpoint)[:80]!r} must name a destination the "
+                "operator configured (letters, digits, '_', '.', '-'; at most 64), never a URL: "
+                "see docs/ALERTS.md",
+            )
         out.append(
             Action(
                 name,

@@ -89,7 +89,7 @@ def test_bad_input_is_one_line(stack: None, capsys: pytest.CaptureFixture) -> No
         )
         == 2
     )
-    assert "stoptraining, email:ADDRESS or sms:NUMBER" in capsys.readouterr().err
+    assert "stoptraining, email:ADDRESS, sms:NUMBER, or webhook:NAME" in capsys.readouterr().err
 
 
 def test_register_without_rules_uses_the_recommended_set(stack: None, capsys: pytest.CaptureFixture) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from evaluator_stack import BUCKET, Stack
 
+from alert_checks import check_every_alert
 from moto_stack import moto_stack
 
 
@@ -22,3 +23,8 @@ def stack(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Stac
         s = Stack(res, lambda_context)
         s.notifications()
         yield s
+
+
+@pytest.fixture(autouse=True)
+def _alerts_match_their_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_every_alert(monkeypatch)
