@@ -180,7 +180,7 @@ def status_rows(jobs: Any, name: str) -> tuple[str, list[list[Any]]]:
 
 
 def print_status(jobs: Any, name: str) -> str:
-    from tornasole.rules.report import split_advice
+    from tornasole.rules.outcome import split_advice
 
     status, rows = status_rows(jobs, name)
     print(f"job {name}: {status}")

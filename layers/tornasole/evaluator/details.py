@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tornasole.evaluator.models import SECONDARY_STATUS, JobState, RuleState, rule_job_arn
-from tornasole.rules.report import split_advice
+from tornasole.rules.outcome import split_advice
 from tornasole.stack_spec import EVENT_ID_FIELD
 
 __all__ = [

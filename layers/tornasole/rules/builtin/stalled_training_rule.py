@@ -32,7 +32,7 @@ from tornasole.format import paths
 from tornasole.format.events import decode_event
 from tornasole.format.tfrecord import iter_records
 from tornasole.rules.actions import Action
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["StalledTrainingRule"]

@@ -34,7 +34,7 @@ import bisect
 import numpy as np
 
 from tornasole.modes import GLOBAL, TRAIN, ModeKeys
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["WeightUpdateRatio"]

@@ -47,9 +47,9 @@ import math
 import numpy as np
 
 from tornasole.modes import EVAL, TRAIN
-from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.losses import loss_names
-from tornasole.rules.generic.overfit import trial_phases, whole_passes
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import loss_names
+from tornasole.rules.builtin.overfit import trial_phases, whole_passes
 from tornasole.rules.params import Param
 
 __all__ = ["StalledLoss", "spread_percent", "whole_passes"]

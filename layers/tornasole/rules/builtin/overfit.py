@@ -40,8 +40,8 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.modes import EVAL, TRAIN
-from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.losses import loss_names
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import loss_names
 from tornasole.rules.params import Param
 
 __all__ = ["Overfit", "phases", "trial_phases", "whole_passes"]

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tornasole.rules.generic.base import COLLECTION_NAMES, BuiltinRule
-from tornasole.rules.generic.dead_relu import inactive_percent
+from tornasole.rules.builtin.base import COLLECTION_NAMES, BuiltinRule
+from tornasole.rules.builtin.dead_relu import inactive_percent
 from tornasole.rules.params import Param
 
 __all__ = ["SaturatedActivation"]

@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["ClassImbalance"]

@@ -55,10 +55,10 @@ apart.
 from __future__ import annotations
 
 from tornasole.modes import TRAIN
-from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.oscillating_accuracy import epoch_values
-from tornasole.rules.generic.stalled_loss import spread_percent
-from tornasole.rules.generic.validation_passes import ValidationPasses, names_in_mode
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.oscillating_accuracy import epoch_values
+from tornasole.rules.builtin.stalled_loss import spread_percent
+from tornasole.rules.builtin.validation_passes import ValidationPasses, names_in_mode
 from tornasole.rules.params import Param
 
 __all__ = ["SlowConvergence", "max_rise"]

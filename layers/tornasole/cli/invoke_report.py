@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from tornasole.exceptions import TornasoleValueError
-from tornasole.rules.invoker import InvokeSummary, invoke_rule
+from tornasole.rules.step_loop import InvokeSummary, invoke_rule
 
 __all__ = [
     "MAX_LISTED",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.modes import EVAL, PREDICT
-from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["UnchangedTensor"]

@@ -16,8 +16,8 @@ small loss that is still falling fast (0.0153 -> 0.0058 is a 62% drop).
 from __future__ import annotations
 
 from tornasole.modes import EVAL, TRAIN
-from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.losses import loss_names
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import loss_names
 from tornasole.rules.params import Param
 
 __all__ = ["Overtraining"]

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from tornasole.modes import GLOBAL, TRAIN
-from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.losses import loss_names
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import loss_names
 from tornasole.rules.params import Param
 
 __all__ = ["PoorWeightInitialization"]

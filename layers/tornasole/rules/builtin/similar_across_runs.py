@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.exceptions import NoMoreData, StepNotYetAvailable, StepUnavailable, TensorUnavailableForStep
-from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 
 __all__ = ["SimilarAcrossRuns"]
 

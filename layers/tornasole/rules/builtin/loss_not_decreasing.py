@@ -67,8 +67,8 @@ from __future__ import annotations
 
 import math
 
-from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
-from tornasole.rules.generic.losses import at_mode_step, loss_names
+from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.builtin.losses import at_mode_step, loss_names
 from tornasole.rules.params import Param
 
 __all__ = ["LossNotDecreasing"]

@@ -53,7 +53,7 @@ import numpy as np
 
 from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.modes import TRAIN
-from tornasole.rules.generic.base import BuiltinRule, as_float
+from tornasole.rules.builtin.base import BuiltinRule, as_float
 from tornasole.rules.params import Param
 
 __all__ = ["VanishingGradient", "natural_key"]

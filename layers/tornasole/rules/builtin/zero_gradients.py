@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from tornasole.modes import TRAIN
-from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
-from tornasole.rules.generic.validation_passes import ValidationPasses
+from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.builtin.validation_passes import ValidationPasses
 from tornasole.rules.params import Param
 
 __all__ = ["ZeroGradients"]

@@ -10,7 +10,7 @@ mistake, so it is reported when the rule is built).
 from __future__ import annotations
 
 from tornasole.exceptions import TensorUnavailableForStep
-from tornasole.rules.generic.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule, as_float
+from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule, as_float
 from tornasole.rules.params import Param
 
 __all__ = ["TensorVariance"]

@@ -18,8 +18,8 @@ import numpy as np
 
 from tornasole.exceptions import TensorUnavailable
 from tornasole.modes import EVAL, ModeKeys
-from tornasole.rules.generic.overfit import trial_phases
-from tornasole.rules.generic.stalled_loss import whole_passes
+from tornasole.rules.builtin.overfit import trial_phases
+from tornasole.rules.builtin.stalled_loss import whole_passes
 
 __all__ = ["ValidationPasses", "names_in_mode"]
 

@@ -51,7 +51,7 @@ from tornasole.exceptions import (
     StepUnavailable,
     TornasoleError,
 )
-from tornasole.rules.report import RuleOutcome
+from tornasole.rules.outcome import RuleOutcome
 from tornasole.rules.req_tensors import is_remote
 from tornasole.rules.rule import SKIPPABLE, Rule
 from tornasole.rules.verdict import TensorTouches, nothing_evaluated_details, verdict

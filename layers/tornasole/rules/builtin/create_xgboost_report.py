@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 
 __all__ = ["CreateXgboostReport"]
 

@@ -40,9 +40,9 @@ import math
 
 from tornasole.exceptions import TensorUnavailable
 from tornasole.modes import TRAIN
-from tornasole.rules.generic.base import BuiltinRule
-from tornasole.rules.generic.overfit import trial_phases
-from tornasole.rules.generic.validation_passes import names_in_mode
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.overfit import trial_phases
+from tornasole.rules.builtin.validation_passes import names_in_mode
 from tornasole.rules.params import Param
 
 __all__ = ["OscillatingAccuracy", "epoch_values", "paired_swings"]

@@ -9,7 +9,7 @@ the share is trivially 1, so nothing is judged.
 
 from __future__ import annotations
 
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["FeatureImportanceOverweight"]

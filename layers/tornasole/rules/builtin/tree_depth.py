@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["TreeDepth"]

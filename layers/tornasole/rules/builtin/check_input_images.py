@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.params import Param
 
 __all__ = ["CheckInputImages"]
