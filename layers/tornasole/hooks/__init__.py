@@ -1,5 +1,8 @@
 """The framework-agnostic hook and its parts (saving numpy values into an smdebug-format trial).
 
+Floor plan: imported by the framework hooks (pytorch, keras, xgboost) and training scripts; imports
+core, format, storage, tensorboard and below, never trials, rules or the evaluator.
+
 Examples
 --------
 >>> from tornasole.hooks import Hook, TrainingStopRequested

@@ -2,10 +2,12 @@
 
 The API a rule is written against (``Rule``, ``req_tensors``, ``params``, ``actions``, ``loader``,
 ``registry``, ``invoke_rule``, ``outcome``, ``verdict``, ``inputs``) lives here; the built-in rules
-and the recommended set in :mod:`tornasole.rules.builtin`. Any package above trials may import it;
-it imports only ``tornasole.trials`` and below (never evaluator, jobs, local or cli).
-``tornasole.rules.rule_configs`` and ``tornasole.rules.recommended`` are their old paths (the
-modules moved to ``tornasole.jobs.rule_configs`` and ``tornasole.rules.builtin.recommended``).
+and the recommended set in :mod:`tornasole.rules.builtin`. ``tornasole.rules.rule_configs`` and
+``tornasole.rules.recommended`` are old paths of ``tornasole.jobs.rule_configs`` and
+``tornasole.rules.builtin.recommended``.
+
+Floor plan: imported by the evaluator, jobs, compat, cli and demo; imports trials, format, storage,
+analysis and below, never evaluator, jobs or local (cli only as smdebug's ``rule_invoker`` path).
 
 Examples
 --------

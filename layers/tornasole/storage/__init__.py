@@ -1,5 +1,7 @@
 """Storage behind one small interface: local paths and ``s3://bucket/prefix`` URLs.
 
+Floor plan: imported by every package from core and format up; imports aws and config only.
+
 Everything above this package (format writer, trials, evaluator) reads and
 writes through :func:`get_storage`. ``S3Storage`` is imported lazily so that
 importing this package never requires boto3.
