@@ -11,7 +11,7 @@ Examples
 from __future__ import annotations
 
 from tornasole.hooks.config_paths import HookConfigNotFound
-from tornasole.hooks.hook import DISABLE_ENV, Hook
+from tornasole.hooks.numpy_hook import DISABLE_ENV, Hook
 from tornasole.hooks.singleton import framework_functions
 from tornasole.hooks.stop_signal import TrainingStopRequested
 

@@ -52,11 +52,11 @@ from tornasole.core.collection import CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
 from tornasole.format.reductions import reduction_tag
 from tornasole.hooks.config_paths import config_file_path
-from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.numpy_hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
 from tornasole.keras.capture import read_numpy, to_numpy, variable_name
-from tornasole.keras.collections import keras_collections
+from tornasole.keras.default_collections import keras_collections
 from tornasole.keras.taps import TapsMixin
 from tornasole.modes import ModeKeys
 

@@ -21,7 +21,7 @@ from typing import Any
 from tornasole.storage.base import ReadRequest, Storage
 from tornasole.storage.local import LocalStorage
 from tornasole.storage.paths import is_s3, join, split_s3
-from tornasole.storage.registry import clear_storage_cache, get_storage, register
+from tornasole.storage.schemes import clear_storage_cache, get_storage, register
 
 __all__ = [
     "ReadRequest",

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tornasole.format import paths
-from tornasole.format.events import decode_event
+from tornasole.format.event_records import decode_event
 from tornasole.format.tfrecord import iter_records
 from tornasole.rules.actions import Action
 from tornasole.rules.builtin.base import BuiltinRule
