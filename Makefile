@@ -48,10 +48,12 @@ setup-sagemaker: $(SM_VENV)/.installed
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache --no-logo
 
 test: setup setup-smdebug setup-sagemaker
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python -m pytest -q
 
 test-fast: setup

@@ -136,7 +136,7 @@ def run_job(
     the hook's poller at its default interval) in seconds."""
     from tornasole.format.paths import STOP_SIGNAL
     from tornasole.hooks.stop_signal import StopSignalPoller
-    from tornasole.storage.registry import get_storage
+    from tornasole.storage.schemes import get_storage
 
     poller = StopSignalPoller(get_storage(trial), f"{trial}/{STOP_SIGNAL}")
     seen: list[float] = []

@@ -86,7 +86,7 @@ def marker_writer(out_dir: str) -> Any:
         s3 = client("s3")
         bucket, prefix = out_dir.removeprefix("s3://").split("/", 1)
         return lambda: s3.put_object(Bucket=bucket, Key=f"{prefix}/{STOP_SIGNAL}", Body=b"{}")
-    from tornasole.storage.registry import get_storage
+    from tornasole.storage.schemes import get_storage
 
     storage = get_storage(out_dir)
     return lambda: storage.write_atomic(os.path.join(out_dir, STOP_SIGNAL), b"{}")

@@ -18,7 +18,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Hook": "tornasole.hooks.hook:Hook",
+    "Hook": "tornasole.hooks.numpy_hook:Hook",
     "get_hook": "tornasole.hooks:get_hook",
     "set_hook": "tornasole.hooks:set_hook",
     "del_hook": "tornasole.hooks:del_hook",

@@ -8,8 +8,8 @@ from tests.frameworks.conftest import regression_data, tiny_model
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig
 from tornasole.rules import invoke_rule
-from tornasole.rules.generic.exploding_tensor import ExplodingTensor
-from tornasole.rules.generic.vanishing_gradient import VanishingGradient
+from tornasole.rules.builtin.exploding_tensor import ExplodingTensor
+from tornasole.rules.builtin.vanishing_gradient import VanishingGradient
 from tornasole.trials import create_trial
 
 

@@ -43,8 +43,8 @@ def singleton():
 
 
 def test_get_hook_without_a_file_is_none(keras_tf, monkeypatch, singleton):
+    from tornasole.hooks import config_paths as mod
     from tornasole.keras import get_hook
-    from tornasole.keras import singleton as mod
 
     monkeypatch.delenv("TORNASOLE_CONFIG_FILE_PATH", raising=False)
     monkeypatch.delenv("SMDEBUG_CONFIG_FILE_PATH", raising=False)

@@ -10,9 +10,9 @@ import xgboost as xgb
 
 from tornasole.core.save_config import SaveConfig
 from tornasole.rules import invoke_rule
-from tornasole.rules.generic.create_xgboost_report import CreateXgboostReport
-from tornasole.rules.generic.feature_importance_overweight import FeatureImportanceOverweight
-from tornasole.rules.generic.tree_depth import TreeDepth
+from tornasole.rules.builtin.create_xgboost_report import CreateXgboostReport
+from tornasole.rules.builtin.feature_importance_overweight import FeatureImportanceOverweight
+from tornasole.rules.builtin.tree_depth import TreeDepth
 from tornasole.trials import create_trial
 
 ALL = [

@@ -28,7 +28,7 @@ import tornasole.pytorch as ts
 from tornasole import modes
 from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.rules.generic import ExplodingTensor
-from tornasole.rules.invoker import invoke_rule
+from tornasole.rules.step_loop import invoke_rule
 from tornasole.trials import create_trial
 
 CUDA = torch.device("cuda")

@@ -94,11 +94,11 @@ def test_x86_64_layer_imports_and_computes_under_python312(layers: dict[str, Pat
     # GIVEN the x86_64 layer on PYTHONPATH of a bare CPython 3.12 (what Lambda's runtime adds: /opt/python)
     code = (
         "import numpy as np, google_crc32c, aws_lambda_powertools, sys\n"
-        "from tornasole.format import events\n"
+        "from tornasole.format import event_records\n"
         "from tornasole.modes import ModeKeys\n"
         "value = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
-        "payload = events.encode_event('w', value, step=3, mode=ModeKeys.TRAIN, mode_step=3)\n"
-        "rec = events.decode_event(payload)\n"
+        "payload = event_records.encode_event('w', value, step=3, mode=ModeKeys.TRAIN, mode_step=3)\n"
+        "rec = event_records.decode_event(payload)\n"
         "assert rec.value.sum() == 15 and rec.step == 3, rec\n"
         "print(np.__version__, sys.version_info[:2])\n"
     )

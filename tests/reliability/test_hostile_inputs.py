@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from reliability_rig import BUCKET, RULES_PREFIX, SCOREBOARD, Rig, trial
 
-from tornasole.format import events as event_format
+from tornasole.format import event_records as event_format
 from tornasole.format import proto, tfrecord
 from tornasole.format.paths import event_file_name, index_file_name
 from tornasole.jobs import Rule

@@ -25,7 +25,7 @@ from tornasole.evaluator.runner import StepRunner, default_rule_factory
 from tornasole.evaluator.schedule import PENDING_GRACE_MS
 from tornasole.evaluator.steps import StepStore
 from tornasole.jobs import TornasoleJobs
-from tornasole.rules.report import RuleOutcome
+from tornasole.rules.outcome import RuleOutcome
 from tornasole.stack_spec import DEFAULT_SPEC, DETAIL_TYPE_JOB_STATE_CHANGE
 
 

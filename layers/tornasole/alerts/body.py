@@ -17,7 +17,7 @@ import math
 import shlex
 from typing import Any
 
-from tornasole.rules.report import format_number, split_advice
+from tornasole.rules.outcome import format_number, split_advice
 
 __all__ = [
     "ALERT_SCHEMA",

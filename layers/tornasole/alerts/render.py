@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tornasole.rules.report import format_number
+from tornasole.rules.outcome import format_number
 
 __all__ = ["chatbot_notification", "slack_message", "teams_message", "text_message"]
 

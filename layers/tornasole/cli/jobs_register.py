@@ -126,7 +126,7 @@ def _read_bounded(path: str, cap: int, what: str) -> bytes:
 
 
 def register(args: argparse.Namespace) -> int:
-    from tornasole.cli.jobs_cmd import jobs_of, state_of
+    from tornasole.cli.job_status import jobs_of, state_of
     from tornasole.jobs import update_job_rules
 
     if args.from_request:
@@ -180,7 +180,7 @@ def _print_registered(jobs: Any, name: str, status: str, output: str) -> None:
     A SageMaker request's ``S3OutputPath`` is not that path: SageMaker's hook writes under
     ``<S3OutputPath>/<TrainingJobName>/debug-output``, so both are said.
     """
-    from tornasole.cli.jobs_cmd import state_of
+    from tornasole.cli.job_status import state_of
 
     trial = state_of(jobs, name).trial_path
     print(f"registered {name} ({status}) on {trial}")
@@ -193,7 +193,7 @@ def _print_registered(jobs: Any, name: str, status: str, output: str) -> None:
 
 def _after_registration(jobs: Any, name: str) -> int:
     """Print the job's rules; a rule already in ``Error`` is an invalid input: its full reason, exit 2."""
-    from tornasole.cli.jobs_cmd import print_status, state_of
+    from tornasole.cli.job_status import print_status, state_of
 
     state = state_of(jobs, name)
     print_status(jobs, name)
@@ -253,7 +253,7 @@ def _register_from_request(args: argparse.Namespace) -> int:
         check_bucket(output, request["TrainingJobName"])
     if args.table:
         os.environ["TORNASOLE_STATE_TABLE"] = args.table  # register_from_request reads the standard variable
-    from tornasole.cli.jobs_cmd import jobs_of
+    from tornasole.cli.job_status import jobs_of
     from tornasole.jobs import register_from_request
 
     extra = {} if args.idle_timeout is None else {"idle_timeout_s": args.idle_timeout}

@@ -4,7 +4,7 @@
 terminal; ``--name`` prints one rule in full (every parameter, its kind,
 default and meaning) and ``--json`` the whole catalogue as data. ``invoke``
 shares its trial wait, progress line and ``RESULT`` line with
-``python -m tornasole.rules.rule_invoker`` (:mod:`tornasole.rules.run_report`).
+``python -m tornasole.rules.rule_invoker`` (:mod:`tornasole.cli.invoke_report`).
 """
 
 from __future__ import annotations
@@ -167,8 +167,8 @@ def _print_rule(info: dict[str, Any]) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from tornasole.cli.invoke_report import check_builtin_rule
     from tornasole.rules import rule_names
-    from tornasole.rules.run_report import check_builtin_rule
 
     if args.name:
         check_builtin_rule(args.name)
@@ -207,8 +207,8 @@ def _load_custom_rule(path: str, name: str, trial: Any, others: list, params: di
 
 
 def _invoke(args: argparse.Namespace) -> int:
+    from tornasole.cli.invoke_report import check_builtin_rule, print_verdict, run_rule, wait_for_trial
     from tornasole.rules import create_rule
-    from tornasole.rules.run_report import check_builtin_rule, print_verdict, run_rule, wait_for_trial
 
     name, params = parse_rule_spec(args.rule, custom=bool(args.rule_file))
     params.update(parse_param(name, item) for item in args.param)

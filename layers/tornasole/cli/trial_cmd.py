@@ -34,7 +34,7 @@ def add_timeout_option(parser: argparse.ArgumentParser) -> None:
 
 def open_trial(path: str, timeout: float = 0.0) -> Any:
     """Open a trial for a command: at most ``timeout`` s of waiting, a clear error for an empty path."""
-    from tornasole.rules.run_report import wait_for_trial
+    from tornasole.cli.invoke_report import wait_for_trial
 
     return wait_for_trial(path, timeout)
 

@@ -79,7 +79,7 @@ def watch_job(
     WatchTimeoutError
         Nothing changed for ``timeout`` seconds.
     """
-    from tornasole.cli.jobs_cmd import print_status
+    from tornasole.cli.job_status import print_status
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err

@@ -52,7 +52,7 @@ ALIAS_ENV = "TORNASOLE_SMDEBUG_ALIAS"
 
 #: Hook-side smdebug modules whose Tornasole counterpart lives elsewhere (checked before the loader's table).
 EXTRA_MODULES = {
-    "smdebug.core.hook": "tornasole.hooks.hook",
+    "smdebug.core.hook": "tornasole.hooks.numpy_hook",
     "smdebug.core.json_config": "tornasole.hooks.json_config",
     "smdebug.core.singleton_utils": "tornasole.hooks.singleton",
     "smdebug.pytorch.singleton_utils": "tornasole.pytorch",
@@ -75,7 +75,7 @@ def target_module_name(name: str) -> str | None:
     """The Tornasole module an smdebug module name stands for, or ``None`` (not an smdebug name).
 
     >>> [target_module_name(n) for n in ("smdebug.pytorch", "smdebug.core.hook", "os")]
-    ['tornasole.pytorch', 'tornasole.hooks.hook', None]
+    ['tornasole.pytorch', 'tornasole.hooks.numpy_hook', None]
     """
     return EXTRA_MODULES.get(name) or map_module_name(name)
 

@@ -1,5 +1,8 @@
 """Model classes shared by the hook, the format layer and the readers.
 
+Floor plan: imported by trials, hooks, the framework hooks and the evaluator; imports storage, config,
+modes and exceptions only.
+
 ``SaveConfig`` / ``SaveConfigMode`` (when to save), ``ReductionConfig`` (what
 to save of a tensor), ``Collection`` / ``CollectionKeys`` (named groups of
 tensors) and ``CollectionManager``. They are plain values with

@@ -132,7 +132,7 @@ class CollectionManager:
         Returns the path written.
         """
         from tornasole.storage.paths import join
-        from tornasole.storage.registry import get_storage
+        from tornasole.storage.schemes import get_storage
 
         path = join(str(out_dir).rstrip("/"), COLLECTIONS_DIR, filename)
         get_storage(path).write_atomic(path, self.to_json().encode("utf-8"))
@@ -141,7 +141,7 @@ class CollectionManager:
     @classmethod
     def load(cls, filename: str, collection_class: type[Collection] = Collection) -> CollectionManager:
         """Read a collections file (local or ``s3://``); errors name the file."""
-        from tornasole.storage.registry import get_storage
+        from tornasole.storage.schemes import get_storage
 
         try:
             data = get_storage(filename).read(filename)

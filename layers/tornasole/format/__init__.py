@@ -1,6 +1,9 @@
 """The smdebug on-disk format (FORMAT.md): pure encoders/decoders plus one writer.
 
-Submodules are imported on demand (``from tornasole.format import events``) so
+Floor plan: imported by trials, hooks, tensorboard, keras, rules and the evaluator; imports storage,
+modes, safe_regex and exceptions only.
+
+Submodules are imported on demand (``from tornasole.format import event_records``) so
 that importing the package does no work. Only :mod:`tornasole.format.writer`
 performs I/O, through :mod:`tornasole.storage`.
 """
@@ -10,7 +13,7 @@ from __future__ import annotations
 __all__ = [
     "collections",
     "crc",
-    "events",
+    "event_records",
     "index",
     "paths",
     "proto",

@@ -152,7 +152,7 @@ def encode_numeric_event(
 ) -> bytes | None:
     """The serialized ``Event`` of one numeric tensor, or ``None`` (use the protobuf encoder).
 
-    Byte-identical to :func:`tornasole.format.events.encode_event` for the
+    Byte-identical to :func:`tornasole.format.event_records.encode_event` for the
     values it accepts.
     """
     parts = _parts(tag, value, step, mode_value, mode_step, wall_time)

@@ -71,7 +71,7 @@ def scan_tensor_record(
     Examples
     --------
     >>> import numpy as np
-    >>> from tornasole.format.events import encode_record
+    >>> from tornasole.format.event_records import encode_record
     >>> rec = encode_record("w", np.float32([[1, 2]]), step=3, mode=None, mode_step=None, wall_time=1.0)
     >>> dt, shape, off, n = scan_tensor_record(rec, 0, len(rec), "w")
     >>> (dt.name, shape, n, np.frombuffer(rec, dt, n, offset=off).tolist())

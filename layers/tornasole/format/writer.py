@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornasole.format.collections import encode_collections
 from tornasole.format.event_encoding import numeric_record, numeric_records
-from tornasole.format.events import encode_record
+from tornasole.format.event_records import encode_record
 from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index, index_entry
 from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
 from tornasole.modes import ModeKeys
@@ -211,7 +211,7 @@ class TrialWriter:
 
     def __init__(self, trial_dir: str, worker: str = "worker_0", storage: Storage | None = None) -> None:
         if storage is None:
-            from tornasole.storage.registry import get_storage
+            from tornasole.storage.schemes import get_storage
 
             storage = get_storage(trial_dir)
         self.trial_dir = trial_dir

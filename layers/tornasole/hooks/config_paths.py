@@ -37,6 +37,7 @@ __all__ = [
     "HookConfigNotFound",
     "resolve_config_path",
     "read_config_file",
+    "config_file_path",
     "debug_output_dir",
     "tensorboard_dir_from_config",
     "DEBUG_OUTPUT_SUFFIX",
@@ -69,6 +70,15 @@ def resolve_config_path(path: str | None = None) -> tuple[str, str]:
         if value:
             return value, f"${var}"
     return SAGEMAKER_HOOK_CONFIG_PATH, _DEFAULT_ORIGIN
+
+
+def config_file_path() -> str | None:
+    """The DebugHookConfig file this process should use, or ``None`` when none is named and SageMaker's
+    path holds none (the Keras hook's zero-code-change check: no file, no hook)."""
+    for var in (HOOK_CONFIG_PATH, SMDEBUG_HOOK_CONFIG_PATH):
+        if os.environ.get(var):
+            return os.environ[var]  # named explicitly: a missing file is an error, reported on load
+    return SAGEMAKER_HOOK_CONFIG_PATH if os.path.exists(SAGEMAKER_HOOK_CONFIG_PATH) else None
 
 
 def read_config_file(path: str | None = None) -> tuple[str, Mapping[str, Any]]:

@@ -1,6 +1,6 @@
 """Step lifecycle, worker identity and the writer of a hook, shared by every framework.
 
-:class:`~tornasole.hooks.hook.Hook` holds the public API; this mixin holds the
+:class:`~tornasole.hooks.numpy_hook.Hook` holds the public API; this mixin holds the
 state machine behind it. Framework hooks override the capture methods
 (``_capture``, ``_reduce``, ``_shape_of``, ``_numel``, ``_materializer``) and
 the step callbacks (``_on_step_begin``, ``_on_step_end``, ``_on_close``).
@@ -335,7 +335,7 @@ class HookBase:
     def _storage(self) -> Any:
         if self._storage_override is not None:
             return self._storage_override
-        from tornasole.storage.registry import get_storage
+        from tornasole.storage.schemes import get_storage
 
         return get_storage(self.out_dir)
 
@@ -361,7 +361,7 @@ class HookBase:
         if self._storage_override is not None and tb_dir.startswith(self.out_dir + "/"):
             storage = trial_storage
         else:
-            from tornasole.storage.registry import get_storage
+            from tornasole.storage.schemes import get_storage
 
             _, attempts, base_delay = self._writer_options
             storage = RetryingStorage(get_storage(tb_dir), attempts=attempts, base_delay=base_delay)

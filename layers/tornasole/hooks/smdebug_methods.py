@@ -1,6 +1,6 @@
 """The rest of smdebug's public hook API, for scripts and framework forks written against it.
 
-Kept apart from :mod:`tornasole.hooks.hook` (the saving model) because these
+Kept apart from :mod:`tornasole.hooks.numpy_hook` (the saving model) because these
 are thin questions and conveniences over the same state: which collections are
 saved, whether the configuration is the default one, adding a framework
 variable to a collection, writing the collections file now.

@@ -1,5 +1,7 @@
 """Jobs on the serverless evaluator: register, update, describe, summarise (SageMaker-shaped).
 
+Floor plan: imported by cli, demo and users; imports the evaluator, rules, aws and below.
+
 Mirrors the SageMaker Python SDK's debugger surface so estimator code ports by
 changing the import root: ``Rule.sagemaker(rule_configs.vanishing_gradient())``,
 ``Rule.custom(...)``, ``CollectionConfig``; ``describe()`` returns the

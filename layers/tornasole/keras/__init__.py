@@ -1,5 +1,8 @@
 """Keras 3 support: ``tornasole.keras.Hook`` (alias ``KerasHook``), a callback for fit/evaluate/predict.
 
+Floor plan: imported by ``tornasole.tensorflow`` (its smdebug names) and training scripts, never by
+another framework hook or by rules; imports hooks, core, format and below.
+
 Importing this package imports Keras (and so its backend); ``import tornasole`` does not.
 
 Examples

@@ -51,11 +51,12 @@ import numpy as np
 from tornasole.core.collection import CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
 from tornasole.format.reductions import reduction_tag
-from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.config_paths import config_file_path
+from tornasole.hooks.numpy_hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
 from tornasole.keras.capture import read_numpy, to_numpy, variable_name
-from tornasole.keras.collections import keras_collections
+from tornasole.keras.default_collections import keras_collections
 from tornasole.keras.taps import TapsMixin
 from tornasole.modes import ModeKeys
 
@@ -130,8 +131,6 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         The file: ``path``, else ``$TORNASOLE_CONFIG_FILE_PATH``, ``$SMDEBUG_CONFIG_FILE_PATH``,
         SageMaker's ``/opt/ml/input/config/debughookconfig.json``.
         """
-        from tornasole.keras.singleton import config_file_path
-
         return super().create_from_json_file(path or json_file_path or config_file_path(), **overrides)
 
     def _default_collections(self) -> CollectionManager:

@@ -8,25 +8,17 @@ with or without debugging.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
-from tornasole.config import HOOK_CONFIG_PATH, SAGEMAKER_HOOK_CONFIG_PATH
+from tornasole.config import SMDEBUG_HOOK_CONFIG_PATH
+from tornasole.hooks.config_paths import config_file_path
 
 __all__ = ["get_hook", "set_hook", "config_file_path", "SMDEBUG_CONFIG_PATH"]
 
-SMDEBUG_CONFIG_PATH = "SMDEBUG_CONFIG_FILE_PATH"
+SMDEBUG_CONFIG_PATH = SMDEBUG_HOOK_CONFIG_PATH
 _lock = threading.Lock()
 _hook: Any = None
-
-
-def config_file_path() -> str | None:
-    """The DebugHookConfig file this process should use, or ``None`` when there is none."""
-    for var in (HOOK_CONFIG_PATH, SMDEBUG_CONFIG_PATH):
-        if os.environ.get(var):
-            return os.environ[var]  # named explicitly: a missing file is an error, reported on load
-    return SAGEMAKER_HOOK_CONFIG_PATH if os.path.exists(SAGEMAKER_HOOK_CONFIG_PATH) else None
 
 
 def get_hook(create_if_not_exists: bool = False) -> Any:

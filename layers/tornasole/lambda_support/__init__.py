@@ -1,5 +1,8 @@
 """The Lambda handlers (``handlers``) and what they share, shipped in the package and the layer.
 
+Floor plan: imported by local (its workers run these handlers) and ``functions/``; the evaluator
+reads ``env`` only. Imports the evaluator, storage and below.
+
 Each ``functions/<name>/`` asset directory holds only a ``handler.py`` that
 re-exports ``handlers.<name>.handler``; the code itself and what the handlers
 share (environment model, Powertools objects) live here, so a wheel install

@@ -1,5 +1,7 @@
 """Local mode: the serverless pipeline on one machine, against an embedded moto server.
 
+Floor plan: imported by cli and demo only; imports the evaluator, lambda_support, storage, aws and below.
+
 moto cannot run Lambda functions without Docker and its EventBridge cannot
 target SNS or Lambda, so the local mode wires what moto does support (S3 ->
 SQS notifications, DynamoDB streams, EventBridge -> SQS, SNS -> SQS) and its

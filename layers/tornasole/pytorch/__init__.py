@@ -1,5 +1,8 @@
 """PyTorch support: ``tornasole.pytorch.Hook`` plus the config classes, as ``smdebug.pytorch`` exports them.
 
+Floor plan: imported by demo and training scripts, never by another framework hook or by rules;
+imports hooks, trials, core and below.
+
 ``get_hook(json_config_path=None, create_if_not_exists=False)`` returns the
 process's PyTorch hook, creating it from the hook configuration file (see
 :mod:`tornasole.hooks.config_paths`) when asked and when there is one;

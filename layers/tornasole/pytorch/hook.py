@@ -32,7 +32,7 @@ from torch import nn
 
 from tornasole.core.collection import Collection, CollectionKeys
 from tornasole.exceptions import ConfigurationError
-from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.numpy_hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.modes import ModeKeys
 from tornasole.pytorch.capture import TorchCapture

@@ -2,7 +2,7 @@
 
 The map is written out (no scanning, no import-time registration, as in
 pylint's checker registry) and resolved lazily: looking up ``"DeadRelu"``
-imports only ``tornasole.rules.generic.dead_relu``. Names are the class names,
+imports only ``tornasole.rules.builtin.dead_relu``. Names are the class names,
 which are SageMaker's rule names (``rule_to_invoke``).
 """
 
@@ -25,7 +25,7 @@ __all__ = [
     "rule_names",
 ]
 
-#: Rule name -> module under ``tornasole.rules.generic``.
+#: Rule name -> module under ``tornasole.rules.builtin``.
 BUILTIN_RULES: dict[str, str] = {
     "VanishingGradient": "vanishing_gradient",
     "ExplodingTensor": "exploding_tensor",
@@ -114,7 +114,7 @@ def get_rule(name: str) -> type:
             name, None, f"unknown built-in rule {name!r}; known rules: {', '.join(rule_names())}"
         )
     target = ALIASES[name][0] if name in ALIASES else name
-    return getattr(importlib.import_module(f"tornasole.rules.generic.{module}"), target)
+    return getattr(importlib.import_module(f"tornasole.rules.builtin.{module}"), target)
 
 
 def other_trial_paths(params: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:

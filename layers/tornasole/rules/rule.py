@@ -11,7 +11,7 @@ same steps), lets the rule declare its required tensors, bulk-fetches them
 Additions:
 
 * :meth:`Rule.evaluate` does the same without raising and returns a
-  :class:`~tornasole.rules.report.RuleOutcome` (the evaluator's entry point).
+  :class:`~tornasole.rules.outcome.RuleOutcome` (the evaluator's entry point).
 * :meth:`Rule.report_issue` lets a rule say *why* it fired; the text becomes the
   outcome's ``details`` (EVENTS.md's StatusDetails) and the numbers its
   ``values``. (smdebug's ``self.report`` dict is kept as it was, for rules that
@@ -36,7 +36,7 @@ from tornasole.exceptions import (
     TensorUnavailableForStep,
 )
 from tornasole.rules.actions import parse_actions
-from tornasole.rules.report import RuleOutcome, format_advice, format_number
+from tornasole.rules.outcome import RuleOutcome, format_advice, format_number
 from tornasole.rules.req_tensors import RequiredTensors
 
 __all__ = ["Rule", "SKIPPABLE"]

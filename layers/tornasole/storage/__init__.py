@@ -1,5 +1,7 @@
 """Storage behind one small interface: local paths and ``s3://bucket/prefix`` URLs.
 
+Floor plan: imported by every package from core and format up; imports aws and config only.
+
 Everything above this package (format writer, trials, evaluator) reads and
 writes through :func:`get_storage`. ``S3Storage`` is imported lazily so that
 importing this package never requires boto3.
@@ -19,7 +21,7 @@ from typing import Any
 from tornasole.storage.base import ReadRequest, Storage
 from tornasole.storage.local import LocalStorage
 from tornasole.storage.paths import is_s3, join, split_s3
-from tornasole.storage.registry import clear_storage_cache, get_storage, register
+from tornasole.storage.schemes import clear_storage_cache, get_storage, register
 
 __all__ = [
     "ReadRequest",

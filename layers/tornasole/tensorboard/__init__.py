@@ -1,5 +1,7 @@
 """TensorBoard output of a hook: scalar and histogram summaries in TensorBoard event files.
 
+Floor plan: imported by hooks; imports format, storage and modes only.
+
 Layout (smdebug's, so tools that knew smdebug's ``tensorboard_dir`` find the
 same files): ``<tensorboard_dir>/<MODE>/<global step, 12 digits>_<pid>_<host>.tfevents``,
 one file per saved step, TFRecord-framed ``Event`` protobufs with real CRCs.

@@ -1,5 +1,7 @@
 """TensorFlow 2 support, under the names smdebug users know: ``KerasHook`` (also ``Hook``).
 
+Floor plan: imported by training scripts only; imports keras.
+
 One class serves ``model.fit`` (as a Keras callback) and custom training loops
 (``hook.wrap_tape(tf.GradientTape())``, ``hook.save_tensor``, ``hook.set_mode``);
 see :mod:`tornasole.keras.hook` and :mod:`tornasole.keras.tape`.

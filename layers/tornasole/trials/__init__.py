@@ -1,5 +1,8 @@
 """Reading trials: ``create_trial`` and the Trial / Tensor analysis API (smdebug's names).
 
+Floor plan: imported by rules, the evaluator, pytorch, cli and demo; imports format, core, storage
+and below, never hooks.
+
 Examples
 --------
 >>> from tornasole.trials import create_trial

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from tornasole.exceptions import IndexReaderException
-from tornasole.format.events import decode_indexed_tensor
+from tornasole.format.event_records import decode_indexed_tensor
 from tornasole.format.record_scan import scan_tensor_record
 from tornasole.storage import LocalStorage
 from tornasole.trials.reading import decode_location, read_error

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tornasole.exceptions import FormatError, IndexReaderException
-from tornasole.format import events, tfrecord
+from tornasole.format import event_records, tfrecord
 from tornasole.storage import LocalStorage, ReadRequest, Storage
 from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYTES, BlockCache, ValueCache
 from tornasole.trials.readahead import readahead_span
@@ -302,7 +302,7 @@ def decode_location(loc: RecordLocation, data: bytes | memoryview) -> np.ndarray
         )
     try:
         payload = tfrecord.read_record(data, loc[LOC_PATH], 0, loc[LOC_LENGTH])
-        tag, value = events.decode_tensor(payload, path=loc[LOC_PATH])
+        tag, value = event_records.decode_tensor(payload, path=loc[LOC_PATH])
     except FormatError as exc:
         raise _decode_error(loc, bare_message(exc), exc) from exc
     if tag != loc[LOC_TAG]:

@@ -47,9 +47,8 @@ from tornasole.trials.step_index import (
 
 if TYPE_CHECKING:
     from tornasole.trials.step_index import StepTable
-    from tornasole.trials.trial import Trial
 
-__all__ = ["Tensor", "ValueSource"]
+__all__ = ["OwnerTrial", "Tensor", "ValueSource"]
 
 
 #: Reduction names already canonical (the usual spelling): one dict lookup instead of a validation.
@@ -95,6 +94,22 @@ class ValueSource(Protocol):
         ...
 
 
+class OwnerTrial(Protocol):
+    """What a Tensor asks of its trial (a :class:`~tornasole.trials.trial.Trial`): whether a step it
+    lacks is gone or still to come. A protocol, so this module never imports the trial that builds it."""
+
+    name: str
+    loaded_all_steps: bool
+
+    def has_passed_step(self, step: int, mode: ModeKeys = GLOBAL) -> StepState:
+        """Whether ``step`` of ``mode`` is saved, never will be, or may still arrive."""
+        ...
+
+    def step_unavailable_error(self, step: int, mode: ModeKeys) -> Exception:
+        """The error for a step that is not (or not yet) a step of the trial."""
+        ...
+
+
 def _step_num_alias(method: Callable[..., Any]) -> Callable[..., Any]:
     """Accept smdebug's keyword ``step_num=`` for the ``step`` argument (``value(step_num=5)``)."""
 
@@ -131,7 +146,7 @@ class Tensor:
     """
 
     def __init__(
-        self, name: str, trial: Trial, table: StepTable, reader: ValueSource, refresh: Callable[[], None]
+        self, name: str, trial: OwnerTrial, table: StepTable, reader: ValueSource, refresh: Callable[[], None]
     ) -> None:
         self.name = name
         self.trial = trial

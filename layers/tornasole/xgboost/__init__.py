@@ -1,5 +1,7 @@
 """XGBoost support: ``tornasole.xgboost.Hook``, a ``TrainingCallback``, as ``smdebug.xgboost`` exports it.
 
+Floor plan: imported by training scripts only; imports hooks, core and below.
+
 Importing this package imports xgboost; ``import tornasole`` does not.
 
 Examples

@@ -36,7 +36,7 @@ from tornasole.core.collection import CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.save_config import SaveConfig
 from tornasole.exceptions import ConfigurationError
-from tornasole.hooks.hook import Hook as _CoreHook
+from tornasole.hooks.numpy_hook import Hook as _CoreHook
 from tornasole.hooks.save_manager import WritePlan
 from tornasole.hooks.workers import WorkerInfo, detect_worker
 from tornasole.modes import ModeKeys

@@ -9,8 +9,8 @@ from tornasole.format.writer import StepWriter
 from tornasole.jobs import TornasoleJobs
 from tornasole.modes import ModeKeys
 from tornasole.rules import invoke_rule
-from tornasole.rules.generic.loss_not_decreasing import LossNotDecreasing
-from tornasole.rules.generic.overtraining import Overtraining
+from tornasole.rules.builtin.loss_not_decreasing import LossNotDecreasing
+from tornasole.rules.builtin.overtraining import Overtraining
 from tornasole.trials import create_trial
 
 STEPS = 30

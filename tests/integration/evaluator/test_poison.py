@@ -23,7 +23,7 @@ from tornasole.evaluator.state import StateTable
 from tornasole.evaluator.steps import MAX_STEP_ATTEMPTS
 from tornasole.jobs import Rule, TornasoleJobs, rule_job_summary
 from tornasole.lambda_support.env import HandlerEnv
-from tornasole.rules.report import RuleOutcome
+from tornasole.rules.outcome import RuleOutcome
 
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"threshold": "0.001"}}
 

@@ -13,7 +13,7 @@ from torch import nn
 import tornasole.pytorch as ts
 from tornasole import modes
 from tornasole.aws.clients import s3_client
-from tornasole.storage.registry import get_storage
+from tornasole.storage.schemes import get_storage
 from tornasole.trials import create_trial
 
 

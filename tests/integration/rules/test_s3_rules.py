@@ -157,9 +157,9 @@ def test_a_rule_over_s3_reads_each_window_of_steps_in_one_batch_the_first_step_i
 ):
     """The look-ahead prefetches from the step whose requirements it has just learnt, so the first
     step is not fetched alone before the window: one round of reads per window, each file once."""
-    from tornasole.rules import invoker
+    from tornasole.rules import step_loop
 
-    monkeypatch.setattr(invoker._LookAhead, "WINDOW", window)
+    monkeypatch.setattr(step_loop._LookAhead, "WINDOW", window)
     batches = _event_file_batches(monkeypatch)
     rule = _AllGradients(create_trial(s3_ten_steps))
     summary = invoke_rule(rule, start_step=0, end_step=None)

@@ -14,9 +14,9 @@ from tornasole.cli.errors import (
     hint,
     one_line,
 )
+from tornasole.cli.invoke_report import StepWaitTimeoutError, TrialNotFoundError, UnknownRuleError
 from tornasole.exceptions import ConfigurationError, RuleParameterError, TensorUnavailable
 from tornasole.jobs import JobNotFoundError
-from tornasole.rules.run_report import StepWaitTimeoutError, TrialNotFoundError, UnknownRuleError
 
 
 def _client_error(code: str) -> ClientError:

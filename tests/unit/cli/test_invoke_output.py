@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tornasole import Hook, SaveConfig
+from tornasole.cli.invoke_report import Progress, TrialNotFoundError, wait_for_trial
 from tornasole.cli.main import main
 from tornasole.rules.rule_invoker import main as rule_invoker_main
-from tornasole.rules.run_report import Progress, TrialNotFoundError, wait_for_trial
 
 
 def _sparse_trial(path: Path, steps: int = 50, every: int = 10) -> str:
@@ -179,8 +179,8 @@ def test_a_live_trial_that_stops_writing_ends_after_the_idle_timeout(tmp_path: P
 
 
 def test_a_live_trial_is_evaluated_as_its_steps_land(tmp_path: Path, capsys) -> None:
+    from tornasole.cli.invoke_report import run_rule
     from tornasole.rules import create_rule
-    from tornasole.rules.run_report import run_rule
 
     path = tmp_path / "live"
     hook = _live_trial(path, 2)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tornasole.format.event_encoding import encode_numeric_event, encode_numeric_record
-from tornasole.format.events import decode_event
+from tornasole.format.event_records import decode_event
 from tornasole.format.proto import messages
 from tornasole.format.tensors import fill_tensor_proto
 from tornasole.format.tfrecord import frame

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tornasole.exceptions import FormatError, TornasoleValueError
-from tornasole.format.events import TensorRecord, decode_event, encode_event, encode_record, to_array
+from tornasole.format.event_records import TensorRecord, decode_event, encode_event, encode_record, to_array
 from tornasole.format.proto import messages
 from tornasole.format.tfrecord import read_record
 from tornasole.modes import ModeKeys
@@ -245,7 +245,7 @@ def test_protobuf_classes_are_built_lazily_once() -> None:
 
     # GIVEN a fresh interpreter, importing every format module builds no message class
     code = (
-        "import tornasole.format.events, tornasole.format.writer, tornasole.format.tensors\n"
+        "import tornasole.format.event_records, tornasole.format.writer, tornasole.format.tensors\n"
         "from tornasole.format.proto import messages\n"
         "assert messages.cache_info().currsize == 0\n"
         "assert messages() is messages()\n"

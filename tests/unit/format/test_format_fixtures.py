@@ -16,7 +16,7 @@ import pytest
 
 from tornasole.exceptions import FormatError
 from tornasole.format.collections import decode_collections, encode_collections
-from tornasole.format.events import decode_event, encode_record
+from tornasole.format.event_records import decode_event, encode_record
 from tornasole.format.index import decode_index, encode_index
 from tornasole.format.paths import (
     collections_file_name,

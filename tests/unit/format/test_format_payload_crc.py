@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from tornasole.exceptions import FormatError
-from tornasole.format import events, tfrecord
+from tornasole.format import event_records, tfrecord
 from tornasole.format.crc import CONSTANT_PAYLOAD_CRC, masked_crc32c
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "smdebug"
 
 
 def record(checksum: bool) -> bytes:
-    payload = events.encode_event(
+    payload = event_records.encode_event(
         "gradients/fc.weight", np.full((4, 4), 0.5, dtype=np.float32), step=1, mode=None, mode_step=1
     )
     return tfrecord.frame(payload, write_checksum=checksum)
@@ -34,21 +34,21 @@ def flip(data: bytes, at: int) -> bytes:
 
 def test_a_real_payload_crc_is_accepted_when_it_matches() -> None:
     buf = record(checksum=True)
-    tag, value = events.decode_tensor(tfrecord.read_record(buf, "f"), path="f")
+    tag, value = event_records.decode_tensor(tfrecord.read_record(buf, "f"), path="f")
     assert tag == "gradients/fc.weight"
     assert float(value[0, 0]) == 0.5
 
 
 def test_a_flipped_payload_byte_under_a_real_crc_is_refused_on_every_path() -> None:
     buf = flip(record(checksum=True), len(record(True)) - 8)  # inside the tensor's bytes
-    assert events.decode_indexed_tensor(buf, 0, len(buf), "gradients/fc.weight") is None
+    assert event_records.decode_indexed_tensor(buf, 0, len(buf), "gradients/fc.weight") is None
     with pytest.raises(FormatError, match="payload CRC mismatch"):
         tfrecord.read_record(buf, "f")
 
 
 def test_a_flipped_length_byte_is_refused_even_under_the_constant_footer() -> None:
     buf = flip(record(checksum=False), 0)
-    assert events.decode_indexed_tensor(buf, 0, len(buf), "gradients/fc.weight") is None
+    assert event_records.decode_indexed_tensor(buf, 0, len(buf), "gradients/fc.weight") is None
     with pytest.raises(FormatError):
         tfrecord.read_record(buf, "f")
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tornasole.format import record_scan
-from tornasole.format.events import (
+from tornasole.format.event_records import (
     _parse_indexed_tensor,
     decode_indexed_tensor,
     encode_event,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tornasole.format.collections import decode_collections
-from tornasole.format.events import decode_event
+from tornasole.format.event_records import decode_event
 from tornasole.format.index import decode_index
 from tornasole.format.tfrecord import iter_records, read_record
 from tornasole.format.writer import StepWriter, TrialWriter

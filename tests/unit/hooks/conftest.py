@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tornasole.storage.registry import get_storage
+from tornasole.storage.schemes import get_storage
 
 
 class RecordingStorage:

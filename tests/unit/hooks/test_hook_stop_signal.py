@@ -11,7 +11,7 @@ import pytest
 from tornasole import Hook, SaveConfig
 from tornasole.hooks import TrainingStopRequested
 from tornasole.hooks.stop_signal import StopSignalPoller
-from tornasole.storage.registry import get_storage
+from tornasole.storage.schemes import get_storage
 
 STOP = "tornasole_stop_training.json"
 

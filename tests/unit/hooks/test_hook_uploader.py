@@ -11,7 +11,7 @@ import pytest
 
 from tornasole.hooks.uploader import AsyncTrialWriter, RetryingStorage, StepJob
 from tornasole.modes import ModeKeys
-from tornasole.storage.registry import get_storage
+from tornasole.storage.schemes import get_storage
 
 
 def _job(step: int) -> StepJob:

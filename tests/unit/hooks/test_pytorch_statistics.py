@@ -340,7 +340,7 @@ def test_evaluation_passes_do_not_mix_into_the_training_steps_loss(tmp_path: Pat
 def test_exploding_tensor_reads_a_statistics_trial(tmp_path: Path):
     """The existing rules read statistics as reductions: a NaN gradient at step 2 fires ExplodingTensor."""
     from tornasole.rules.generic import ExplodingTensor
-    from tornasole.rules.invoker import invoke_rule
+    from tornasole.rules.step_loop import invoke_rule
 
     torch.manual_seed(0)
     model, loss_fn = Net(), nn.CrossEntropyLoss()

@@ -10,7 +10,7 @@ from rules_helpers import train_mlp
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import AllZero, DeadRelu, SaturatedActivation, TensorVariance, UnchangedTensor
-from tornasole.rules.report import split_advice
+from tornasole.rules.outcome import split_advice
 
 
 def test_dead_relu_fires_for_a_layer_with_large_negative_bias(trial_factory):

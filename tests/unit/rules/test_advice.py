@@ -22,10 +22,10 @@ from tornasole.evaluator.models import (
 )
 from tornasole.rules import invoke_rule, rule_names
 from tornasole.rules.actions import Action
+from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.generic import VanishingGradient, WeightUpdateRatio
-from tornasole.rules.generic.base import BuiltinRule
+from tornasole.rules.outcome import MAX_DETAILS, RuleOutcome, split_advice
 from tornasole.rules.registry import get_rule
-from tornasole.rules.report import MAX_DETAILS, RuleOutcome, split_advice
 
 VANISHED = {s: {"gradients/fc1.weight": [1e-9, -1e-9], "gradients/fc2.weight": [0.1, 0.2]} for s in range(2)}
 

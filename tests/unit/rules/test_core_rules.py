@@ -6,7 +6,7 @@ import numpy as np
 
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import ExplodingTensor, VanishingGradient
-from tornasole.rules.report import split_advice
+from tornasole.rules.outcome import split_advice
 
 
 def _grads(scale: float) -> dict[str, np.ndarray]:

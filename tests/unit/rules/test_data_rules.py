@@ -8,7 +8,7 @@ import pytest
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule
 from tornasole.rules.generic import CheckInputImages, ClassImbalance, Confusion, NLPSequenceRatio
-from tornasole.rules.report import split_advice
+from tornasole.rules.outcome import split_advice
 
 
 def test_class_imbalance_fires_once_enough_samples_show_imbalance(trial_factory):

@@ -9,8 +9,8 @@ from hook_trials import epochs
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule, rule_configs
+from tornasole.rules.builtin.oscillating_loss import count_swings
 from tornasole.rules.generic import OscillatingLoss, SaturatedActivation, SimilarAcrossRuns, VanishingGradient
-from tornasole.rules.generic.oscillating_loss import count_swings
 
 
 def _loss(v: float) -> dict:

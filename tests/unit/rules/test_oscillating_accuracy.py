@@ -9,8 +9,8 @@ from hook_trials import epochs
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule, rule_configs
+from tornasole.rules.builtin.oscillating_accuracy import paired_swings
 from tornasole.rules.generic import OscillatingAccuracy, SlowConvergence, ZeroGradients
-from tornasole.rules.generic.oscillating_accuracy import paired_swings
 
 
 def _run(path, epoch_acc, val_acc=None, batches=4, name="epoch_accuracy", batch_acc=None):

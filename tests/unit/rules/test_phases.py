@@ -6,8 +6,8 @@ import numpy as np
 
 from tornasole import Hook, SaveConfig, SaveConfigMode, modes
 from tornasole.rules import invoke_rule
+from tornasole.rules.builtin.overfit import phases, trial_phases
 from tornasole.rules.generic import StalledLoss
-from tornasole.rules.generic.overfit import phases, trial_phases
 from tornasole.trials import create_trial
 
 

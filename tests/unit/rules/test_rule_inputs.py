@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tornasole.rules.builtin.recommended import RECOMMENDED, recommended_rules_that_cannot_apply
 from tornasole.rules.inputs import input_warnings, rule_needs, unreadable_rules
-from tornasole.rules.recommended import RECOMMENDED, recommended_rules_that_cannot_apply
 from tornasole.rules.registry import ALIASES, resolve_alias
 
 

@@ -12,8 +12,8 @@ import numpy as np
 
 from tornasole import Hook, ReductionConfig, SaveConfig
 from tornasole.rules import invoke_rule
-from tornasole.rules.generic.tensor_variance import TensorVariance
-from tornasole.rules.generic.vanishing_gradient import VanishingGradient
+from tornasole.rules.builtin.tensor_variance import TensorVariance
+from tornasole.rules.builtin.vanishing_gradient import VanishingGradient
 from tornasole.trials import create_trial
 
 

@@ -8,8 +8,8 @@ from hook_trials import epochs
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule, rule_configs
+from tornasole.rules.builtin.slow_convergence import max_rise
 from tornasole.rules.generic import SlowConvergence
-from tornasole.rules.generic.slow_convergence import max_rise
 
 
 def _run(path, passes, losses=None, batches=4, acc_name="accuracy"):

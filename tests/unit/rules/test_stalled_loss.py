@@ -8,8 +8,8 @@ from hook_trials import epochs
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import invoke_rule, rule_configs
+from tornasole.rules.builtin.stalled_loss import spread_percent, whole_passes
 from tornasole.rules.generic import StalledLoss
-from tornasole.rules.generic.stalled_loss import spread_percent, whole_passes
 
 
 def _loss(v: float) -> dict:

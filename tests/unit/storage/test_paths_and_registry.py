@@ -8,7 +8,7 @@ import pytest
 
 from tornasole.storage import LocalStorage, get_storage, is_s3, join, register, split_s3
 from tornasole.storage.paths import scheme_of, to_local
-from tornasole.storage.registry import clear_storage_cache, registered_schemes
+from tornasole.storage.schemes import clear_storage_cache, registered_schemes
 
 
 @pytest.fixture(autouse=True)

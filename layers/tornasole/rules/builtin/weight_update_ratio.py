@@ -1,0 +1,162 @@
+"""WeightUpdateRatio: weights change far too much, or not at all, between steps.
+
+Chosen reading: per weight tensor, ratio = ||w_s - w_p||_2 / (||w_p||_2 + epsilon)
+(L2 norms of the whole tensor), where p is the previous saved step of that
+tensor (``num_steps`` unset) or the newest saved step <= s - num_steps. It fires
+when the ratio is above ``large_threshold`` (learning rate too high) or below
+``small_threshold`` (updates vanished or weights frozen). A tensor without an
+earlier step is not checked (the rule needs weights at two steps).
+
+Modes: weights only change in training, so the rule is evaluated at TRAIN
+steps (and at GLOBAL steps of a trial saved without modes), and p is an earlier
+step **of the same mode**, with ``num_steps`` counted in that mode's steps.
+Comparing the weights of an EVAL step with those of the next TRAIN step (equal,
+ratio 0) would report "updates vanished" on every run with a validation phase.
+
+``skip_frozen`` (off by default): a weight saved with no gradient at a step
+that saved gradients of other layers is a layer frozen on purpose
+(``requires_grad=False``), not updates that vanished
+(:meth:`BuiltinRule.frozen_on_purpose`). On the families benchmark
+(``bench/detection/families``) fine-tuning-style runs with a frozen first layer
+fired in every family.
+
+``small_window`` (1 by default: the step compared): "below ``small_threshold``"
+must also hold between the evaluated step and the saved step that many saved
+steps back in its mode. Gradient accumulation updates the weights every few
+batches, so two saved steps inside one accumulation window are equal on a
+healthy run; a layer that never learns stays equal across any window.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from tornasole.modes import GLOBAL, TRAIN, ModeKeys
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.params import Param
+
+__all__ = ["WeightUpdateRatio"]
+
+#: Saved steps of another mode (a validation phase) the evaluator loads besides the compared ones.
+EVAL_PHASE_ROOM = 16
+
+
+class WeightUpdateRatio(BuiltinRule):
+    """Fires when ||update|| / ||weights|| is above ``large_threshold`` or below ``small_threshold``.
+
+    Examples
+    --------
+    >>> # invoke_rule(WeightUpdateRatio(trial, large_threshold="10", small_threshold="0.00000001"))
+    """
+
+    LIKELY_CAUSE = "{tensor} barely moves: learning rate too low, or the layer is not in the optimiser"
+    SUGGESTED_FIX = "raise the learning rate, or check that the optimiser holds the layer's parameters"
+
+    PARAMETERS = (
+        Param(
+            "num_steps", "int", None, "compare with the newest saved step <= s - num_steps (unset: previous)"
+        ),
+        Param("large_threshold", "float", "10.0", "ratio above this fires"),
+        Param("small_threshold", "float", "0.00000001", "ratio below this fires"),
+        Param("epsilon", "float", "0.000000001", "added to ||w|| to avoid dividing by zero"),
+        Param(
+            "small_window",
+            "int",
+            "1",
+            "the weights must have stayed below small_threshold over this many saved steps of the mode "
+            "(gradient accumulation updates only every few steps)",
+        ),
+        Param(
+            "skip_frozen",
+            "bool",
+            "False",
+            "pass over a weight saved with no gradient at a step that saved other gradients (a layer frozen "
+            "on purpose, requires_grad=False)",
+        ),
+    )
+    COLLECTIONS = (("weights", {"save_interval": "500"}),)
+
+    def check_params(self) -> None:
+        self.require_at_least(1, "num_steps", "small_window")
+
+    def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
+        """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""
+        steps = self.same_mode_steps(name, step, mode)
+        if not steps or steps[-1] != step:
+            return None
+        if self.num_steps is None:
+            return steps[-2] if len(steps) > 1 else None
+        if mode == GLOBAL:
+            limit = step - self.num_steps
+        else:
+            limit = self.base_trial.mode_step(step) - self.num_steps
+            steps = [self.base_trial.mode_step(s) for s in steps]
+        i = bisect.bisect_right(steps, limit)
+        if not i:
+            return None
+        return steps[i - 1] if mode == GLOBAL else self.base_trial.global_step(mode, steps[i - 1])
+
+    def history_steps(self) -> int | None:
+        # the previous TRAIN step may lie behind a validation phase: leave room for one (one per window step)
+        back = max(1 if self.num_steps is None else self.num_steps, self.small_window)
+        return back + EVAL_PHASE_ROOM * self.small_window
+
+    def _small_over_window(self, name: str, step: int, mode: ModeKeys) -> bool:
+        """``small_window`` > 1: the weights moved less than ``small_threshold`` across that many saved steps
+        of the mode (False while fewer have been saved: not judged yet)."""
+        steps = self.same_mode_steps(name, step, mode)
+        if len(steps) <= self.small_window or steps[-1] != step:
+            return False
+        w, w0 = self.value(name, step), self.value(name, steps[-1 - self.small_window])
+        if w is None or w0 is None:
+            return False
+        ratio = float(np.linalg.norm((w - w0).ravel()) / (np.linalg.norm(w0.ravel()) + self.epsilon))
+        return ratio < self.small_threshold
+
+    def advice(self) -> tuple[str, str] | None:
+        """Large updates and updates that vanish have opposite causes: say which one fired."""
+        value, tensor = self._values.get("value"), self._values.get("tensor") or "the layer"
+        if isinstance(value, (int, float)) and value > self.large_threshold:
+            return (
+                f"the updates of {tensor} are large relative to its weights: learning rate too high",
+                "lower the learning rate 10x or add a warmup",
+            )
+        return super().advice()
+
+    def invoke_at_step(self, step: int) -> bool:
+        mode = self.step_mode(step)
+        if mode not in (TRAIN, GLOBAL):
+            return False  # no update happens in EVAL/PREDICT
+        names = self.names_at(step, ["weights"])
+        frozen = self.frozen_on_purpose(step, names) if self.skip_frozen else set()
+        for name in names:
+            if name in frozen:
+                continue
+            prev = self._previous(name, step, mode)
+            if prev is None:
+                continue
+            w, w0 = self.value(name, step), self.value(name, prev)
+            if w is None or w0 is None:
+                continue
+            ratio = float(np.linalg.norm((w - w0).ravel()) / (np.linalg.norm(w0.ravel()) + self.epsilon))
+            small = ratio < self.small_threshold and (
+                self.small_window == 1 or self._small_over_window(name, step, mode)
+            )
+            if ratio > self.large_threshold or small:
+                bound = (
+                    f"> large_threshold {self.fmt(self.large_threshold)}"
+                    if ratio > self.large_threshold
+                    else f"< small_threshold {self.fmt(self.small_threshold)}"
+                )
+                self.report_issue(
+                    f"{name} ({mode.name}): ||w_{step} - w_{prev}|| / ||w_{prev}|| = {self.fmt(ratio)} "
+                    f"{bound}",
+                    tensor=name,
+                    value=ratio,
+                    previous_step=prev,
+                    threshold=self.large_threshold if ratio > self.large_threshold else self.small_threshold,
+                )
+                return True
+        return False
