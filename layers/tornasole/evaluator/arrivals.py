@@ -173,7 +173,7 @@ def discover_num_workers(ev: Evaluator, state: JobState) -> int | None:
 
 def settle_unusable_collections(ev: Evaluator, state: JobState, exc: BaseException) -> str:
     """The job's error and every still-running rule's ``Error`` name the file and why; the reason."""
-    from tornasole.evaluator.transitions import to_error
+    from tornasole.evaluator.store.transitions import to_error
 
     text = str(exc)
     reason = text if "collections" in text else f"unreadable collections file: {text}"

@@ -30,8 +30,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator.arrivals import UnusableCollections
-from tornasole.evaluator.keys import STEP_PREFIX, job_pk
 from tornasole.evaluator.models import TERMINAL_JOB, JobState, ObjectAction, ObjectKind, ObjectResult
+from tornasole.evaluator.store.keys import STEP_PREFIX, job_pk
 from tornasole.format import paths
 from tornasole.stack_spec import DEFAULT_SPEC
 

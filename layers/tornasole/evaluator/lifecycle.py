@@ -30,10 +30,11 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tornasole.evaluator.keys import META, job_pk
+from tornasole.evaluator.details import rewrite_details
 from tornasole.evaluator.models import TERMINAL_JOB, JobState, JobStatus, RuleStatus
-from tornasole.evaluator.outbox import OutboxItem, outbox_put
-from tornasole.evaluator.state import Conflict, StateTable
+from tornasole.evaluator.store.keys import META, job_pk
+from tornasole.evaluator.store.outbox import OutboxItem, outbox_put
+from tornasole.evaluator.store.state_table import Conflict, StateTable
 from tornasole.exceptions import TornasoleValueError
 from tornasole.stack_spec import (
     DETAIL_TYPE_JOB_STATE_CHANGE,
@@ -44,8 +45,8 @@ from tornasole.stack_spec import (
 
 if TYPE_CHECKING:
     from tornasole.evaluator.service import Evaluator
-    from tornasole.evaluator.steps import StepStore
-    from tornasole.evaluator.transitions import Change
+    from tornasole.evaluator.store.step_store import StepStore
+    from tornasole.evaluator.store.transitions import Change
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",
@@ -184,7 +185,7 @@ def idle_timeout(now_s: float):
     """``decide`` for ``Transitions.apply``: end a job quiet for its idle timeout with no end of training."""
 
     def decide(state: JobState) -> Change | None:
-        from tornasole.evaluator.transitions import JOB, Change
+        from tornasole.evaluator.store.transitions import JOB, Change
 
         if state.status not in (JobStatus.IN_PROGRESS, JobStatus.STOPPING) or state.end_marker_seen:
             return None  # an ended job is settled by completion.settle
@@ -213,7 +214,7 @@ def idle_timeout(now_s: float):
 # -- rewrites ---------------------------------------------------------------------------------------
 def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> OutboxItem:
     """``Tornasole Trial Rewritten``: once per job (its id is deterministic), with where it was seen."""
-    from tornasole.evaluator.transitions import event_id
+    from tornasole.evaluator.store.transitions import event_id
 
     eid = event_id(state.name, state.rules_rev, "@trial", "Rewritten")
     return OutboxItem(
@@ -246,13 +247,6 @@ def written_after_end(state: JobState, written_s: float | None) -> bool:
     if written_s is None or state.end_ms is None:
         return False
     return written_s > state.end_ms / 1000
-
-
-def rewrite_details(status: str, key: str) -> str:
-    return (
-        f"the trial was written again after the job was {status} ({key}): its verdict describes the "
-        "data read before; register a new job on a new output path to evaluate the new run"
-    )[:MAX_REASON]
 
 
 def note_rewrite(table: StateTable, state: JobState, key: str, step: int | None, now_ms: int) -> bool:

@@ -21,8 +21,8 @@ from typing import Any
 
 from tornasole.evaluator.job_limits import TRANSACTION_MAX_ITEMS
 from tornasole.evaluator.models import JobSpec, JobState, JobStatus, RuleConfig, RuleState, RuleStatus
-from tornasole.evaluator.state import Conflict, StateTable, job_pk, trial_pk
-from tornasole.evaluator.transitions import (
+from tornasole.evaluator.store.state_table import Conflict, StateTable, job_pk, trial_pk
+from tornasole.evaluator.store.transitions import (
     JOB,
     MAX_CONFLICTS,
     Transitions,

@@ -33,9 +33,9 @@ from tornasole.evaluator.details import describe, rule_statuses
 from tornasole.evaluator.job_config import normalise_rules
 from tornasole.evaluator.models import JobSpec, RuleStatus, job_arn, rule_source_problem
 from tornasole.evaluator.registration import JobConflictError, Registrar, unnamed_failure_key
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepStore
-from tornasole.evaluator.transitions import Transitions, to_error
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
+from tornasole.evaluator.store.transitions import Transitions, to_error
 from tornasole.exceptions import InvalidJobConfiguration, TornasoleValueError
 
 __all__ = ["JobRegistry", "JobNotFoundError", "JobConflictError", "ensure_bucket_exists"]

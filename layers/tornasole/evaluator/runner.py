@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
-from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
 from tornasole.evaluator.isolation import Budget, RuleAborted, guarded
 from tornasole.evaluator.models import RuleConfig, StepOutcome
 from tornasole.evaluator.rule_factory import (
@@ -49,6 +48,7 @@ from tornasole.evaluator.rule_factory import (
     history_window,
     leading_window,
 )
+from tornasole.evaluator.store.index_cache import CachingStorage, IndexFileCache
 from tornasole.format import paths
 from tornasole.rules.verdict import TensorTouches  # shared with the offline invoke_rule
 
@@ -308,7 +308,7 @@ def _plain_outcome(outcome: Any) -> tuple[Any, str, dict[str, Any]]:
     import json
 
     from tornasole.evaluator.details import clip
-    from tornasole.evaluator.limits import cap_values
+    from tornasole.evaluator.store.item_limits import cap_values
 
     values = json.loads(cap_values(dict(getattr(outcome, "values", None) or {})))
     return outcome, clip(str(getattr(outcome, "details", "") or "")), values

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.details import clip
-from tornasole.evaluator.limits import cap_values
 from tornasole.evaluator.models import RuleConfig, StepOutcome
+from tornasole.evaluator.store.item_limits import cap_values
 
 __all__ = [
     "MAX_REPLY_BYTES",

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator import completion, decisions, lifecycle
-from tornasole.evaluator.keys import ACTIVE
-from tornasole.evaluator.transitions import JOB
+from tornasole.evaluator.store.keys import ACTIVE
+from tornasole.evaluator.store.transitions import JOB
 from tornasole.stack_spec import DEFAULT_SPEC
 
 if TYPE_CHECKING:

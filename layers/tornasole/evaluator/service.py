@@ -28,12 +28,12 @@ from tornasole.evaluator.models import (
     StepOutcome,
 )
 from tornasole.evaluator.objects import canonical_index_problem, trial_path_of
-from tornasole.evaluator.outbox import OutboxPublisher
 from tornasole.evaluator.runner import StepRunner
 from tornasole.evaluator.schedule import CheckReport, run_scheduled_check
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepRecord, StepStore
-from tornasole.evaluator.transitions import Transitions
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepRecord, StepStore
+from tornasole.evaluator.store.transitions import Transitions
 from tornasole.format import paths
 from tornasole.stack_spec import END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_FILE
 

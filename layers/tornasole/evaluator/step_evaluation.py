@@ -28,7 +28,7 @@ from tornasole.evaluator.models import (
     rule_source_problem,
 )
 from tornasole.evaluator.runner import StepFiles
-from tornasole.evaluator.steps import MAX_STEP_ATTEMPTS, StepRecord
+from tornasole.evaluator.store.step_store import MAX_STEP_ATTEMPTS, StepRecord
 
 if TYPE_CHECKING:
     from tornasole.evaluator.service import Evaluator

@@ -30,8 +30,8 @@ from tornasole.evaluator.job_request import spec_from_arguments
 from tornasole.evaluator.models import JobSpec
 from tornasole.evaluator.registration import JobConflictError
 from tornasole.evaluator.registry import JobNotFoundError, JobRegistry
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepStore
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
 
 __all__ = [
     "TornasoleJobs",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tornasole.evaluator.registry import JobRegistry
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.state_table import StateTable
 
 __all__ = ["fired_steps", "list_jobs"]
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from tornasole.evaluator.details import clip
 from tornasole.evaluator.failures import TransientError
-from tornasole.evaluator.index_cache import IndexFileCache
 from tornasole.evaluator.models import RuleConfig, StepOutcome
 from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner, Remaining
 from tornasole.evaluator.runner import (
@@ -35,6 +34,7 @@ from tornasole.evaluator.runner import (
     default_rule_factory,
 )
 from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxReplyError, outcome_from_reply, reply_of
+from tornasole.evaluator.store.index_cache import IndexFileCache
 from tornasole.lambda_support.confine import Limits
 from tornasole.lambda_support.forked import run_forked
 

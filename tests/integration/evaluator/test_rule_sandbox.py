@@ -32,7 +32,7 @@ from tornasole.evaluator.rule_sandbox import InvokeReply, LambdaCustomRuleRunner
 from tornasole.evaluator.runner import StepFiles, StepRunner
 from tornasole.evaluator.sandbox_policy import session_policy
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.exceptions import ConfigurationError
 from tornasole.jobs import Rule, TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv

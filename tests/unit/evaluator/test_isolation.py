@@ -18,7 +18,7 @@ from tornasole.evaluator.isolation import (
     RuleMemoryExceeded,
     guarded,
 )
-from tornasole.evaluator.limits import (
+from tornasole.evaluator.store.item_limits import (
     DYNAMODB_ITEM_BYTES,
     MAX_VALUES_BYTES,
     ItemTooLarge,

@@ -24,11 +24,11 @@ from functools import cache, partial
 from typing import Any
 
 from tornasole.evaluator.failures import TransientError
-from tornasole.evaluator.index_cache import IndexFileCache
 from tornasole.evaluator.models import rule_source_problem
 from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner
 from tornasole.evaluator.runner import StepFiles, StepRunner, default_rule_factory
 from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxRequest, Window, reply_of
+from tornasole.evaluator.store.index_cache import IndexFileCache
 from tornasole.lambda_support import confine
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.forked import run_forked
