@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tornasole.evaluator.failures import raise_if_transient
+from tornasole.evaluator.failures import UnusableCollections, raise_if_transient
 from tornasole.evaluator.models import JobState, ObjectAction, ObjectKind, ObjectResult
 from tornasole.evaluator.objects import read_capped
 from tornasole.format import paths
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 __all__ = [
     "adopt_orphans",
     "discover_num_workers",
-    "UnusableCollections",
     "handle_collections",
     "handle_index",
     "register_from_file",
@@ -37,8 +36,8 @@ Remaining = Callable[[], float] | None
 
 
 def register_from_file(ev: Evaluator, trial_path: str, key: str) -> ObjectResult:
-    from tornasole.evaluator.job_limits import MAX_JOB_FILE_BYTES
-    from tornasole.evaluator.registry import JobRegistry
+    from tornasole.evaluator.registration.job_limits import MAX_JOB_FILE_BYTES
+    from tornasole.evaluator.registration.job_registry import JobRegistry
     from tornasole.storage import get_storage
 
     path = f"{trial_path}/{JOB_CONFIG_FILE}"
@@ -138,10 +137,6 @@ def note_rewrite(ev: Evaluator, job: str, key: str, step: int | None, written_s:
     state = ev.table.load_job(job)
     if state is not None and written_after_end(state, written_s):
         record(ev.table, state, key, step, ev.now_ms())
-
-
-class UnusableCollections(ValueError):
-    """The job's collections file cannot be used; the job's error and its rules already say why."""
 
 
 def discover_num_workers(ev: Evaluator, state: JobState) -> int | None:

@@ -29,33 +29,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from tornasole.evaluator.arrivals import UnusableCollections
-from tornasole.evaluator.models import TERMINAL_JOB, JobState, ObjectAction, ObjectKind, ObjectResult
+from tornasole.evaluator.failures import UnusableCollections
+from tornasole.evaluator.models import TERMINAL_JOB, ObjectAction, ObjectKind, ObjectResult
+from tornasole.evaluator.objects import listed_steps
 from tornasole.evaluator.store.keys import STEP_PREFIX, job_pk
-from tornasole.format import paths
 from tornasole.stack_spec import DEFAULT_SPEC
 
 if TYPE_CHECKING:
     from tornasole.evaluator.service import Evaluator
 
-__all__ = ["END_GRACE_S", "handle_end_marker", "listed_steps", "settle"]
+__all__ = ["END_GRACE_S", "handle_end_marker", "settle"]
 
 log = logging.getLogger(__name__)
 
 END_GRACE_S = max(600, 2 * DEFAULT_SPEC.on_object_created.timeout_s)
-
-
-def listed_steps(state: JobState) -> dict[int, set[str]]:
-    """Step -> workers whose index file is in the trial (one listing; non-canonical keys left out)."""
-    from tornasole.evaluator.objects import canonical_index_problem
-    from tornasole.storage import get_storage, join
-
-    workers: dict[int, set[str]] = {}
-    for path in get_storage(state.trial_path).list(join(state.trial_path, paths.INDEX_DIR) + "/"):
-        parsed = paths.parse_index_file_name(path)
-        if parsed is not None and canonical_index_problem(path, *parsed) is None:
-            workers.setdefault(parsed[0], set()).add(parsed[1])
-    return workers
 
 
 def handle_end_marker(ev: Evaluator, trial_path: str, key: str) -> ObjectResult:

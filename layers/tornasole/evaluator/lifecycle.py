@@ -8,8 +8,8 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
   of that name: the steps written by then are expected, and the job completes once they are settled, as
   ``Failed`` (with SageMaker's ``FailureReason``) or ``Stopped`` when training ended so.
 * **Late registration.** A job registered after its training ended finds the end marker already there:
-  ``end_marker_present`` / ``note_end`` give it what the end marker's notification (ignored then: no job
-  owned the trial) would have.
+  ``objects.end_marker_present`` / ``objects.listed_steps`` give it what the end marker's notification
+  (ignored then: no job owned the trial) would have.
 * **Idle timeout.** A training that dies, hangs or never closes its hook writes nothing more, so no
   notification will ever end its job: the scheduled check ends a job with no new data for its
   ``idle_timeout_s`` (registration parameter, ``DEFAULT_IDLE_TIMEOUT_S``) and no end of training.
@@ -26,12 +26,12 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator.details import rewrite_details
 from tornasole.evaluator.models import TERMINAL_JOB, JobState, JobStatus, RuleStatus
+from tornasole.evaluator.objects import listed_steps
 from tornasole.evaluator.store.keys import META, job_pk
 from tornasole.evaluator.store.outbox import OutboxItem, outbox_put
 from tornasole.evaluator.store.state_table import Conflict, StateTable
@@ -39,27 +39,20 @@ from tornasole.exceptions import TornasoleValueError
 from tornasole.stack_spec import (
     DETAIL_TYPE_JOB_STATE_CHANGE,
     DETAIL_TYPE_TRIAL_REWRITTEN,
-    END_MARKER_FILE,
     SAGEMAKER_SOURCE,
 )
 
 if TYPE_CHECKING:
     from tornasole.evaluator.service import Evaluator
-    from tornasole.evaluator.store.step_store import StepStore
     from tornasole.evaluator.store.transitions import Change
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",
     "IDLE_TIMEOUT",
-    "MAX_IDLE_TIMEOUT_S",
-    "MIN_IDLE_TIMEOUT_S",
     "SAGEMAKER_SOURCE",
     "SAGEMAKER_END_STATUSES",
-    "check_idle_timeout",
-    "end_marker_present",
     "ended_as",
     "idle_timeout",
-    "note_end",
     "note_rewrite",
     "training_state_change",
     "written_after_end",
@@ -71,9 +64,6 @@ log = logging.getLogger(__name__)
 #: far longer than any gap between saved steps of a live training (an epoch-level save of a long epoch, a
 #: slow evaluation), short enough that a dead training is reported the same working day.
 DEFAULT_IDLE_TIMEOUT_S = 6 * 3600
-#: Bounds of the registration parameter: a second (tests, the local mode) to thirty days.
-MIN_IDLE_TIMEOUT_S = 1
-MAX_IDLE_TIMEOUT_S = 30 * 24 * 3600
 IDLE_TIMEOUT = "IdleTimeout"
 
 #: SageMaker's terminal TrainingJobStatus values: the end of training (InProgress / Stopping say nothing).
@@ -85,41 +75,7 @@ class InvalidLifecycleEvent(TornasoleValueError):
     """An event that is not SageMaker's training-job state change (named field and value)."""
 
 
-def check_idle_timeout(value: Any, what: str = "idle_timeout_s") -> float | None:
-    """The registration parameter as seconds (None: the default), or a ``TornasoleValueError`` naming it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TornasoleValueError(f"{what} must be a number of seconds, got {type(value).__name__}")
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise TornasoleValueError(f"{what} must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(seconds) or not MIN_IDLE_TIMEOUT_S <= seconds <= MAX_IDLE_TIMEOUT_S:
-        raise TornasoleValueError(
-            f"{what} must be between {MIN_IDLE_TIMEOUT_S} and {MAX_IDLE_TIMEOUT_S} seconds, got {value!r}"
-        )
-    return seconds
-
-
 # -- the end of training ----------------------------------------------------------------------------
-def end_marker_present(trial_path: str) -> bool:
-    """Whether the trial's end marker is there (one HEAD/stat)."""
-    from tornasole.storage import get_storage
-
-    return get_storage(trial_path).exists(f"{trial_path.rstrip('/')}/{END_MARKER_FILE}")
-
-
-def note_end(steps: StepStore, state: JobState, now_s: float) -> int:
-    """Record the end of ``state``'s training (an end marker, late or not, or SageMaker's event): the steps
-    listed now are expected (see ``completion``). Returns how many steps were listed."""
-    from tornasole.evaluator.completion import listed_steps
-
-    listed = listed_steps(state)
-    steps.set_end_marker(state.name, len(listed), now_s)
-    return len(listed)
-
-
 def ended_as(state: JobState) -> tuple[JobStatus, str | None]:
     """The status a job completes with, and its FailureReason: SageMaker's end when it said Failed or
     Stopped, ``Stopped`` after a stop request, else ``Completed``."""
@@ -171,7 +127,8 @@ def training_state_change(ev: Evaluator, event: Any) -> dict[str, Any]:
         values[":r"] = (str(reason) if reason else "SageMaker reported the training job Failed")[:MAX_REASON]
     ev.table.update(job_pk(name), META, sets, values, condition="job_exists")
     fresh = ev.table.load_job(name) or state
-    listed = note_end(ev.steps, fresh, ev.clock())
+    listed = len(listed_steps(fresh))
+    ev.steps.set_end_marker(name, listed, ev.clock())
     changes = ev.complete(name)
     return {
         **out,

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tornasole.evaluator import decisions
-from tornasole.evaluator.arrivals import UnusableCollections
 from tornasole.evaluator.details import clip
+from tornasole.evaluator.failures import UnusableCollections
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,

@@ -77,7 +77,7 @@ def state_event(state: JobState, eid: str) -> OutboxItem:
 
 
 class Transitions:
-    """The transition loop over one ``StateTable`` (registration: ``tornasole.evaluator.registration``)."""
+    """The transition loop over one ``StateTable`` (registration: ``registration.registrar``)."""
 
     def __init__(self, table: StateTable) -> None:
         self.table = table
