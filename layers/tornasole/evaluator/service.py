@@ -79,7 +79,7 @@ class Evaluator:
         table = StateTable(env.state_table)
         custom = None
         if env.custom_rule_function and env.custom_rule_reader_role:
-            from tornasole.evaluator.rule_sandbox import LambdaCustomRuleRunner
+            from tornasole.evaluator.sandbox.rule_runners import LambdaCustomRuleRunner
 
             custom = LambdaCustomRuleRunner(env.custom_rule_function, env.custom_rule_reader_role)
         return cls(

@@ -14,8 +14,8 @@ from evaluator_stack import BUCKET, TRIAL, Stack
 
 from tornasole.aws.clients import client
 from tornasole.evaluator.failures import TransientError
-from tornasole.evaluator.isolation import Budget
 from tornasole.evaluator.runner import StepRunner, default_rule_factory
+from tornasole.evaluator.sandbox.isolation import Budget
 from tornasole.evaluator.service import Evaluator
 from tornasole.evaluator.store.item_limits import DYNAMODB_ITEM_BYTES, item_bytes
 from tornasole.evaluator.store.outbox import OutboxPublisher

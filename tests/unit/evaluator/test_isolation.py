@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
-from tornasole.evaluator.isolation import (
+from tornasole.evaluator.sandbox.isolation import (
     Budget,
     RuleDeadlineExceeded,
     RuleExit,
