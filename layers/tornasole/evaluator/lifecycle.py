@@ -4,9 +4,10 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
 
 * **SageMaker's own end.** On SageMaker the hook writes no end marker (SageMaker tells its rule containers
   that training ended). The stack subscribes to SageMaker's "SageMaker Training Job State Change" events
-  (source ``aws.sagemaker``) and ``training_state_change`` treats a terminal one as the end marker of the job
-  of that name: the steps written by then are expected, and the job completes once they are settled, as
-  ``Failed`` (with SageMaker's ``FailureReason``) or ``Stopped`` when training ended so.
+  (source ``aws.sagemaker``) and ``completion.EndOfTraining.training_state_change`` treats a terminal one
+  as the end marker of the job of that name: the steps written by then are expected, and the job
+  completes once they are settled, as ``Failed`` (with SageMaker's ``FailureReason``) or ``Stopped``
+  when training ended so.
 * **Late registration.** A job registered after its training ended finds the end marker already there:
   ``objects.end_marker_present`` / ``objects.listed_steps`` give it what the end marker's notification
   (ignored then: no job owned the trial) would have.
@@ -31,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator.details import rewrite_details
 from tornasole.evaluator.models import TERMINAL_JOB, JobState, JobStatus, RuleStatus
-from tornasole.evaluator.objects import listed_steps
 from tornasole.evaluator.store.keys import META, job_pk
 from tornasole.evaluator.store.outbox import OutboxItem, outbox_put
 from tornasole.evaluator.store.state_table import Conflict, StateTable
@@ -43,7 +43,6 @@ from tornasole.stack_spec import (
 )
 
 if TYPE_CHECKING:
-    from tornasole.evaluator.service import Evaluator
     from tornasole.evaluator.store.transitions import Change
 
 __all__ = [
@@ -54,7 +53,7 @@ __all__ = [
     "ended_as",
     "idle_timeout",
     "note_rewrite",
-    "training_state_change",
+    "sagemaker_detail",
     "written_after_end",
 ]
 
@@ -86,7 +85,8 @@ def ended_as(state: JobState) -> tuple[JobStatus, str | None]:
     return JobStatus.COMPLETED, None
 
 
-def _detail(event: Any) -> Mapping[str, Any]:
+def sagemaker_detail(event: Any) -> Mapping[str, Any]:
+    """The ``detail`` of SageMaker's training-job state change; another shape: ``InvalidLifecycleEvent``."""
     if not isinstance(event, Mapping):
         raise InvalidLifecycleEvent(f"the event must be a JSON object, got {type(event).__name__}")
     if event.get("source") != SAGEMAKER_SOURCE:
@@ -104,37 +104,6 @@ def _detail(event: Any) -> Mapping[str, Any]:
     if not isinstance(status, str) or len(status) > 64:
         raise InvalidLifecycleEvent(f"detail.TrainingJobStatus {status!r} is not a status")
     return detail
-
-
-def training_state_change(ev: Evaluator, event: Any) -> dict[str, Any]:
-    """SageMaker's "SageMaker Training Job State Change" event: a terminal status ends the job of that
-    name (see the module docstring). Returns what it did; another shape is ``InvalidLifecycleEvent``."""
-    detail = _detail(event)
-    name, status = str(detail["TrainingJobName"]), str(detail["TrainingJobStatus"])
-    out: dict[str, Any] = {"job": name, "training_status": status}
-    if status not in SAGEMAKER_END_STATUSES:
-        return {**out, "action": "ignored", "reason": f"{status} is not the end of training"}
-    state = ev.table.load_job(name)
-    if state is None:
-        return {**out, "action": "ignored", "reason": f"no job named {name!r} is registered"}
-    if state.status in TERMINAL_JOB:
-        return {**out, "action": "ignored", "reason": f"job is already {state.status.value}"}
-    reason = detail.get("FailureReason")
-    sets = "SET training_end_status = if_not_exists(training_end_status, :s)"
-    values: dict[str, Any] = {":s": status}
-    if status == JobStatus.FAILED.value:
-        sets += ", training_end_reason = if_not_exists(training_end_reason, :r)"
-        values[":r"] = (str(reason) if reason else "SageMaker reported the training job Failed")[:MAX_REASON]
-    ev.table.update(job_pk(name), META, sets, values, condition="job_exists")
-    fresh = ev.table.load_job(name) or state
-    listed = len(listed_steps(fresh))
-    ev.steps.set_end_marker(name, listed, ev.clock())
-    changes = ev.complete(name)
-    return {
-        **out,
-        "action": "completed" if changes else "end_seen",
-        "reason": f"SageMaker: training {status}; {listed} steps written",
-    }
 
 
 # -- idle timeout -----------------------------------------------------------------------------------
