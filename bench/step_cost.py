@@ -113,7 +113,7 @@ def step_writer(step: int, elements: int, rng: np.random.Generator) -> Any:
 def record_prior_steps(job: str, steps: range) -> None:
     """The step items the handler would have left: every prior step seen and evaluated."""
     from tornasole.aws.clients import client
-    from tornasole.evaluator.state import StateTable, job_pk, step_sk
+    from tornasole.evaluator.store.state_table import StateTable, job_pk, step_sk
 
     table = StateTable(os.environ["TORNASOLE_STATE_TABLE"])
     ddb = client("dynamodb")

@@ -7,7 +7,7 @@ actions a function's code makes (``tests/infra/test_infra_least_privilege.py`` r
 handlers against moto, records every call and checks it against these statements, both ways).
 
 DynamoDB statements carry a ``dynamodb:LeadingKeys`` condition with the partition-key shapes of
-``tornasole.evaluator.keys``: the publisher and the scheduled check touch only job partitions
+``tornasole.evaluator.store.keys``: the publisher and the scheduled check touch only job partitions
 (``JOB#<name>``); only ``on_object_created`` (registration by file, orphan steps, trial ownership)
 also touches trial partitions (``TRIAL#<path>``) and the job registry (``JOBS``). Queries on the
 sparse GSI (pending steps, active jobs, unpublished outbox rows) get their own statement on the
@@ -27,7 +27,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
-from tornasole.evaluator.keys import JOBS_PK, job_pk, trial_pk
+from tornasole.evaluator.store.keys import JOBS_PK, job_pk, trial_pk
 from tornasole.stack_spec import STOP_SIGNAL_FILE
 
 __all__ = [

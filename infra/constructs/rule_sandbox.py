@@ -7,7 +7,7 @@ evaluator's role (state table writes, events, stop signals) and could read every
   table, no events (it is invoked synchronously by the evaluator and has no trigger);
 * the reader role, assumable only by the evaluator's roles, may read the trial prefix and the rule
   prefix. The evaluator assumes it for each rule run with an inline session policy narrowing it to
-  that job's trial and that rule file (``tornasole.evaluator.sandbox_policy``), and hands the
+  that job's trial and that rule file (``tornasole.evaluator.sandbox.session_policy``), and hands the
   resulting 15-minute credentials to the sandbox, which signs every S3 call with them only;
 * the function runs in a VPC of its own with no route out but an S3 gateway endpoint (no internet
   gateway, no NAT: nothing to pay for), whose policy lets through only reads of the trial and rule

@@ -1,4 +1,5 @@
-"""The evaluator's single state table (design in ``tornasole.evaluator.state``; names in ``stack_spec``)."""
+"""The evaluator's single state table (design in ``tornasole.evaluator.store.state_table``; names in
+``stack_spec``)."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ class IndexSpec:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """The single state table (design: ``tornasole.evaluator.state`` docstring).
+    """The single state table (design: ``tornasole.evaluator.store.state_table`` docstring).
 
     All key attributes are strings. ``gsi1`` is sparse: it holds active jobs,
     steps waiting for evaluation, and unpublished outbox items, so the scheduled

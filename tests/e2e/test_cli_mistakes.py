@@ -247,7 +247,7 @@ def test_status_of_a_job_that_is_not_registered(local) -> None:
 
 def test_alert_text_names_a_command_that_exists_and_works(local) -> None:
     from tornasole.evaluator.details import alert_message
-    from tornasole.evaluator.state import StateTable
+    from tornasole.evaluator.store.state_table import StateTable
 
     proc, _ = run(
         [

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import tornasole.evaluator.outbox as outbox
+import tornasole.evaluator.store.outbox as outbox
 from alert_checks import assert_valid_alert
 from tornasole.cli.local_cmd import alert_routes
 from tornasole.cli.main import main

@@ -31,7 +31,7 @@ from aws_calls import CallRecorder  # noqa: E402
 from evaluator_stack import BUCKET, Stack, load_event, load_handler  # noqa: E402
 
 from tornasole.aws.clients import client  # noqa: E402
-from tornasole.evaluator.rule_sandbox import INVOKE_READ_TIMEOUT_S  # noqa: E402
+from tornasole.evaluator.sandbox.rule_runners import INVOKE_READ_TIMEOUT_S  # noqa: E402
 from tornasole.jobs import Rule, TornasoleJobs  # noqa: E402
 from tornasole.local.resources import create_resources  # noqa: E402
 from tornasole.stack_spec import (  # noqa: E402

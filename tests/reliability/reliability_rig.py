@@ -31,9 +31,9 @@ from moto.core.botocore_stubber import BotocoreStubber
 
 from moto_stack import load_handler_file
 from tornasole.aws.clients import client
-from tornasole.evaluator.outbox import OutboxPublisher
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.jobs import TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv

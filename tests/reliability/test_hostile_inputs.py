@@ -261,7 +261,7 @@ HOSTILE_RULE_BODIES = {
 @pytest.mark.parametrize("name", sorted(HOSTILE_RULE_BODIES))
 def test_a_hostile_rule_file_costs_only_its_own_status(rig: Rig, name: str, monkeypatch: Any) -> None:
     from tornasole.evaluator import runner
-    from tornasole.evaluator.isolation import Budget
+    from tornasole.evaluator.sandbox.isolation import Budget
 
     SCOREBOARD.add(hostile=1)
     monkeypatch.setattr(runner.StepRunner, "__init__", _budgeted_init(Budget(1.0, 128 * 1024 * 1024)))

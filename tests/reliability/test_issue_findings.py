@@ -17,13 +17,13 @@ from reliability_rig import VG, Rig, trial
 from tornasole.aws.clients import client
 from tornasole.evaluator.completion import END_GRACE_S
 from tornasole.evaluator.details import describe
-from tornasole.evaluator.events import EVENT_BUDGET_BYTES, fit_event
-from tornasole.evaluator.limits import DYNAMODB_ITEM_BYTES, item_bytes
 from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus
-from tornasole.evaluator.outbox import CLAIM_TIMEOUT_MS
 from tornasole.evaluator.runner import StepRunner, default_rule_factory
 from tornasole.evaluator.schedule import PENDING_GRACE_MS
-from tornasole.evaluator.steps import StepStore
+from tornasole.evaluator.store.event_entries import EVENT_BUDGET_BYTES, fit_event
+from tornasole.evaluator.store.item_limits import DYNAMODB_ITEM_BYTES, item_bytes
+from tornasole.evaluator.store.outbox import CLAIM_TIMEOUT_MS
+from tornasole.evaluator.store.step_store import StepStore
 from tornasole.jobs import TornasoleJobs
 from tornasole.rules.outcome import RuleOutcome
 from tornasole.stack_spec import DEFAULT_SPEC, DETAIL_TYPE_JOB_STATE_CHANGE

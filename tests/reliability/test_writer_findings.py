@@ -253,7 +253,7 @@ def test_n9_a_publisher_stopped_after_put_events_sends_again_and_the_docs_say_so
     the event twice, with the same ``TornasoleEventId``: at least once, deduplicated by that id."""
     from pathlib import Path
 
-    from tornasole.evaluator.outbox import OutboxPublisher
+    from tornasole.evaluator.store.outbox import OutboxPublisher
 
     original = OutboxPublisher._put_event
     killed: list[str] = []

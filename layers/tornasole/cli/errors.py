@@ -113,7 +113,7 @@ def hint(exc: BaseException) -> str:
             "local mode, run in this shell the `export` lines `tornasole local up` printed)"
         )
     if _aws_code(exc) == "ResourceNotFoundException":
-        from tornasole.evaluator.state import StateTable
+        from tornasole.evaluator.store.state_table import StateTable
 
         table = StateTable(os.environ.get(config.STATE_TABLE)).name
         return (

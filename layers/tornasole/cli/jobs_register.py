@@ -151,7 +151,7 @@ def register(args: argparse.Namespace) -> int:
 
 def _register_new(jobs: Any, args: argparse.Namespace, rules: list[dict[str, Any]]) -> dict[str, Any]:
     """``register_job``; a job already registered with other rules or output names the CLI's ``--update``."""
-    from tornasole.evaluator.registration import JobConflictError
+    from tornasole.evaluator.registration.registrar import JobConflictError
     from tornasole.jobs import register_job
 
     try:
@@ -219,7 +219,7 @@ def _print_input_warnings(desc: dict[str, Any]) -> None:
 
 def read_request(path: str) -> dict[str, Any]:
     """A saved ``CreateTrainingJob`` request: a JSON object (errors name the file and the position)."""
-    from tornasole.evaluator.job_limits import MAX_JOB_FILE_BYTES
+    from tornasole.evaluator.registration.job_limits import MAX_JOB_FILE_BYTES
 
     data = _read_bounded(path, MAX_JOB_FILE_BYTES, "CreateTrainingJob request")
     try:

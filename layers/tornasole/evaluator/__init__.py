@@ -1,47 +1,43 @@
 """The serverless evaluator: DynamoDB state, exactly-once events, per-step rule evaluation.
 
-Modules: ``state`` (the single table and its design), ``keys`` (its key layout),
-``records`` (stored items <-> typed values), ``limits`` (DynamoDB / EventBridge
-size limits), ``steps`` (per-step records),
-``transitions`` (status changes + outbox, one transaction each), ``outbox``
-(writing and publishing outbox items), ``events`` (EventBridge entries within
-the size limit), ``registry`` (the one door for registering, updating,
-describing and listing jobs: API, CLI, CreateTrainingJob requests and
-``tornasole_job.json`` files), ``registration`` (its writes), ``job_request`` /
-``job_config`` / ``job_limits`` / ``rule_checks`` (pure: a validated ``JobSpec``
-from each door, rule shapes, every limit, built-in rule names and parameters), ``decisions`` (pure:
-which change is next), ``runner`` (rules at one step), ``isolation`` (a rule's
-run: exits, deadline, memory budget), ``failures`` (transient / data / rule),
-``objects`` (key checks, capped reads), ``completion`` (end of training),
-``details`` (the SageMaker-shaped dicts), ``service`` (``Evaluator``: the
-handlers' entry points), ``schedule`` (the periodic check).
+Floors, from the top (no module imports one above it; no import circle):
+
+* the pipeline: ``service`` (``Evaluator``: the handlers' entry points; it wires the parts below
+  to their collaborators and dispatches each S3 object to one of them), ``arrivals`` (job, index
+  and collections files), ``step_evaluation`` (a step's attempts, rules and records),
+  ``completion`` (end markers, SageMaker's end event, settling ended jobs), ``lifecycle`` (idle
+  timeout, rewrites), ``schedule`` (the periodic check), ``decisions`` (pure: which change is
+  next), ``workers`` (``num_workers`` from the collections file), ``runner`` (rules at one step)
+  and ``rule_factory``;
+* ``registration`` (every door's request into one validated ``JobSpec``, and its writes) and
+  ``sandbox`` (where a custom rule's code runs, and what confines it), which never import each
+  other;
+* ``store`` (the persistence of a job's state: the single table, steps, transitions, outbox);
+* the values every floor shares: ``models``, ``details`` (the SageMaker-shaped dicts),
+  ``failures`` (transient / data / rule), ``objects`` (key checks, capped reads, a trial's files).
+
+Outside the evaluator, ``lambda_support``, ``local``, ``jobs`` and ``cli`` import ``service``,
+``registration.job_registry``, ``store`` and the values; the evaluator is otherwise internal.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "arrivals",
     "completion",
     "decisions",
     "details",
-    "events",
-    "job_config",
-    "job_limits",
-    "job_request",
     "failures",
-    "isolation",
-    "keys",
-    "limits",
+    "lifecycle",
     "models",
     "objects",
-    "outbox",
-    "records",
     "registration",
-    "registry",
-    "rule_checks",
+    "rule_factory",
     "runner",
+    "sandbox",
     "schedule",
     "service",
-    "state",
-    "steps",
-    "transitions",
+    "step_evaluation",
+    "store",
+    "workers",
 ]

@@ -27,8 +27,8 @@ from tornasole.alerts.render import text_message
 from tornasole.evaluator.details import clip, firing_alert, step_files
 from tornasole.evaluator.lifecycle import ended_as
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
-from tornasole.evaluator.outbox import OutboxItem
-from tornasole.evaluator.transitions import JOB, Change
+from tornasole.evaluator.store.outbox import OutboxItem
+from tornasole.evaluator.store.transitions import JOB, Change
 from tornasole.rules import verdict as rule_verdict
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
 

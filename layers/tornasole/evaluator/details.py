@@ -78,8 +78,6 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
     if state.job_error:
         detail["TornasoleJobError"] = clip(state.job_error)
     if state.rewritten_at_ms is not None:
-        from tornasole.evaluator.lifecycle import rewrite_details
-
         detail["TornasoleTrialRewritten"] = {
             "Time": _ms(state.rewritten_at_ms),
             "Key": state.rewrite_key,
@@ -89,6 +87,14 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
     if event_id is not None:
         detail[EVENT_ID_FIELD] = event_id
     return detail
+
+
+def rewrite_details(status: str, key: str) -> str:
+    """What ``TornasoleTrialRewritten`` says (``lifecycle``: the trial written again after the end)."""
+    return (
+        f"the trial was written again after the job was {status} ({key}): its verdict describes the "
+        "data read before; register a new job on a new output path to evaluate the new run"
+    )[:MAX_STATUS_DETAILS]
 
 
 def step_files(trial_path: str, step: int, workers: list[str]) -> dict[str, Any]:

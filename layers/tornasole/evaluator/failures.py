@@ -19,6 +19,7 @@ from collections.abc import Iterator
 __all__ = [
     "TRANSIENT_CODES",
     "TransientError",
+    "UnusableCollections",
     "causes",
     "is_data_error",
     "is_transient",
@@ -106,3 +107,7 @@ def is_data_error(exc: BaseException) -> bool:
     from tornasole.exceptions import FormatError
 
     return any(isinstance(e, (FormatError, OSError)) for e in causes(exc))
+
+
+class UnusableCollections(ValueError):
+    """The job's collections file cannot be used; the job's error and its rules already say why."""

@@ -4,12 +4,13 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
 
 * **SageMaker's own end.** On SageMaker the hook writes no end marker (SageMaker tells its rule containers
   that training ended). The stack subscribes to SageMaker's "SageMaker Training Job State Change" events
-  (source ``aws.sagemaker``) and ``training_state_change`` treats a terminal one as the end marker of the job
-  of that name: the steps written by then are expected, and the job completes once they are settled, as
-  ``Failed`` (with SageMaker's ``FailureReason``) or ``Stopped`` when training ended so.
+  (source ``aws.sagemaker``) and ``completion.EndOfTraining.training_state_change`` treats a terminal one
+  as the end marker of the job of that name: the steps written by then are expected, and the job
+  completes once they are settled, as ``Failed`` (with SageMaker's ``FailureReason``) or ``Stopped``
+  when training ended so.
 * **Late registration.** A job registered after its training ended finds the end marker already there:
-  ``end_marker_present`` / ``note_end`` give it what the end marker's notification (ignored then: no job
-  owned the trial) would have.
+  ``objects.end_marker_present`` / ``objects.listed_steps`` give it what the end marker's notification
+  (ignored then: no job owned the trial) would have.
 * **Idle timeout.** A training that dies, hangs or never closes its hook writes nothing more, so no
   notification will ever end its job: the scheduled check ends a job with no new data for its
   ``idle_timeout_s`` (registration parameter, ``DEFAULT_IDLE_TIMEOUT_S``) and no end of training.
@@ -26,41 +27,33 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tornasole.evaluator.keys import META, job_pk
+from tornasole.evaluator.details import rewrite_details
 from tornasole.evaluator.models import TERMINAL_JOB, JobState, JobStatus, RuleStatus
-from tornasole.evaluator.outbox import OutboxItem, outbox_put
-from tornasole.evaluator.state import Conflict, StateTable
+from tornasole.evaluator.store.keys import META, job_pk
+from tornasole.evaluator.store.outbox import OutboxItem, outbox_put
+from tornasole.evaluator.store.state_table import Conflict, StateTable
 from tornasole.exceptions import TornasoleValueError
 from tornasole.stack_spec import (
     DETAIL_TYPE_JOB_STATE_CHANGE,
     DETAIL_TYPE_TRIAL_REWRITTEN,
-    END_MARKER_FILE,
     SAGEMAKER_SOURCE,
 )
 
 if TYPE_CHECKING:
-    from tornasole.evaluator.service import Evaluator
-    from tornasole.evaluator.steps import StepStore
-    from tornasole.evaluator.transitions import Change
+    from tornasole.evaluator.store.transitions import Change
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",
     "IDLE_TIMEOUT",
-    "MAX_IDLE_TIMEOUT_S",
-    "MIN_IDLE_TIMEOUT_S",
     "SAGEMAKER_SOURCE",
     "SAGEMAKER_END_STATUSES",
-    "check_idle_timeout",
-    "end_marker_present",
     "ended_as",
     "idle_timeout",
-    "note_end",
     "note_rewrite",
-    "training_state_change",
+    "sagemaker_detail",
     "written_after_end",
 ]
 
@@ -70,9 +63,6 @@ log = logging.getLogger(__name__)
 #: far longer than any gap between saved steps of a live training (an epoch-level save of a long epoch, a
 #: slow evaluation), short enough that a dead training is reported the same working day.
 DEFAULT_IDLE_TIMEOUT_S = 6 * 3600
-#: Bounds of the registration parameter: a second (tests, the local mode) to thirty days.
-MIN_IDLE_TIMEOUT_S = 1
-MAX_IDLE_TIMEOUT_S = 30 * 24 * 3600
 IDLE_TIMEOUT = "IdleTimeout"
 
 #: SageMaker's terminal TrainingJobStatus values: the end of training (InProgress / Stopping say nothing).
@@ -84,41 +74,7 @@ class InvalidLifecycleEvent(TornasoleValueError):
     """An event that is not SageMaker's training-job state change (named field and value)."""
 
 
-def check_idle_timeout(value: Any, what: str = "idle_timeout_s") -> float | None:
-    """The registration parameter as seconds (None: the default), or a ``TornasoleValueError`` naming it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TornasoleValueError(f"{what} must be a number of seconds, got {type(value).__name__}")
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise TornasoleValueError(f"{what} must be a number of seconds, got {value!r}") from None
-    if not math.isfinite(seconds) or not MIN_IDLE_TIMEOUT_S <= seconds <= MAX_IDLE_TIMEOUT_S:
-        raise TornasoleValueError(
-            f"{what} must be between {MIN_IDLE_TIMEOUT_S} and {MAX_IDLE_TIMEOUT_S} seconds, got {value!r}"
-        )
-    return seconds
-
-
 # -- the end of training ----------------------------------------------------------------------------
-def end_marker_present(trial_path: str) -> bool:
-    """Whether the trial's end marker is there (one HEAD/stat)."""
-    from tornasole.storage import get_storage
-
-    return get_storage(trial_path).exists(f"{trial_path.rstrip('/')}/{END_MARKER_FILE}")
-
-
-def note_end(steps: StepStore, state: JobState, now_s: float) -> int:
-    """Record the end of ``state``'s training (an end marker, late or not, or SageMaker's event): the steps
-    listed now are expected (see ``completion``). Returns how many steps were listed."""
-    from tornasole.evaluator.completion import listed_steps
-
-    listed = listed_steps(state)
-    steps.set_end_marker(state.name, len(listed), now_s)
-    return len(listed)
-
-
 def ended_as(state: JobState) -> tuple[JobStatus, str | None]:
     """The status a job completes with, and its FailureReason: SageMaker's end when it said Failed or
     Stopped, ``Stopped`` after a stop request, else ``Completed``."""
@@ -129,7 +85,8 @@ def ended_as(state: JobState) -> tuple[JobStatus, str | None]:
     return JobStatus.COMPLETED, None
 
 
-def _detail(event: Any) -> Mapping[str, Any]:
+def sagemaker_detail(event: Any) -> Mapping[str, Any]:
+    """The ``detail`` of SageMaker's training-job state change; another shape: ``InvalidLifecycleEvent``."""
     if not isinstance(event, Mapping):
         raise InvalidLifecycleEvent(f"the event must be a JSON object, got {type(event).__name__}")
     if event.get("source") != SAGEMAKER_SOURCE:
@@ -149,42 +106,12 @@ def _detail(event: Any) -> Mapping[str, Any]:
     return detail
 
 
-def training_state_change(ev: Evaluator, event: Any) -> dict[str, Any]:
-    """SageMaker's "SageMaker Training Job State Change" event: a terminal status ends the job of that
-    name (see the module docstring). Returns what it did; another shape is ``InvalidLifecycleEvent``."""
-    detail = _detail(event)
-    name, status = str(detail["TrainingJobName"]), str(detail["TrainingJobStatus"])
-    out: dict[str, Any] = {"job": name, "training_status": status}
-    if status not in SAGEMAKER_END_STATUSES:
-        return {**out, "action": "ignored", "reason": f"{status} is not the end of training"}
-    state = ev.table.load_job(name)
-    if state is None:
-        return {**out, "action": "ignored", "reason": f"no job named {name!r} is registered"}
-    if state.status in TERMINAL_JOB:
-        return {**out, "action": "ignored", "reason": f"job is already {state.status.value}"}
-    reason = detail.get("FailureReason")
-    sets = "SET training_end_status = if_not_exists(training_end_status, :s)"
-    values: dict[str, Any] = {":s": status}
-    if status == JobStatus.FAILED.value:
-        sets += ", training_end_reason = if_not_exists(training_end_reason, :r)"
-        values[":r"] = (str(reason) if reason else "SageMaker reported the training job Failed")[:MAX_REASON]
-    ev.table.update(job_pk(name), META, sets, values, condition="job_exists")
-    fresh = ev.table.load_job(name) or state
-    listed = note_end(ev.steps, fresh, ev.clock())
-    changes = ev.complete(name)
-    return {
-        **out,
-        "action": "completed" if changes else "end_seen",
-        "reason": f"SageMaker: training {status}; {listed} steps written",
-    }
-
-
 # -- idle timeout -----------------------------------------------------------------------------------
 def idle_timeout(now_s: float):
     """``decide`` for ``Transitions.apply``: end a job quiet for its idle timeout with no end of training."""
 
     def decide(state: JobState) -> Change | None:
-        from tornasole.evaluator.transitions import JOB, Change
+        from tornasole.evaluator.store.transitions import JOB, Change
 
         if state.status not in (JobStatus.IN_PROGRESS, JobStatus.STOPPING) or state.end_marker_seen:
             return None  # an ended job is settled by completion.settle
@@ -213,7 +140,7 @@ def idle_timeout(now_s: float):
 # -- rewrites ---------------------------------------------------------------------------------------
 def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> OutboxItem:
     """``Tornasole Trial Rewritten``: once per job (its id is deterministic), with where it was seen."""
-    from tornasole.evaluator.transitions import event_id
+    from tornasole.evaluator.store.transitions import event_id
 
     eid = event_id(state.name, state.rules_rev, "@trial", "Rewritten")
     return OutboxItem(
@@ -246,13 +173,6 @@ def written_after_end(state: JobState, written_s: float | None) -> bool:
     if written_s is None or state.end_ms is None:
         return False
     return written_s > state.end_ms / 1000
-
-
-def rewrite_details(status: str, key: str) -> str:
-    return (
-        f"the trial was written again after the job was {status} ({key}): its verdict describes the "
-        "data read before; register a new job on a new output path to evaluate the new run"
-    )[:MAX_REASON]
 
 
 def note_rewrite(table: StateTable, state: JobState, key: str, step: int | None, now_ms: int) -> bool:

@@ -9,10 +9,12 @@ produced in exactly one place.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tornasole.format import paths
 from tornasole.rules.actions import Action
 
 __all__ = [
@@ -329,3 +331,30 @@ class ObjectResult:
             "reason": self.reason,
             "rules": {o.rule_name: o.verdict for o in self.outcomes},
         }
+
+
+# Earlier saved steps a step's trial holds at most: Overtraining's defaults need 22, and with the index
+# cache a warm evaluator reads about one new earlier index file per step whatever the window.
+MAX_HISTORY_STEPS = 64
+
+# ``(depth, lead) -> [(step, workers)]``: up to ``depth`` complete steps before the evaluated one (newest
+# first), plus up to ``lead`` of the run's first complete steps before it (rules comparing with the start).
+History = Callable[[int, int], Sequence[tuple[int, tuple[str, ...]]]]
+
+
+@dataclass(frozen=True)
+class StepFiles:
+    """The index files the step's trial is built from: the step's own and earlier steps'."""
+
+    step: int
+    workers: tuple[str, ...]
+    history: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    def index_keys(self) -> list[str]:
+        keys = [paths.index_file_name(self.step, w) for w in self.workers]
+        for step, workers in self.history:
+            keys.extend(paths.index_file_name(step, w) for w in workers)
+        return keys
+
+    def history_keys(self) -> list[str]:
+        return self.index_keys()[len(self.workers) :]

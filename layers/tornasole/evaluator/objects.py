@@ -10,9 +10,18 @@ cannot be stored or a step that can never be read back. Files read whole
 
 from __future__ import annotations
 
+from tornasole.evaluator.models import JobState
 from tornasole.format import paths
+from tornasole.stack_spec import END_MARKER_FILE
 
-__all__ = ["MAX_CONFIG_BYTES", "canonical_index_problem", "read_capped", "trial_path_of"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "canonical_index_problem",
+    "end_marker_present",
+    "listed_steps",
+    "read_capped",
+    "trial_path_of",
+]
 
 #: Largest collections / job configuration file read (both are small JSON written once).
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -51,3 +60,22 @@ def trial_path_of(bucket: str, key: str, depth: int) -> str:
     parts = key.split("/")
     prefix = "/".join(parts[: len(parts) - depth])
     return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+
+
+def end_marker_present(trial_path: str) -> bool:
+    """Whether the trial's end marker is there (one HEAD/stat)."""
+    from tornasole.storage import get_storage
+
+    return get_storage(trial_path).exists(f"{trial_path.rstrip('/')}/{END_MARKER_FILE}")
+
+
+def listed_steps(state: JobState) -> dict[int, set[str]]:
+    """Step -> workers whose index file is in the trial (one listing; non-canonical keys left out)."""
+    from tornasole.storage import get_storage, join
+
+    workers: dict[int, set[str]] = {}
+    for path in get_storage(state.trial_path).list(join(state.trial_path, paths.INDEX_DIR) + "/"):
+        parsed = paths.parse_index_file_name(path)
+        if parsed is not None and canonical_index_problem(path, *parsed) is None:
+            workers.setdefault(parsed[0], set()).add(parsed[1])
+    return workers

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tornasole.evaluator.models import RuleConfig
+from tornasole.evaluator.models import MAX_HISTORY_STEPS, RuleConfig
 from tornasole.format import paths
 
 __all__ = [
@@ -24,9 +24,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Earlier saved steps a step's trial holds at most: Overtraining's defaults need 22, and with the index
-# cache a warm evaluator reads about one new earlier index file per step whatever the window.
-MAX_HISTORY_STEPS = 64
 # The window of a rule that does not declare ``history_steps()`` (custom rules).
 DEFAULT_HISTORY_STEPS = 10
 

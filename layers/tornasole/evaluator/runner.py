@@ -35,25 +35,22 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
-from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
-from tornasole.evaluator.isolation import Budget, RuleAborted, guarded
-from tornasole.evaluator.models import RuleConfig, StepOutcome
+from tornasole.evaluator.models import MAX_HISTORY_STEPS, History, RuleConfig, StepFiles, StepOutcome
 from tornasole.evaluator.rule_factory import (
     DEFAULT_HISTORY_STEPS,
-    MAX_HISTORY_STEPS,
     default_rule_factory,
     history_window,
     leading_window,
 )
-from tornasole.format import paths
+from tornasole.evaluator.sandbox.isolation import Budget, RuleAborted, guarded
+from tornasole.evaluator.store.index_cache import CachingStorage, IndexFileCache
 from tornasole.rules.verdict import TensorTouches  # shared with the offline invoke_rule
 
 if TYPE_CHECKING:
-    from tornasole.evaluator.rule_sandbox import CustomRuleRunner
+    from tornasole.evaluator.sandbox.rule_runners import CustomRuleRunner
 
 __all__ = [
     "DEFAULT_HISTORY_STEPS",
@@ -79,27 +76,6 @@ CUSTOM_RULE_BACKOFF_S = 0.2
 # at most the remaining time less this.
 RESULTS_RESERVE_S = 15.0
 RuleFactory = Callable[[RuleConfig, Any, int], Any]
-# ``(depth, lead) -> [(step, workers)]``: up to ``depth`` complete steps before the evaluated one (newest
-# first), plus up to ``lead`` of the run's first complete steps before it (rules comparing with the start).
-History = Callable[[int, int], Sequence[tuple[int, tuple[str, ...]]]]
-
-
-@dataclass(frozen=True)
-class StepFiles:
-    """The index files the step's trial is built from: the step's own and earlier steps'."""
-
-    step: int
-    workers: tuple[str, ...]
-    history: tuple[tuple[int, tuple[str, ...]], ...] = ()
-
-    def index_keys(self) -> list[str]:
-        keys = [paths.index_file_name(self.step, w) for w in self.workers]
-        for step, workers in self.history:
-            keys.extend(paths.index_file_name(step, w) for w in workers)
-        return keys
-
-    def history_keys(self) -> list[str]:
-        return self.index_keys()[len(self.workers) :]
 
 
 class StepRunner:
@@ -107,7 +83,7 @@ class StepRunner:
 
     ``custom_rules``: where custom rules (``source_s3_uri``) run; None (local mode, tests): here,
     on the step's shared trial with the built-ins; in AWS the rule sandbox
-    (``rule_sandbox.LambdaCustomRuleRunner``). ``storage``: what the step's trial reads through
+    (``sandbox.rule_runners.LambdaCustomRuleRunner``). ``storage``: what the step's trial reads through
     (default: the process-wide storage of the trial's scheme).
     """
 
@@ -126,6 +102,18 @@ class StepRunner:
         self.budget = budget or Budget()
         self.custom_rules = custom_rules
         self.storage = storage
+
+    @classmethod
+    def on_storage(cls, storage: Any, budget: Budget | None = None) -> StepRunner:
+        """A runner whose every read (the step's trial, a rule's other trials) goes through ``storage``,
+        with an index cache of its own: what a custom rule's process runs, on the storage holding the
+        credentials it was handed (nothing read for one job is served to another)."""
+        return cls(
+            rule_factory=functools.partial(default_rule_factory, storage=storage),
+            index_cache=IndexFileCache(),
+            budget=budget,
+            storage=storage,
+        )
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
         """The step's trial holding ``files``' index files (earlier ones from the index cache if seen)."""
@@ -308,7 +296,7 @@ def _plain_outcome(outcome: Any) -> tuple[Any, str, dict[str, Any]]:
     import json
 
     from tornasole.evaluator.details import clip
-    from tornasole.evaluator.limits import cap_values
+    from tornasole.evaluator.store.item_limits import cap_values
 
     values = json.loads(cap_values(dict(getattr(outcome, "values", None) or {})))
     return outcome, clip(str(getattr(outcome, "details", "") or "")), values

@@ -27,17 +27,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tornasole.evaluator import completion, decisions, lifecycle
-from tornasole.evaluator.keys import ACTIVE
-from tornasole.evaluator.transitions import JOB
+from tornasole.evaluator import decisions, lifecycle
+from tornasole.evaluator.completion import EndOfTraining
+from tornasole.evaluator.step_evaluation import StepEvaluation
+from tornasole.evaluator.store.keys import ACTIVE
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
+from tornasole.evaluator.store.transitions import JOB, Transitions
 from tornasole.stack_spec import DEFAULT_SPEC
 
-if TYPE_CHECKING:
-    from tornasole.evaluator.service import Evaluator
-
-__all__ = ["CheckReport", "PENDING_GRACE_MS", "run_scheduled_check"]
+__all__ = ["CheckReport", "PENDING_GRACE_MS", "ScheduledCheck"]
 
 log = logging.getLogger(__name__)
 
@@ -64,40 +66,67 @@ class CheckReport:
         return dict(self.__dict__)
 
 
-def run_scheduled_check(ev: Evaluator, remaining_s: Callable[[], float] | None = None) -> CheckReport:
-    report = CheckReport()
-    now_s, now_ms = ev.clock(), ev.now_ms()
+class ScheduledCheck:
+    """The periodic check over one state table (see the module docstring)."""
 
-    def time_left() -> bool:
-        return remaining_s is None or remaining_s() > RESERVE_S
+    def __init__(
+        self,
+        table: StateTable,
+        steps: StepStore,
+        transitions: Transitions,
+        publisher: OutboxPublisher,
+        evaluation: StepEvaluation,
+        end_of_training: EndOfTraining,
+        clock: Callable[[], float],
+    ) -> None:
+        self.table = table
+        self.steps = steps
+        self.transitions = transitions
+        self.publisher = publisher
+        self.evaluation = evaluation
+        self.end_of_training = end_of_training
+        self.clock = clock
 
-    def guarded(what: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001 - one broken job, step or event must not stop the others
-            log.exception("scheduled check: %s failed", what)
-            report.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:500])
-            return None
+    def run(self, remaining_s: Callable[[], float] | None = None) -> CheckReport:
+        """One check; ``remaining_s()``: the invocation's seconds left (past ``RESERVE_S`` the rest waits)."""
+        report = CheckReport()
+        now_s, now_ms = self.clock(), int(self.clock() * 1000)
 
-    stalled = decisions.stalled(now_s)
-    idle = lifecycle.idle_timeout(now_s)
-    report.redriven = guarded("outbox re-drive", lambda: ev.publisher.redrive(now_ms)) or 0
-    for item in guarded("active jobs", lambda: ev.table.query(ACTIVE, "", index=True)) or []:
-        job = item[ev.table.spec.gsi.sort_key]
-        report.jobs += 1
-        if not time_left():
-            break
-        report.stalled += len(
-            guarded(f"job {job}", lambda j=job: ev.transitions.apply(j, stalled, now_ms)) or []
-        )
-        report.completed += bool(guarded(f"job {job}", lambda j=job: ev.complete(j)))
-        report.steps_settled += guarded(f"job {job}", lambda j=job: completion.settle(ev, j, now_s)) or 0
-        ended = guarded(f"job {job}", lambda j=job: ev.transitions.apply(j, idle, now_ms)) or []
-        report.idle_ended += any(c.entity == JOB for c in ended)
-    for job, step, since in guarded("pending steps", ev.steps.pending) or []:
-        if since > now_ms - PENDING_GRACE_MS or not time_left():
-            continue
-        report.steps_redriven += 1
-        redrive = lambda j=job, s=step: ev.process_step(j, s, remaining_s=remaining_s, redrive=True)  # noqa: E731
-        guarded(f"step {step} of {job}", redrive)
-    return report
+        def time_left() -> bool:
+            return remaining_s is None or remaining_s() > RESERVE_S
+
+        def guarded(what: str, fn: Callable[[], Any]) -> Any:
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - one broken job, step or event must not stop the others
+                log.exception("scheduled check: %s failed", what)
+                report.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:500])
+                return None
+
+        stalled = decisions.stalled(now_s)
+        idle = lifecycle.idle_timeout(now_s)
+        report.redriven = guarded("outbox re-drive", lambda: self.publisher.redrive(now_ms)) or 0
+        for item in guarded("active jobs", lambda: self.table.query(ACTIVE, "", index=True)) or []:
+            job = item[self.table.spec.gsi.sort_key]
+            report.jobs += 1
+            if not time_left():
+                break
+            report.stalled += len(
+                guarded(f"job {job}", lambda j=job: self.transitions.apply(j, stalled, now_ms)) or []
+            )
+            report.completed += bool(guarded(f"job {job}", lambda j=job: self.evaluation.complete(j)))
+            report.steps_settled += (
+                guarded(f"job {job}", lambda j=job: self.end_of_training.settle(j, now_s)) or 0
+            )
+            ended = guarded(f"job {job}", lambda j=job: self.transitions.apply(j, idle, now_ms)) or []
+            report.idle_ended += any(c.entity == JOB for c in ended)
+        process = self.evaluation.process_step
+        for job, step, since in guarded("pending steps", self.steps.pending) or []:
+            if since > now_ms - PENDING_GRACE_MS or not time_left():
+                continue
+            report.steps_redriven += 1
+            guarded(
+                f"step {step} of {job}",
+                lambda j=job, s=step: process(j, s, remaining_s=remaining_s, redrive=True),
+            )
+        return report

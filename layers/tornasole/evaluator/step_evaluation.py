@@ -4,7 +4,8 @@ Split from ``service``: ``process_step`` records a worker's arrival and, once th
 claims an attempt (``MAX_STEP_ATTEMPTS`` at most, then the step is recorded as an error for every
 rule); ``evaluate_step`` runs the evaluating rules (``runner``; custom rules through the configured
 runner) and writes their outcomes, transitions and the step's settlement; ``complete`` applies the
-completion decision. Functions take the ``Evaluator`` and call back through its methods.
+completion decision. ``StepEvaluation`` holds the collaborators it uses: the state table, the step
+store, the transitions, the rule runner and the clock.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from tornasole.evaluator import decisions
-from tornasole.evaluator.arrivals import UnusableCollections
 from tornasole.evaluator.details import clip
+from tornasole.evaluator.failures import UnusableCollections
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
@@ -27,226 +27,254 @@ from tornasole.evaluator.models import (
     StepOutcome,
     rule_source_problem,
 )
-from tornasole.evaluator.runner import StepFiles
-from tornasole.evaluator.steps import MAX_STEP_ATTEMPTS, StepRecord
+from tornasole.evaluator.runner import StepFiles, StepRunner
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import MAX_STEP_ATTEMPTS, StepRecord, StepStore
+from tornasole.evaluator.store.transitions import Transitions
+from tornasole.evaluator.workers import discover_num_workers
 
-if TYPE_CHECKING:
-    from tornasole.evaluator.service import Evaluator
-
-__all__ = ["complete", "evaluate_step", "process_step", "record_step_error"]
+__all__ = ["StepEvaluation"]
 
 log = logging.getLogger(__name__)
 
 Remaining = Callable[[], float] | None
 
 
-def process_step(
-    ev: Evaluator,
-    job: str,
-    step: int,
-    worker: str | None = None,
-    key: str = "",
-    remaining_s: Remaining = None,
-    redrive: bool = False,
-) -> ObjectResult:
-    """Record the worker's arrival; evaluate the step once every worker's index file is there.
+class StepEvaluation:
+    """Steps of jobs on one state table: arrivals counted, rules run once a step is complete, all recorded."""
 
-    Failed attempts are counted on the step (one that raised; a ``redrive`` by the scheduled check
-    replaces one that died); after ``MAX_STEP_ATTEMPTS`` the step is recorded as an error for every
-    rule, and the rules go on with later steps.
-    """
-    state = ev.table.load_job(job)
-    if state is None or state.status in TERMINAL_JOB:
-        why = "unknown job" if state is None else f"job is {state.status.value}"
-        return ObjectResult(key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason=why)
-    rec = ev.steps.record_worker(job, step, worker, ev.clock()) if worker else ev.steps.step(job, step)
-    if rec is None:
+    def __init__(
+        self,
+        table: StateTable,
+        steps: StepStore,
+        transitions: Transitions,
+        runner: StepRunner,
+        clock: Callable[[], float],
+        allowed_rule_prefixes: tuple[str, ...] | None = None,
+    ) -> None:
+        self.table = table
+        self.steps = steps
+        self.transitions = transitions
+        self.runner = runner
+        self.clock = clock
+        self.allowed_rule_prefixes = allowed_rule_prefixes
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def num_workers(self, state: JobState) -> int | None:
+        """The job's ``num_workers`` from its collections file (``workers.discover_num_workers``)."""
+        return discover_num_workers(self.steps, self.transitions, self.clock, state)
+
+    def process_step(
+        self,
+        job: str,
+        step: int,
+        worker: str | None = None,
+        key: str = "",
+        remaining_s: Remaining = None,
+        redrive: bool = False,
+    ) -> ObjectResult:
+        """Record the worker's arrival; evaluate the step once every worker's index file is there.
+
+        Failed attempts are counted on the step (one that raised; a ``redrive`` by the scheduled check
+        replaces one that died); after ``MAX_STEP_ATTEMPTS`` the step is recorded as an error for every
+        rule, and the rules go on with later steps.
+        """
+        state = self.table.load_job(job)
+        if state is None or state.status in TERMINAL_JOB:
+            why = "unknown job" if state is None else f"job is {state.status.value}"
+            return ObjectResult(key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason=why)
+        rec = (
+            self.steps.record_worker(job, step, worker, self.clock())
+            if worker
+            else self.steps.step(job, step)
+        )
+        if rec is None:
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
+            )
+        try:
+            num_workers = state.num_workers or self.num_workers(state)
+        except UnusableCollections as exc:  # the job's rules already say why; the step is settled
+            why = f"step {step}: {exc}"
+            outcomes = self.record_step_error(self.table.load_job(job) or state, step, why)
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.INVALID, job=job, step=step, reason=why, outcomes=outcomes
+            )
+        if num_workers is None:
+            self.steps.mark_pending(job, step, self.now_ms())
+            # The collections file's handler re-drives the PENDING steps. If it ran between the listing above
+            # and the marking, it missed this step: look once more, now that the step is on the index (either
+            # that handler sees the step, or this listing sees its file).
+            num_workers = self.num_workers(state)
+        if num_workers is None:
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.WAITING,
+                job=job,
+                step=step,
+                reason="no collections file yet",
+            )
+        if len(rec.workers) < num_workers:
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.INCOMPLETE,
+                job=job,
+                step=step,
+                reason=f"{len(rec.workers)} of {num_workers} workers",
+            )
+        # begin_attempt is conditional too: None when another delivery evaluated the step meanwhile
+        attempts = None if rec.evaluated else self.steps.begin_attempt(job, step, self.now_ms(), redrive)
+        if attempts is None:
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.DUPLICATE,
+                job=job,
+                step=step,
+                reason="step already evaluated",
+            )
+        if attempts >= MAX_STEP_ATTEMPTS:
+            last = self.steps.step(job, step)
+            why = f"step {step} could not be evaluated in {MAX_STEP_ATTEMPTS} attempts" + (
+                f"; last error: {last.last_error}" if last and last.last_error else ""
+            )
+            outcomes = self.record_step_error(state, step, why)
+            return ObjectResult(
+                key, ObjectKind.INDEX, ObjectAction.GAVE_UP, job=job, step=step, reason=why, outcomes=outcomes
+            )
+        try:
+            outcomes = self.evaluate_step(state, rec, num_workers, remaining_s)
+        except Exception as exc:
+            self.steps.note_failure(job, step, f"{type(exc).__name__}: {exc}", self.now_ms())
+            raise
         return ObjectResult(
-            key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason="step not recorded"
+            key, ObjectKind.INDEX, ObjectAction.EVALUATED, job=job, step=step, outcomes=tuple(outcomes)
         )
-    try:
-        num_workers = state.num_workers or ev.discover_num_workers(state)
-    except UnusableCollections as exc:  # the job's rules already say why; the step is settled
-        why = f"step {step}: {exc}"
-        outcomes = ev.record_step_error(ev.table.load_job(job) or state, step, why)
-        return ObjectResult(
-            key, ObjectKind.INDEX, ObjectAction.INVALID, job=job, step=step, reason=why, outcomes=outcomes
+
+    def record_step_error(self, state: JobState, step: int, why: str) -> tuple[StepOutcome, ...]:
+        """Record ``why`` against ``step`` for every evaluating rule and count the step as settled."""
+        outcomes = tuple(
+            StepOutcome(r.config.name, step, step_error=why)
+            for r in state.rules
+            if r.status in EVALUATING and r.config.rule_to_invoke != decisions.STALLED_RULE
         )
-    if num_workers is None:
-        ev.steps.mark_pending(job, step, ev.now_ms())
-        # The collections file's handler re-drives the PENDING steps. If it ran between the listing above
-        # and the marking, it missed this step: look once more, now that the step is on the index (either
-        # that handler sees the step, or this listing sees its file).
-        num_workers = ev.discover_num_workers(state)
-    if num_workers is None:
-        return ObjectResult(
-            key,
-            ObjectKind.INDEX,
-            ObjectAction.WAITING,
-            job=job,
-            step=step,
-            reason="no collections file yet",
-        )
-    if len(rec.workers) < num_workers:
-        return ObjectResult(
-            key,
-            ObjectKind.INDEX,
-            ObjectAction.INCOMPLETE,
-            job=job,
-            step=step,
-            reason=f"{len(rec.workers)} of {num_workers} workers",
-        )
-    # begin_attempt is conditional too: None when another delivery evaluated the step meanwhile
-    attempts = None if rec.evaluated else ev.steps.begin_attempt(job, step, ev.now_ms(), redrive)
-    if attempts is None:
-        return ObjectResult(
-            key,
-            ObjectKind.INDEX,
-            ObjectAction.DUPLICATE,
-            job=job,
-            step=step,
-            reason="step already evaluated",
-        )
-    if attempts >= MAX_STEP_ATTEMPTS:
-        last = ev.steps.step(job, step)
-        why = f"step {step} could not be evaluated in {MAX_STEP_ATTEMPTS} attempts" + (
-            f"; last error: {last.last_error}" if last and last.last_error else ""
-        )
-        outcomes = ev.record_step_error(state, step, why)
-        return ObjectResult(
-            key, ObjectKind.INDEX, ObjectAction.GAVE_UP, job=job, step=step, reason=why, outcomes=outcomes
-        )
-    try:
-        outcomes = ev.evaluate_step(state, rec, num_workers, remaining_s)
-    except Exception as exc:
-        ev.steps.note_failure(job, step, f"{type(exc).__name__}: {exc}", ev.now_ms())
-        raise
-    return ObjectResult(
-        key, ObjectKind.INDEX, ObjectAction.EVALUATED, job=job, step=step, outcomes=tuple(outcomes)
-    )
+        now = self.now_ms()
+        self.steps.record_evaluations(state.name, [(o, []) for o in outcomes], now)
+        self._settle(state.name, step, now)
+        return outcomes
 
+    def _settle(self, job: str, step: int, now: int) -> None:
+        """Count ``step`` as evaluated; try to complete the job only once its end marker may be there."""
+        marked = self.steps.mark_evaluated_before_end(job, step, now)  # True: the job cannot complete yet
+        if marked is None:
+            self.steps.mark_evaluated(job, step, now)
+        if marked is not True:
+            self.complete(job)
 
-def record_step_error(ev: Evaluator, state: JobState, step: int, why: str) -> tuple[StepOutcome, ...]:
-    """Record ``why`` against ``step`` for every evaluating rule and count the step as settled."""
-    outcomes = tuple(
-        StepOutcome(r.config.name, step, step_error=why)
-        for r in state.rules
-        if r.status in EVALUATING and r.config.rule_to_invoke != decisions.STALLED_RULE
-    )
-    now = ev.now_ms()
-    ev.steps.record_evaluations(state.name, [(o, []) for o in outcomes], now)
-    _settle(ev, state.name, step, now)
-    return outcomes
+    def complete(self, job: str) -> list:
+        """Apply ``decisions.completion`` with each still-InProgress rule's count of evaluated steps
+        (queried only once the job is otherwise ready to complete)."""
+        counts: dict[str, int] = {}
+        unreadable: dict[str, int] = {}
+        step_errors: dict[str, int] = {}
 
+        def decide(state: JobState):
+            if not decisions.ready_to_complete(state):
+                return None
+            for r in state.rules:
+                if r.config.name not in counts:
+                    counts[r.config.name] = self.steps.count_evaluated(job, r.config.name)
+                if counts[r.config.name] == 0 and r.config.name not in unreadable:  # only then it matters
+                    unreadable[r.config.name] = self.steps.count_unreadable(job, r.config.name)
+            change = decisions.completion(state, counts, unreadable)
+            if change is None or change.entity not in counts:
+                return change
+            # a final status says how many steps the rule could not judge (#34 N13)
+            if change.entity not in step_errors:
+                step_errors[change.entity] = self.steps.count_step_errors(job, change.entity)
+            n = step_errors[change.entity]
+            if not n or "could not be read" in (change.details or ""):  # an Error that says so already
+                return change
+            told = (
+                f"; {n} step{'s' * (n != 1)} unreadable, incomplete or given up "
+                f"(`tornasole jobs status {job}`)"
+            )
+            return dataclasses.replace(change, details=clip(change.details + told))
 
-def _settle(ev: Evaluator, job: str, step: int, now: int) -> None:
-    """Count ``step`` as evaluated; try to complete the job only once its end marker may be there."""
-    marked = ev.steps.mark_evaluated_before_end(job, step, now)  # True: the job cannot complete yet
-    if marked is None:
-        ev.steps.mark_evaluated(job, step, now)
-    if marked is not True:
-        ev.complete(job)
+        return self.transitions.apply(job, decide, self.now_ms())
 
+    def evaluate_step(
+        self, state: JobState, rec: StepRecord, num_workers: int, remaining_s: Remaining = None
+    ) -> list[StepOutcome]:
+        step = rec.step
+        configs = [
+            r.config
+            for r in state.rules
+            if r.status in EVALUATING
+            and r.config.active_at(step)
+            and r.config.rule_to_invoke != decisions.STALLED_RULE
+        ]
+        # a custom rule whose source is outside the allowed prefixes is never loaded (also checked here, not
+        # only at registration: a job registered through the API must not bypass it)
+        refused = {c.name: rule_source_problem(c, self.allowed_rule_prefixes) for c in configs}
+        outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
+        configs = [c for c in configs if not refused[c.name]]
+        recorded: list[StepOutcome] = []  # the built-in rules' outcomes, when recorded before the custom ones
+        if configs:
 
-def complete(ev: Evaluator, job: str) -> list:
-    """Apply ``decisions.completion`` with each still-InProgress rule's count of evaluated steps
-    (queried only once the job is otherwise ready to complete)."""
-    counts: dict[str, int] = {}
-    unreadable: dict[str, int] = {}
-    step_errors: dict[str, int] = {}
+            def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+                recent = self.steps.previous_steps(state.name, step, depth)
+                seen = {p.step for p in recent}
+                first = [p for p in self.steps.first_steps(state.name, step, lead) if p.step not in seen]
+                complete = [p for p in recent + first if len(p.workers) >= num_workers]
+                return [(p.step, tuple(sorted(p.workers))) for p in complete]
 
-    def decide(state: JobState):
-        if not decisions.ready_to_complete(state):
-            return None
-        for r in state.rules:
-            if r.config.name not in counts:
-                counts[r.config.name] = ev.steps.count_evaluated(job, r.config.name)
-            if counts[r.config.name] == 0 and r.config.name not in unreadable:  # only then it matters
-                unreadable[r.config.name] = ev.steps.count_unreadable(job, r.config.name)
-        change = decisions.completion(state, counts, unreadable)
-        if change is None or change.entity not in counts:
-            return change
-        # a final status says how many steps the rule could not judge (#34 N13)
-        if change.entity not in step_errors:
-            step_errors[change.entity] = ev.steps.count_step_errors(job, change.entity)
-        n = step_errors[change.entity]
-        if not n or "could not be read" in (change.details or ""):  # an Error that says so already
-            return change
-        told = (
-            f"; {n} step{'s' * (n != 1)} unreadable, incomplete or given up (`tornasole jobs status {job}`)"
-        )
-        return dataclasses.replace(change, details=clip(change.details + told))
+            files = StepFiles(step, tuple(sorted(rec.workers)))
+            builtins = [c for c in configs if not c.source_s3_uri]
+            customs = [c for c in configs if c.source_s3_uri]
+            if builtins and customs:
+                # the built-in rules' outcomes are recorded before any custom rule runs: a custom rule that
+                # outlives the invocation or kills it costs its own outcome only (#34 N5); a re-drive finds
+                # them recorded (records are written once) and runs the step again
+                recorded = self.runner.run(
+                    state.name, state.trial_path, files, builtins, history, remaining_s
+                )
+                self._record(state, rec, recorded, settle=False)
+                state = self.table.load_job(state.name) or state
+                configs = customs
+            outcomes += self.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
+        self._record(state, rec, outcomes, settle=True)
+        return recorded + outcomes
 
-    return ev.transitions.apply(job, decide, ev.now_ms())
-
-
-def evaluate_step(
-    ev: Evaluator, state: JobState, rec: StepRecord, num_workers: int, remaining_s: Remaining = None
-) -> list[StepOutcome]:
-    step = rec.step
-    configs = [
-        r.config
-        for r in state.rules
-        if r.status in EVALUATING
-        and r.config.active_at(step)
-        and r.config.rule_to_invoke != decisions.STALLED_RULE
-    ]
-    # a custom rule whose source is outside the allowed prefixes is never loaded (also checked here, not
-    # only at registration: a job registered through the API must not bypass it)
-    refused = {c.name: rule_source_problem(c, ev.allowed_rule_prefixes) for c in configs}
-    outcomes = [StepOutcome(name, step, error=why) for name, why in refused.items() if why]
-    configs = [c for c in configs if not refused[c.name]]
-    recorded: list[StepOutcome] = []  # the built-in rules' outcomes, when recorded before the custom ones
-    if configs:
-
-        def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
-            recent = ev.steps.previous_steps(state.name, step, depth)
-            seen = {p.step for p in recent}
-            first = [p for p in ev.steps.first_steps(state.name, step, lead) if p.step not in seen]
-            complete = [p for p in recent + first if len(p.workers) >= num_workers]
-            return [(p.step, tuple(sorted(p.workers))) for p in complete]
-
-        files = StepFiles(step, tuple(sorted(rec.workers)))
-        builtins = [c for c in configs if not c.source_s3_uri]
-        customs = [c for c in configs if c.source_s3_uri]
-        if builtins and customs:
-            # the built-in rules' outcomes are recorded before any custom rule runs: a custom rule that
-            # outlives the invocation or kills it costs its own outcome only (#34 N5); a re-drive finds
-            # them recorded (records are written once) and runs the step again
-            recorded = ev.runner.run(state.name, state.trial_path, files, builtins, history, remaining_s)
-            _record(ev, state, rec, recorded, settle=False)
-            state = ev.table.load_job(state.name) or state
-            configs = customs
-        outcomes += ev.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
-    _record(ev, state, rec, outcomes, settle=True)
-    return recorded + outcomes
-
-
-def _record(
-    ev: Evaluator, state: JobState, rec: StepRecord, outcomes: list[StepOutcome], settle: bool
-) -> list[StepOutcome]:
-    """Record ``outcomes`` (records, their outbox items, the rules' transitions); with ``settle``, count
-    the step as evaluated too."""
-    step = rec.step
-    now = ev.now_ms()
-    batch = [
-        (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
-        for o in outcomes
-    ]
-    # No issue (so no outbox item, no refine) and no transition (apply's first look): one transaction.
-    quiet = not any(o.fired and not o.error for o in outcomes)
-    if (
-        settle
-        and quiet
-        and decisions.after_outcomes(outcomes)(state) is None
-        and ev.steps.record_and_mark_before_end(state.name, outcomes, step, now)
-    ):
-        return outcomes  # recorded and counted; the job cannot complete before its end marker
-    ev.steps.record_evaluations(state.name, batch, now)
-    ev.transitions.apply(state.name, decisions.after_outcomes(outcomes), now, state=state)
-    for o in outcomes:
-        if o.fired and not o.error:
-            ev.steps.refine_issue(state.name, o.rule_name, step, o.details)
-    if settle:
-        _settle(ev, state.name, step, now)
-    return outcomes
+    def _record(
+        self, state: JobState, rec: StepRecord, outcomes: list[StepOutcome], settle: bool
+    ) -> list[StepOutcome]:
+        """Record ``outcomes`` (records, their outbox items, the rules' transitions); with ``settle``, count
+        the step as evaluated too."""
+        step = rec.step
+        now = self.now_ms()
+        batch = [
+            (o, decisions.issue_extras(state, o, sorted(rec.workers)) if o.fired and not o.error else [])
+            for o in outcomes
+        ]
+        # No issue (so no outbox item, no refine) and no transition (apply's first look): one transaction.
+        quiet = not any(o.fired and not o.error for o in outcomes)
+        if (
+            settle
+            and quiet
+            and decisions.after_outcomes(outcomes)(state) is None
+            and self.steps.record_and_mark_before_end(state.name, outcomes, step, now)
+        ):
+            return outcomes  # recorded and counted; the job cannot complete before its end marker
+        self.steps.record_evaluations(state.name, batch, now)
+        self.transitions.apply(state.name, decisions.after_outcomes(outcomes), now, state=state)
+        for o in outcomes:
+            if o.fired and not o.error:
+                self.steps.refine_issue(state.name, o.rule_name, step, o.details)
+        if settle:
+            self._settle(state.name, step, now)
+        return outcomes

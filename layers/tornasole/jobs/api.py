@@ -1,7 +1,7 @@
 """Register jobs on the serverless evaluator and read them back, SageMaker-style.
 
 A thin, user-facing front: everything is done by
-``tornasole.evaluator.registry.JobRegistry`` (the one place registration
+``tornasole.evaluator.registration.job_registry.JobRegistry`` (the one place registration
 lives, shared with the ``tornasole_job.json`` handler). This module adds what a
 Python user expects: the table from ``TORNASOLE_STATE_TABLE``, the caller's
 account in ARNs, and ``describe()`` times as ``datetime`` objects, as boto3
@@ -25,13 +25,13 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from tornasole.evaluator.job_limits import JOB_NAME_PATTERN
-from tornasole.evaluator.job_request import spec_from_arguments
 from tornasole.evaluator.models import JobSpec
-from tornasole.evaluator.registration import JobConflictError
-from tornasole.evaluator.registry import JobNotFoundError, JobRegistry
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepStore
+from tornasole.evaluator.registration.job_limits import JOB_NAME_PATTERN
+from tornasole.evaluator.registration.job_registry import JobNotFoundError, JobRegistry
+from tornasole.evaluator.registration.job_request import spec_from_arguments
+from tornasole.evaluator.registration.registrar import JobConflictError
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
 
 __all__ = [
     "TornasoleJobs",
@@ -180,7 +180,7 @@ class TornasoleJobs:
 
     def register_from_config(self, config: Any, trial_path: str) -> tuple[str, str]:
         """Register a parsed ``tornasole_job.json`` found at ``trial_path``; ``(outcome, job name)``."""
-        from tornasole.evaluator.job_request import spec_from_config
+        from tornasole.evaluator.registration.job_request import spec_from_config
 
         spec = spec_from_config(config, trial_path)
         return self.registry.register(spec, adopt_orphans=False), spec.name

@@ -4,15 +4,15 @@ Why a registry partition: listing must not scan the table (its size grows
 with every step of every run); the registry holds one item per job, written
 in the registration transaction, and one per failed registration, so a
 listing costs one paginated Query plus one Query per job for its statuses.
-The work is ``tornasole.evaluator.registry.JobRegistry.list_jobs``.
+The work is ``tornasole.evaluator.registration.job_registry.JobRegistry.list_jobs``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tornasole.evaluator.registry import JobRegistry
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.registration.job_registry import JobRegistry
+from tornasole.evaluator.store.state_table import StateTable
 
 __all__ = ["fired_steps", "list_jobs"]
 

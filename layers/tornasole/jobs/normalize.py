@@ -1,20 +1,20 @@
 """Rule configurations of both shapes -> ``RuleConfig``, and why a rule cannot run.
 
-The work is done in ``tornasole.evaluator.job_config`` (shapes) and
-``tornasole.evaluator.job_limits`` (validation), shared with the evaluator's
+The work is done in ``tornasole.evaluator.registration.job_config`` (shapes) and
+``tornasole.evaluator.registration.job_limits`` (validation), shared with the evaluator's
 ``tornasole_job.json`` handler; this module is the user-facing name for it.
 """
 
 from __future__ import annotations
 
-from tornasole.evaluator.job_config import (
+from tornasole.evaluator.models import RuleConfig, rule_source_problem
+from tornasole.evaluator.registration.job_config import (
     RESERVED,
     from_debug_rule_configuration,
     from_rules_specification,
     normalise_rules,
 )
-from tornasole.evaluator.models import RuleConfig, rule_source_problem
-from tornasole.evaluator.rule_checks import builtin_rule_problems
+from tornasole.evaluator.registration.rule_checks import builtin_rule_problems
 
 __all__ = [
     "RESERVED",

@@ -18,25 +18,22 @@ import dataclasses
 import json
 import os
 import time
-from functools import partial
 from typing import Any
 
 from tornasole.evaluator.details import clip
 from tornasole.evaluator.failures import TransientError
-from tornasole.evaluator.index_cache import IndexFileCache
-from tornasole.evaluator.models import RuleConfig, StepOutcome
-from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner, Remaining
-from tornasole.evaluator.runner import (
-    MAX_HISTORY_STEPS,
-    RESULTS_RESERVE_S,
-    History,
-    StepFiles,
-    StepRunner,
-    default_rule_factory,
+from tornasole.evaluator.models import History, RuleConfig, StepFiles, StepOutcome
+from tornasole.evaluator.runner import RESULTS_RESERVE_S, StepRunner
+from tornasole.evaluator.sandbox.confine import Limits
+from tornasole.evaluator.sandbox.forked import run_forked
+from tornasole.evaluator.sandbox.rule_process import rule_reply
+from tornasole.evaluator.sandbox.rule_runners import Remaining
+from tornasole.evaluator.sandbox.wire import (
+    MAX_REPLY_BYTES,
+    SandboxReplyError,
+    outcome_from_reply,
+    rule_windows,
 )
-from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxReplyError, outcome_from_reply, reply_of
-from tornasole.lambda_support.confine import Limits
-from tornasole.lambda_support.forked import run_forked
 
 __all__ = ["GRACE_S", "ForkedCustomRuleRunner"]
 
@@ -79,28 +76,12 @@ class ForkedCustomRuleRunner:
         history: History | None = None,
         remaining_s: Remaining = None,
     ) -> StepOutcome:
-        from tornasole.lambda_support.handlers.custom_rule import history_window
-
         budget = self.step_runner.budget.within(remaining_s() if remaining_s else None, RESULTS_RESERVE_S)
-        # the windows a rule may read, queried here: the child has no table client of its own
-        recent = tuple(history(MAX_HISTORY_STEPS, 0)) if history else ()
-        first = tuple(history(0, MAX_HISTORY_STEPS)) if history else ()
+        recent, first = rule_windows(history)  # queried here: the child has no table client of its own
 
         def run() -> dict[str, Any]:
-            storage = _own_storage()
-            runner = StepRunner(
-                rule_factory=partial(default_rule_factory, storage=storage),
-                index_cache=IndexFileCache(),
-                budget=budget,
-                storage=storage,
-            )
-            try:
-                outcome = InProcessCustomRuleRunner(runner).evaluate(
-                    job_name, trial_path, files, config, history_window(recent, first)
-                )
-            except TransientError as exc:
-                return {"kind": "transient", "reason": str(exc)[:1024]}
-            return reply_of(outcome)
+            runner = StepRunner.on_storage(_own_storage(), budget)
+            return rule_reply(runner, job_name, trial_path, files, config, recent, first)
 
         start = time.perf_counter()
         reply = run_forked(run, budget.seconds + self.grace_s, MAX_REPLY_BYTES, limits=self.limits)

@@ -53,8 +53,8 @@ def test_logs_before_any_step_says_so(stack: None, capsys) -> None:
 
 
 def test_status_fail_on_issues(stack: None, capsys) -> None:
-    from tornasole.evaluator.state import StateTable
-    from tornasole.evaluator.transitions import Transitions, to_error
+    from tornasole.evaluator.store.state_table import StateTable
+    from tornasole.evaluator.store.transitions import Transitions, to_error
 
     assert _register("j1", "s3://trials/j1", "VanishingGradient", "DeadRelu") == 0
     assert main(["jobs", "status", "j1", "--fail-on-issues"]) == 0  # nothing found yet

@@ -28,7 +28,7 @@ def _register(*extra: str) -> int:
 
 
 def test_idle_timeout_is_stored_on_the_job(resources) -> None:
-    from tornasole.evaluator.state import StateTable
+    from tornasole.evaluator.store.state_table import StateTable
 
     assert _register("--idle-timeout", "90") == 0
     assert StateTable().load_job("j1").idle_timeout_s == 90

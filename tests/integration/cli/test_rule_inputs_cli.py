@@ -122,8 +122,8 @@ def test_unchanged_weights_is_accepted_by_register_invoke_and_rules_list(
 
 def test_fail_on_issues_does_not_fail_on_nothing_evaluated(stack: None, capsys) -> None:
     from tornasole.evaluator.models import RuleStatus
-    from tornasole.evaluator.state import StateTable
-    from tornasole.evaluator.transitions import Change, Transitions
+    from tornasole.evaluator.store.state_table import StateTable
+    from tornasole.evaluator.store.transitions import Change, Transitions
 
     assert (
         main(["jobs", "register", "--name", "j1", "--s3-output", "s3://trials/j1", "--rule", "DeadRelu"]) == 0

@@ -11,7 +11,7 @@ import json
 import pytest
 from evaluator_stack import TRIAL, Stack
 
-import tornasole.evaluator.outbox as outbox
+import tornasole.evaluator.store.outbox as outbox
 from tornasole.jobs import Rule, TornasoleJobs
 from tornasole.rules.actions import parse_actions
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND

@@ -8,7 +8,7 @@ import json
 import pytest
 from evaluator_stack import TRIAL, Stack
 
-import tornasole.evaluator.outbox as outbox
+import tornasole.evaluator.store.outbox as outbox
 from alert_checks import assert_valid_alert, assert_valid_alert_event_detail
 from tornasole import config
 from tornasole.alerts.destinations import DETAIL_TYPE_ALERT
@@ -142,7 +142,7 @@ def test_a_stall_alerts_its_destinations_once(stack: Stack, destinations: None) 
     import time
 
     from tornasole.evaluator.service import Evaluator
-    from tornasole.evaluator.state import StateTable
+    from tornasole.evaluator.store.state_table import StateTable
     from tornasole.lambda_support.env import HandlerEnv
 
     stalled = Rule.sagemaker(

@@ -8,11 +8,11 @@ from typing import Any
 from evaluator_stack import BUCKET, TRIAL, Stack
 
 from tornasole.evaluator.completion import END_GRACE_S
-from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.schedule import PENDING_GRACE_MS
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepStore
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
 from tornasole.jobs import TornasoleJobs, rule_job_summary
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.stack_spec import DEFAULT_SPEC

@@ -23,7 +23,7 @@ from evaluator_stack import Stack, event_ids
 from moto.core.botocore_stubber import BotocoreStubber
 
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.jobs import TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv
 
@@ -169,7 +169,7 @@ def test_collections_file_handled_while_a_step_looks_for_it_does_not_strand_the_
     then the collections file lands and its handler re-drives the pending steps, all before the step's
     handler puts its step on the PENDING index. The step must still be evaluated now, not stranded
     until the scheduled check's grace period (minutes) re-drives it."""
-    from tornasole.evaluator.steps import StepStore
+    from tornasole.evaluator.store.step_store import StepStore
 
     stack.put_job_config(JOB_CONFIG)
     stack.deliver(stack.notifications()[0])

@@ -13,9 +13,9 @@ import pytest
 from evaluator_stack import TRIAL, Stack, event_ids
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.events import OutboxPublisher, PublishError
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.outbox import OutboxPublisher, PublishError
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.jobs import Rule, TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv
 

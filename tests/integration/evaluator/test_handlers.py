@@ -8,9 +8,9 @@ import pytest
 from evaluator_stack import BUCKET, TRIAL, Stack, event_ids, load_event, load_handler, s3_event
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.exceptions import ConfigurationError
 from tornasole.jobs import TornasoleJobs, describe, rule_job_summary
 from tornasole.lambda_support.env import HandlerEnv

@@ -10,10 +10,10 @@ import numpy as np
 from evaluator_stack import BUCKET, TRIAL, Stack, event_ids
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.runner import StepRunner, default_rule_factory
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.jobs import Rule, TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.rules import Rule as BaseRule

@@ -16,10 +16,10 @@ import jsonschema
 import pytest
 from evaluator_stack import TRIAL, Stack
 
-from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.lifecycle import DEFAULT_IDLE_TIMEOUT_S
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.exceptions import InvalidJobConfiguration
 from tornasole.jobs import Rule, TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv

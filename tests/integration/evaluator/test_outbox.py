@@ -9,11 +9,11 @@ from evaluator_stack import TRIAL, Stack
 
 from tornasole.aws.clients import client
 from tornasole.evaluator.details import describe
-from tornasole.evaluator.events import EVENT_BUDGET_BYTES, TRIMMED_FIELD, entry_bytes, fit_event
-from tornasole.evaluator.limits import EVENTBRIDGE_ENTRY_BYTES
 from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus
-from tornasole.evaluator.outbox import CLAIM_TIMEOUT_MS, OutboxItem, OutboxPublisher, outbox_put
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.event_entries import EVENT_BUDGET_BYTES, TRIMMED_FIELD, entry_bytes, fit_event
+from tornasole.evaluator.store.item_limits import EVENTBRIDGE_ENTRY_BYTES
+from tornasole.evaluator.store.outbox import CLAIM_TIMEOUT_MS, OutboxItem, OutboxPublisher, outbox_put
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.jobs import TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.stack_spec import DETAIL_TYPE_JOB_STATE_CHANGE, EVENT_ID_FIELD

@@ -13,14 +13,14 @@ from botocore.exceptions import ClientError
 from evaluator_stack import BUCKET, TRIAL, Stack
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.events import OutboxPublisher
 from tornasole.evaluator.failures import TransientError
-from tornasole.evaluator.isolation import Budget
-from tornasole.evaluator.limits import DYNAMODB_ITEM_BYTES, item_bytes
 from tornasole.evaluator.runner import StepRunner, default_rule_factory
+from tornasole.evaluator.sandbox.isolation import Budget
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import MAX_STEP_ATTEMPTS
+from tornasole.evaluator.store.item_limits import DYNAMODB_ITEM_BYTES, item_bytes
+from tornasole.evaluator.store.outbox import OutboxPublisher
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import MAX_STEP_ATTEMPTS
 from tornasole.jobs import Rule, TornasoleJobs, rule_job_summary
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.rules.outcome import RuleOutcome

@@ -10,7 +10,7 @@ import pytest
 from evaluator_stack import BUCKET, TRIAL, Stack, event_ids
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.job_limits import MAX_RULES_PARAMETERS_BYTES
+from tornasole.evaluator.registration.job_limits import MAX_RULES_PARAMETERS_BYTES
 from tornasole.exceptions import InvalidJobConfiguration
 from tornasole.jobs import JobConflictError, TornasoleJobs, describe, list_jobs, update_job_rules
 

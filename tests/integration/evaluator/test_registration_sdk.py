@@ -20,7 +20,7 @@ from evaluator_stack import BUCKET, REPO, Stack
 
 from tornasole.aws.clients import client
 from tornasole.core.collection_merge import SaveRange
-from tornasole.evaluator.job_config import decode_action_json
+from tornasole.evaluator.registration.job_config import decode_action_json
 from tornasole.jobs import TornasoleJobs, describe, register_from_request
 from tornasole.rules.actions import Action
 

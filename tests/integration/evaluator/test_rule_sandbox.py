@@ -28,11 +28,11 @@ from moto.core import enable_iam_authentication
 from tornasole.aws.clients import client
 from tornasole.evaluator.failures import TransientError
 from tornasole.evaluator.models import RuleConfig, StepOutcome
-from tornasole.evaluator.rule_sandbox import InvokeReply, LambdaCustomRuleRunner, lambda_invoke
 from tornasole.evaluator.runner import StepFiles, StepRunner
-from tornasole.evaluator.sandbox_policy import session_policy
+from tornasole.evaluator.sandbox.rule_runners import InvokeReply, LambdaCustomRuleRunner, lambda_invoke
+from tornasole.evaluator.sandbox.session_policy import session_policy
 from tornasole.evaluator.service import Evaluator
-from tornasole.evaluator.state import StateTable
+from tornasole.evaluator.store.state_table import StateTable
 from tornasole.exceptions import ConfigurationError
 from tornasole.jobs import Rule, TornasoleJobs
 from tornasole.lambda_support.env import HandlerEnv

@@ -31,8 +31,8 @@ from evaluator_stack import BUCKET, Stack
 
 from tornasole.aws.clients import client
 from tornasole.evaluator.models import RuleConfig
-from tornasole.evaluator.sandbox_policy import SESSION_SECONDS, session_name
-from tornasole.evaluator.sandbox_wire import SandboxRequest
+from tornasole.evaluator.sandbox.session_policy import SESSION_SECONDS, session_name
+from tornasole.evaluator.sandbox.wire import SandboxRequest
 from tornasole.stack_spec import ENV_CUSTOM_RULES_PREFIX
 
 NOBODY = 65534
@@ -177,7 +177,7 @@ def _event(job: str, how: str, shared: str, secret: str = "") -> tuple[dict[str,
 
 def _handler_as_nobody(shared: str, tmp_root: str, lambda_context: Any) -> None:  # pragma: no cover - child
     """The sandbox function's process: drop to nobody, cold start, job A, then job B; replies to stdout."""
-    from tornasole.lambda_support import confine
+    from tornasole.evaluator.sandbox import confine
     from tornasole.lambda_support.handlers import custom_rule
 
     os.setgroups([])

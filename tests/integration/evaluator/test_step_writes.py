@@ -16,9 +16,9 @@ import pytest
 from evaluator_stack import TRIAL, Stack
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.keys import META, job_pk
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepStore
+from tornasole.evaluator.store.keys import META, job_pk
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
 from tornasole.jobs import TornasoleJobs, rule_job_summary
 from tornasole.lambda_support.env import HandlerEnv
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tornasole.aws.clients import client
-from tornasole.evaluator.isolation import Budget
+from tornasole.evaluator.sandbox.isolation import Budget
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.jobs import Rule, register_job, rule_job_summary
 from tornasole.lambda_support.handlers import on_object_created

@@ -183,7 +183,7 @@ def test_a_custom_rules_values_cannot_blow_up_the_bodys_fields() -> None:
 
 def test_the_largest_alert_event_fits_eventbridge() -> None:
     from tornasole.alerts.destinations import alert_event_detail
-    from tornasole.evaluator.events import check_entry
+    from tornasole.evaluator.store.event_entries import check_entry
 
     long = "x" * 2000
     body = _body(

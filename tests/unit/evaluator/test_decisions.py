@@ -9,7 +9,7 @@ from tornasole.evaluator import decisions
 from tornasole.evaluator.details import MAX_STATUS_DETAILS, describe, issue_detail, step_files
 from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus, job_arn
 from tornasole.evaluator.models import StepOutcome as Out
-from tornasole.evaluator.transitions import JOB, event_id
+from tornasole.evaluator.store.transitions import JOB, event_id
 from tornasole.format import paths
 from tornasole.rules.actions import Action
 from tornasole.stack_spec import DEFAULT_SPEC, END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_FILE

@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tornasole.evaluator.index_cache import CachingStorage, IndexFileCache
 from tornasole.evaluator.models import RuleConfig
 from tornasole.evaluator.runner import (
     DEFAULT_HISTORY_STEPS,
@@ -17,6 +16,7 @@ from tornasole.evaluator.runner import (
     history_window,
     leading_window,
 )
+from tornasole.evaluator.store.index_cache import CachingStorage, IndexFileCache
 from tornasole.format.writer import StepWriter, TrialWriter
 from tornasole.rules import Rule, create_rule
 from tornasole.storage import get_storage

@@ -11,14 +11,14 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
-from tornasole.evaluator.isolation import (
+from tornasole.evaluator.sandbox.isolation import (
     Budget,
     RuleDeadlineExceeded,
     RuleExit,
     RuleMemoryExceeded,
     guarded,
 )
-from tornasole.evaluator.limits import (
+from tornasole.evaluator.store.item_limits import (
     DYNAMODB_ITEM_BYTES,
     MAX_VALUES_BYTES,
     ItemTooLarge,

@@ -6,9 +6,17 @@ import json
 
 import pytest
 
-from tornasole.evaluator import job_limits
-from tornasole.evaluator.job_config import decode_action_json, from_debug_rule_configuration, normalise_rules
-from tornasole.evaluator.job_request import spec_from_arguments, spec_from_config, spec_from_request
+from tornasole.evaluator.registration import job_limits
+from tornasole.evaluator.registration.job_config import (
+    decode_action_json,
+    from_debug_rule_configuration,
+    normalise_rules,
+)
+from tornasole.evaluator.registration.job_request import (
+    spec_from_arguments,
+    spec_from_config,
+    spec_from_request,
+)
 from tornasole.exceptions import ConfigurationError, InvalidJobConfiguration, TornasoleValueError
 from tornasole.rules.actions import Action
 

@@ -1,6 +1,6 @@
 """A sandboxed custom rule's failure is that rule's alone (issue #34 N5).
 
-``custom_rules`` is the runner's collaborator for the rule sandbox (``rule_sandbox``); here a
+``custom_rules`` is the runner's collaborator for the rule sandbox (``sandbox.rule_runners``); here a
 stand-in whose ``evaluate`` fails as the sandbox's client can: a dropped connection (transient)
 or a reply on the pipe that does not parse (the rule's own doing).
 """

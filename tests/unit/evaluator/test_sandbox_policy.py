@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tornasole.evaluator.sandbox_policy import (
+from tornasole.evaluator.sandbox.session_policy import (
     MAX_SESSION_POLICY_CHARS,
     policy_text,
     session_name,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tornasole.evaluator.models import RuleConfig, StepOutcome
-from tornasole.evaluator.sandbox_wire import (
+from tornasole.evaluator.sandbox.wire import (
     MAX_REQUEST_BYTES,
     SandboxRequest,
     outcome_from_reply,

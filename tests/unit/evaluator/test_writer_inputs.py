@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tornasole.evaluator import job_limits, job_request
+from tornasole.evaluator.registration import job_limits, job_request
 from tornasole.exceptions import InvalidJobConfiguration
 
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"threshold": "0.001"}}

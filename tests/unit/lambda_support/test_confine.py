@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tornasole.lambda_support import confine
+from tornasole.evaluator.sandbox import confine
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and /proc are Linux's")
 
@@ -119,7 +119,7 @@ def test_a_cpu_bound_rule_is_killed_by_its_cpu_limit() -> None:
 
 def test_a_scrubbed_environment_holds_no_role_keys_not_even_in_proc_environ() -> None:
     code = (
-        "import ctypes, os; from tornasole.lambda_support import confine; confine.scrub_environment(); "
+        "import ctypes, os; from tornasole.evaluator.sandbox import confine; confine.scrub_environment(); "
         "libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p; "
         "print(repr((open('/proc/self/environ', 'rb').read(), sorted(k for k in os.environ if 'SECRET' in k "
         "or k.startswith('AWS_LAMBDA_RUNTIME')), libc.getenv(b'KEPT'), os.environ['KEPT'])))"
@@ -208,7 +208,7 @@ def kill_the_zygote(payload: bytes) -> dict:
 
 
 def test_what_a_rule_leaves_after_killing_its_zygote_is_killed_by_the_handler(tmp_path) -> None:
-    from tornasole.lambda_support.zygote import Zygote
+    from tornasole.evaluator.sandbox.zygote import Zygote
 
     pid_file = tmp_path / "left.pid"
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tornasole.lambda_support.zygote import Zygote
+from tornasole.evaluator.sandbox.zygote import Zygote
 
 # What the parent comes to hold after the zygote started (a later request, in the sandbox).
 HELD_LATER: list[bytes] = []
@@ -103,13 +103,13 @@ def test_a_confinement_the_kernel_refuses_is_logged(monkeypatch, caplog, tmp_pat
     """Where seccomp (or a limit) cannot be applied, the run says so in the function's log."""
     import tempfile
 
-    from tornasole.lambda_support import confine, zygote
+    from tornasole.evaluator.sandbox import confine, zygote
 
     refused = confine.Confinement(missing=["seccomp filter refused by the kernel: Invalid argument"])
     monkeypatch.setattr(confine, "confine", lambda limits, cpu_seconds=None: refused)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    with caplog.at_level("WARNING", logger="tornasole.lambda_support.zygote"):
+    with caplog.at_level("WARNING", logger="tornasole.evaluator.sandbox.zygote"):
         zygote._confine_child(confine.Limits(), str(tmp_path), 5.0)
     assert "rule sandbox: seccomp filter refused by the kernel: Invalid argument" in caplog.text
     (private,) = tmp_path.iterdir()

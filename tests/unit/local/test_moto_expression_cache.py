@@ -7,7 +7,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tornasole.evaluator.state import CONDITIONS
+from tornasole.evaluator.store.state_table import CONDITIONS
 from tornasole.local.moto_patches import dynamodb_expression_cache as moto_expressions
 
 SET_STEP = "ADD workers :w SET step = :step, first_seen = if_not_exists(first_seen, :now), last_seen = :now"

@@ -121,7 +121,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_jobs_status_prints_each_firings_advice_in_full(stack, trial_factory, capsys):
     from tornasole.cli.main import main
-    from tornasole.evaluator.transitions import Transitions
+    from tornasole.evaluator.store.transitions import Transitions
     from tornasole.jobs import TornasoleJobs
 
     assert (

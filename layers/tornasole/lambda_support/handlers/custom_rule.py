@@ -1,8 +1,8 @@
 """The rule sandbox: one custom rule at one step, with only the credentials it was handed.
 
-Invoked synchronously by the evaluator (``rule_sandbox.LambdaCustomRuleRunner``) with a job-scoped
-set of temporary credentials (reads of that job's trial and the rule file, nothing else). Every S3
-call here is made by a client built from those credentials only, never from the function's own
+Invoked synchronously by the evaluator (``evaluator.sandbox.rule_runners.LambdaCustomRuleRunner``)
+with a job-scoped set of temporary credentials (reads of that job's trial and the rule file, nothing
+else). Every S3 call here is made by a client built from those credentials only, never from the function's own
 role (which may write its logs and nothing else). The rule file is loaded through the same loader
 as in the evaluator, and only from this function's configured rule prefix; the rule runs under
 ``isolation.guarded``, in a child process: in Lambda a child of the zygote forked at cold start
@@ -20,20 +20,18 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
-from tornasole.evaluator.failures import TransientError
-from tornasole.evaluator.index_cache import IndexFileCache
-from tornasole.evaluator.models import rule_source_problem
-from tornasole.evaluator.rule_sandbox import InProcessCustomRuleRunner
-from tornasole.evaluator.runner import StepFiles, StepRunner, default_rule_factory
-from tornasole.evaluator.sandbox_wire import MAX_REPLY_BYTES, SandboxRequest, Window, reply_of
-from tornasole.lambda_support import confine
+from tornasole.evaluator.models import StepFiles, rule_source_problem
+from tornasole.evaluator.runner import StepRunner
+from tornasole.evaluator.sandbox import confine
+from tornasole.evaluator.sandbox.forked import run_forked
+from tornasole.evaluator.sandbox.rule_process import rule_reply
+from tornasole.evaluator.sandbox.wire import MAX_REPLY_BYTES, SandboxRequest
+from tornasole.evaluator.sandbox.zygote import Zygote
 from tornasole.lambda_support.env import HandlerEnv
-from tornasole.lambda_support.forked import run_forked
 from tornasole.lambda_support.observability import inject_invocation_context, logger
-from tornasole.lambda_support.zygote import Zygote
 
 __all__ = [
     "ENV_FORK",
@@ -41,7 +39,6 @@ __all__ = [
     "allowed_rule_prefixes",
     "evaluate",
     "handler",
-    "history_window",
     "scoped_storage",
 ]
 
@@ -91,17 +88,6 @@ def scoped_storage(credentials: Mapping[str, str]) -> Any:
     return S3Storage(client=client)
 
 
-def history_window(recent: Window, first: Window) -> Any:
-    """The evaluator's ``history(depth, lead)`` over the windows it sent (newest first, then first)."""
-
-    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
-        near = list(recent[:depth])
-        seen = {s for s, _ in near}
-        return near + [(s, w) for s, w in first[:lead] if s not in seen]
-
-    return history
-
-
 def _bounded(remaining_s: Any, seconds: float | None) -> Any:
     """The invocation's remaining time, never more than the ``seconds`` the evaluator can still wait."""
     if seconds is None:
@@ -117,21 +103,11 @@ def _bounded(remaining_s: Any, seconds: float | None) -> Any:
 
 def _run_request(request: SandboxRequest, remaining_s: Any) -> dict[str, Any]:
     """One rule at one step on storage holding the request's credentials: the reply."""
-    storage = scoped_storage(request.credentials)
-    runner = StepRunner(
-        rule_factory=partial(default_rule_factory, storage=storage),
-        index_cache=IndexFileCache(),  # per request: nothing read for one job is served to another
-        storage=storage,
-    )
+    runner = StepRunner.on_storage(scoped_storage(request.credentials))
     files = StepFiles(request.step, request.workers)
-    history = history_window(request.recent, request.first)
-    try:
-        outcome = InProcessCustomRuleRunner(runner).evaluate(
-            request.job, request.trial, files, request.rule, history, remaining_s
-        )
-    except TransientError as exc:
-        return {"kind": "transient", "reason": str(exc)[:1024]}
-    return reply_of(outcome)
+    return rule_reply(
+        runner, request.job, request.trial, files, request.rule, request.recent, request.first, remaining_s
+    )
 
 
 def _run_payload(payload: bytes) -> dict[str, Any]:

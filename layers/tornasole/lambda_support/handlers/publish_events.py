@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from tornasole.evaluator.events import OutboxPublisher
+from tornasole.evaluator.store.outbox import OutboxPublisher
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.lambda_support.observability import inject_invocation_context, metrics, tracer
 

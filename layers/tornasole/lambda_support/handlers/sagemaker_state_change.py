@@ -1,5 +1,5 @@
 """SageMaker's "SageMaker Training Job State Change" event (default bus, source ``aws.sagemaker``) -> the
-evaluator settles the job of that name (``tornasole.evaluator.lifecycle.training_state_change``).
+evaluator settles the job of that name (``evaluator.completion.EndOfTraining.training_state_change``).
 
 Why: on SageMaker the hook writes no end marker; SageMaker's own event is the end of training. An event of
 another shape is logged and answered ``invalid`` (a retry would not change it), never raised.

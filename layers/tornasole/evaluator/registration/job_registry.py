@@ -28,14 +28,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tornasole.evaluator import job_limits, job_request, lifecycle
 from tornasole.evaluator.details import describe, rule_statuses
-from tornasole.evaluator.job_config import normalise_rules
 from tornasole.evaluator.models import JobSpec, RuleStatus, job_arn, rule_source_problem
-from tornasole.evaluator.registration import JobConflictError, Registrar, unnamed_failure_key
-from tornasole.evaluator.state import StateTable
-from tornasole.evaluator.steps import StepStore
-from tornasole.evaluator.transitions import Transitions, to_error
+from tornasole.evaluator.objects import end_marker_present, listed_steps
+from tornasole.evaluator.registration import job_limits, job_request
+from tornasole.evaluator.registration.job_config import normalise_rules
+from tornasole.evaluator.registration.registrar import JobConflictError, Registrar, unnamed_failure_key
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.evaluator.store.step_store import StepStore
+from tornasole.evaluator.store.transitions import Transitions, to_error
 from tornasole.exceptions import InvalidJobConfiguration, TornasoleValueError
 
 __all__ = ["JobRegistry", "JobNotFoundError", "JobConflictError", "ensure_bucket_exists"]
@@ -88,9 +89,9 @@ IDLE_TIMEOUT_KEY = "IdleTimeoutSeconds"
 
 
 def _with_idle_timeout(spec: JobSpec, value: Any, what: str = "idle_timeout_s") -> JobSpec:
-    """``spec`` with its validated idle timeout (``lifecycle.check_idle_timeout``; None keeps the default)."""
+    """``spec`` with its validated idle timeout (``job_limits.check_idle_timeout``; None: the default)."""
     try:
-        seconds = lifecycle.check_idle_timeout(value, what)
+        seconds = job_limits.check_idle_timeout(value, what)
     except TornasoleValueError as exc:
         raise InvalidJobConfiguration(str(exc), job=spec.name) from None
     return spec if seconds is None else dataclasses.replace(spec, idle_timeout_s=seconds)
@@ -149,13 +150,13 @@ class JobRegistry:
         seen here or by its own notification). The scheduled check evaluates the adopted steps and
         completes the job. A trial this process cannot read is left to the idle timeout."""
         try:
-            ended = lifecycle.end_marker_present(spec.trial_path)
+            ended = end_marker_present(spec.trial_path)
         except OSError as exc:
             log.warning("cannot check the end marker of %s: %s", spec.trial_path, exc)
             return
         state = self.table.load_job(spec.name) if ended else None
         if state is not None and not state.end_marker_seen:
-            lifecycle.note_end(steps, state, self.clock())
+            steps.set_end_marker(state.name, len(listed_steps(state)), self.clock())
 
     def register_arguments(
         self,

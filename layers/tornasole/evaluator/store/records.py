@@ -11,8 +11,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from tornasole.evaluator.keys import META, RULE_PREFIX
 from tornasole.evaluator.models import JobState, JobStatus, RuleConfig, RuleState, RuleStatus
+from tornasole.evaluator.store.keys import META, RULE_PREFIX
 
 __all__ = ["from_dynamo", "job_state", "to_dynamo"]
 

@@ -2,7 +2,7 @@
 
 Why here and not in the API: the configuration file (``tornasole_job.json``) and
 the Python/CLI API must register identically, so both go through
-``tornasole.evaluator.registry.JobRegistry``, which validates and then calls
+``tornasole.evaluator.registration.job_registry.JobRegistry``, which validates and then calls
 ``Registrar``. Registration puts the job, its rules, the trial -> job mapping,
 the registry entry and the InProgress event in one transaction (so a job holds
 at most ``job_limits.MAX_RULES_PER_JOB`` rules) guarded by ``job_is_new`` and
@@ -19,10 +19,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tornasole.evaluator.job_limits import TRANSACTION_MAX_ITEMS
 from tornasole.evaluator.models import JobSpec, JobState, JobStatus, RuleConfig, RuleState, RuleStatus
-from tornasole.evaluator.state import Conflict, StateTable, job_pk, trial_pk
-from tornasole.evaluator.transitions import (
+from tornasole.evaluator.registration.job_limits import TRANSACTION_MAX_ITEMS
+from tornasole.evaluator.store.state_table import Conflict, StateTable, job_pk, trial_pk
+from tornasole.evaluator.store.transitions import (
     JOB,
     MAX_CONFLICTS,
     Transitions,

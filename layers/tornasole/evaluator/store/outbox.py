@@ -5,7 +5,7 @@ out as one ``Tornasole Alert`` event on the bus, which the stack routes by desti
 action's reminder gate first.
 
 Writing (``outbox_put``): a transition and its outbox item are written in one
-DynamoDB transaction (``tornasole.evaluator.transitions``), so an item exists
+DynamoDB transaction (``tornasole.evaluator.store.transitions``), so an item exists
 iff the change happened. Event payloads are fitted to EventBridge's entry limit
 here, before they are stored (``events.fit_event``).
 
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tornasole.alerts.destinations import DETAIL_TYPE_ALERT
-from tornasole.evaluator.keys import (
+from tornasole.evaluator.store.event_entries import PublishError, check_entry, fit_event
+from tornasole.evaluator.store.keys import (
     OUTBOX,
     OUTBOX_PREFIX,
     alert_gate_sk,
@@ -44,8 +45,7 @@ from tornasole.evaluator.keys import (
     outbox_gsi_sk,
     outbox_sk,
 )
-from tornasole.evaluator.state import Conflict, StateTable
-from tornasole.exceptions import TornasoleError
+from tornasole.evaluator.store.state_table import Conflict, StateTable
 from tornasole.stack_spec import ALERT_ATTR_ACTION, ALERT_ATTR_ENDPOINT, ALERT_ATTR_JOB, DEFAULT_SPEC
 
 if TYPE_CHECKING:
@@ -83,7 +83,6 @@ class OutboxItem:
 
 def outbox_put(table: StateTable, job: str, entry: OutboxItem, now_ms: int) -> dict[str, Any]:
     """The transaction entry inserting one outbox item (``outbox_is_new``); events fitted to EventBridge."""
-    from tornasole.evaluator.events import fit_event
 
     payload = fit_event(entry.payload, job) if entry.kind == "event" else entry.payload
     gsi = table.spec.gsi
@@ -97,10 +96,6 @@ def outbox_put(table: StateTable, job: str, entry: OutboxItem, now_ms: int) -> d
     row[gsi.partition_key] = OUTBOX
     row[gsi.sort_key] = outbox_gsi_sk(now_ms, entry.event_id)
     return {"Put": table.put_args(row, "outbox_is_new")}
-
-
-class PublishError(TornasoleError):
-    """An outbox item could not be delivered (it stays unpublished and is retried)."""
 
 
 class OutboxPublisher:
@@ -232,7 +227,6 @@ class OutboxPublisher:
             raise PublishError(f"outbox item {item.get(self.table.spec.sort_key)}: unknown kind {kind!r}")
 
     def _put_event(self, payload: dict[str, Any]) -> None:
-        from tornasole.evaluator.events import check_entry
 
         entry = {
             "Source": self.source,

@@ -4,7 +4,7 @@ Why one module: the same keys are written by registration, steps, transitions
 and the outbox, and read back by the schedule, the jobs API and the tests. A
 prefix spelled in seven places drifts; here each key has one builder (and, where
 it is read back, one parser). The table design itself is documented in
-``tornasole.evaluator.state``.
+``tornasole.evaluator.store.state_table``.
 
 Steps are zero-padded to 12 digits so sort keys order by step; a larger step
 never reaches a key (the evaluator rejects index keys that do not round-trip the

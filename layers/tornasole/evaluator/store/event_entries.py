@@ -10,8 +10,7 @@ keep what a subscriber acts on (names, statuses, the event id) and drop what
 collections, long status details), and says so in ``TornasoleDetailTrimmed``.
 ``check_entry`` refuses, with a clear error, an entry that still would not fit.
 
-The publisher lives in ``tornasole.evaluator.outbox``; its names are re-exported
-here for the handlers that import them from this module.
+The outbox (``outbox``) stores fitted entries and its publisher checks them before sending.
 """
 
 from __future__ import annotations
@@ -21,20 +20,23 @@ import json
 from typing import Any
 
 from tornasole.evaluator.details import clip
-from tornasole.evaluator.limits import EVENTBRIDGE_ENTRY_BYTES
-from tornasole.evaluator.outbox import REDRIVE_GRACE_MS, OutboxPublisher, PublishError
+from tornasole.evaluator.store.item_limits import EVENTBRIDGE_ENTRY_BYTES
+from tornasole.exceptions import TornasoleError
 from tornasole.stack_spec import DEFAULT_SPEC
 
 __all__ = [
     "EVENT_BUDGET_BYTES",
-    "OutboxPublisher",
     "PublishError",
-    "REDRIVE_GRACE_MS",
     "TRIMMED_FIELD",
     "check_entry",
     "entry_bytes",
     "fit_event",
 ]
+
+
+class PublishError(TornasoleError):
+    """An outbox item could not be delivered (it stays unpublished and is retried)."""
+
 
 #: What a fitted event may use: the limit less room for the envelope (source, time, bus name).
 EVENT_BUDGET_BYTES = EVENTBRIDGE_ENTRY_BYTES - 4 * 1024

@@ -22,8 +22,8 @@ from typing import Any
 
 from tornasole.alerts.destinations import configured_destinations, destination_problems
 from tornasole.evaluator.models import RuleConfig
-from tornasole.evaluator.rule_checks import builtin_rule_problems
-from tornasole.exceptions import InvalidJobConfiguration
+from tornasole.evaluator.registration.rule_checks import builtin_rule_problems
+from tornasole.exceptions import InvalidJobConfiguration, TornasoleValueError
 from tornasole.safe_regex import regex_problem
 
 __all__ = [
@@ -38,16 +38,23 @@ __all__ = [
     "MAX_RULES_PER_JOB",
     "MAX_RULES_PARAMETERS_BYTES",
     "MAX_RULE_PARAMETERS_BYTES",
+    "MAX_IDLE_TIMEOUT_S",
     "MAX_RULE_NAME_LENGTH",
+    "MIN_IDLE_TIMEOUT_S",
     "MAX_WORKERS",
     "REGISTRATION_FIXED_ITEMS",
     "TRANSACTION_MAX_ITEMS",
     "builtin_rule_problems",
+    "check_idle_timeout",
     "check_job",
     "hook_size_problem",
     "json_depth",
     "num_workers",
 ]
+
+#: Bounds of the registration parameter: a second (tests, the local mode) to thirty days.
+MIN_IDLE_TIMEOUT_S = 1
+MAX_IDLE_TIMEOUT_S = 30 * 24 * 3600
 
 #: DynamoDB TransactWriteItems holds at most this many items.
 TRANSACTION_MAX_ITEMS = 100
@@ -264,3 +271,20 @@ def check_job(rules: tuple[RuleConfig, ...], hook_config: Mapping[str, Any] | No
         problems = [*problems[:_MAX_LISTED], f"... and {len(problems) - _MAX_LISTED} more problems"]
     if problems:
         raise InvalidJobConfiguration(problems, job=job)
+
+
+def check_idle_timeout(value: Any, what: str = "idle_timeout_s") -> float | None:
+    """The registration parameter as seconds (None: the default), or a ``TornasoleValueError`` naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TornasoleValueError(f"{what} must be a number of seconds, got {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise TornasoleValueError(f"{what} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or not MIN_IDLE_TIMEOUT_S <= seconds <= MAX_IDLE_TIMEOUT_S:
+        raise TornasoleValueError(
+            f"{what} must be between {MIN_IDLE_TIMEOUT_S} and {MAX_IDLE_TIMEOUT_S} seconds, got {value!r}"
+        )
+    return seconds

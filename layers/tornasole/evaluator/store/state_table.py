@@ -5,7 +5,7 @@ a sparse GSI ``gsi1`` (``gsi1pk`` / ``gsi1sk``), TTL attribute ``expires_at``,
 stream ``NEW_IMAGE`` (drained by ``publish_events`` for ``OUTBOX#`` inserts).
 
 Items (``<step12>`` = the global step zero-padded to 12 digits, so keys sort by step; every key is
-built by ``tornasole.evaluator.keys``, item sizes are checked by ``tornasole.evaluator.limits``):
+built by ``keys``, item sizes are checked by ``item_limits``):
 
 ``JOB#<job>`` / ``#META``
     The job: status, seq (transition counter), rules_rev, trial_path, hook_config,
@@ -56,10 +56,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tornasole.evaluator.keys import JOB_ITEMS_PREFIX, META, job_pk, step_sk, trial_pk
-from tornasole.evaluator.limits import DYNAMODB_TRANSACTION_BYTES, ItemTooLarge, check_item, item_bytes
 from tornasole.evaluator.models import JobState
-from tornasole.evaluator.records import from_dynamo, job_state, to_dynamo
+from tornasole.evaluator.store.item_limits import (
+    DYNAMODB_TRANSACTION_BYTES,
+    ItemTooLarge,
+    check_item,
+    item_bytes,
+)
+from tornasole.evaluator.store.keys import JOB_ITEMS_PREFIX, META, job_pk, step_sk, trial_pk
+from tornasole.evaluator.store.records import from_dynamo, job_state, to_dynamo
 from tornasole.stack_spec import DEFAULT_SPEC, TableSpec
 
 __all__ = ["StateTable", "Conflict", "CONDITIONS", "step_sk", "job_pk", "trial_pk"]

@@ -1,6 +1,6 @@
 """Per-step state: workers seen, pending steps, (rule, step) evaluation records, orphans.
 
-Why these shapes (table design: ``tornasole.evaluator.state``):
+Why these shapes (table design: ``tornasole.evaluator.store.state_table``):
 
 * A step's workers are a DynamoDB string set grown with ``ADD``: the update is
   idempotent (a duplicate notification adds nothing) and race-free (no
@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.details import clip
-from tornasole.evaluator.keys import (
+from tornasole.evaluator.models import StepOutcome
+from tornasole.evaluator.store.item_limits import (
+    DYNAMODB_TRANSACTION_BYTES,
+    ItemTooLarge,
+    cap_values,
+    item_bytes,
+)
+from tornasole.evaluator.store.keys import (
     META,
     ORPHAN_PREFIX,
     PENDING,
@@ -38,10 +45,8 @@ from tornasole.evaluator.keys import (
     step_sk,
     trial_pk,
 )
-from tornasole.evaluator.limits import DYNAMODB_TRANSACTION_BYTES, ItemTooLarge, cap_values, item_bytes
-from tornasole.evaluator.models import StepOutcome
-from tornasole.evaluator.outbox import OutboxItem, outbox_put
-from tornasole.evaluator.state import Conflict, StateTable
+from tornasole.evaluator.store.outbox import OutboxItem, outbox_put
+from tornasole.evaluator.store.state_table import Conflict, StateTable
 
 __all__ = ["StepRecord", "StepStore", "ORPHAN_TTL_S", "EVAL_TTL_S", "MAX_STEP_ATTEMPTS"]
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.details import clip
-from tornasole.evaluator.limits import cap_values
-from tornasole.evaluator.models import RuleConfig, StepOutcome
+from tornasole.evaluator.models import MAX_HISTORY_STEPS, History, RuleConfig, StepOutcome
+from tornasole.evaluator.store.item_limits import cap_values
 
 __all__ = [
     "MAX_REPLY_BYTES",
@@ -24,8 +24,11 @@ __all__ = [
     "OUTCOME_KINDS",
     "SandboxReplyError",
     "SandboxRequest",
+    "Window",
+    "history_from_windows",
     "outcome_from_reply",
     "reply_of",
+    "rule_windows",
 ]
 
 #: A request: the rule's configuration (bounded at registration), two history windows, credentials.
@@ -232,3 +235,22 @@ def outcome_from_reply(payload: bytes, config: RuleConfig, step: int) -> tuple[s
         latency_ms=max(0.0, float(latency)),
         skipped=kind == "skipped",
     )
+
+
+def rule_windows(history: History | None) -> tuple[Window, Window]:
+    """The windows a rule may read (it sizes its own within them), sent with its request: the newest
+    complete steps before the evaluated one, and the run's first ones."""
+    recent = tuple(history(MAX_HISTORY_STEPS, 0)) if history else ()
+    first = tuple(history(0, MAX_HISTORY_STEPS)) if history else ()
+    return recent, first
+
+
+def history_from_windows(recent: Window, first: Window) -> History:
+    """The evaluator's ``history(depth, lead)`` over the windows it sent (newest first, then first)."""
+
+    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+        near = list(recent[:depth])
+        seen = {s for s, _ in near}
+        return near + [(s, w) for s, w in first[:lead] if s not in seen]
+
+    return history

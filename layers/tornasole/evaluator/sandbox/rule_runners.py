@@ -4,12 +4,12 @@ Why a sandbox: a custom rule is a user's code. Run in the evaluator, it would ho
 credentials (state table writes, events, stop signals) and could read every job's trial. In AWS the
 evaluator therefore hands each custom rule to its own function (``LambdaCustomRuleRunner``):
 
-* it assumes the reader role with an inline session policy (``sandbox_policy``) granting only reads
+* it assumes the reader role with an inline session policy (``session_policy``) granting only reads
   of that job's trial and the rule file, for 15 minutes, and passes those credentials along;
 * the sandbox function (``lambda_support.handlers.custom_rule``) builds its S3 client from them only
   (its own role can write logs and nothing else), runs the rule as the evaluator would
   (``InProcessCustomRuleRunner``: ``isolation.guarded``, the rule prefix enforced) and returns one
-  verdict, which is checked as hostile input (``sandbox_wire``).
+  verdict, which is checked as hostile input (``wire``).
 
 Failures follow ``failures``: throttling and 5xx from STS or Lambda raise ``TransientError`` (the
 step stays pending and is retried); the sandbox dying (its ``FunctionError``: the rule timed the
@@ -36,20 +36,26 @@ from typing import Any, Protocol
 
 from tornasole.evaluator.details import clip
 from tornasole.evaluator.failures import TransientError, is_transient
-from tornasole.evaluator.models import RuleConfig, StepOutcome
-from tornasole.evaluator.runner import MAX_HISTORY_STEPS, History, StepFiles, StepRunner
-from tornasole.evaluator.sandbox_policy import SESSION_SECONDS, policy_text, session_name, session_policy
-from tornasole.evaluator.sandbox_wire import (
+from tornasole.evaluator.models import History, RuleConfig, StepFiles, StepOutcome
+from tornasole.evaluator.sandbox.session_policy import (
+    SESSION_SECONDS,
+    policy_text,
+    session_name,
+    session_policy,
+)
+from tornasole.evaluator.sandbox.wire import (
     MAX_REPLY_BYTES,
     SandboxReplyError,
     SandboxRequest,
     outcome_from_reply,
+    rule_windows,
 )
 
 __all__ = [
     "CustomRuleRunner",
     "InProcessCustomRuleRunner",
     "InvokeReply",
+    "RunsRules",
     "LambdaCustomRuleRunner",
     "lambda_invoke",
 ]
@@ -81,12 +87,26 @@ class CustomRuleRunner(Protocol):
     ) -> StepOutcome: ...
 
 
+class RunsRules(Protocol):
+    """Runs rules at one step (``runner.StepRunner``): what a custom rule's own process runs it with."""
+
+    def run(
+        self,
+        job_name: str,
+        trial_path: str,
+        files: StepFiles,
+        rules: list[RuleConfig],
+        history: History | None = None,
+        remaining_s: Remaining = None,
+    ) -> list[StepOutcome]: ...
+
+
 class InProcessCustomRuleRunner:
     """The rule in this process, on a trial of its own (what the sandbox function runs, on storage
     holding the job-scoped credentials); ``TransientError`` propagates."""
 
-    def __init__(self, step_runner: StepRunner | None = None) -> None:
-        self.step_runner = step_runner or StepRunner()
+    def __init__(self, step_runner: RunsRules) -> None:
+        self.step_runner = step_runner
 
     def evaluate(
         self,
@@ -207,9 +227,7 @@ class LambdaCustomRuleRunner:
             policy = session_policy((trial_path, *config.other_trials), config.source_s3_uri or "")
         except ValueError as exc:
             return StepOutcome(config.name, step, error=clip(f"{config.name}: cannot be sandboxed: {exc}"))
-        # the windows a rule may read (it sizes its own within them); queried here, the sandbox has no table
-        recent = tuple(history(MAX_HISTORY_STEPS, 0)) if history else ()
-        first = tuple(history(0, MAX_HISTORY_STEPS)) if history else ()
+        recent, first = rule_windows(history)  # queried here: the sandbox has no table
         request = SandboxRequest(
             job_name,
             trial_path,

@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tornasole.lambda_support import confine
-from tornasole.lambda_support.forked import collect_reply, kill_group, verdict
+from tornasole.evaluator.sandbox import confine
+from tornasole.evaluator.sandbox.forked import collect_reply, kill_group, verdict
 
 __all__ = ["Zygote"]
 

@@ -5,7 +5,7 @@ status change exactly once, even if the Lambda dies right after the write.
 Writing the change and the event (as an ``OUTBOX#`` item) atomically means an
 event exists if and only if the change happened; the stream publisher then
 delivers it at least once, with a deterministic ``TornasoleEventId`` the
-consumer dedupes on (see ``tornasole.evaluator.state`` for the table).
+consumer dedupes on (see ``tornasole.evaluator.store.state_table`` for the table).
 
 ``apply(job, decide)`` is a read-decide-commit loop: ``decide`` is a pure
 function of the current ``JobState`` returning the next ``Change`` (or None).
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.details import describe
-from tornasole.evaluator.keys import META, job_pk, rule_sk
 from tornasole.evaluator.models import JobState, JobStatus, RuleStatus
-from tornasole.evaluator.outbox import OutboxItem, outbox_put
-from tornasole.evaluator.state import Conflict, StateTable
+from tornasole.evaluator.store.keys import META, job_pk, rule_sk
+from tornasole.evaluator.store.outbox import OutboxItem, outbox_put
+from tornasole.evaluator.store.state_table import Conflict, StateTable
 from tornasole.stack_spec import DETAIL_TYPE_JOB_STATE_CHANGE
 
 __all__ = [
@@ -77,7 +77,7 @@ def state_event(state: JobState, eid: str) -> OutboxItem:
 
 
 class Transitions:
-    """The transition loop over one ``StateTable`` (registration: ``tornasole.evaluator.registration``)."""
+    """The transition loop over one ``StateTable`` (registration: ``registration.registrar``)."""
 
     def __init__(self, table: StateTable) -> None:
         self.table = table

@@ -33,7 +33,7 @@ def _child(fn: Callable[[], dict[str, Any]], out: int, limits: Any = None, timeo
         os.setpgid(0, 0)
         try:
             if limits is not None:
-                from tornasole.lambda_support import confine
+                from tornasole.evaluator.sandbox import confine
 
                 for why in confine.confine(limits, cpu_seconds=timeout_s).missing:
                     logging.getLogger(__name__).warning("rule process: %s", why)

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tornasole.core.collection_merge import merge_collection_configurations
-from tornasole.evaluator import job_limits
-from tornasole.evaluator.job_config import normalise_rules
 from tornasole.evaluator.models import JobSpec
+from tornasole.evaluator.registration import job_limits
+from tornasole.evaluator.registration.job_config import normalise_rules
 from tornasole.exceptions import ConfigurationError, InvalidJobConfiguration
 
 __all__ = [
