@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from importlib.util import find_spec
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -200,6 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown or not families:
         ap.error(f"--families: unknown {', '.join(unknown) or '(none)'}; choose among {', '.join(FAMILIES)}")
+    keras_families = [f for f in families if f.endswith("_keras")]
+    if keras_families and not args.reuse and not (find_spec("keras") and find_spec("tensorflow")):
+        ap.error(
+            f"--families: {', '.join(keras_families)} train with Keras 3 on TensorFlow, which are not "
+            "installed (requirements/frameworks.txt); install them or name the PyTorch families only"
+        )
     seeds = [int(s) for s in args.seeds.split(",") if s]
     sets = rule_sets()
     wanted = list(sets) if args.sets == "both" else [s for s in args.sets.split(",") if s]
