@@ -63,6 +63,12 @@ changes (same firings, same steps). Tried, not taken: WeightUpdateRatio's
 leaves equal between two saved steps): it delays the detection of frozen
 layers by two saved steps, detections within one save interval on
 calibration 93% -> 81%, and no family run needed it at a save interval of 4.
+
+Fifteenth revision: the families benchmark adds Keras variants of two
+families (saved by the Keras hook) and audits its labels against the
+published code (``bench/detection/labels.py``). ``UnchangedWeights
+fade_out_factor=10`` removes softmax's 3 alarms on built-healthy runs (a
+cosine schedule's tail); VanishingGradient reads Keras's names.
 """
 
 from __future__ import annotations
