@@ -87,3 +87,35 @@ def test_a_validation_only_loss_does_not_hide_the_training_loss_gate(trial_facto
             steps[s] = (mode, ms, {**tensors, "loss": np.float32(1.0)})
     trial = trial_factory(steps, KERAS_COLLECTIONS)
     assert invoke_rule(VanishingGradient(trial, loss_drop_percent="80", loss_window="3")).fired
+
+
+def test_skip_frozen_sees_a_keras_kernel_gradient(trial_factory):
+    """A Keras layer whose kernel never moves although its gradient is saved (a learning rate of 0, or a
+    layer the optimiser never sees) is not frozen on purpose: ``kernelGrad`` is the kernel's gradient.
+    Before, every Keras weight looked gradient-less, so UnchangedWeights passed over all of them."""
+    from tornasole.rules.generic import UnchangedTensor
+
+    kernel = np.ones((4, 4), np.float32)
+    steps = {
+        s: (
+            TRAIN,
+            s,
+            {
+                "weights/net/fc1/kernel": kernel,
+                "gradients/net/fc1/kernelGrad": np.full((4, 4), 0.1, np.float32),
+            },
+        )
+        for s in (0, 4, 8)
+    }
+    trial = trial_factory(steps, KERAS_COLLECTIONS)
+    fired = invoke_rule(UnchangedTensor(trial, collection_names="weights", num_steps="3", skip_frozen="True"))
+    assert [o.step for o in fired.fired] == [8]
+    # the same kernel saved without its gradient (trainable=False) is frozen on purpose
+    frozen = {
+        s: (TRAIN, s, {"weights/net/fc1/kernel": kernel, "gradients/net/out/kernelGrad": kernel})
+        for s in (0, 4, 8)
+    }
+    trial = trial_factory(frozen, KERAS_COLLECTIONS)
+    assert not invoke_rule(
+        UnchangedTensor(trial, tensor_regex="weights/net/fc1/kernel", num_steps="3", skip_frozen="True")
+    ).fired
