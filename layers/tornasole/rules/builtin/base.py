@@ -145,11 +145,13 @@ class BuiltinRule(Rule):
         saves none for it; a layer that should learn and does not (its parameters never reach the optimiser,
         a zero learning rate) still gets one. A weight matches a gradient whose name ends with ``/<weight>``
         or equals it past the first ``/`` (``gradient/Net_fc1.weight``, ``gradients/fc1.weight`` for
-        ``weights/fc1.weight``). A step that saved no gradient says nothing: the empty set.
+        ``weights/fc1.weight``), a ``Grad`` suffix aside (the Keras hook's ``gradients/net/fc1/kernelGrad``
+        for ``weights/net/fc1/kernel``). A step that saved no gradient says nothing: the empty set.
         """
         grads = self.names_at(step, ["gradients"])
         if not grads:
             return set()
+        grads = [g[: -len("Grad")] if g.endswith("Grad") else g for g in grads]
         tails = {g.split("/", 1)[1] for g in grads if "/" in g}
 
         def has_gradient(w: str) -> bool:

@@ -65,7 +65,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     (
         "UnchangedWeights",
         "UnchangedTensor",
-        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True"},
+        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True", "fade_out_factor": "10"},
     ),
     ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True"}),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),

@@ -14,6 +14,14 @@ steps the ``weights`` and ``biases`` collections are not judged: parameters do
 not change outside training, so "unchanged" there is the expected state, not
 a frozen layer.
 
+``fade_out_factor`` (off by default): a tensor whose last change before the window (within
+``fade_out_steps`` saved steps) was already within ``fade_out_factor`` x the allclose tolerance is passed
+over: its updates faded out, they did not stop. Why: at the tail of a cosine schedule the learning rate is a
+fraction of a percent of its peak and a LayerNorm weight's updates shrink until they fall inside the
+tolerance: a healthy end (families benchmark, softmax family). A learning rate zeroed by a bug stops a
+tensor after a full-size update, and parameters the optimiser never sees never moved: both still fire. No
+learning rate needs to be saved.
+
 ``skip_frozen`` (off by default): a tensor saved with no gradient at a step
 that saved gradients of other layers is a layer frozen on purpose
 (:meth:`BuiltinRule.frozen_on_purpose`); a layer whose parameters never reach
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tornasole.modes import EVAL, PREDICT
+from tornasole.modes import EVAL, PREDICT, ModeKeys
 from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.params import Param
 
@@ -62,6 +70,15 @@ class UnchangedTensor(BuiltinRule):
             "pass over a weight saved with no gradient at a step that saved other gradients (a layer frozen "
             "on purpose, requires_grad=False)",
         ),
+        Param(
+            "fade_out_factor",
+            "float",
+            "0",
+            "pass over a tensor whose last change before the window (within fade_out_steps saved steps) was "
+            "at most this many times the allclose tolerance (rtol*||w|| + atol*sqrt(size)): updates that "
+            "faded out at a schedule's tail, not a stop; 0 turns this off",
+        ),
+        Param("fade_out_steps", "int", "16", "saved steps before the window that fade_out_factor reads"),
     )
 
     def check_params(self) -> None:
@@ -69,7 +86,30 @@ class UnchangedTensor(BuiltinRule):
         self.require_at_least(2, "num_steps")
 
     def history_steps(self) -> int | None:
-        return self.num_steps
+        return self.num_steps + (self.fade_out_steps if self.fade_out_factor > 0 else 0)
+
+    def _faded_out(self, name: str, steps: list[int], mode: ModeKeys) -> dict | None:
+        """With ``fade_out_factor``: the tensor's updates shrank to the tolerance rather than stopping. The
+        last change between consecutive saved steps (L2 norm of the difference) that is not allclose, in the
+        ``fade_out_steps`` saved steps before ``steps[0]``, is at most ``fade_out_factor`` x the tolerance
+        ``rtol * ||w|| + atol * sqrt(size)``: ``{"last_change", "tolerance"}`` then; None when it is larger
+        (a stop) or there is none (the tensor never moved there)."""
+        earlier = self.same_mode_steps(name, steps[0], mode)[-(self.fade_out_steps + 1) :]
+        values = [self.value(name, s) for s in earlier]
+        if any(v is None for v in values):
+            return None
+        for a, b in reversed(list(zip(values, values[1:]))):
+            if a.shape != b.shape:
+                return None
+            if np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan):
+                continue
+            diff = np.asarray(b, np.float64) - np.asarray(a, np.float64)
+            change = float(np.linalg.norm(diff))
+            tolerance = self.rtol * float(np.linalg.norm(np.asarray(b, np.float64))) + self.atol * b.size**0.5
+            if np.isfinite(change) and change <= self.fade_out_factor * tolerance:
+                return {"last_change": change, "tolerance": tolerance}
+            return None
+        return None
 
     def _parameters(self) -> set[str]:
         names: set[str] = set()
@@ -100,6 +140,8 @@ class UnchangedTensor(BuiltinRule):
                 and np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan)
                 for a, b in zip(values, values[1:])
             ):
+                if self.fade_out_factor > 0 and self._faded_out(name, steps, mode) is not None:
+                    continue
                 self.report_issue(
                     f"{name} ({mode.name}) allclose (rtol {self.fmt(self.rtol)}, atol {self.fmt(self.atol)}) "
                     f"over "

@@ -34,7 +34,8 @@ the report says so.
 
 Biases judged with their layer (``bias_by_layer``, off by default): a bias
 gradient below ``threshold`` is passed over when the same layer's weight
-gradient (the tensor named alike with ``weight`` for ``bias``) is not. Why: a
+gradient (the tensor named alike with ``weight`` for ``bias``, or Keras's ``kernelGrad`` for ``biasGrad``)
+is not. Why: a
 bias that feeds a BatchNorm (a convolution or linear layer with ``bias=True``
 before a BatchNorm, common in user code) has a gradient that is exactly zero
 in theory (the normalisation subtracts the batch mean) and 1e-8 in floating
@@ -57,6 +58,29 @@ from tornasole.rules.builtin.base import BuiltinRule, as_float
 from tornasole.rules.params import Param
 
 __all__ = ["VanishingGradient", "natural_key"]
+
+#: A bias gradient as the hooks name it: PyTorch ``gradients/fc1.bias``, Keras ``gradients/net/fc1/biasGrad``.
+_BIAS = re.compile(r"^(?P<layer>.*)bias(?P<suffix>Grad)?$")
+
+
+def _weight_of_bias(name: str, names: list[str]) -> str | None:
+    """The weight gradient of the layer whose bias gradient is ``name``, among ``names`` (PyTorch's
+    ``...weight``, Keras's ``...kernelGrad``); None when ``name`` is no bias or its layer saved no weight.
+
+    >>> _weight_of_bias("gradients/net/fc1/biasGrad", ["gradients/net/fc1/kernelGrad"])
+    'gradients/net/fc1/kernelGrad'
+    >>> _weight_of_bias("gradients/fc1.bias", ["gradients/fc1.weight"])
+    'gradients/fc1.weight'
+    """
+    m = _BIAS.match(name)
+    if m is None:
+        return None
+    suffix = m["suffix"] or ""
+    for kind in ("weight", "kernel"):
+        candidate = f"{m['layer']}{kind}{suffix}"
+        if candidate in names:
+            return candidate
+    return None
 
 
 def natural_key(name: str) -> list:
@@ -182,10 +206,10 @@ class VanishingGradient(BuiltinRule):
 
     def _bias_of_live_layer(self, name: str, names: list[str], step: int) -> bool:
         """With ``bias_by_layer``: ``name`` is a bias whose layer's weight gradient is not below threshold."""
-        if not self.bias_by_layer or not name.endswith("bias"):
+        if not self.bias_by_layer:
             return False
-        weight = name[: -len("bias")] + "weight"
-        if weight not in names:
+        weight = _weight_of_bias(name, names)
+        if weight is None:
             return False
         m = self._mean_abs(weight, step)
         return m is not None and m >= self.threshold
@@ -201,6 +225,8 @@ class VanishingGradient(BuiltinRule):
         shown = []
         for name in losses:
             steps = self.same_mode_steps(name, step, mode=TRAIN)
+            if not steps and name.startswith("val_"):
+                continue  # a validation loss (Keras's epoch-end ``val_loss``): no training loss to judge
             if len(steps) <= self.loss_window:
                 return False, "; the training loss has too few saved steps to tell a converged run"
             first = [self.scalar(name, s) for s in steps[: self.loss_window]]
@@ -228,7 +254,7 @@ class VanishingGradient(BuiltinRule):
             hits = sorted((n for n in names if regex.match(n)), key=natural_key)
             return hits[0] if hits else None
 
-        ordered = sorted((n for n in names if not n.endswith("bias")), key=natural_key) or sorted(
+        ordered = sorted((n for n in names if not _BIAS.match(n)), key=natural_key) or sorted(
             names, key=natural_key
         )
         if len(ordered) < 2 and (self.first_layer_regex is None or self.last_layer_regex is None):

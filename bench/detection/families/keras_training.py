@@ -1,0 +1,277 @@
+"""One run of a family trained by Keras 3 ``fit`` (TensorFlow backend) and saved by the Keras hook
+(``tornasole.keras.Hook`` as a ``fit`` callback), labelled by the same :class:`labels.Monitor` criteria as
+the PyTorch runs of :mod:`families.training`.
+
+Why a second framework: what the rules read differs between the hooks. Keras reports the loss and the
+metrics of a batch as running means over the epoch, names tensors ``weights/<variable path>``,
+``gradients/<variable path>Grad`` and ``<layer>/inputs``/``<layer>/outputs``, saves biases in their own
+collection and BatchNorm's moving statistics as weights, and validates inside ``fit``. A rule calibrated on
+PyTorch traces only is calibrated on one naming and one loss signal.
+
+The families that have a Keras variant (:data:`KERAS_FAMILIES`) use the PyTorch family's recipe, data,
+split, epochs, batch size, schedule and faults; the model is the same architecture built from Keras
+layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`.
+
+What the Monitor sees: the gradients Keras hands to ``optimizer.apply`` (copied into variables inside the
+compiled step), the weights after each step, the loss of each batch (Keras's running mean is turned back into
+the batch's own loss), the epoch's logs (``accuracy``, ``val_loss``, ``val_accuracy``) and, for the
+saturation criterion, the validation set's pre-activations of hidden tanh/sigmoid layers.
+
+Not reproduced in Keras: the fp16 step a loss scaler skipped (Keras's ``LossScaleOptimizer`` decides
+overflow from its own scale, which a benchmark cannot set to overflow at one chosen step).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+from labels import Monitor
+
+from families import data
+from families.training import (
+    EVAL_BATCH,
+    FAMILIES,
+    REGRESSION_REFERENCE_R2,
+    SAVE_INTERVAL,
+    FamilySpec,
+    RunResult,
+    _lr_at,
+)
+
+#: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
+#: meets the rules on that framework's traces).
+KERAS_FAMILIES = ("binary", "regression")
+
+
+def build_keras(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
+    """The MLP of ``spec.family`` (binary: dropout, sigmoid output; regression: BatchNorm) in Keras."""
+    act = spec.hidden_act or "relu"
+    w = spec.width or 32
+    init_scale = spec.weight_scale
+    layers: list[Any] = [keras.Input((in_dim,))]
+
+    def dense(units: int, fan_in: int, name: str) -> Any:
+        """PyTorch's nn.Linear initialisation (kernel and bias uniform in +-1/sqrt(fan_in)), so the two
+        frameworks' families differ in what the hooks save, not in the recipe: with Keras's Glorot kernels
+        and zero biases the regression family's healthy runs overfit (validation loss 2.5x the training
+        loss on seed 0)."""
+        bound = fan_in**-0.5
+        return keras.layers.Dense(
+            units,
+            kernel_initializer=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"),
+            bias_initializer=keras.initializers.RandomUniform(-bound, bound),
+            name=name,
+        )
+
+    fan_in = in_dim
+    for i in range(1, spec.depth + 1):
+        layers.append(dense(w, fan_in, f"fc{i}"))
+        fan_in = w
+        if spec.family == "regression":
+            # PyTorch's BatchNorm1d defaults (momentum 0.1 there is 0.9 here; epsilon 1e-5): Keras's 0.99
+            # lags the batch statistics so far on 250 steps that validation drifts from training
+            layers.append(keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name=f"fc{i}_norm"))
+        layers.append(keras.layers.Activation(act, name=f"fc{i}_{act}"))
+        dropout = spec.dropout or (0.2 if spec.family == "binary" else 0.0)
+        if dropout:
+            layers.append(keras.layers.Dropout(dropout, name=f"fc{i}_drop"))
+    layers.append(dense(1, fan_in, "out"))
+    if spec.family == "binary":
+        layers.append(keras.layers.Activation("sigmoid", name="out_sigmoid"))
+    model = keras.Sequential(layers, name="net")
+    if init_scale != 1.0:
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * init_scale)
+    return model
+
+
+def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    import tensorflow as tf
+
+    from tornasole import SaveConfigMode, modes
+    from tornasole.keras import Hook
+    from tornasole.pytorch import SaveConfig
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    recipe = FAMILIES[spec.family]
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    x, y, classes, n_val = getattr(data, recipe.data)(rng)
+    n_train = len(x) - n_val if recipe.n_train is None else min(recipe.n_train, len(x) - n_val)
+    if spec.input_scale != 1.0:
+        x = x * np.float32(spec.input_scale)
+    xt, yt = x[:n_train], y[:n_train]
+    xv, yv = x[-n_val:], y[-n_val:]
+    task = recipe.task
+    if spec.label_noise and classes:
+        flip = (rng.random(n_train) < spec.label_noise).reshape(-1, *([1] * (yt.ndim - 1)))
+        yt = np.where(flip, rng.integers(0, classes, size=yt.shape).astype(yt.dtype), yt)
+    if spec.shuffle_labels:
+        yt = yt[rng.permutation(n_train)]
+    model = build_keras(keras, spec, x.shape[-1])
+    first = model.layers[0]
+    if spec.freeze_first:
+        first.trainable = False
+    lr = recipe.lr * spec.lr_mult
+    opt_name = spec.opt or recipe.opt
+    momentum = recipe.momentum if spec.momentum is None else spec.momentum
+    accumulate = spec.accumulate if spec.accumulate > 1 else None
+    if opt_name == "sgd":
+        opt = keras.optimizers.SGD(lr, momentum=momentum, gradient_accumulation_steps=accumulate)
+    elif opt_name == "adamw":
+        opt = keras.optimizers.AdamW(
+            lr, weight_decay=recipe.weight_decay, gradient_accumulation_steps=accumulate
+        )
+    else:
+        opt = keras.optimizers.Adam(lr, gradient_accumulation_steps=accumulate)
+    loss = "binary_crossentropy" if task == "binary" else "mse"
+    metrics = ["accuracy"] if task == "binary" else []
+    model.compile(optimizer=opt, loss=loss, metrics=metrics)
+
+    epochs = spec.epochs or recipe.epochs
+    batch = spec.batch or recipe.batch
+    monitor = Monitor(epochs=epochs, oscillation=task == "binary")
+    result = RunResult(case, seed, out_dir, {}, None)
+    first_vars = {id(v) for v in first.trainable_weights}
+    kernels = [v for v in model.trainable_weights if len(v.shape) >= 2]
+    state: dict[str, Any] = {"step": 0, "train_done": 0, "seen": 0}
+
+    original_apply = opt.apply
+    # one slot per trainable variable: the compiled train step copies its gradients there (no second
+    # backward pass, no eager mode), the Labeller reads them after the step
+    slots = {
+        v.path: tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in model.trainable_weights
+    }
+
+    def apply_for_the_monitor(grads: Any, trainable_variables: Any = None) -> Any:
+        """Keep the step's gradients for the Monitor; zero the first layer's when the optimiser is built
+        without it (the bug ``optimizer_skips_first``: computed, never applied)."""
+        variables = list(trainable_variables if trainable_variables is not None else model.trainable_weights)
+        grads = list(grads)
+        for g, v in zip(grads, variables):
+            slots[v.path].assign(g)
+        if spec.optimizer_skips_first:
+            grads = [tf.zeros_like(g) if id(v) in first_vars else g for g, v in zip(grads, variables)]
+        return original_apply(grads, variables)
+
+    object.__setattr__(opt, "apply", apply_for_the_monitor)
+    kernel_paths = {v.path for v in kernels}
+
+    hidden_pre = [
+        layer
+        for layer in model.layers
+        if isinstance(layer, keras.layers.Activation)
+        and not layer.name.startswith("out_")
+        and any(fn in layer.name for fn in ("tanh", "sigmoid"))
+    ]
+
+    def pre_activations() -> dict[str, np.ndarray]:
+        """Validation-set inputs of hidden tanh/sigmoid layers, layer by layer in inference mode."""
+        out: dict[str, np.ndarray] = {}
+        if not hidden_pre:
+            return out
+        h = tf.convert_to_tensor(xv)
+        for layer in model.layers:
+            if layer in hidden_pre:
+                out[layer.name] = np.asarray(h)
+            h = layer(h, training=False)
+        return out
+
+    sst = float(((yv - yv.mean(axis=0)) ** 2).mean())
+    sst_train = float(((yt - yt.mean(axis=0)) ** 2).mean())
+
+    class Labeller(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            opt.learning_rate.assign(_lr_at(spec, recipe, epoch, epochs))
+            state["seen"], state["sum"] = 0, 0.0
+
+        def on_train_batch_end(self, batch_i: int, logs: Any = None) -> None:
+            # Keras's logged loss is the epoch's running mean: the batch's own loss is recovered from it
+            running = float(logs["loss"])
+            n = batch_i + 1
+            lv = running * n - state["sum"]
+            state["sum"] = running * n
+            weights = {v.path: v.numpy().copy() for v in kernels}
+            all_grads = {path: slot.numpy() for path, slot in slots.items()}
+            grads = {path: g for path, g in all_grads.items() if path in kernel_paths}
+            monitor.train_step(state["step"], lv, grads, weights, all_grads, {})
+            result.train_before.append(state["train_done"])
+            state["step"] += 1
+            state["train_done"] += 1
+            state["last_train"] = state["step"] - 1
+
+        def on_test_batch_end(self, batch_i: int, logs: Any = None) -> None:
+            result.train_before.append(state["train_done"])
+            state["step"] += 1
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            logs = logs or {}
+            vl = float(logs.get("val_loss", float("inf")))
+            if task == "binary":
+                val_score = float(logs.get("val_accuracy", 0.0))
+                train_acc = float(logs.get("accuracy", 0.0))
+            else:
+                # R^2 / REGRESSION_REFERENCE_R2 from the mean squared errors, as families.training scores
+                val_score = (1.0 - vl / max(sst, 1e-12)) / REGRESSION_REFERENCE_R2
+                train_mse = float(logs.get("loss", float("inf")))
+                train_acc = (1.0 - train_mse / max(sst_train, 1e-12)) / REGRESSION_REFERENCE_R2
+            monitor.epoch_end(
+                epoch,
+                state["last_train"],
+                float(logs.get("loss", float("inf"))),
+                vl if math.isfinite(vl) else float("inf"),
+                val_score if math.isfinite(val_score) else 0.0,
+                pre_activations(),
+                train_acc if math.isfinite(train_acc) else 0.0,
+            )
+            result.final_val_acc = val_score
+
+    save = SaveConfig(
+        mode_save_configs={
+            modes.TRAIN: SaveConfigMode(save_interval=SAVE_INTERVAL),
+            modes.EVAL: SaveConfigMode(save_interval=1),
+        }
+    )
+    hook = Hook(
+        out_dir,
+        save_config=save,
+        include_collections=[
+            "weights",
+            "biases",
+            "gradients",
+            "losses",
+            "metrics",
+            "activations",
+            "relu_output",
+        ],
+        stop_check_interval=None,
+    )
+    hook.get_collection("activations").include(r".*(sigmoid|tanh)/inputs$")
+    hook.get_collection("relu_output").include(r".*relu/outputs$")
+    # the Labeller runs first: it sets the epoch's learning rate before the hook's epoch begins
+    model.fit(
+        xt,
+        yt,
+        batch_size=batch,
+        epochs=epochs,
+        validation_data=(xv, yv),
+        validation_batch_size=EVAL_BATCH,
+        shuffle=True,
+        verbose=0,
+        callbacks=[Labeller(), hook],
+    )
+    hook.close()
+    result.labels = dict(monitor.labels)
+    result.onset = monitor.onset
+    result.established = monitor.established
+    result.val_acc, result.train_acc = list(monitor.val_acc), list(monitor.train_acc)
+    result.variants = dict(monitor.variants)
+    return result
