@@ -22,6 +22,7 @@ from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.hooks.singleton import framework_functions
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.pytorch.hook import Hook
+from tornasole.pytorch.llm_stats import save_attention_entropy, save_router_stats
 from tornasole.trials import create_trial
 
 get_hook, set_hook, del_hook = framework_functions(lambda: Hook)
@@ -39,4 +40,6 @@ __all__ = [
     "set_hook",
     "del_hook",
     "modes",
+    "save_router_stats",
+    "save_attention_entropy",
 ]
