@@ -23,6 +23,7 @@ ignores norms below it (a layer whose gradient is tiny can grow by 10x without b
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,10 @@ class GradientNormSpike(BuiltinRule):
     )
     COLLECTIONS = (("gradients", {"save_interval": "1"}),)
 
+    def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
+        self._norms: dict[tuple[str, int], float | None] = {}
+        super().__init__(base_trial, other_trials=other_trials, **params)
+
     def check_params(self) -> None:
         if self.reference not in ("median", "max"):
             raise self.param_error("reference", f"value {self.reference!r} is not one of median, max")
@@ -84,7 +89,14 @@ class GradientNormSpike(BuiltinRule):
         return found[0] if found else None
 
     def _norm_of(self, name: str, step: int) -> float | None:
-        """A scalar ``grad_norm/<p>`` as saved; a gradient tensor's L2 norm from its values or ``l2``."""
+        """A scalar ``grad_norm/<p>`` as saved; a gradient tensor's L2 norm from its values or ``l2``.
+        Remembered: every step's window reads the same saved norms again."""
+        key = (name, step)
+        if key not in self._norms:
+            self._norms[key] = self._read_norm(name, step)
+        return self._norms[key]
+
+    def _read_norm(self, name: str, step: int) -> float | None:
         if signal_regex(GRAD_NORM, any_suffix=True).match(name):
             return self.scalar(name, step)
         v = self.value(name, step)
