@@ -6,13 +6,13 @@ Usage::
     python bench/detection/families/lm_score.py --seeds 0 --json out.json --out DIR
 
 Trains every case of :mod:`families.lm` (a causal transformer LM, a mixture-of-experts LM; healthy recipes,
-hard negatives and one injected failure per case), saves them with the PyTorch hook at every step, labels them
-with the published thresholds while they train, then runs two rule sets: ``llm`` (the seven rules of issue
-30 at their defaults) and ``recommended`` (``tornasole.rules.recommended_rules()``). Printed per family:
-run-level recall against the labels, false alarms on the runs no criterion flags, the median first-firing latency from
-the labelled onset in steps (saved every step) and the share within one step; then, per rule, the runs it
-fired on. No parameter is tuned on these runs (the defaults are the published ones), so each family's numbers
-are those of a family the rules were not tuned on.
+hard negatives and one injected failure per case), saves them with the PyTorch hook at every step, labels
+them with the published thresholds while they train, then runs two rule sets: ``llm`` (the seven rules of
+issue 30 at their defaults) and ``recommended`` (``tornasole.rules.recommended_rules()``). Printed per
+family: run-level recall against the labels, false alarms on the runs no criterion flags, the median first
+firing latency from the labelled onset in steps (saved every step) and the share within one step; then, per
+rule, the runs it fired on. No parameter is tuned on these runs (the defaults are the published ones), so
+each family's numbers are those of a family the rules were not tuned on.
 """
 
 from __future__ import annotations

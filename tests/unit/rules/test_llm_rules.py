@@ -387,3 +387,16 @@ def test_invoke_rule_runs_a_new_rule_over_a_whole_trial(trial_factory):
     with pytest.raises(RuleEvaluationConditionMet) as info:
         invoke_rule(create_rule("LossSpike", trial), raise_eval_cond=True)
     assert info.value.step == 50
+
+
+def test_a_new_rule_that_saw_nothing_says_how_to_save_its_signal(trial_factory):
+    from tornasole.rules.verdict import nothing_evaluated_details
+
+    text = nothing_evaluated_details("LearningRateDiscontinuity", "LearningRateDiscontinuity", {}, 3)
+    assert "lr/<group> scalars" in text
+    assert 'hook.save_scalar(f"lr/{i}", group["lr"])' in text
+    text = nothing_evaluated_details("ExpertImbalance", "ExpertImbalance", {}, 3)
+    assert "save_router_stats" in text
+    trial = trial_factory({s: {"loss": np.float32(1)} for s in range(3)})
+    summary = invoke_rule(create_rule("LossScaleCollapse", trial))
+    assert summary.status == "NothingEvaluated"
