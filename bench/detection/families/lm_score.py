@@ -4,6 +4,8 @@ Usage::
 
     python bench/detection/families/lm_score.py                    # lm and moe families, seeds 0-1
     python bench/detection/families/lm_score.py --seeds 0 --json out.json --out DIR
+    python bench/detection/families/lm_score.py --classic-healthy      # the new rules on the seven classic
+                                                                        # families' healthy runs
 
 Trains every case of :mod:`families.lm` (a causal transformer LM, a mixture-of-experts LM; healthy recipes,
 hard negatives and one injected failure per case), saves them with the PyTorch hook at every step, labels
@@ -66,6 +68,38 @@ def train_one(job: tuple[str, int, str]) -> dict:
         "onset": r.onset,
         "final_loss": r.final_loss,
     }
+
+
+def train_classic(job: tuple[str, int, str]) -> dict:
+    """A healthy run of the classic families (``families.cases``): where the new rules must stay quiet."""
+    from families.cases import CASES
+    from families.training import run as train_family
+
+    name, seed, root = job
+    kind, family, spec = CASES[name]
+    path = os.path.join(root, f"{name.replace('/', '-')}-s{seed}")
+    shutil.rmtree(path, ignore_errors=True)
+    r = train_family(name, spec, seed, path)
+    return {"case": name, "family": family, "seed": seed, "kind": kind, "path": path, "labels": r.labels}
+
+
+def classic_healthy(seeds: list[int], processes: int) -> int:
+    """False alarms of the seven new rules on the classic families' runs built healthy."""
+    from families.cases import CASES
+
+    root = tempfile.mkdtemp(prefix="tornasole-classic-healthy-")
+    jobs = [(n, s, root) for n, (kind, _, _) in CASES.items() if kind == "healthy" for s in seeds]
+    start = time.perf_counter()
+    with get_context("fork").Pool(processes) as pool:
+        runs = pool.map(train_classic, jobs, chunksize=1)
+        results = pool.map(evaluate_one, [(r, {"llm": LLM_RULES}) for r in runs], chunksize=1)
+    alarms = [(r["case"], r["seed"], _first(r, "llm")) for r in results if _first(r, "llm")]
+    print(f"{len(results)} classic runs built healthy; the new rules alarmed on {len(alarms)}:")
+    for case, seed, (step, conf) in alarms:
+        print(f"  {case}-s{seed}: {conf} at step {step}")
+    print(f"total {time.perf_counter() - start:.0f} s ({processes} processes)")
+    shutil.rmtree(root, ignore_errors=True)
+    return 0
 
 
 def _first(r: dict, set_name: str) -> tuple[int, str] | None:
@@ -148,8 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
+    ap.add_argument(
+        "--classic-healthy", action="store_true", help="instead: the new rules on the classic healthy runs"
+    )
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
+    if args.classic_healthy:
+        return classic_healthy(seeds, args.processes)
     sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
     start = time.perf_counter()
     root = args.out or tempfile.mkdtemp(prefix="tornasole-lm-families-")
