@@ -83,11 +83,12 @@ def train_classic(job: tuple[str, int, str]) -> dict:
     return {"case": name, "family": family, "seed": seed, "kind": kind, "path": path, "labels": r.labels}
 
 
-def classic_healthy(seeds: list[int], processes: int) -> int:
-    """False alarms of the seven new rules on the classic families' runs built healthy."""
+def classic_healthy(seeds: list[int], processes: int, out: str | None = None) -> int:
+    """False alarms of the seven new rules on the classic families' runs built healthy (trials kept in
+    ``out`` when given)."""
     from families.cases import CASES
 
-    root = tempfile.mkdtemp(prefix="tornasole-classic-healthy-")
+    root = out or tempfile.mkdtemp(prefix="tornasole-classic-healthy-")
     jobs = [(n, s, root) for n, (kind, _, _) in CASES.items() if kind == "healthy" for s in seeds]
     start = time.perf_counter()
     with get_context("fork").Pool(processes) as pool:
@@ -98,7 +99,10 @@ def classic_healthy(seeds: list[int], processes: int) -> int:
     for case, seed, (step, conf) in alarms:
         print(f"  {case}-s{seed}: {conf} at step {step}")
     print(f"total {time.perf_counter() - start:.0f} s ({processes} processes)")
-    shutil.rmtree(root, ignore_errors=True)
+    if out:
+        Path(out, "runs.json").write_text(json.dumps(runs))
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
@@ -188,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     if args.classic_healthy:
-        return classic_healthy(seeds, args.processes)
+        return classic_healthy(seeds, args.processes, args.out)
     sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
     start = time.perf_counter()
     root = args.out or tempfile.mkdtemp(prefix="tornasole-lm-families-")

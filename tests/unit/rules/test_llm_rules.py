@@ -254,13 +254,14 @@ def test_non_finite_origin_backward_only_and_scaler_skips(trial_factory):
         "gradients/fc1.weight": np.array([np.nan, 1, 1]),
     }
     trial = trial_factory({0: order})
-    out = create_rule("NonFiniteOrigin", trial).evaluate(0)
+    out = create_rule("NonFiniteOrigin", trial, skip_scaler_overflow="false").evaluate(0)
     assert out.fired
     assert out.values["phase"] == "backward"
     assert out.values["tensor"] == "fc1.weight"
-    trial = trial_factory({0: {**order, "scalar/loss_scale": np.float32(1024)}})
-    assert not create_rule("NonFiniteOrigin", trial).evaluate(0).fired  # the scaler skipped this step
-    assert create_rule("NonFiniteOrigin", trial, skip_scaler_overflow="false").evaluate(0).fired
+    # by default: only gradients non-finite under a finite loss is a step a loss scaler skipped
+    assert not create_rule("NonFiniteOrigin", trial).evaluate(0).fired
+    trial = trial_factory({0: {**order, "loss": np.float32("inf")}})
+    assert create_rule("NonFiniteOrigin", trial).evaluate(0).values["tensor"] == "loss"
 
 
 # -- ExpertImbalance -------------------------------------------------------------------------------------
