@@ -92,11 +92,13 @@ def _grads(n: int, spike_at: int | None = None, layer: str = "gradients/fc2.weig
 
 def test_gradient_norm_spike_in_one_layer_is_named(trial_factory):
     trial = trial_factory(_grads(40, spike_at=30))
-    rule = create_rule("GradientNormSpike", trial)
+    rule = create_rule("GradientNormSpike", trial, per_layer="True")
     assert first_firing(rule, range(40)) == 30
     assert rule.evaluate(30).values["tensor"] == "gradients/fc2.weight"
-    # judged on the total alone, one layer's 30x makes the total >10x too
-    assert first_firing(create_rule("GradientNormSpike", trial, per_layer="False"), range(40)) == 30
+    # by default the total alone is judged: one layer's 30x makes the total >10x too
+    total = create_rule("GradientNormSpike", trial)
+    assert first_firing(total, range(40)) == 30
+    assert total.evaluate(30).values["tensor"] == "total gradient norm"
 
 
 def test_gradient_norm_spike_reads_a_saved_total_and_the_l2_reductions(trial_factory):
