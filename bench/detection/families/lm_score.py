@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/detection/families/lm_score.py                    # lm and moe families, seeds 0-1
+    python bench/detection/families/lm_score.py                    # lm and moe families, seed 0
     python bench/detection/families/lm_score.py --seeds 0 --json out.json --out DIR
     python bench/detection/families/lm_score.py --classic-healthy      # the new rules on the seven classic
                                                                         # families' healthy runs
@@ -182,7 +182,7 @@ def report(results: list[dict], sets: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
