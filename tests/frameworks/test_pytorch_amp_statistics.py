@@ -21,6 +21,8 @@ import torch
 from torch import nn
 
 import tornasole.pytorch as ts
+from tornasole.rules import invoke_rule
+from tornasole.rules.builtin import LossScaleCollapse
 from tornasole.trials import create_trial
 
 
@@ -117,6 +119,11 @@ def test_grad_scaler_scale_and_skipped_steps_are_saved_every_step(tmp_path: Path
     assert trial.steps() == [0, 1, 2, 3, 4]  # skipped steps are steps
     assert [float(trial.tensor("scalar/loss_scale").value(s)) for s in range(5)] == scales
     assert [float(trial.tensor("scalar/skipped_steps").value(s)) for s in range(5)] == [0, 1, 2, 2, 2]
+    assert [float(trial.tensor("scalar/skipped_step").value(s)) for s in range(5)] == [0, 1, 1, 0, 0]
+    # The rule for a collapsing scaler reads what the hook saved (the names of tornasole.core.llm_signals):
+    # 2 of the last 4 steps skipped is more than 0.4 of them: judged from step 3 (4 steps saved) on.
+    collapse = LossScaleCollapse(trial, max_skip_fraction="0.4", skip_window="4", num_steps="10")
+    assert invoke_rule(collapse).fired_steps == [3, 4]
     nonfinite = [
         float(trial.tensor("gradient/Net_fc2.weight").reduction_value(s, "nonfinite_count")) for s in range(5)
     ]

@@ -75,9 +75,9 @@ def test_smdebug_reads_every_statistic_of_a_statistics_mode_trial(tmp_path: Path
         )
     scalars = [k for k in theirs.arrays if k.count("|") == 1]
     assert {k.split("|")[0] for k in scalars} == {
-        "scalar/grad_norm",
-        "scalar/param_norm",
-        "scalar/learning_rate",
+        "scalar/grad_norm/total",
+        "scalar/param_norm/total",
+        "scalar/lr/0",
         "MSELoss_output_0",
     }
     for key in scalars:

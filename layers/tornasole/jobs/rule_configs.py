@@ -22,7 +22,9 @@ Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
 ``get_collection`` and ``is_valid_action_object`` are ``smdebug_rulesconfig``'s
 helpers of the same names (the SageMaker SDK calls them). Builders of rules
 that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``oscillating_accuracy``,
-``stalled_loss``, ``slow_convergence``, ``zero_gradients``) follow the same shape.
+``stalled_loss``, ``slow_convergence``, ``zero_gradients``, and issue 30's ``loss_spike``,
+``gradient_norm_spike``, ``non_finite_origin``, ``loss_scale_collapse``, ``learning_rate_discontinuity``,
+``expert_imbalance``, ``attention_entropy_collapse``) follow the same shape.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ __all__ = [
     "stalled_loss",
     "slow_convergence",
     "zero_gradients",
+    "loss_spike",
+    "gradient_norm_spike",
+    "non_finite_origin",
+    "loss_scale_collapse",
+    "learning_rate_discontinuity",
+    "expert_imbalance",
+    "attention_entropy_collapse",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -239,6 +248,41 @@ def slow_convergence(**rule_parameters: Any) -> dict[str, Any]:
 def zero_gradients(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.ZeroGradients` (Tornasole's own rule)."""
     return _config("ZeroGradients", rule_parameters)
+
+
+def loss_spike(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.LossSpike` (Tornasole's own rule)."""
+    return _config("LossSpike", rule_parameters)
+
+
+def gradient_norm_spike(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.GradientNormSpike` (Tornasole's own rule)."""
+    return _config("GradientNormSpike", rule_parameters)
+
+
+def non_finite_origin(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.NonFiniteOrigin` (Tornasole's own rule)."""
+    return _config("NonFiniteOrigin", rule_parameters)
+
+
+def loss_scale_collapse(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.LossScaleCollapse` (Tornasole's own rule)."""
+    return _config("LossScaleCollapse", rule_parameters)
+
+
+def learning_rate_discontinuity(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.LearningRateDiscontinuity` (Tornasole's)."""
+    return _config("LearningRateDiscontinuity", rule_parameters)
+
+
+def expert_imbalance(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.ExpertImbalance` (Tornasole's own rule)."""
+    return _config("ExpertImbalance", rule_parameters)
+
+
+def attention_entropy_collapse(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.AttentionEntropyCollapse` (Tornasole's)."""
+    return _config("AttentionEntropyCollapse", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

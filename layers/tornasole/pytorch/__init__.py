@@ -25,6 +25,7 @@ from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.hooks.singleton import framework_functions
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.pytorch.hook import Hook
+from tornasole.pytorch.llm_stats import save_attention_entropy, save_router_stats
 from tornasole.pytorch.statistics import StatisticsConfig
 from tornasole.trials import create_trial
 
@@ -44,4 +45,6 @@ __all__ = [
     "set_hook",
     "del_hook",
     "modes",
+    "save_router_stats",
+    "save_attention_entropy",
 ]

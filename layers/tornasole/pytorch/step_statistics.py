@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from tornasole.core import llm_signals as signals
+from tornasole.core.llm_signals import SCALAR_PREFIX
 from tornasole.format.reductions import reduction_tag
 from tornasole.pytorch.statistics import (
     StatisticsConfig,
@@ -24,20 +26,28 @@ from tornasole.pytorch.statistics import (
     split_sharded,
 )
 
-__all__ = ["StepStatistics", "GRAD_NORM", "PARAM_NORM", "LOSS_SCALE", "SKIPPED_STEPS", "learning_rate_name"]
+__all__ = [
+    "StepStatistics",
+    "GRAD_NORM",
+    "PARAM_NORM",
+    "LOSS_SCALE",
+    "SKIPPED_STEP",
+    "SKIPPED_STEPS",
+    "learning_rate_name",
+]
 
-GRAD_NORM = "scalar/grad_norm"  # L2 norm of all gradients together (the clipping norm)
-PARAM_NORM = "scalar/param_norm"  # L2 norm of all parameters together
-LOSS_SCALE = "scalar/loss_scale"  # a registered GradScaler's scale at this step
+# The names the rules for today's failures read (tornasole.core.llm_signals), as save_scalar spells them.
+GRAD_NORM = SCALAR_PREFIX + signals.GRAD_NORM_TOTAL  # L2 norm of all gradients together (the clipping norm)
+PARAM_NORM = SCALAR_PREFIX + signals.PARAM_NORM_TOTAL  # L2 norm of all parameters together
+LOSS_SCALE = SCALAR_PREFIX + signals.LOSS_SCALE  # a registered GradScaler's scale at this step
+SKIPPED_STEP = SCALAR_PREFIX + signals.SKIPPED_STEP  # 1 where the GradScaler skipped this step, else 0
 SKIPPED_STEPS = "scalar/skipped_steps"  # optimizer steps the GradScaler skipped so far (inf/NaN gradients)
 
 
 def learning_rate_name(optimizer_index: int, group: int) -> str:
-    """``scalar/learning_rate`` for the first optimizer's first param group; suffixed for the others."""
-    suffix = (f"_optimizer_{optimizer_index}" if optimizer_index else "") + (
-        f"_group_{group}" if group else ""
-    )
-    return f"scalar/learning_rate{suffix}"
+    """``scalar/lr/<group>`` for the first optimizer's groups; ``scalar/lr/<k>.<group>`` for the others."""
+    group_name = f"{optimizer_index}.{group}" if optimizer_index else str(group)
+    return f"{SCALAR_PREFIX}{signals.LEARNING_RATE}/{group_name}"
 
 
 class StepStatistics:
@@ -149,7 +159,11 @@ class StepStatistics:
         )
         total = skipped if self._skipped_total is None else self._skipped_total + skipped
         self._skipped_total = total
-        self._scaler_values = {LOSS_SCALE: scale.detach().reshape(()).float().clone(), SKIPPED_STEPS: total}
+        self._scaler_values = {
+            LOSS_SCALE: scale.detach().reshape(()).float().clone(),
+            SKIPPED_STEP: skipped,
+            SKIPPED_STEPS: total,
+        }
 
     def _tags_of(self, names: list[str]) -> list[str]:
         """The reduction tags of ``names`` (the same list every step: worked out once)."""

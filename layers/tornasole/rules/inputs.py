@@ -175,7 +175,46 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "every saved tensor (or those of its collection_names / tensor_regex)",
             "any collection: include_collections=[...] (CollectionConfigurations), or hook.save_tensor",
         )
-    return None
+    return _llm_rule_needs(rule_to_invoke)
+
+
+#: What the rules of issue 30 read (names: ``tornasole.core.llm_signals``) and how a training loop saves it.
+#: Scalars need no collection, so none is named and registration warns of nothing.
+_LLM_NEEDS: dict[str, tuple[str, str]] = {
+    "LossSpike": ("the losses collection", 'hook.register_loss(loss_fn) or hook.save_scalar("loss", loss)'),
+    "GradientNormSpike": (
+        "gradient norms: grad_norm/total or grad_norm/<param> scalars, or the gradients collection",
+        'hook.save_scalar("grad_norm/total", total_norm) (the value clip_grad_norm_ returns), or '
+        'include_collections=["gradients"]',
+    ),
+    "NonFiniteOrigin": (
+        "every saved tensor at a step, in the order the hook wrote them",
+        'include_regex=[".*_output_0"] (module outputs, so it can name a module) and include_collections='
+        '["gradients"]',
+    ),
+    "LossScaleCollapse": (
+        "the loss scale (a loss_scale scalar) and optionally skipped_step",
+        'hook.save_scalar("loss_scale", scaler.get_scale()) after scaler.update() at every step',
+    ),
+    "LearningRateDiscontinuity": (
+        "learning rates (lr/<group> scalars)",
+        'hook.save_scalar(f"lr/{i}", group["lr"]) for each optimizer.param_groups entry at every step',
+    ),
+    "ExpertImbalance": (
+        "routers' per-expert load (router/<layer>/expert_load)",
+        "tornasole.pytorch.save_router_stats(hook, layer_name, router_probs) after each forward pass",
+    ),
+    "AttentionEntropyCollapse": (
+        "attention entropies (attention_entropy/<layer>) or attention weights",
+        "tornasole.pytorch.save_attention_entropy(hook, layer_name, attention_weights) after each forward "
+        "pass",
+    ),
+}
+
+
+def _llm_rule_needs(rule_to_invoke: str) -> RuleNeeds | None:
+    found = _LLM_NEEDS.get(rule_to_invoke)
+    return None if found is None else RuleNeeds(*found)
 
 
 def configured_collections(hook_config: Mapping[str, Any] | None) -> dict[str, dict[str, str]] | None:

@@ -53,6 +53,14 @@ BUILTIN_RULES: dict[str, str] = {
     "StalledLoss": "stalled_loss",
     "SlowConvergence": "slow_convergence",
     "ZeroGradients": "zero_gradients",
+    # today's training failures (issue 30): signals named in tornasole.core.llm_signals
+    "LossSpike": "loss_spike",
+    "GradientNormSpike": "gradient_norm_spike",
+    "NonFiniteOrigin": "non_finite_origin",
+    "LossScaleCollapse": "loss_scale_collapse",
+    "LearningRateDiscontinuity": "learning_rate_discontinuity",
+    "ExpertImbalance": "expert_imbalance",
+    "AttentionEntropyCollapse": "attention_entropy_collapse",
 }
 
 #: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.

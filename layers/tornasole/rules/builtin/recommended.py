@@ -70,6 +70,12 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True"}),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),
     ("ZeroGradients", "ZeroGradients", {}),
+    # issue 30's rules at their published defaults (docs/RULES.md, "How the recommended set was calibrated")
+    ("NonFiniteOrigin", "NonFiniteOrigin", {}),
+    ("LossScaleCollapse", "LossScaleCollapse", {}),
+    ("LearningRateDiscontinuity", "LearningRateDiscontinuity", {}),
+    ("ExpertImbalance", "ExpertImbalance", {}),
+    ("AttentionEntropyCollapse", "AttentionEntropyCollapse", {}),
 )
 
 

@@ -1,0 +1,218 @@
+"""Score the rules for today's failures on the language-model families (issue 30 part 6).
+
+Usage::
+
+    python bench/detection/families/lm_score.py                    # lm and moe families, seed 0
+    python bench/detection/families/lm_score.py --seeds 0 --json out.json --out DIR
+    python bench/detection/families/lm_score.py --classic-healthy      # the new rules on the seven classic
+                                                                        # families' healthy runs
+
+Trains every case of :mod:`families.lm` (a causal transformer LM, a mixture-of-experts LM; healthy recipes,
+hard negatives and one injected failure per case), saves them with the PyTorch hook at every step, labels
+them with the published thresholds while they train, then runs two rule sets: ``llm`` (the seven rules of
+issue 30 at their defaults) and ``recommended`` (``tornasole.rules.recommended_rules()``). Printed per
+family: run-level recall against the labels, false alarms on the runs no criterion flags, the median first
+firing latency from the labelled onset in steps (saved every step) and the share within one step; then, per
+rule, the runs it fired on. No parameter is tuned on these runs (the defaults are the published ones), so
+each family's numbers are those of a family the rules were not tuned on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from run import evaluate_one, rule_sets  # noqa: E402
+
+from families.lm import LM_CASES  # noqa: E402
+from families.lm import run as train_lm  # noqa: E402
+
+#: The seven rules of issue 30, as a rule set of ``run.evaluate_one``: (configuration, rule, parameters).
+LLM_RULES = [
+    (n, n, {})
+    for n in (
+        "LossSpike",
+        "GradientNormSpike",
+        "NonFiniteOrigin",
+        "LossScaleCollapse",
+        "LearningRateDiscontinuity",
+        "ExpertImbalance",
+        "AttentionEntropyCollapse",
+    )
+]
+
+
+def train_one(job: tuple[str, int, str]) -> dict:
+    name, seed, root = job
+    kind, family, spec = LM_CASES[name]
+    path = os.path.join(root, f"{name.replace('/', '-')}-s{seed}")
+    shutil.rmtree(path, ignore_errors=True)
+    r = train_lm(spec, seed, path)
+    return {
+        "case": name,
+        "family": family,
+        "seed": seed,
+        "kind": kind,
+        "path": path,
+        "labels": r.labels,
+        "onset": r.onset,
+        "final_loss": r.final_loss,
+    }
+
+
+def train_classic(job: tuple[str, int, str]) -> dict:
+    """A healthy run of the classic families (``families.cases``): where the new rules must stay quiet."""
+    from families.cases import CASES
+    from families.training import run as train_family
+
+    name, seed, root = job
+    kind, family, spec = CASES[name]
+    path = os.path.join(root, f"{name.replace('/', '-')}-s{seed}")
+    shutil.rmtree(path, ignore_errors=True)
+    r = train_family(name, spec, seed, path)
+    return {"case": name, "family": family, "seed": seed, "kind": kind, "path": path, "labels": r.labels}
+
+
+def classic_healthy(seeds: list[int], processes: int, out: str | None = None) -> int:
+    """False alarms of the seven new rules on the classic families' runs built healthy (trials kept in
+    ``out`` when given)."""
+    from families.cases import CASES
+
+    root = out or tempfile.mkdtemp(prefix="tornasole-classic-healthy-")
+    jobs = [(n, s, root) for n, (kind, _, _) in CASES.items() if kind == "healthy" for s in seeds]
+    start = time.perf_counter()
+    with get_context("fork").Pool(processes) as pool:
+        runs = pool.map(train_classic, jobs, chunksize=1)
+        results = pool.map(evaluate_one, [(r, {"llm": LLM_RULES}) for r in runs], chunksize=1)
+    alarms = [(r["case"], r["seed"], _first(r, "llm")) for r in results if _first(r, "llm")]
+    print(f"{len(results)} classic runs built healthy; the new rules alarmed on {len(alarms)}:")
+    for case, seed, (step, conf) in alarms:
+        print(f"  {case}-s{seed}: {conf} at step {step}")
+    print(f"total {time.perf_counter() - start:.0f} s ({processes} processes)")
+    if out:
+        Path(out, "runs.json").write_text(json.dumps(runs))
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def _first(r: dict, set_name: str) -> tuple[int, str] | None:
+    fires = sorted(
+        (f["first_step"], c) for c, f in r["firings"][set_name].items() if f["first_step"] is not None
+    )
+    return fires[0] if fires else None
+
+
+def family_metrics(rs: list[dict], set_name: str) -> dict:
+    broken = [r for r in rs if r["labels"]]
+    healthy = [r for r in rs if not r["labels"]]
+    latencies = [f[0] - r["onset"] for r in broken if (f := _first(r, set_name)) is not None]
+    alarms = [r for r in healthy if _first(r, set_name)]
+    return {
+        "runs": len(rs),
+        "broken": len(broken),
+        "detected": sum(1 for r in broken if _first(r, set_name)),
+        "healthy": len(healthy),
+        "false_alarms": len(alarms),
+        "median_latency_steps": statistics.median(latencies) if latencies else None,
+        "within_one_step": sum(1 for x in latencies if x <= 1) / len(latencies) if latencies else None,
+        "false_alarm_cases": sorted(f"{r['case']}-s{r['seed']}:{_first(r, set_name)[1]}" for r in alarms),
+        "missed_cases": sorted(f"{r['case']}-s{r['seed']}" for r in broken if not _first(r, set_name)),
+        "built_mismatch": sorted(
+            f"{r['case']}-s{r['seed']}" for r in rs if (r["kind"] == "broken") != bool(r["labels"])
+        ),
+    }
+
+
+def per_rule(results: list[dict], set_name: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for r in results:
+        for conf, f in r["firings"][set_name].items():
+            row = out.setdefault(conf, {"fired_broken": 0, "fired_healthy": [], "latencies": []})
+            if f["first_step"] is None:
+                continue
+            if r["labels"]:
+                row["fired_broken"] += 1
+                row["latencies"].append(f["first_step"] - r["onset"])
+            else:
+                row["fired_healthy"].append(f"{r['case']}-s{r['seed']}")
+    return out
+
+
+def report(results: list[dict], sets: list[str]) -> dict:
+    numbers: dict[str, dict] = {}
+    for set_name in sets:
+        print(f"\n=== {set_name}: per family ===")
+        print(f"{'family':8s} {'recall':>14s} {'false alarms':>14s} {'median lat':>11s} {'<=1 step':>9s}")
+        per = {}
+        for family in sorted({r["family"] for r in results}):
+            m = family_metrics([r for r in results if r["family"] == family], set_name)
+            per[family] = m
+            lat, within = m["median_latency_steps"], m["within_one_step"]
+            recall = f"{m['detected']}/{m['broken']} = {m['detected'] / max(m['broken'], 1):.2f}"
+            alarms = f"{m['false_alarms']}/{m['healthy']} = {m['false_alarms'] / max(m['healthy'], 1):.2f}"
+            lat_text = "-" if lat is None else f"{lat:g}"
+            within_text = "-" if within is None else f"{100 * within:.0f}%"
+            print(f"{family:8s} {recall:>14s} {alarms:>14s} {lat_text:>11s} {within_text:>9s}")
+            for key in ("missed_cases", "false_alarm_cases", "built_mismatch"):
+                if m[key]:
+                    print(f"  {key}: {', '.join(m[key])}")
+        rules = per_rule(results, set_name)
+        print("  per rule: fired on labelled-broken runs / healthy runs it fired on / median latency")
+        for conf, row in sorted(rules.items()):
+            lat = statistics.median(row["latencies"]) if row["latencies"] else None
+            print(
+                f"    {conf:28s} {row['fired_broken']:3d}  healthy {len(row['fired_healthy'])}"
+                f"{' (' + ', '.join(row['fired_healthy']) + ')' if row['fired_healthy'] else ''}"
+                f"  latency {'-' if lat is None else f'{lat:g}'}"
+            )
+        numbers[set_name] = {"families": per, "rules": rules}
+    return numbers
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
+    ap.add_argument("--json", help="write the numbers and every run's firings here")
+    ap.add_argument(
+        "--classic-healthy", action="store_true", help="instead: the new rules on the classic healthy runs"
+    )
+    args = ap.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    if args.classic_healthy:
+        return classic_healthy(seeds, args.processes, args.out)
+    sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
+    start = time.perf_counter()
+    root = args.out or tempfile.mkdtemp(prefix="tornasole-lm-families-")
+    jobs = [(n, s, root) for n in LM_CASES for s in seeds]
+    with get_context("fork").Pool(args.processes) as pool:
+        runs = pool.map(train_one, jobs, chunksize=1)
+        trained = time.perf_counter()
+        results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
+    evaluated = time.perf_counter()
+    numbers = report(results, list(sets))
+    print(
+        f"\n{len(runs)} runs; training {trained - start:.0f} s, rules {evaluated - trained:.0f} s, "
+        f"total {evaluated - start:.0f} s ({args.processes} processes)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+    if not args.out:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""LearningRateDiscontinuity: the learning rate jumped, or its warmup started over, between saved steps.
+
+A run resumed from a checkpoint without its scheduler's state restarts the schedule: the learning rate
+falls back to the start of its warmup, or jumps back to its peak (one public report lost 40% of a run
+to this). A healthy schedule moves smoothly: warmup rises, cosine or linear decay falls, by small ratios
+between consecutive steps. Each ``lr/<group>`` scalar (:mod:`tornasole.core.llm_signals`) is judged
+alone between the evaluated step and the previous saved step of the mode; it fires on
+
+* a **drop**: the rate fell by more than ``max_drop_factor`` times (a warmup restart, a schedule reset
+  to 0), unless the previous rate was already below ``min_lr_fraction`` of the peak seen, or the fall
+  is no larger than ``max_drop_factor`` times the previous step's fall (the last steps of a cosine or
+  linear decay to 0 fall by large ratios, but by small amounts);
+* a **rise after the peak**: the rate rose by more than ``rise_tolerance`` (as a fraction) while an
+  earlier saved rate was already higher than the previous one by that much (the schedule was past its
+  peak). Warmup's rise, which has no earlier peak, never fires.
+
+Planned discontinuities are the user's to declare: ``allow_drops`` passes over every drop (a step
+schedule: StepLR, MultiStepLR, ReduceLROnPlateau), and ``planned_steps`` lists the global steps at
+which the schedule jumps on purpose (milestones, cosine restarts): a change between two saved steps
+that bracket one of them is not judged. The peak is the largest rate among the previous ``window``
+saved steps.
+
+Why 3 for ``max_drop_factor``: no smooth schedule falls by 3x in one step before its tail (cosine's
+steepest step is ``pi / (2 * steps)`` of the peak; exponential decay falls by a constant ratio, which the
+previous step's fall matches), while a restarted warmup starts at ``peak / warmup_steps``, 10x or more
+below a rate that is mid-decay.
+"""
+
+from __future__ import annotations
+
+from tornasole.core.llm_signals import LEARNING_RATE, signal_regex
+from tornasole.modes import EVAL, PREDICT
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.series import names_matching
+from tornasole.rules.params import Param
+
+__all__ = ["LearningRateDiscontinuity"]
+
+
+class LearningRateDiscontinuity(BuiltinRule):
+    """Fires on a learning-rate drop by ``max_drop_factor`` or a rise after the schedule's peak.
+
+    Examples
+    --------
+    >>> # invoke_rule(LearningRateDiscontinuity(trial, max_drop_factor="5", planned_steps="3000,6000"))
+    """
+
+    LIKELY_CAUSE = (
+        "the learning rate of {tensor} jumped between two steps: the scheduler restarted (a resume that "
+        "did not restore the scheduler's state) or a schedule has a discontinuity"
+    )
+    SUGGESTED_FIX = (
+        "restore the scheduler's state_dict (and the data loader's position) with the checkpoint; if the "
+        "jump is planned, list its step in planned_steps or set allow_drops for a step schedule"
+    )
+
+    PARAMETERS = (
+        Param("max_drop_factor", "float", "3", "fire when the rate falls by more than this factor"),
+        Param("rise_tolerance", "float", "0.1", "fire when, past the peak, the rate rises by more than this"),
+        Param(
+            "min_lr_fraction", "float", "0.01", "drops from below this fraction of the peak are not judged"
+        ),
+        Param("allow_drops", "bool", "False", "a step schedule: no drop fires"),
+        Param("planned_steps", "int_list", "", "global steps at which the schedule jumps on purpose"),
+        Param("window", "int", "100", "previous saved steps searched for the peak"),
+    )
+
+    def check_params(self) -> None:
+        if self.max_drop_factor <= 1:
+            raise self.param_error("max_drop_factor", f"value {self.max_drop_factor} must be > 1")
+        self.require_at_least(0, "rise_tolerance", "min_lr_fraction")
+        self.require_at_least(1, "window")
+
+    def history_steps(self) -> int | None:
+        return self.window
+
+    def invoke_at_step(self, step: int) -> bool:
+        if self.step_mode(step) in (EVAL, PREDICT):
+            return False
+        return any(
+            self._judge(n, step) for n in names_matching(self, step, signal_regex(LEARNING_RATE, True))
+        )
+
+    def _planned(self, prev: int, step: int) -> bool:
+        return any(prev < p <= step for p in self.planned_steps or ())
+
+    def _smooth_fall(self, values: list, lr: float, prev_lr: float) -> bool:
+        """The fall is no larger than ``max_drop_factor`` times the previous step's fall: a decay to 0
+        (linear decay's last step halves, then zeroes the rate, by equal decrements)."""
+        before = values[-3] if len(values) >= 3 else None
+        if before is None or before <= prev_lr:
+            return False
+        return prev_lr - lr <= self.max_drop_factor * (before - prev_lr)
+
+    def _judge(self, name: str, step: int) -> bool:
+        steps = self.same_mode_steps(name, step)[-(self.window + 1) :]
+        if len(steps) < 2 or steps[-1] != step:
+            return False
+        values = [self.scalar(name, s) for s in steps]
+        lr, prev_lr, prev = values[-1], values[-2], steps[-2]
+        if lr is None or prev_lr is None or self._planned(prev, step):
+            return False
+        earlier = [v for v in values[:-1] if v is not None]
+        peak = max(earlier)
+        if (
+            not self.allow_drops
+            and prev_lr > 0
+            and lr * self.max_drop_factor < prev_lr
+            and prev_lr >= self.min_lr_fraction * peak
+            and not self._smooth_fall(values, lr, prev_lr)
+        ):
+            self.report_issue(
+                f"{name} fell from {self.fmt(prev_lr)} at step {prev} to {self.fmt(lr)} at step {step} "
+                f"(more than max_drop_factor {self.fmt(self.max_drop_factor)} times; peak {self.fmt(peak)})",
+                tensor=name,
+                value=lr,
+                previous=prev_lr,
+                criterion="drop",
+            )
+            return True
+        past_peak = peak > prev_lr * (1 + self.rise_tolerance)
+        if past_peak and lr > prev_lr * (1 + self.rise_tolerance):
+            self.report_issue(
+                f"{name} rose from {self.fmt(prev_lr)} at step {prev} to {self.fmt(lr)} at step {step} "
+                f"after the schedule had peaked at {self.fmt(peak)} "
+                f"(rise_tolerance {self.fmt(self.rise_tolerance)})",
+                tensor=name,
+                value=lr,
+                previous=prev_lr,
+                criterion="rise",
+            )
+            return True
+        return False

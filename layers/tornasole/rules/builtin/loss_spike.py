@@ -1,0 +1,136 @@
+"""LossSpike: the loss jumped far above what the run has shown so far.
+
+Two published criteria, either of which fires (set one's parameter to 0 to turn it off):
+
+* **Megatron-LM's factor** (``megatron/core/rerun_state_machine.py``,
+  ``RerunStateMachine.is_unexpectedly_large``, called with ``threshold=10`` on the loss by
+  ``pretrain_gpt.py``'s ``loss_func`` when ``check_for_spiky_loss`` is on): the loss is above
+  ``factor`` times the largest loss among the run's first ``factor_samples`` values. Here those are
+  the first ``factor_samples`` saved steps of the step's mode; before that many exist, the largest of
+  those saved so far.
+* **OLMo-core's z-score** (``olmo_core/train/callbacks/stability_monitor.py``,
+  ``StabilityMonitorCallback._is_spike``): the loss is above the mean of the previous ``window``
+  values by more than ``z_threshold`` of their (population) standard deviations; a window whose
+  standard deviation is below 1e-10 judges nothing. OLMo-core waits for a full window (128 values);
+  Tornasole judges from ``min_window`` values on, so a run saved every few steps is judged before its
+  128th save (a short window is noisier: raise ``min_window`` for noisy losses).
+
+A non-finite loss fires too (Megatron checks it first, ``check_for_nan_in_loss``). Each loss tensor
+(the ``losses`` collection, ``collection_names``, ``tensor_regex``) is judged alone, at the saved
+steps of its own mode (a validation loss against validation losses).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.builtin.losses import loss_names
+from tornasole.rules.builtin.series import series
+from tornasole.rules.params import Param
+
+__all__ = ["LossSpike"]
+
+#: Saved steps of another mode (a validation phase) the evaluator loads besides the window.
+OTHER_MODE_ROOM = 16
+
+
+class LossSpike(BuiltinRule):
+    """Fires when a loss exceeds ``factor`` x its early maximum, or ``z_threshold`` sigmas over its window.
+
+    Examples
+    --------
+    >>> # invoke_rule(LossSpike(trial, factor="10", z_threshold="6", window="128"))
+    """
+
+    LIKELY_CAUSE = (
+        "the loss of {tensor} spiked: a bad batch (corrupt or mislabelled data), a learning rate too high "
+        "for this stage, or an instability in attention/normalisation"
+    )
+    SUGGESTED_FIX = (
+        "inspect the batch of the spike step, lower the peak learning rate or lengthen warmup, clip "
+        "gradients (max norm 1.0), or restart from the last checkpoint skipping that data"
+    )
+
+    PARAMETERS = (
+        COLLECTION_NAMES,
+        TENSOR_REGEX,
+        Param("use_losses_collection", "bool", "True", "also inspect the losses collection"),
+        Param(
+            "factor",
+            "float",
+            "10",
+            "fire above this multiple of the largest first factor_samples losses (Megatron-LM; 0: off)",
+        ),
+        Param("factor_samples", "int", "100", "how many first saved losses set the factor's reference"),
+        Param(
+            "z_threshold",
+            "float",
+            "6",
+            "fire above the window's mean by this many standard deviations (OLMo-core; 0: off)",
+        ),
+        Param("window", "int", "128", "previous saved losses of the mode the z-score is computed over"),
+        Param("min_window", "int", "32", "previous saved losses needed before the z-score judges"),
+    )
+
+    def check_params(self) -> None:
+        self.require_at_least(0, "factor", "z_threshold")
+        self.require_at_least(1, "factor_samples", "window", "min_window")
+        if self.min_window > self.window:
+            raise self.param_error("min_window", f"value {self.min_window} must be <= window ({self.window})")
+
+    def history_steps(self) -> int | None:
+        return self.window + OTHER_MODE_ROOM
+
+    def leading_steps(self) -> int:
+        return self.factor_samples if self.factor else 0
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in loss_names(self, self.use_losses_collection):
+            if step in self.same_mode_steps(name, step) and self._judge(name, step):
+                return True
+        return False
+
+    def _judge(self, name: str, step: int) -> bool:
+        recent = series(self, name, step, self.window)
+        if not recent or recent[-1][0] != step:
+            return False
+        loss = recent[-1][1]
+        if not math.isfinite(loss):
+            self.report_issue(f"{name} is {loss} at step {step}", tensor=name, value=loss)
+            return True
+        if self.factor:
+            first_steps = [s for s in self.same_mode_steps(name, step)[: self.factor_samples] if s != step]
+            first = [
+                v for v in (self.scalar(name, s) for s in first_steps) if v is not None and math.isfinite(v)
+            ]
+            if first and max(first) > 0 and loss > self.factor * max(first):
+                self.report_issue(
+                    f"{name} = {self.fmt(loss)} at step {step} > factor {self.fmt(self.factor)} x "
+                    f"the largest of its first {len(first)} saved values ({self.fmt(max(first))})",
+                    tensor=name,
+                    value=loss,
+                    reference=max(first),
+                    criterion="factor",
+                )
+                return True
+        if self.z_threshold:
+            previous = np.array([v for _, v in recent[:-1] if math.isfinite(v)], dtype=np.float64)
+            if previous.size >= self.min_window:
+                mean, std = float(previous.mean()), float(previous.std())
+                if std >= 1e-10 and loss > mean + self.z_threshold * std:
+                    z = (loss - mean) / std
+                    self.report_issue(
+                        f"{name} = {self.fmt(loss)} at step {step} is {self.fmt(z)} standard "
+                        f"deviations above the mean of its previous {previous.size} saved values "
+                        f"({self.fmt(mean)} +/- "
+                        f"{self.fmt(std)}; z_threshold {self.fmt(self.z_threshold)})",
+                        tensor=name,
+                        value=loss,
+                        z_score=z,
+                        criterion="z_score",
+                    )
+                    return True
+        return False

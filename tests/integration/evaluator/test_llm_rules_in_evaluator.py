@@ -1,0 +1,109 @@
+"""The rules for today's training failures (issue 30) in the serverless evaluator on moto: each fires on
+its failure as the steps arrive one notification at a time (loading only the history each rule says it
+reads), names the same step and finding as ``invoke_rule`` over the whole trial, and stays quiet on the
+healthy twin."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from evaluator_stack import TRIAL, Stack
+from test_completion import summary
+
+from tornasole.format.writer import StepWriter
+from tornasole.jobs import TornasoleJobs
+from tornasole.modes import ModeKeys
+from tornasole.rules import create_rule, invoke_rule
+from tornasole.trials import create_trial
+
+STEPS = 36
+ONSET = 26
+
+RULES = [
+    {"RuleConfigurationName": "LossSpike", "RuleParameters": {"window": "32", "min_window": "16"}},
+    {"RuleConfigurationName": "GradientNormSpike", "RuleParameters": {"window": "16"}},
+    {"RuleConfigurationName": "LearningRateDiscontinuity", "RuleParameters": {}},
+    {"RuleConfigurationName": "LossScaleCollapse", "RuleParameters": {"skip_window": "8"}},
+    {"RuleConfigurationName": "NonFiniteOrigin", "RuleParameters": {}},
+    {"RuleConfigurationName": "ExpertImbalance", "RuleParameters": {}},
+    {"RuleConfigurationName": "AttentionEntropyCollapse", "RuleParameters": {}},
+]
+
+
+def _tensors(step: int, broken: bool) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(step)
+    bad = broken and step >= ONSET
+    loss = 3.0 + 2.0 * math.exp(-step / 8) + 0.02 * rng.standard_normal()
+    lr = 1e-3 * min(1.0, (step + 1) / 8) * (0.5 * (1 + math.cos(math.pi * step / 60)))
+    load = np.full(4, 0.25) + rng.normal(0, 0.02, 4)
+    entropy = 0.7 + 0.02 * rng.standard_normal()
+    grad = rng.standard_normal(8) * 0.1
+    scale = 2.0**16
+    if bad:
+        loss *= 5 if step == ONSET else 1  # a bad batch
+        grad = grad * (40 if step == ONSET else 1)
+        lr = 1e-3 / 20  # resumed without the scheduler: warmup starts over
+        scale = 2.0 ** max(16 - (step - ONSET + 1), 0)  # halved at every step: overflow after overflow
+        load[1] = 0.0  # expert 1 receives nothing
+        entropy = 0.01
+    out = {
+        "loss": np.float32(loss),
+        "gradients/fc.weight": grad.astype(np.float32),
+        "scalar/lr/0": np.float32(lr),
+        "scalar/loss_scale": np.float32(scale),
+        "router/layers.0.moe/expert_load": (load / load.sum()).astype(np.float32),
+        "scalar/attention_entropy/layers.0.attn": np.float32(entropy),
+        "block0_output_0": np.ones(4, dtype=np.float32),
+        "block1_output_0": np.ones(4, dtype=np.float32),
+    }
+    if broken and step == ONSET + 2:
+        out["block1_output_0"] = np.array([1, np.nan, 1, 1], dtype=np.float32)  # NaN from block1 only
+    return out
+
+
+def _run(stack: Stack, broken: bool) -> dict[str, tuple[str, str]]:
+    TornasoleJobs().register_job("my-job", TRIAL, RULES)
+    stack.write_collections()
+    for step in range(STEPS):
+        sw = StepWriter(step, "worker_0", mode=ModeKeys.TRAIN, mode_step=step)
+        for name, value in _tensors(step, broken).items():
+            sw.add_tensor(name, value, wall_time=1.0)
+        stack.writer().write_step(sw)
+        for note in stack.notifications():
+            stack.deliver(note)
+    stack.write_end()
+    for note in stack.notifications():
+        stack.deliver(note)
+    assert stack.describe()["TrainingJobStatus"] == "Completed"
+    return summary()
+
+
+def test_each_new_rule_fires_at_its_failure_in_the_evaluator_as_offline(stack: Stack) -> None:
+    got = _run(stack, broken=True)
+    expected_step = {
+        "LossSpike": ONSET,
+        "GradientNormSpike": ONSET,
+        "LearningRateDiscontinuity": ONSET,
+        "NonFiniteOrigin": ONSET + 2,
+    }
+    for conf in RULES:
+        name = conf["RuleConfigurationName"]
+        status, details = got[name]
+        assert status == "IssuesFound", (name, details)
+        offline = invoke_rule(create_rule(name, create_trial(TRIAL), **conf["RuleParameters"]))
+        assert offline.status == "IssuesFound", name
+        assert offline.first_step is not None, name
+        if name in expected_step:
+            assert offline.first_step == expected_step[name], (name, offline.first_step)
+        assert f"step {offline.first_step}" in details or str(offline.first_step) in details, (name, details)
+    assert "block1" in got["NonFiniteOrigin"][1]
+    assert "expert 1 of 4" in got["ExpertImbalance"][1]
+    assert "layers.0.attn" in got["AttentionEntropyCollapse"][1]
+
+
+def test_the_healthy_twin_is_quiet_in_the_evaluator(stack: Stack) -> None:
+    got = _run(stack, broken=False)
+    assert {name: status for name, (status, _) in got.items()} == {
+        conf["RuleConfigurationName"]: "NoIssuesFound" for conf in RULES
+    }
