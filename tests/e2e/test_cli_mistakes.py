@@ -246,7 +246,8 @@ def test_status_of_a_job_that_is_not_registered(local) -> None:
 
 
 def test_alert_text_names_a_command_that_exists_and_works(local) -> None:
-    from tornasole.evaluator.details import alert_message
+    from tornasole.alerts.render import text_message
+    from tornasole.evaluator.details import firing_alert
     from tornasole.evaluator.store.state_table import StateTable
 
     proc, _ = run(
@@ -265,7 +266,10 @@ def test_alert_text_names_a_command_that_exists_and_works(local) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     state = StateTable().load_job("alerted")
-    _, body = alert_message(state, "ExplodingTensor", 3, "NaN in loss", {"TrialPath": state.trial_path})
+    alert = firing_alert(
+        state, "ExplodingTensor", 3, "TRAIN", 3, "NaN in loss", {}, {"TrialPath": state.trial_path}, "e-1"
+    )
+    _, body = text_message(alert)  # the e-mail's text, as the outbox renders it
     command = re.search(r"tornasole [a-z ]+ alerted", body)
     assert command, body
     proc, _ = run([TORNASOLE, *command.group(0).split()[1:]], 60)

@@ -19,7 +19,6 @@ __all__ = [
     "describe",
     "rule_statuses",
     "issue_detail",
-    "alert_message",
     "firing_alert",
     "step_files",
 ]
@@ -132,16 +131,6 @@ def issue_detail(
         "S3Location": step_files(state.trial_path, step, workers),
         EVENT_ID_FIELD: event_id,
     }
-
-
-def alert_message(
-    state: JobState, rule_name: str, step: int, details: str, files: dict[str, Any]
-) -> tuple[str, str]:
-    """(subject, body) of an email/sms alert: what fired, where, what to do about it and where to look
-    (the plain-text rendering of :func:`firing_alert`)."""
-    from tornasole.alerts.render import text_message
-
-    return text_message(firing_alert(state, rule_name, step, None, None, details, {}, files, ""))
 
 
 def firing_alert(

@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from tornasole.evaluator import decisions
-from tornasole.evaluator.details import alert_message, describe, step_files
+from tornasole.evaluator.details import describe
 from tornasole.evaluator.models import (
     JobState,
     JobStatus,
@@ -96,9 +96,7 @@ def test_the_issue_event_and_the_alert_say_what_to_do(trial_factory):
     assert event.payload["detail"]["StatusDetails"].endswith(out.advice)
     alert = next(i for i in items if i.kind == "alert")
     assert out.advice in alert.payload["message"].splitlines()  # a line of its own
-    subject, body = alert_message(
-        _state(), "VanishingGradient", 0, out.details, step_files("s3://b/run", 0, [])
-    )
+    subject, body = alert.payload["subject"], alert.payload["message"]
     assert "Suggested fix: use ReLU activations" in body
     assert "Tornasole: VanishingGradient" in subject
 
