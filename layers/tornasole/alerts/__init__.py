@@ -7,6 +7,9 @@
   configured, and the event that carries an alert to them.
 
 Pure: nothing here performs I/O (the local mode's sender is ``tornasole.local.alert_sender``).
+
+Floor plan: imported by the evaluator and local; imports rules (actions, outcome), stack_spec and
+config only.
 """
 
 from __future__ import annotations
