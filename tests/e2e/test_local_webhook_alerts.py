@@ -127,7 +127,10 @@ def test_a_broken_run_posts_one_alert_and_one_reminder_a_healthy_one_nothing(
         assert post["type"] == "application/json"
         assert_valid_alert(post["body"])
         assert post["body"]["TrainingJobName"] == "broken"
-    assert (first["body"]["Reminder"], first["body"]["Step"]) == (False, 0)
+    # The first alert is the transition to IssuesFound: whichever of the firing steps 0-15 the evaluation
+    # workers finished first (they run in parallel), never one of the reminder's steps.
+    assert first["body"]["Reminder"] is False
+    assert first["body"]["Step"] in range(0, 20, 5)
     assert reminder["body"]["Reminder"] is True
     assert reminder["body"]["Step"] >= 20
     assert first["body"]["Tensor"] == "gradients/fc.weight"

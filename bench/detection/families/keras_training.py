@@ -89,6 +89,17 @@ def build_keras(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
     return model
 
 
+def _one_tensorflow_thread(tf) -> None:
+    """One thread per run, as the PyTorch runs use: pool workers are separate processes. TensorFlow fixes
+    its thread pools when its context starts, so in a process that already ran TensorFlow (a test suite)
+    the setting is refused; the runs' values do not depend on it, only their time does."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        pass
+
+
 def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -99,8 +110,7 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     from tornasole.keras import Hook
     from tornasole.pytorch import SaveConfig
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    _one_tensorflow_thread(tf)
     recipe = FAMILIES[spec.family]
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)

@@ -26,8 +26,8 @@ JOBS = {"tornasole-demo-healthy": False, "tornasole-demo-broken": True}
 # What the demo must end with: the healthy run clean; in the diverged run the loss turns NaN
 # (ExplodingTensor), the ReLUs die (DeadRelu), the tanh inputs saturate (SaturatedActivation) and the
 # first update is 10^5 times the weights (WeightUpdateRatio), and from then on neither the validation nor
-# the training accuracy moves (SlowConvergence). LossNotDecreasing stays quiet: a NaN loss is
-# ExplodingTensor's to report.
+# the training accuracy moves (SlowConvergence); NonFiniteOrigin names the first saved tensor that went
+# non-finite. LossNotDecreasing stays quiet: a NaN loss is ExplodingTensor's to report.
 EXPECTED = {
     "tornasole-demo-healthy": dict.fromkeys(DEFAULT_RULES, "NoIssuesFound"),
     "tornasole-demo-broken": {
@@ -37,6 +37,7 @@ EXPECTED = {
         "SaturatedActivation": "IssuesFound",
         "WeightUpdateRatio": "IssuesFound",
         "SlowConvergence": "IssuesFound",
+        "NonFiniteOrigin": "IssuesFound",
     },
 }
 
