@@ -55,11 +55,23 @@ def test_a_layer_frozen_on_purpose_saves_no_gradient_and_a_forgotten_one_does(tm
     assert forgotten.labels.get("unchanged") == 4  # DeepDiagnosis: constant over 5 training steps
 
 
-def test_a_keras_run_is_saved_by_the_keras_hook_and_labelled_alike(tmp_path):
+def _diabetes_shaped(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """A linear task of the diabetes set's shape (442 x 10, 112 held out): the test venv has no
+    scikit-learn (a benchmark dependency, requirements/bench.txt), and what is checked here is the saving
+    and the labels, not the data."""
+    x = rng.standard_normal((442, 10)).astype(np.float32)
+    y = (x @ rng.standard_normal(10) + 0.1 * rng.standard_normal(442)).astype(np.float32)[:, None]
+    return x, y, 0, 112
+
+
+def test_a_keras_run_is_saved_by_the_keras_hook_and_labelled_alike(tmp_path, monkeypatch):
     """The Keras variant: the hook's global steps are the trainer's (TRAIN and validation batches), names
     are the Keras hook's, the Monitor saw the gradients of the compiled step, a forgotten layer is labelled
     unchanged as in PyTorch."""
+    from families import data
     from families.keras_training import run_keras
+
+    monkeypatch.setattr(data, "diabetes", _diabetes_shaped)
 
     _, _, spec = CASES["regression_keras/first_layer_not_optimised"]
     result = run_keras("k", replace(spec, epochs=2), 0, str(tmp_path))
