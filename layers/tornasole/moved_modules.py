@@ -26,7 +26,14 @@ import threading
 import types
 from typing import Any
 
-__all__ = ["MovedModuleFinder", "alias_module", "alias_package", "new_name"]
+__all__ = [
+    "ModuleUnderOtherName",
+    "MovedModuleFinder",
+    "alias_module",
+    "alias_package",
+    "new_name",
+    "spec_for_alias",
+]
 
 _modules: dict[str, str] = {}  # old module name -> new module name
 _packages: dict[str, str] = {}  # old package name -> new package (old.X stands for new.X)
@@ -48,8 +55,11 @@ def new_name(old: str) -> str | None:
     return None
 
 
-class _MovedLoader(importlib.abc.Loader):
-    """Hands the new module to the import system under its old name, keeping the module's own spec."""
+class ModuleUnderOtherName(importlib.abc.Loader):
+    """Hands an imported module to the import system under another name, keeping the module's own spec.
+
+    Shared by this finder (old paths) and :mod:`tornasole.compat.alias` (smdebug's names).
+    """
 
     def __init__(self, module: types.ModuleType) -> None:
         self.module = module
@@ -59,8 +69,20 @@ class _MovedLoader(importlib.abc.Loader):
         return self.module
 
     def exec_module(self, module: types.ModuleType) -> None:
+        # the import system stamped the alias's spec on the module: give the module its own back
         if self.own_spec is not None:
             module.__spec__ = self.own_spec
+
+
+def spec_for_alias(
+    fullname: str, module: types.ModuleType, loader_type: type[ModuleUnderOtherName] = ModuleUnderOtherName
+) -> importlib.machinery.ModuleSpec:
+    """The spec that makes ``import fullname`` give ``module`` (a package's submodules resolve too)."""
+    is_package = hasattr(module, "__path__")
+    spec = importlib.machinery.ModuleSpec(fullname, loader_type(module), is_package=is_package)
+    if is_package:
+        spec.submodule_search_locations = list(module.__path__)
+    return spec
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):
@@ -72,13 +94,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         moved = new_name(fullname)
         if moved is None or importlib.util.find_spec(moved) is None:
             return None
-        module = importlib.import_module(moved)
-        spec = importlib.machinery.ModuleSpec(
-            fullname, _MovedLoader(module), is_package=hasattr(module, "__path__")
-        )
-        if hasattr(module, "__path__"):
-            spec.submodule_search_locations = list(module.__path__)
-        return spec
+        return spec_for_alias(fullname, importlib.import_module(moved))
 
 
 def _install() -> None:

@@ -36,6 +36,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from tornasole.moved_modules import ModuleUnderOtherName, spec_for_alias
 from tornasole.rules.loader import map_module_name
 
 __all__ = [
@@ -80,20 +81,8 @@ def target_module_name(name: str) -> str | None:
     return EXTRA_MODULES.get(name) or map_module_name(name)
 
 
-class _AliasLoader(importlib.abc.Loader):
-    """Hands the already-imported Tornasole module to the import system under the smdebug name."""
-
-    def __init__(self, module: types.ModuleType) -> None:
-        self.module = module
-        self.own_spec = getattr(module, "__spec__", None)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return self.module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        # the import system stamped the alias spec on the module: give the Tornasole module its own back
-        if self.own_spec is not None:
-            module.__spec__ = self.own_spec
+class _AliasLoader(ModuleUnderOtherName):
+    """The loader of the modules this alias serves (its type tells them from any other module)."""
 
 
 class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
@@ -111,12 +100,7 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
             raise SmdebugAliasError(
                 f"{fullname} (mapped to {mapped}) is not provided by Tornasole: {exc}", name=fullname
             ) from exc
-        spec = importlib.machinery.ModuleSpec(
-            fullname, _AliasLoader(module), is_package=hasattr(module, "__path__")
-        )
-        if hasattr(module, "__path__"):
-            spec.submodule_search_locations = list(module.__path__)
-        return spec
+        return spec_for_alias(fullname, module, _AliasLoader)
 
 
 def _top_level_proxy() -> types.ModuleType:

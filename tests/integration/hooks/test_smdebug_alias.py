@@ -83,13 +83,13 @@ def test_one_line_import_and_module_identity(tmp_path: Path):
         "except SMDebugValueError as exc:\n"
         "    print('caught:', type(exc).__name__)\n"
         "try:\n"
-        "    import smdebug.profiler\n"
+        "    import smdebug.mxnet\n"
         "except ImportError as exc:\n"
         "    print('missing:', exc)\n"
     )
     res = _run(["-c", code], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "smdebug.profiler (mapped to tornasole.profiler) is not provided by Tornasole" in res.stdout
+    assert "smdebug.mxnet (mapped to tornasole.mxnet) is not provided by Tornasole" in res.stdout
     assert "caught: ConfigurationError" in res.stdout
 
 
