@@ -129,8 +129,8 @@ def test_missing_file_and_failing_file(rule_file, tmp_path):
 
 
 def test_smdebug_module_tornasole_lacks_is_named(rule_file):
-    path = rule_file("from smdebug.profiler import analysis\n", "prof.py")
-    with pytest.raises(RuleLoadError, match=r"line 1: .*smdebug.profiler \(mapped to tornasole.profiler\)"):
+    path = rule_file("from smdebug.mxnet import hook\n", "mx.py")
+    with pytest.raises(RuleLoadError, match=r"line 1: .*smdebug.mxnet \(mapped to tornasole.mxnet\)"):
         load_rule_class(path, "R")
 
 
