@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.exceptions import TornasoleError
+from tornasole.stack_spec import CAPTURE_REQUESTS_DIR
 
 __all__ = [
     "CAPTURE_COLLECTIONS",
@@ -52,8 +53,6 @@ __all__ = [
     "parse_steps",
 ]
 
-#: Folder at the trial root holding one request file per rule.
-CAPTURE_REQUESTS_DIR = "tornasole_capture"
 #: Collections a request may name: the built-in ones the hooks fill by themselves.
 CAPTURE_COLLECTIONS = (
     "weights",

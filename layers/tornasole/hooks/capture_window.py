@@ -196,6 +196,15 @@ class CaptureWindow:
         self.captured_steps.append(step)
         return True
 
+    def retarget(self, capturing: bool, mode: ModeKeys, step: int, collections: Any) -> bool:
+        """The open step changed mode (``set_mode`` in a hook whose steps are open at start): whether it is
+        captured now. A step counted under a training mode and now of an evaluation mode is given back."""
+        if capturing and mode not in _CAPTURED_MODES:
+            self.remaining += 1
+            self.captured_steps.pop()
+            return False
+        return capturing or self.begin_step(mode, step, collections)
+
     def wants(self, name: str) -> bool:
         """Whether tensor ``name`` is in a requested collection (cached per name)."""
         hit = self._member.get(name)

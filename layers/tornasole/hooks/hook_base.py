@@ -223,7 +223,12 @@ class HookBase:
         self.mode = mode
         self.mode_steps.setdefault(mode, self._INIT_STEP)
         self._step_colls = None
-        self._capturing = False  # a captured step ended, or the open step is now of another mode
+        if self._OPEN_AT_START and self._writes:  # the open step is now of ``mode``: captured as one of it
+            self._capturing = self._capture_window.retarget(
+                self._capturing, mode, self.step, self.collection_manager
+            )
+        else:  # a framework hook ended its step: the next forward pass opens (and decides) the next
+            self._capturing = False
 
     def _end_step(self) -> None:
         """Hand the step's records to the writer thread (nothing is written for an empty step)."""
