@@ -65,7 +65,7 @@ CAPTURE_COLLECTIONS = (
     "optimizer_variables",
 )
 #: What a ``capture`` action saves when it names no collections.
-DEFAULT_CAPTURE_COLLECTIONS = ("weights", "gradients")
+DEFAULT_CAPTURE_COLLECTIONS = ("gradients", "weights")
 #: How many steps a ``capture`` action saves when it gives no ``steps``.
 DEFAULT_CAPTURE_STEPS = 10
 #: The most steps one request may ask for (module docstring: why).

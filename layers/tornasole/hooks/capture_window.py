@@ -66,7 +66,7 @@ class CaptureRequestPoller:
     >>> req = CaptureRequest("job:1:capture/R", 5, ("weights",), rule="R")
     >>> _ = open(os.path.join(d, capture_request_file_name("R")), "wb").write(req.encode())
     >>> p.check_now(); [r.steps for r in p.take()]
-    5
+    1
     [5]
     """
 

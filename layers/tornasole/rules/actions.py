@@ -32,7 +32,7 @@ rules. Whether the name is configured is checked at registration
 
 Capture on demand (Tornasole's addition, docs/RULES.md "Actions"): ``capture`` asks the
 training job, at the rule's first firing, to save the full tensors of ``collections``
-(default ``weights,gradients``) for its next ``steps`` steps (default 10, at most 100):
+(default ``gradients,weights``) for its next ``steps`` steps (default 10, at most 100):
 ``{"name": "capture", "steps": "20", "collections": "gradients,weights"}``. The bounds and
 the collection names are :mod:`tornasole.format.capture_request`'s, checked here at
 registration and again by the hook that reads the request.
