@@ -101,6 +101,14 @@ class Action:
     steps: int | None = None
     collections: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        # A stored rule configuration rebuilds its actions from :meth:`to_dict` (``Action(**d)``), where a
+        # capture's fields are SageMaker-style strings: they are parsed (and bounded) again here.
+        if self.steps is not None and not isinstance(self.steps, int):
+            object.__setattr__(self, "steps", parse_steps(self.steps))
+        if self.collections is not None and not isinstance(self.collections, tuple):
+            object.__setattr__(self, "collections", parse_collections(self.collections))
+
     @property
     def destination(self) -> str | None:
         """``"webhook:oncall"`` for a destination action (how the stack routes it), else None."""

@@ -73,3 +73,16 @@ def test_no_capture_for_a_rule_without_the_action_or_a_job_already_stopping() ->
 def test_the_capture_action_sends_no_alert_and_the_email_one_still_does() -> None:
     items = decisions.alert_items(state(), ("Spike", 3, "TRAIN", 3), "d", {}, {}, "3")
     assert [i.payload["action"] for i in items] == ["email"]
+
+
+def test_the_action_survives_the_stored_rule_configuration() -> None:
+    """The evaluator reads its rules back from the state table (RuleConfig JSON): the capture's steps and
+    collections come back as numbers and names, so the request the hook reads is valid (they came back as
+    strings, and the hook refused the request, before)."""
+    config = RuleConfig("Spike", "LossSpike", actions=ACTIONS)
+    again = RuleConfig.from_json(config.to_json())
+    assert again.actions == ACTIONS
+    stored = dataclasses.replace(state(), rules=(RuleState(again, RuleStatus.IN_PROGRESS),))
+    (item,) = decisions.after_outcomes([Out("Spike", 4, fired=True)])(stored).extra
+    request = CaptureRequest.decode(json.dumps(item.payload["body"]).encode(), item.payload["path"])
+    assert (request.steps, request.collections) == (20, ("gradients", "weights"))
