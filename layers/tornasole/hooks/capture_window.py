@@ -80,7 +80,8 @@ class CaptureRequestPoller:
         self.interval = float(interval)
         self._seen: dict[str, bytes] = {}  # path -> the bytes last read there (a rewrite is read again)
         self._pending: list[CaptureRequest] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _pending (the poller thread adds, the training thread takes)
+        self._checking = threading.Lock()  # one listing at a time (the thread's, or a caller's check_now)
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned: set[str] = set()
@@ -105,6 +106,10 @@ class CaptureRequestPoller:
 
     def check_now(self) -> int:
         """One listing on the calling thread; returns how many new valid requests it queued."""
+        with self._checking:
+            return self._check()
+
+    def _check(self) -> int:
         try:
             paths = [p for p in self._storage.list(self.folder + "/") if p.endswith(".json")][:_MAX_FILES]
         except (OSError, ValueError) as exc:

@@ -34,9 +34,10 @@ def numpy_hook(out_dir: Path, **kw) -> Hook:
         save_config=SaveConfig(save_interval=100),
         include_collections=["weights"],
         stop_check_interval=None,
-        capture_check_interval=3600,
+        capture_check_interval=None,
         **kw,
     )
+    hook._capture_poller = CaptureRequestPoller(get_storage(str(out_dir)), str(out_dir))  # not started
     hook.set_mode(modes.TRAIN)
     return hook
 

@@ -13,6 +13,8 @@ from torch import nn
 import tornasole.pytorch as ts
 from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.format.capture_request import CaptureRequest, capture_request_file_name
+from tornasole.hooks.capture_window import CaptureRequestPoller
+from tornasole.storage.schemes import get_storage
 from tornasole.trials import create_trial
 
 
@@ -33,7 +35,8 @@ def train(out: Path, steps: int, request_after: int, request: CaptureRequest, **
     torch.manual_seed(0)
     model, loss_fn = Net(), nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    hook = ts.Hook(str(out), stop_check_interval=None, capture_check_interval=3600, **hook_kwargs)
+    hook = ts.Hook(str(out), stop_check_interval=None, capture_check_interval=None, **hook_kwargs)
+    hook._capture_poller = CaptureRequestPoller(get_storage(str(out)), str(out))  # polled when told (below)
     hook.register_module(model)
     hook.register_loss(loss_fn)
     if hook.statistics is not None:
