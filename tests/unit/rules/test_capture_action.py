@@ -32,3 +32,21 @@ def test_a_bad_capture_action_names_the_rule_the_parameter_and_the_field(item, w
     with pytest.raises(RuleParameterError, match=why) as info:
         parse_actions("LossSpike", json.dumps([{"name": "email", "endpoint": "a@b.c"}, item]))
     assert str(info.value).startswith("LossSpike: parameter 'action_json' action #1 (capture): ")
+
+
+def test_the_sdk_builder_and_the_cli_write_an_action_registration_accepts() -> None:
+
+    from tornasole.cli.jobs_register import _action_json
+    from tornasole.exceptions import ConfigurationError
+    from tornasole.jobs.rule_configs import ActionList, Capture, StopTraining
+
+    sdk = ActionList(StopTraining(), Capture(20, ["weights", "gradients"])).serialize()
+    cli = _action_json(["stoptraining", "capture:20:weights,gradients"])
+    assert parse_actions("R", sdk) == parse_actions("R", cli)
+    (_, capture) = parse_actions("R", cli)
+    assert (capture.steps, capture.collections) == (20, ("gradients", "weights"))
+    assert parse_actions("R", _action_json(["capture"]))[0].steps == 10
+    with pytest.raises(ConfigurationError, match="steps '500'"):
+        Capture(500)
+    with pytest.raises(RuleParameterError, match="unknown collection 'all'"):
+        parse_actions("R", _action_json(["capture:5:all"]))
