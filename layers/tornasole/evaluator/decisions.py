@@ -130,6 +130,13 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
         list(workers),
         eid,
     )
+    request = capture_request(state, outcome.rule_name, outcome.step)
+    if request is not None:  # where the full tensors the rule's first firing asked for will be
+        detail["CaptureRequest"] = {
+            "Path": capture_path(state, outcome.rule_name),
+            "Steps": request.steps,
+            "Collections": list(request.collections),
+        }
     items = [
         OutboxItem(
             eid,

@@ -86,3 +86,16 @@ def test_the_action_survives_the_stored_rule_configuration() -> None:
     (item,) = decisions.after_outcomes([Out("Spike", 4, fired=True)])(stored).extra
     request = CaptureRequest.decode(json.dumps(item.payload["body"]).encode(), item.payload["path"])
     assert (request.steps, request.collections) == (20, ("gradients", "weights"))
+
+
+def test_the_issue_event_of_a_capturing_rule_says_where_the_request_is() -> None:
+    (event, email) = decisions.issue_extras(state(), Out("Spike", 12, fired=True, details="d"), ["worker_0"])
+    assert event.kind == "event"
+    assert email.kind == "alert"
+    assert event.payload["detail"]["CaptureRequest"] == {
+        "Path": f"s3://b/run/{capture_request_file_name('Spike')}",
+        "Steps": 20,
+        "Collections": ["gradients", "weights"],
+    }
+    (plain,) = decisions.issue_extras(state(), Out("Plain", 12, fired=True, details="d"), ["worker_0"])
+    assert "CaptureRequest" not in plain.payload["detail"]
