@@ -28,7 +28,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
 from tornasole.evaluator.store.keys import JOBS_PK, job_pk, trial_pk
-from tornasole.stack_spec import STOP_SIGNAL_FILE
+from tornasole.stack_spec import CAPTURE_REQUESTS_DIR, STOP_SIGNAL_FILE
 
 __all__ = [
     "JOB_PARTITIONS",
@@ -99,11 +99,18 @@ def allow_trial_listing(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefi
 
 
 def allow_stop_signals(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix: str) -> None:
-    """PutObject of a trial's stop-signal file (the ``stoptraining`` action), nothing else."""
+    """PutObject of a trial's stop-signal file (the ``stoptraining`` action) and of its capture requests
+    (the ``capture`` action: ``tornasole_capture/<digest>.json``), nothing else."""
     fn.add_to_role_policy(
         iam.PolicyStatement(
             actions=["s3:PutObject"],
             resources=[bucket.arn_for_objects(f"{trial_prefix}*{STOP_SIGNAL_FILE}")],
+        )
+    )
+    fn.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject"],
+            resources=[bucket.arn_for_objects(f"{trial_prefix}*{CAPTURE_REQUESTS_DIR}/*.json")],
         )
     )
 

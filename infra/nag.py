@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from tornasole.stack_spec import STOP_SIGNAL_FILE
+from tornasole.stack_spec import CAPTURE_REQUESTS_DIR, STOP_SIGNAL_FILE
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -66,6 +66,10 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
         (
             f"Resource::{trials}{STOP_SIGNAL_FILE}",
             "s3:PutObject only, of a trial's stop-signal file (the stoptraining action), nothing else.",
+        ),
+        (
+            f"Resource::{trials}{CAPTURE_REQUESTS_DIR}/*.json",
+            "s3:PutObject only, of a trial's capture requests (the capture action), nothing else.",
         ),
     ]
 

@@ -52,6 +52,9 @@ __all__ = [
 JOB_CONFIG_FILE = "tornasole_job.json"
 # The evaluator writes this at the trial root for a ``stoptraining`` action; the hook polls it.
 STOP_SIGNAL_FILE = "tornasole_stop_training.json"
+# The evaluator writes one file per rule in this folder at the trial root for a ``capture`` action; the hook
+# lists it (tornasole.format.capture_request).
+CAPTURE_REQUESTS_DIR = "tornasole_capture"
 # smdebug's (empty) end-of-training marker at the trial root.
 END_MARKER_FILE = "training_job_end.ts"
 

@@ -5,8 +5,8 @@ file, evaluates steps (a built-in rule, and a custom rule run by the rule sandbo
 ``functions/custom_rule`` handler, reached through the evaluator's own Lambda client, whose
 ``Invoke`` is answered in-process since moto runs functions only in Docker), holds an early
 step as an orphan, and completes on the end marker; sagemaker_state_change completes a job on
-SageMaker's own event; publish_events sends the outbox's events, an e-mail action and a stop
-signal; scheduled_check fires a stalled rule, re-evaluates a pending
+SageMaker's own event; publish_events sends the outbox's events, an e-mail action, a stop
+signal and a capture request; scheduled_check fires a stalled rule, re-evaluates a pending
 step, completes a job and re-sends events the stream never published.
 """
 
@@ -53,7 +53,13 @@ STALLED_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}stalled"
 REFUSED_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}refused"
 LATE_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}late"
 SAGEMAKER_TRIAL = f"s3://{BUCKET}/{TRIAL_PREFIX}on-sagemaker"
-ACTIONS = json.dumps([{"name": "email", "endpoint": "ml@example.com"}, {"name": "stoptraining"}])
+ACTIONS = json.dumps(
+    [
+        {"name": "email", "endpoint": "ml@example.com"},
+        {"name": "stoptraining"},
+        {"name": "capture", "steps": "5", "collections": "gradients"},
+    ]
+)
 
 LOSS_ABOVE = b"""
 from smdebug.rules.rule import Rule
@@ -133,7 +139,7 @@ def _run(stack: Stack, recorder: CallRecorder) -> None:
     # A registrant (the CLI/API, not a function) registers a job with actions and a custom rule.
     TornasoleJobs().register_job("my-job", TRIAL, [_vg(action_json=ACTIONS), custom])
     # on_object_created evaluates its steps and sees the end marker; publish_events sends its events,
-    # the e-mail action and the stop signal.
+    # the e-mail action, the capture request and the stop signal.
     stack.write_collections(trial=TRIAL)
     stack.write_step(0, loss=0.1, trial=TRIAL)
     stack.write_step(5, grad=1e-6, loss=0.9, trial=TRIAL)

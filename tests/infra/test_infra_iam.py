@@ -104,9 +104,14 @@ def test_s3_reads_are_scoped_to_the_trial_and_custom_rule_prefixes(synth) -> Non
 
 
 def test_writes_to_the_bucket_are_limited_to_stop_signal_files(synth) -> None:
+    allowed = {"/trials/*tornasole_stop_training.json", "/trials/*tornasole_capture/*.json"}
+    written = set()
     for lid, st in _statements(synth):
         if "s3:PutObject" in _as_list(st["Action"]):
-            assert st["Resource"]["Fn::Join"][1][-1] == "/trials/*tornasole_stop_training.json", lid
+            suffix = st["Resource"]["Fn::Join"][1][-1]
+            assert suffix in allowed, lid
+            written.add(suffix)
+    assert written == allowed
 
 
 def test_imported_buckets_are_scoped_by_name(imported) -> None:

@@ -70,7 +70,8 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="ACTION",
-        help="stoptraining | email:ADDRESS | sms:NUMBER | webhook:NAME | slack:NAME | teams:NAME "
+        help="stoptraining | capture[:STEPS[:COLLECTIONS]] | email:ADDRESS | sms:NUMBER | webhook:NAME | "
+        "slack:NAME | teams:NAME "
         "(NAME: a destination the operator configured)",
     )
     reg.add_argument(

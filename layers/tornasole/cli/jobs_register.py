@@ -35,12 +35,22 @@ def _action_json(actions: list[str]) -> str | None:
         kind = kind.strip().lower()
         if kind == "stoptraining":
             items.append({"name": "stoptraining"})
+        elif kind == "capture":  # capture[:STEPS[:COLLECTIONS]]; parse_actions bounds them at registration
+            steps, _, collections = endpoint.partition(":")
+            items.append(
+                {
+                    "name": "capture",
+                    **({"steps": steps} if steps else {}),
+                    **({"collections": collections} if collections else {}),
+                }
+            )
         elif kind in ("email", "sms", "webhook", "slack", "teams") and endpoint.strip():
             items.append({"name": kind, "endpoint": endpoint.strip()})
         else:
             raise ValueError(
                 f"--action {a!r}: expected stoptraining, email:ADDRESS, sms:NUMBER, or webhook:NAME, "
-                "slack:NAME, teams:NAME naming a destination the operator configured (docs/ALERTS.md)"
+                "slack:NAME, teams:NAME naming a destination the operator configured (docs/ALERTS.md), "
+                "or capture[:STEPS[:COLLECTIONS]]"
             )
     return json.dumps(items) if items else None
 

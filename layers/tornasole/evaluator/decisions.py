@@ -24,11 +24,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tornasole.alerts.render import text_message
-from tornasole.evaluator.details import clip, firing_alert, step_files
+from tornasole.evaluator.details import MAX_STATUS_DETAILS, clip, firing_alert, step_files
 from tornasole.evaluator.lifecycle import ended_as
 from tornasole.evaluator.models import EVALUATING, JobState, JobStatus, RuleStatus, StepOutcome
 from tornasole.evaluator.store.outbox import OutboxItem
 from tornasole.evaluator.store.transitions import JOB, Change
+from tornasole.format.capture_request import CaptureRequest, capture_request_file_name
 from tornasole.rules import verdict as rule_verdict
 from tornasole.stack_spec import DETAIL_TYPE_RULE_ISSUE_FOUND, STOP_SIGNAL_FILE
 
@@ -37,6 +38,8 @@ __all__ = [
     "STALLED_RULE",
     "after_outcomes",
     "alert_items",
+    "capture_item",
+    "capture_request",
     "completion",
     "ready_to_complete",
     "issue_extras",
@@ -74,6 +77,43 @@ def stop_item(state: JobState, rule_name: str, step: int | None, reason: str) ->
     return OutboxItem(f"{state.name}:{state.rules_rev}:stop", "stop", {"path": path, "body": body})
 
 
+def capture_request(state: JobState, rule_name: str, step: int | None) -> CaptureRequest | None:
+    """The capture request of ``rule_name``'s ``capture`` actions (their longest ``steps``, the union of
+    their collections), or None when it has none. One id per job, rules revision and rule: the hook serves
+    an id once, so a request delivered twice (an outbox retry) captures once."""
+    rule = state.rule(rule_name)
+    actions = [a for a in (rule.config.actions if rule else ()) if a.name == "capture"]
+    if not actions:
+        return None
+    return CaptureRequest(
+        request_id=f"{state.name}:{state.rules_rev}:capture/{rule_name}",
+        steps=max(a.steps or 0 for a in actions),
+        collections=tuple(sorted({c for a in actions for c in a.collections or ()})),
+        rule=rule_name,
+        job=state.name,
+        step=step,
+    )
+
+
+def capture_path(state: JobState, rule_name: str) -> str:
+    """Where ``rule_name``'s capture request for this job goes: next to the job's output, as the stop
+    signal (so a request reaches the job it is for, and no other)."""
+    return f"{state.trial_path}/{capture_request_file_name(rule_name)}"
+
+
+def capture_note(request: CaptureRequest, path: str) -> str:
+    """The sentence StatusDetails gains when the evaluator asked for a capture (where to look)."""
+    return (
+        f" Asked the training job for full tensors of {', '.join(request.collections)} at its next "
+        f"{request.steps} training steps ({path})."
+    )
+
+
+def capture_item(state: JobState, request: CaptureRequest) -> OutboxItem:
+    path = capture_path(state, request.rule)
+    return OutboxItem(request.request_id, "capture", {"path": path, "body": request.to_body()})
+
+
 def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) -> list[OutboxItem]:
     """Outbox items caused by one firing (rule, step): the issue event and one alert per notifying action."""
     from tornasole.evaluator.details import issue_detail
@@ -90,6 +130,13 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
         list(workers),
         eid,
     )
+    request = capture_request(state, outcome.rule_name, outcome.step)
+    if request is not None:  # where the full tensors the rule's first firing asked for will be
+        detail["CaptureRequest"] = {
+            "Path": capture_path(state, outcome.rule_name),
+            "Steps": request.steps,
+            "Collections": list(request.collections),
+        }
     items = [
         OutboxItem(
             eid,
@@ -118,7 +165,7 @@ def alert_items(
     base = f"{state.name}:{state.rules_rev}"
     items = []
     for i, action in enumerate(rule.config.actions if rule else ()):
-        if action.name == "stoptraining":
+        if action.name in ("stoptraining", "capture"):
             continue
         alert_id = f"{base}:alert/{rule_name}/{suffix}/{i}"
         body = firing_alert(state, rule_name, step, mode, mode_step, details, values, files, alert_id)
@@ -157,8 +204,19 @@ def after_outcomes(outcomes: Sequence[StepOutcome]):
                     why = f"{clip(o.error, 600)}; {found}"
                 return Change(o.rule_name, RuleStatus.ERROR.value, details=clip(why))
             if o.fired and rule.status == RuleStatus.IN_PROGRESS:
+                request = capture_request(state, o.rule_name, o.step)
+                if request is None or state.status != JobStatus.IN_PROGRESS:
+                    return Change(
+                        o.rule_name, RuleStatus.ISSUES_FOUND.value, details=clip(o.details), issue_step=o.step
+                    )
+                # the first firing asks the job for full tensors (once per rule: IssuesFound is sticky)
+                note = capture_note(request, capture_path(state, o.rule_name))
                 return Change(
-                    o.rule_name, RuleStatus.ISSUES_FOUND.value, details=clip(o.details), issue_step=o.step
+                    o.rule_name,
+                    RuleStatus.ISSUES_FOUND.value,
+                    details=clip(o.details, MAX_STATUS_DETAILS - len(note)) + note,
+                    issue_step=o.step,
+                    extra=(capture_item(state, request),),
                 )
         if state.status == JobStatus.IN_PROGRESS:
             for o in sorted(outcomes, key=lambda o: o.rule_name):

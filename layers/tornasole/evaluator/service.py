@@ -33,6 +33,7 @@ from tornasole.evaluator.store.step_store import StepStore
 from tornasole.evaluator.store.transitions import Transitions
 from tornasole.evaluator.store.trial_owners import TrialOwners
 from tornasole.format import paths
+from tornasole.format.capture_request import is_capture_request_key
 from tornasole.stack_spec import END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_FILE
 
 Remaining = Callable[[], float] | None  # seconds left in the invocation (None: no deadline known)
@@ -148,7 +149,7 @@ class Evaluator:
             return self.arrivals.register_from_file(trial_path_of(bucket, key, 1), key)
         if name == END_MARKER_FILE:
             return self.end_of_training.handle_end_marker(trial_path_of(bucket, key, 1), key)
-        if name == STOP_SIGNAL_FILE:
+        if name == STOP_SIGNAL_FILE or is_capture_request_key(key):
             return ObjectResult(
                 key, ObjectKind.STOP_SIGNAL, ObjectAction.IGNORED, reason="written by the evaluator itself"
             )

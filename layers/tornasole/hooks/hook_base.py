@@ -16,6 +16,10 @@ boundary drops it, as sampling drops any unsaved value, but when the step is
 the last of its mode (``set_mode`` or ``close`` ends it) it is written at that
 step. Otherwise a metric given after the last saved step of a phase would
 never be written; smdebug writes it (into a later step, FORMAT.md 7.4).
+
+Capture on demand (``tornasole.hooks.capture_window``): a step that opens while a
+rule's capture request is being served also saves the full tensors of the
+requested collections, whatever the save config says about that step.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig
 from tornasole.format.paths import STOP_SIGNAL
 from tornasole.format.reductions import reduction_tag
+from tornasole.hooks.capture_window import CaptureRequestPoller, CaptureWindow
 from tornasole.hooks.save_manager import SaveManager, WritePlan
 from tornasole.hooks.stop_signal import StopSignalPoller, TrainingStopRequested
 from tornasole.hooks.uploader import AsyncTrialWriter, RetryingStorage, StepJob
@@ -97,6 +102,9 @@ class HookBase:
         self._stop_raised = False
         self._saving = False  # the open step registered per-step framework hooks
         self._quiet_generation = -1  # the save settings a hook's quiet steps were worked out under
+        self._capture_window = CaptureWindow()
+        self._capture_poller: CaptureRequestPoller | None = None
+        self._capturing = False  # the open step saves the full tensors a rule asked for
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -153,7 +161,13 @@ class HookBase:
             and not (
                 self._pending or self._deferred or self._held_scalars or self.raise_on_stop or self._closed
             )
+            and not self._capture_due()
         )
+
+    def _capture_due(self) -> bool:
+        """A capture request waits to be taken, or one is being served."""
+        poller = self._capture_poller
+        return self._capture_window.active or (poller is not None and poller.has_pending)
 
     # -- steps --------------------------------------------------------------------------------
     def _current_step_colls(self) -> tuple[Collection, ...]:
@@ -182,9 +196,16 @@ class HookBase:
             self.mode_steps[ModeKeys.GLOBAL] = step
         self._open = True
         self._step_colls = colls = self._saves.collections_for_step(mode, mode_step) if self._writes else ()
+        poller = self._capture_poller
+        if poller is not None and poller.has_pending:
+            self._take_capture_requests(poller)
+        window = self._capture_window
+        self._capturing = capturing = (
+            window.remaining > 0 and self._writes and window.begin_step(mode, step, self.collection_manager)
+        )
         if self._deferred:
             self._save_deferred()
-        if colls:
+        if colls or capturing:
             self._saving = True
             self._on_step_begin()
 
@@ -202,6 +223,12 @@ class HookBase:
         self.mode = mode
         self.mode_steps.setdefault(mode, self._INIT_STEP)
         self._step_colls = None
+        if self._OPEN_AT_START and self._writes:  # the open step is now of ``mode``: captured as one of it
+            self._capturing = self._capture_window.retarget(
+                self._capturing, mode, self.step, self.collection_manager
+            )
+        else:  # a framework hook ended its step: the next forward pass opens (and decides) the next
+            self._capturing = False
 
     def _end_step(self) -> None:
         """Hand the step's records to the writer thread (nothing is written for an empty step)."""
@@ -239,12 +266,22 @@ class HookBase:
         if not self._open:
             self._deferred.append((name, self._capture(value), wall_time or time.time()))
             return
-        colls = self._current_step_colls()
-        if not colls:
-            return
-        plan = self._saves.plan(name, colls, self.mode)
+        plan = self._plan_for(name)
         if plan is not None:
             self._write_planned(name, value, plan, wall_time)
+
+    def _plan_for(self, name: str) -> WritePlan | None:
+        """What to write for ``name`` at the open step: its collections' plan, with the full tensor when a
+        rule's capture request covers the step and the name's collection."""
+        colls = self._current_step_colls()
+        if not self._capturing:
+            return self._saves.plan(name, colls, self.mode) if colls else None
+        plan = self._saves.plan(name, colls, self.mode) if colls else None
+        return self._capture_window.plan(name, plan)
+
+    def _take_capture_requests(self, poller: CaptureRequestPoller) -> None:
+        for request in poller.take():
+            self._capture_window.add(request)
 
     def _save_deferred(self) -> None:
         """Save the values given while no step was open, into the step just opened."""
@@ -370,6 +407,11 @@ class HookBase:
     @property
     def _tb_enabled(self) -> bool:
         return bool(getattr(self, "tensorboard_dir", None))
+
+    def _start_capture_poller(self, interval: float | None) -> None:
+        if interval:
+            self._capture_poller = CaptureRequestPoller(self._storage(), self.out_dir, interval)
+            self._capture_poller.start()
 
     def _start_stop_poller(self, interval: float | None) -> None:
         if interval:

@@ -31,6 +31,7 @@ from tornasole.core.collection_manager import CollectionManager
 from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig
 from tornasole.exceptions import ConfigurationError
+from tornasole.hooks.capture_window import DEFAULT_CAPTURE_CHECK_INTERVAL
 from tornasole.hooks.hook_base import (
     DISABLE_ENV,
     HookBase,
@@ -81,6 +82,10 @@ class Hook(SmdebugHookMethods, HookBase):
     stop_check_interval : float or None
         Seconds between checks for the stop marker (default 0.5: ``stop_requested`` within 1 s of the
         rule's verdict), made on a background thread; ``None`` or 0 disables them.
+    capture_check_interval : float or None
+        Seconds between checks for a rule's capture request (default 2; ``None`` or 0 disables them):
+        the full tensors of the requested collections are then saved for the requested number of
+        training steps, on top of the save config (docs/RULES.md "Actions", ``capture``).
     storage : Storage, optional
         Backend to write through (default: chosen from ``out_dir``).
 
@@ -116,6 +121,7 @@ class Hook(SmdebugHookMethods, HookBase):
         enabled: bool | None = None,
         raise_on_stop: bool = False,
         stop_check_interval: float | None = DEFAULT_STOP_CHECK_INTERVAL,
+        capture_check_interval: float | None = DEFAULT_CAPTURE_CHECK_INTERVAL,
         storage: Any = None,
         max_queue_steps: int = 16,
         retry_attempts: int = 5,
@@ -154,6 +160,7 @@ class Hook(SmdebugHookMethods, HookBase):
         self._stop_poller = None
         if self.enabled:
             self._start_stop_poller(stop_check_interval)
+            self._start_capture_poller(capture_check_interval)
             atexit.register(_close_at_exit, weakref.ref(self))
 
     @classmethod
@@ -285,6 +292,8 @@ class Hook(SmdebugHookMethods, HookBase):
         finally:
             if self._stop_poller is not None:
                 self._stop_poller.close()
+            if self._capture_poller is not None:
+                self._capture_poller.close()
             self._on_close()
 
     def __enter__(self) -> Hook:

@@ -35,6 +35,12 @@ from enum import Enum
 from typing import Any
 
 from tornasole.exceptions import ConfigurationError
+from tornasole.format.capture_request import (
+    DEFAULT_CAPTURE_STEPS,
+    CaptureRequestError,
+    parse_collections,
+    parse_steps,
+)
 from tornasole.rules.params import parse_params
 from tornasole.rules.registry import get_rule
 
@@ -77,6 +83,7 @@ __all__ = [
     "Action",
     "ActionList",
     "StopTraining",
+    "Capture",
     "Email",
     "SMS",
     "to_param_string",
@@ -376,6 +383,27 @@ class SMS(Action):
         super().__init__(endpoint=phone_number)
 
 
+class Capture(Action):
+    """Ask the training job for full tensors of ``collections`` at its next ``steps`` steps when the rule
+    first fires (Tornasole's addition; docs/RULES.md "Actions"). Bounds are checked here, as at registration.
+
+    Examples
+    --------
+    >>> Capture(20, "weights,gradients").serialize()
+    '{"name": "capture", "steps": "20", "collections": "gradients,weights"}'
+    """
+
+    def __init__(
+        self, steps: int | str = DEFAULT_CAPTURE_STEPS, collections: str | list[str] | None = None
+    ) -> None:
+        try:
+            parsed_steps = parse_steps(steps, "Capture")
+            parsed = parse_collections(collections, "Capture")
+        except CaptureRequestError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        super().__init__(steps=str(parsed_steps), collections=",".join(parsed))
+
+
 class ActionList:
     """Actions of one rule; ``serialize()`` is the ``action_json`` string.
 
@@ -387,7 +415,7 @@ class ActionList:
 
     def __init__(self, *actions: Action) -> None:
         if not all(isinstance(a, Action) for a in actions):
-            raise TypeError("ActionList takes Action objects (StopTraining, Email, SMS)")
+            raise TypeError("ActionList takes Action objects (StopTraining, Email, SMS, Capture)")
         self.actions = actions
 
     def update_training_job_prefix_if_not_specified(self, training_job_name: str) -> None:

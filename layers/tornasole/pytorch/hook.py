@@ -271,7 +271,7 @@ class Hook(_CoreHook):
             self._collections_changed()
 
     def _wanted(self, name: str) -> bool:
-        return self._saves.plan(name, self._current_step_colls(), self.mode) is not None
+        return self._plan_for(name) is not None
 
     def _on_step_begin(self) -> None:
         self._io_counts.clear()

@@ -29,6 +29,13 @@ by whoever trains; if it could carry a URL, job data could be posted anywhere,
 and an endpoint's secret would sit in every event that carries the job's
 rules. Whether the name is configured is checked at registration
 (``tornasole.alerts.destinations``); the same reminder rule as ``email`` applies.
+
+Capture on demand (Tornasole's addition, docs/RULES.md "Actions"): ``capture`` asks the
+training job, at the rule's first firing, to save the full tensors of ``collections``
+(default ``gradients,weights``) for its next ``steps`` steps (default 10, at most 100):
+``{"name": "capture", "steps": "20", "collections": "gradients,weights"}``. The bounds and
+the collection names are :mod:`tornasole.format.capture_request`'s, checked here at
+registration and again by the hook that reads the request.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import re
 from dataclasses import dataclass
 
 from tornasole.exceptions import RuleParameterError
+from tornasole.format.capture_request import CaptureRequestError, parse_collections, parse_steps
 
 __all__ = [
     "Action",
@@ -50,7 +58,7 @@ __all__ = [
 
 #: Actions whose endpoint names an operator-configured destination (never an address or URL).
 DESTINATION_ACTIONS = ("webhook", "slack", "teams")
-ALLOWED_ACTIONS = ("stoptraining", "email", "sms", *DESTINATION_ACTIONS)
+ALLOWED_ACTIONS = ("stoptraining", "email", "sms", *DESTINATION_ACTIONS, "capture")
 #: What a destination's name may be: short, no scheme, no slash, so a URL can never pass for one.
 DESTINATION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: Minimum minutes between two messages of one notifying action of one rule (the first is sent at once).
@@ -66,7 +74,7 @@ class Action:
     Attributes
     ----------
     name : str
-        ``"stoptraining"``, ``"email"``, ``"sms"``, ``"webhook"``, ``"slack"`` or ``"teams"``.
+        ``"stoptraining"``, ``"email"``, ``"sms"``, ``"webhook"``, ``"slack"``, ``"teams"`` or ``"capture"``.
     endpoint : str or None
         E-mail address or phone number (``email``/``sms``); the configured destination's name
         (``webhook``/``slack``/``teams``).
@@ -75,17 +83,31 @@ class Action:
     reminder_minutes : float or None
         For notifying actions: minimum minutes between messages while the rule keeps firing
         (None: :data:`DEFAULT_REMINDER_MINUTES`).
+    steps : int or None
+        For ``capture``: how many steps of full tensors to ask for.
+    collections : tuple of str or None
+        For ``capture``: which collections (sorted, known names).
 
     Examples
     --------
-    >>> parse_actions("R", '[{"name": "Email", "endpoint": "a@b.c"}]')
-    (Action(name='email', endpoint='a@b.c', training_job_prefix=None, reminder_minutes=None),)
+    >>> parse_actions("R", '[{"name": "Email", "endpoint": "a@b.c"}]')[0].endpoint
+    'a@b.c'
     """
 
     name: str
     endpoint: str | None = None
     training_job_prefix: str | None = None
     reminder_minutes: float | None = None
+    steps: int | None = None
+    collections: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # A stored rule configuration rebuilds its actions from :meth:`to_dict` (``Action(**d)``), where a
+        # capture's fields are SageMaker-style strings: they are parsed (and bounded) again here.
+        if self.steps is not None and not isinstance(self.steps, int):
+            object.__setattr__(self, "steps", parse_steps(self.steps))
+        if self.collections is not None and not isinstance(self.collections, tuple):
+            object.__setattr__(self, "collections", parse_collections(self.collections))
 
     @property
     def destination(self) -> str | None:
@@ -106,6 +128,10 @@ class Action:
             d["training_job_prefix"] = self.training_job_prefix
         if self.reminder_minutes is not None:
             d["reminder_minutes"] = self.reminder_minutes
+        if self.steps is not None:
+            d["steps"] = str(self.steps)
+        if self.collections is not None:
+            d["collections"] = ",".join(self.collections)
         return d
 
 
@@ -165,6 +191,14 @@ def parse_actions(rule_name: str, action_json: str | list | dict | None) -> tupl
                 "action_json",
                 f"action #{i}: unknown action {item['name']!r}; allowed: {', '.join(ALLOWED_ACTIONS)}",
             )
+        if name == "capture":
+            try:
+                steps = parse_steps(item.get("steps"), f"action #{i} (capture)")
+                colls = parse_collections(item.get("collections"), f"action #{i} (capture)")
+            except CaptureRequestError as exc:
+                raise RuleParameterError(rule_name, "action_json", str(exc)) from exc
+            out.append(Action(name, steps=steps, collections=colls))
+            continue
         if name == "stoptraining":
             prefix = item.get("training_job_prefix")
             out.append(Action(name, training_job_prefix=None if prefix in (None, "") else str(prefix)))

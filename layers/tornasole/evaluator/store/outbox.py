@@ -1,4 +1,5 @@
-"""The transactional outbox, writing and publishing: EventBridge events, alerts, stop signals.
+"""The transactional outbox, writing and publishing: EventBridge events, alerts, stop signals, capture
+requests.
 
 Alerts (``tornasole.alerts``): email/sms go to the actions topic (SNS) as text; webhook/slack/teams go
 out as one ``Tornasole Alert`` event on the bus, which the stack routes by destination. Both pass the
@@ -74,7 +75,7 @@ PUBLISHED_TTL_S = 7 * 24 * 3600
 @dataclass(frozen=True)
 class OutboxItem:
     """A side effect delivered after the commit: ``event`` (EventBridge), ``alert`` (SNS or the bus),
-    ``stop`` (S3)."""
+    ``stop`` and ``capture`` (a file next to the job's output)."""
 
     event_id: str
     kind: str
@@ -221,7 +222,7 @@ class OutboxPublisher:
             gate = self._alert_gate(payload, str(item.get(self.table.spec.sort_key, "")))
             if gate is not None:
                 self._alert(payload, reminder=gate)
-        elif kind == "stop":
+        elif kind in ("stop", "capture"):  # a file next to the job's output, which its hook polls
             self._stop_signal(payload)
         else:
             raise PublishError(f"outbox item {item.get(self.table.spec.sort_key)}: unknown kind {kind!r}")

@@ -1,4 +1,4 @@
-"""NonFiniteOrigin: names the first module whose output, or gradient, went NaN/Inf.
+"""NonFiniteOrigin: names the first module whose output, or parameter, or gradient, went NaN/Inf.
 
 ExplodingTensor says *that* a NaN appeared; by then every later layer, the loss and all gradients
 carry it, and the name it reports is the first in alphabetical order. What a user needs is the layer
@@ -9,7 +9,10 @@ reads the same from what the hook saved:
 * tensors are visited in the order the hook wrote them at the step (:meth:`Trial.saved_order`): module
   inputs and outputs as the forward pass reached them, then gradients as the backward pass produced them
   (from the loss back towards the input);
-* the first forward tensor (not of the ``gradients`` collection) holding NaN/Inf is the origin;
+* the first forward tensor (not of the ``gradients`` collection) holding NaN/Inf is the origin; when it
+  is a parameter (of the ``weights``/``biases`` collections, or named ``<model>_<path>.weight``/``.bias``)
+  the finding says "parameter" and names it, since the cause is then the update that wrote it (or the
+  checkpoint it was loaded from), not a module's forward computation;
 * when every forward tensor is finite, the first gradient holding NaN/Inf is (the backward pass went
   non-finite there: a ``sqrt``, ``log`` or division at 0 whose forward value was fine);
 * a tensor saved only as reductions (the statistics mode) counts as non-finite when a reduction is NaN
@@ -47,6 +50,14 @@ def module_of(name: str) -> str:
         if marker in base:
             return base.rsplit(marker, 1)[0]
     return base
+
+
+def _looks_like_parameter(name: str) -> bool:
+    """A PyTorch parameter's saved name (``Net_fc1.weight``, ``Net_fc1.bias``) when no collection says so:
+    no module input/output marker, and a last path component that parameters have."""
+    if name.startswith(("gradient/", "gradients/", "scalar/")) or "_output_" in name or "_input_" in name:
+        return False
+    return name.rsplit(".", 1)[-1] in ("weight", "bias") and "." in name
 
 
 class NonFiniteOrigin(BuiltinRule):
@@ -101,17 +112,30 @@ class NonFiniteOrigin(BuiltinRule):
                     continue
                 if phase == "backward" and self.skip_scaler_overflow and self._scaler_skipped(step):
                     return False
-                where = "output" if phase == "forward" else "gradient"
+                where, owner = self._kind_of(name, step, phase)
                 module = module_of(name)
                 self.report_issue(
                     f"first non-finite {where} at step {step} ({phase} pass, in saved order): {name} "
-                    f"(module {module}: {bad})",
+                    f"({owner} {module}: {bad})",
                     tensor=module,
                     tensor_name=name,
                     phase=phase,
                 )
                 return True
         return False
+
+    def _kind_of(self, name: str, step: int, phase: str) -> tuple[str, str]:
+        """What ``name`` is, for the finding: ``("parameter", "parameter")`` for a weight or bias (the
+        optimiser wrote a NaN into it, or it was loaded so), ``("input"|"output", "module")`` for a module's
+        forward tensor, ``("gradient", "module")`` in the backward pass."""
+        if phase == "backward":
+            return "gradient", "module"
+        if name in set(self.names_at(step, ["weights", "biases"])) or _looks_like_parameter(name):
+            return "parameter", "parameter"
+        base = name.rsplit("/", 1)[-1]
+        if "_input_" in base and "_output_" not in base:
+            return "input", "module"
+        return "output", "module"
 
     def _non_finite(self, name: str, step: int) -> str | None:
         """What is non-finite in ``name`` at ``step`` (a short description), or None."""
