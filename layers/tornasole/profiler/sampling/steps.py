@@ -1,0 +1,88 @@
+"""Framework metrics on the training thread: each step's span and the phases inside it, as trace events.
+
+A hook tells the timer when a step begins (:meth:`StepTimer.begin`) and, where its framework allows, when
+a phase ran (:meth:`StepTimer.phase`: data loading, forward, backward, optimizer). A step's event spans
+from its beginning to the end of the last phase seen in it, or to the next step's beginning when none
+was; it is recorded when the step ends (the next ``begin``, a mode switch, or the hook closing), with
+``args.step_num`` the step's number in its mode, as smdebug's hooks write it. Each call costs a clock read
+and, for an event, one append to the profiler's queue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tornasole.profiler.format import trace_events
+from tornasole.profiler.format.trace_events import TraceEvent
+
+__all__ = ["StepTimer", "now_us"]
+
+
+def now_us() -> int:
+    """Wall-clock epoch microseconds: the trace files' time base."""
+    return time.time_ns() // 1000
+
+
+class StepTimer:
+    """Turns step boundaries and phases into :class:`TraceEvent` objects handed to ``sink``."""
+
+    __slots__ = ("_sink", "_phase", "_step_num", "_start_us", "_last_end_us", "_tid")
+
+    def __init__(self, sink: Callable[[TraceEvent], None], *, tid: int = 0) -> None:
+        self._sink = sink
+        self._phase: str | None = None
+        self._step_num = 0
+        self._start_us = 0
+        self._last_end_us = 0
+        self._tid = tid
+
+    @property
+    def in_step(self) -> bool:
+        return self._phase is not None
+
+    def begin(self, mode_name: str, step_num: int, at_us: int | None = None) -> None:
+        """A step of ``mode_name`` (``TRAIN``...) numbered ``step_num`` begins; the open one ends here."""
+        at = now_us() if at_us is None else at_us
+        self.end(at)
+        self._phase = trace_events.step_phase(mode_name)
+        self._step_num = step_num
+        self._start_us = at
+        self._last_end_us = 0
+
+    def end(self, at_us: int | None = None) -> None:
+        """End the open step (if any): at its last phase's end, else at ``at_us`` (default: now)."""
+        phase = self._phase
+        if phase is None:
+            return
+        self._phase = None
+        end = self._last_end_us or (now_us() if at_us is None else at_us)
+        start = self._start_us
+        self._sink(
+            TraceEvent(
+                phase=phase,
+                name=phase,
+                start_us=start,
+                duration_us=max(end - start, 0),
+                tid=self._tid,
+                args={"step_num": str(self._step_num)},
+            )
+        )
+
+    def phase(self, phase: str, name: str, start_us: int, end_us: int, *, in_step: bool = True) -> None:
+        """Record one phase of the open step; ``in_step=False`` for work between steps (loading the next
+        batch), which neither carries a step number nor stretches the open step."""
+        in_step = in_step and self._phase is not None
+        args = {"step_num": str(self._step_num)} if in_step else {}
+        self._sink(
+            TraceEvent(
+                phase=phase,
+                name=name,
+                start_us=start_us,
+                duration_us=max(end_us - start_us, 0),
+                tid=self._tid,
+                args=args,
+            )
+        )
+        if in_step and start_us >= self._start_us:
+            self._last_end_us = max(self._last_end_us, end_us)
