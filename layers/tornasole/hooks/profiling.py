@@ -104,11 +104,14 @@ class HookProfiling:
         if timer is not None:
             timer.end()
 
-    def _profile_phase(self, phase: str, name: str, start_us: int, *, in_step: bool = True) -> None:
-        """Record ``phase`` from ``start_us`` to now (framework hooks' forward, backward, optimizer...)."""
+    def _profile_phase(self, phase: str, name: str, start_us: int, *, in_step: bool = True) -> int:
+        """Record ``phase`` from ``start_us`` to now (framework hooks' forward, backward, optimizer...);
+        returns now, in epoch microseconds."""
+        end = now_us()
         timer = self._step_timer
         if timer is not None:
-            timer.phase(phase, name, start_us, now_us(), in_step=in_step)
+            timer.phase(phase, name, start_us, end, in_step=in_step)
+        return end
 
     def _close_profiler(self) -> None:
         """End the open step's event and put every open profiler file (called by ``close``)."""
