@@ -130,17 +130,20 @@ class ProfilerConfig:
         return self.interval_ms / 1000.0
 
     @classmethod
-    def parse(cls, value: Any, *, source: str = "profiler") -> ProfilerConfig:
-        """A config from any of the accepted shapes (module docstring); ``source`` names it in errors."""
+    def parse(
+        cls, value: Any, *, source: str = "profiler", env: Mapping[str, str] | None = None
+    ) -> ProfilerConfig:
+        """A config from any of the accepted shapes (module docstring); ``source`` names it in errors,
+        ``env`` gives ``$TRAINING_JOB_NAME`` for an ``S3OutputPath`` (default: this process's)."""
         if isinstance(value, ProfilerConfig):
             return value
         if isinstance(value, bool):
             return cls(enabled=value)
         if isinstance(value, str):
-            return _parse_text(value, source)
+            return _parse_text(value, source, env)
         if isinstance(value, Mapping):
             if any(str(key).lower() in _TOP_KEYS for key in value):
-                return _parse_sagemaker(value, source)
+                return _parse_sagemaker(value, source, env=env)
             return _parse_fields(value, source)
         raise ConfigurationError(
             f"{source}: expected a ProfilerConfig, a bool or a dict, got {type(value).__name__}"
@@ -153,9 +156,9 @@ def resolve_profiler_config(
     """The config the hook runs with, or ``None`` when the profiler is off (module docstring's order)."""
     env = os.environ if env is None else env
     if argument is not None:
-        parsed = ProfilerConfig.parse(argument, source="Hook(profiler=...)")
+        parsed = ProfilerConfig.parse(argument, source="Hook(profiler=...)", env=env)
     elif (env.get(env_names.PROFILER) or "").strip():
-        parsed = ProfilerConfig.parse(env[env_names.PROFILER], source=f"${env_names.PROFILER}")
+        parsed = ProfilerConfig.parse(env[env_names.PROFILER], source=f"${env_names.PROFILER}", env=env)
     else:
         path = env.get(env_names.SMPROFILER_CONFIG_PATH) or env_names.SAGEMAKER_PROFILER_CONFIG_PATH
         if not os.path.isfile(path):
@@ -182,7 +185,7 @@ def load_profiler_config_file(path: str, *, env: Mapping[str, str] | None = None
     return _parse_sagemaker(body, path, env=env)
 
 
-def _parse_text(text: str, source: str) -> ProfilerConfig:
+def _parse_text(text: str, source: str, env: Mapping[str, str] | None) -> ProfilerConfig:
     stripped = text.strip()
     if stripped.lower() in _TRUE:
         return ProfilerConfig()
@@ -196,7 +199,7 @@ def _parse_text(text: str, source: str) -> ProfilerConfig:
         ) from None
     if not isinstance(body, Mapping):
         raise ConfigurationError(f"{source}: a JSON value must be an object, got {type(body).__name__}")
-    return ProfilerConfig.parse(body, source=source)
+    return ProfilerConfig.parse(body, source=source, env=env)
 
 
 def _parse_fields(body: Mapping[str, Any], source: str) -> ProfilerConfig:
