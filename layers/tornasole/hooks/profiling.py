@@ -93,11 +93,11 @@ class HookProfiling:
         return get_storage(root)
 
     # -- called by the step machinery and the framework hooks -----------------------------------
-    def _profile_step_begin(self) -> None:
-        """A step opened (the hook's counters already say which)."""
+    def _profile_step_begin(self, step_num: int | None = None) -> None:
+        """A step opened: ``step_num`` in the current mode (default: what the hook's counters say)."""
         timer = self._step_timer or self._ensure_profiler()
         if timer is not None and self._profiler.active:
-            timer.begin(self.mode.name, self.mode_step)
+            timer.begin(self.mode.name, self.mode_step if step_num is None else step_num)
 
     def _profile_step_end(self) -> None:
         timer = self._step_timer
