@@ -264,3 +264,60 @@ def test_the_profiler_is_off_by_default_and_writes_nothing(tmp_path: Path, monke
     assert hook.profiler_config is None
     assert hook.profiler is None
     assert not (tmp_path / "trial" / "profiler-output").exists()
+
+
+# -- GPU (NVML) -------------------------------------------------------------------------------
+class _NvmlModule:
+    """pynvml's calls the sampler makes, over two GPUs (this machine has none: no device was lent)."""
+
+    def __init__(self) -> None:
+        self.shut = False
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int):
+        return type("Rates", (), {"gpu": 40 + handle, "memory": 0})()
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int):
+        return type("Memory", (), {"used": 25 * (handle + 1), "total": 100})()
+
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+
+def test_gpu_metrics_per_device_through_nvml(monkeypatch) -> None:
+    import sys
+
+    from tornasole.profiler.sampling.gpu import open_nvml
+
+    module = _NvmlModule()
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    sampler = open_nvml("algo-1")
+    records = sampler.sample(T0)
+    by = {(r.name, r.dimension): r.value for r in records}
+    assert by == {
+        ("gpu0", system_records.GPU_UTILIZATION): 40.0,
+        ("gpu0", system_records.GPU_MEMORY_UTILIZATION): 25.0,
+        ("gpu1", system_records.GPU_UTILIZATION): 41.0,
+        ("gpu1", system_records.GPU_MEMORY_UTILIZATION): 50.0,
+    }
+    sampler.close()
+    assert module.shut
+
+
+def test_without_nvidia_ml_py_gpu_metrics_are_skipped_and_said_once(monkeypatch, caplog) -> None:
+    import sys
+
+    from tornasole.profiler.sampling.gpu import open_nvml
+
+    caplog.set_level(logging.INFO, logger="tornasole")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # an import of it raises ImportError
+    assert open_nvml("algo-1") is None
+    assert "pip install 'tornasole[gpu]'" in caplog.text
