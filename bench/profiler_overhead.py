@@ -129,8 +129,8 @@ def step_timing_cost(steps: int, repeats: int, width: int) -> dict[str, float]:
             config = ProfilerConfig(system_metrics=False, dataloader=False)
             hook = ts.Hook(str(out / f"t{i}"), profiler=config)
             timed.append(_loop(hook, steps, width))
-            assert hook.profiler is not None
-            assert not hook.profiler.events_dropped
+            assert hook.profiler_recorder is not None
+            assert not hook.profiler_recorder.events_dropped
     finally:
         shutil.rmtree(out, ignore_errors=True)
     best = {

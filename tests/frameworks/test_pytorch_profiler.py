@@ -84,7 +84,7 @@ def test_each_step_holds_its_phases_in_order(tmp_path: Path) -> None:
     records = [r for f in system for r in system_records.decode_records(f.read_text())]
     assert {r.node_id for r in records} == {"algo-1"}
     assert any(r.dimension == system_records.CPU_UTILIZATION for r in records)
-    assert hook.profiler.events_dropped == 0
+    assert hook.profiler_recorder.events_dropped == 0
 
 
 def test_each_rank_writes_its_own_trace_files(tmp_path: Path, monkeypatch) -> None:

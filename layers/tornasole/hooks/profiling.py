@@ -38,8 +38,9 @@ class HookProfiling:
         self._profiling_failed = False
 
     @property
-    def profiler(self) -> Any:
-        """The running :class:`~tornasole.profiler.sampling.recorder.Profiler`, or None."""
+    def profiler_recorder(self) -> Any:
+        """The running :class:`~tornasole.profiler.sampling.recorder.Profiler`, or None (not ``profiler``:
+        smdebug's TF2 hook has a ``profiler()`` context manager of that name)."""
         return self._profiler
 
     @property

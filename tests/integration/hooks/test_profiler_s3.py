@@ -48,7 +48,7 @@ def test_closed_files_appear_as_whole_objects(s3_bucket: str) -> None:
     assert seen_during, "no file was closed while training ran"
     for key, body in seen_during.items():
         assert final[key] == body  # a closed file is never rewritten
-    written = {p.removeprefix(f"s3://{s3_bucket}/") for p in hook.profiler.files_written}
+    written = {p.removeprefix(f"s3://{s3_bucket}/") for p in hook.profiler_recorder.files_written}
     assert set(final) == written  # one object per closed file, nothing else
     kinds = {paths.profiler_file_kind(key) for key in final}
     assert kinds == {"system", "framework"}

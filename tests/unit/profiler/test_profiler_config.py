@@ -176,3 +176,12 @@ def test_the_hook_argument_is_validated_at_construction(tmp_path: Path) -> None:
         ProfilerConfig(interval_ms=1)
     hook = Hook(str(tmp_path), profiler=True, enabled=False)
     assert hook.profiler_config is None  # a disabled hook profiles nothing either
+
+
+def test_a_profiling_hook_has_no_default_configuration(tmp_path: Path) -> None:
+    quiet, profiling = Hook(str(tmp_path / "a"), profiler=False), Hook(str(tmp_path / "b"), profiler=True)
+    assert quiet.has_default_configuration()
+    assert profiling.has_default_hook_configuration()
+    assert not profiling.has_default_configuration()  # smdebug's answer with its profiler on
+    quiet.close()
+    profiling.close()

@@ -184,9 +184,9 @@ def test_an_unwritable_target_turns_the_profiler_off_and_training_goes_on(tmp_pa
         hook.next_step()
     hook.close()
     assert time.monotonic() - started < 10
-    assert hook.profiler is not None
-    assert not hook.profiler.active
-    assert isinstance(hook.profiler.error, ProfilerWriteError)
+    assert hook.profiler_recorder is not None
+    assert not hook.profiler_recorder.active
+    assert isinstance(hook.profiler_recorder.error, ProfilerWriteError)
     offs = [r for r in caplog.records if "profiler: turned off" in r.getMessage()]
     assert len(offs) == 1  # logged once
     from tornasole.trials import create_trial
@@ -262,7 +262,7 @@ def test_the_profiler_is_off_by_default_and_writes_nothing(tmp_path: Path, monke
     hook.save_tensor("x", np.ones(2))
     hook.close()
     assert hook.profiler_config is None
-    assert hook.profiler is None
+    assert hook.profiler_recorder is None
     assert not (tmp_path / "trial" / "profiler-output").exists()
 
 
