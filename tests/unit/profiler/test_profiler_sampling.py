@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tornasole import Hook
+from tornasole.exceptions import FormatError
 from tornasole.profiler.format import paths, system_records, trace_events
 from tornasole.profiler.format.system_records import SystemRecord
-from tornasole.profiler.format.trace_events import TraceEvent
 from tornasole.profiler.sampling.config import ProfilerConfig
 from tornasole.profiler.sampling.files import ProfilerWriteError, SystemMetricsFile, TraceEventsFile
 from tornasole.profiler.sampling.proc import (
@@ -24,7 +24,7 @@ from tornasole.profiler.sampling.proc import (
     parse_stat,
 )
 from tornasole.profiler.sampling.recorder import Profiler, system_node_name
-from tornasole.profiler.sampling.steps import StepTimer
+from tornasole.profiler.sampling.steps import StepTimer, to_trace_event
 from tornasole.storage import LocalStorage
 
 T0 = 1_700_000_000.0
@@ -144,18 +144,20 @@ def test_a_full_file_closes_early_but_never_in_the_second_it_opened(tmp_path: Pa
 
 
 def test_trace_files_are_named_by_their_last_event(tmp_path: Path) -> None:
-    file = TraceEventsFile(
-        LocalStorage(), str(tmp_path), "0-host", max_bytes=10**6, close_interval_s=1, fail_threshold=3
-    )
     start = int(T0 * 1e6)
-    events = [
-        TraceEvent(
-            "Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", start + 1000 * i, 900, args={"step_num": str(i)}
-        )
-        for i in range(5)
-    ]
-    file.add(events[:3], T0)
-    file.add(events[3:], T0 + 1.5)  # the first file is due: closed before these join
+    file = TraceEventsFile(
+        LocalStorage(),
+        str(tmp_path),
+        "0-host",
+        origin_us=start,
+        max_bytes=10**6,
+        close_interval_s=1,
+        fail_threshold=3,
+    )
+    raw = [("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", start + 1000 * i, 900, i, 0) for i in range(5)]
+    events = [to_trace_event(r) for r in raw]
+    file.add(raw[:3], T0)
+    file.add(raw[3:], T0 + 1.5)  # the first file is due: closed before these join
     file.close()
     first, second = (paths.parse_framework_file_name(p) for p in file.files_written)
     assert (first.end_time_us, second.end_time_us) == (start + 2900, start + 4900)
@@ -215,7 +217,7 @@ def test_a_sampler_error_is_logged_once_and_stops_the_profiler(tmp_path: Path, c
         time.sleep(0.01)
     assert not profiler.active
     assert isinstance(profiler.error, ValueError)
-    profiler.record(TraceEvent("Forward", "m", 1, 1))  # a no-op now
+    profiler.record(("Forward", "m", 1, 1, None, 0))  # a no-op now
     profiler.close()
     assert len([r for r in caplog.records if "turned off" in r.getMessage()]) == 1
     assert not list(tmp_path.rglob("*.json"))
@@ -241,14 +243,35 @@ def test_the_event_queue_is_bounded(tmp_path: Path) -> None:
     assert [e.args["step_num"] for e in steps] == ["0", "1", "2", "3", "4"]
 
 
+def test_the_incremental_encoder_writes_what_encode_trace_file_writes() -> None:
+    origin = int(T0 * 1e6)
+    raw = [
+        ("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", origin + 10, 500, 0, 0),
+        (trace_events.FORWARD, 'Net"quoted\\', origin + 20, 100, 0, 0),
+        (trace_events.DATALOADER, trace_events.DATALOADER, origin + 600, 50, None, 3),
+        ("Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", origin + 700, 0, 1, 0),
+    ]
+    encoder = trace_events.TraceFileEncoder(origin)
+    for phase, name, start, duration, step, tid in raw:
+        encoder.add(phase, name, start, duration, tid, step)
+    events = [to_trace_event(r) for r in raw]
+    assert encoder.text() == trace_events.encode_trace_file(origin, events)
+    assert encoder.size == len(encoder.text()) - 2
+    assert len(encoder) == 4
+    assert trace_events.decode_trace_file(encoder.text()).events == tuple(events)
+    with pytest.raises(FormatError, match="before the file's origin"):
+        encoder.add("Forward", "x", origin - 1, 1)
+
+
 def test_step_events_span_their_phases_and_between_step_work_stays_outside() -> None:
-    events: list[TraceEvent] = []
-    timer = StepTimer(events.append)
+    raw: list = []
+    timer = StepTimer(raw.append)
     timer.begin("TRAIN", 7, 1000)
     timer.phase(trace_events.FORWARD, "Net", 1010, 1100)
     timer.phase(trace_events.OPTIMIZER, "SGD.step", 1200, 1300)
     timer.phase(trace_events.DATALOADER, trace_events.DATALOADER, 1310, 1500, in_step=False)
     timer.begin("TRAIN", 8, 1500)
+    events = [to_trace_event(r) for r in raw]
     step = next(e for e in events if e.phase == "Step:ModeKeys.TRAIN")
     assert (step.start_us, step.end_us, step.args) == (1000, 1300, {"step_num": "7"})
     loader = next(e for e in events if e.phase == trace_events.DATALOADER)

@@ -18,7 +18,6 @@ from typing import Any
 
 from tornasole.profiler.format import paths, system_records, trace_events
 from tornasole.profiler.format.system_records import SystemRecord
-from tornasole.profiler.format.trace_events import TraceEvent
 
 __all__ = ["ProfilerWriteError", "SystemMetricsFile", "TraceEventsFile"]
 
@@ -117,32 +116,44 @@ class SystemMetricsFile(_RotatingFile):
 
 
 class TraceEventsFile(_RotatingFile):
-    """The open trace file of one process: its events, named by the last one's end."""
+    """The open trace file of one process, encoded as its events arrive, named by the last one's end.
 
-    def __init__(self, storage: Any, root: str, node_id: str, **options: Any) -> None:
+    Every file of a process shares one origin (``origin_us``, when its profiler started: no event of it
+    starts earlier), so each event is encoded once, when it is added, never in a burst at close.
+    Events are :data:`~tornasole.profiler.sampling.steps.RawEvent` tuples.
+    """
+
+    def __init__(self, storage: Any, root: str, node_id: str, *, origin_us: int, **options: Any) -> None:
         super().__init__(storage, root, **options)
         self._node_id = node_id
-        self._events: list[TraceEvent] = []
+        self._origin_us = int(origin_us)
+        self._encoder = trace_events.TraceFileEncoder(self._origin_us)
+        self._end_us = -1
         self._last_end_us = -1
 
-    def add(self, events: list[TraceEvent], now: float) -> None:
+    def add(self, events: list[tuple], now: float) -> None:
         if self._due(now):
             self.close()
         if not events:
             return
         if self._opened_at is None:
             self._opened_at = now
-        self._events.extend(events)
-        self._size += 160 * len(events)  # an encoded complete event is about this long
+        encoder, origin, end = self._encoder, self._origin_us, self._end_us
+        for phase, name, start, duration, step_num, tid in events:
+            if start < origin:  # a clock step back: the event is kept, at the origin
+                duration, start = max(duration - (origin - start), 0), origin
+            encoder.add(phase, name, start, duration, tid, step_num)
+            if start + duration > end:
+                end = start + duration
+        self._end_us = end
+        self._size = encoder.size
 
     def close(self) -> None:
-        if not self._events:
+        if not len(self._encoder):
             self.retry_failed()
             return
-        events, self._events, self._size, self._opened_at = self._events, [], 0, None
-        origin = min(event.start_us for event in events)
-        end = max(event.end_us for event in events)
-        end = max(end, self._last_end_us + 1)  # names stay unique (and in order) per process
+        encoder, end = self._encoder, max(self._end_us, self._last_end_us + 1)  # names unique, in order
+        self._encoder = trace_events.TraceFileEncoder(self._origin_us)
+        self._size, self._opened_at, self._end_us = 0, None, -1
         self._last_end_us = end
-        text = trace_events.encode_trace_file(origin, events)
-        self._put(paths.framework_file_name(end, self._node_id), text.encode("utf-8"))
+        self._put(paths.framework_file_name(end, self._node_id), encoder.text().encode("utf-8"))

@@ -22,11 +22,11 @@ import time
 from typing import Any
 
 from tornasole.profiler.format import paths
-from tornasole.profiler.format.trace_events import TraceEvent
 from tornasole.profiler.sampling.config import ProfilerConfig
 from tornasole.profiler.sampling.files import SystemMetricsFile, TraceEventsFile
 from tornasole.profiler.sampling.gpu import open_nvml
 from tornasole.profiler.sampling.proc import ProcSampler
+from tornasole.profiler.sampling.steps import RawEvent, now_us
 
 __all__ = ["Profiler"]
 
@@ -66,13 +66,14 @@ class Profiler:
             if system_node and config.system_metrics
             else None
         )
+        self.origin_us = now_us()  # no event this process records starts earlier
         self._trace = (
-            TraceEventsFile(storage, self.root, framework_node, **options)
+            TraceEventsFile(storage, self.root, framework_node, origin_us=self.origin_us, **options)
             if config.framework_metrics
             else None
         )
         self._samplers = samplers
-        self._events: collections.deque[TraceEvent] = collections.deque()
+        self._events: collections.deque[RawEvent] = collections.deque()
         self._max_events = config.max_pending_events
         self.events_dropped = 0
         self.active = True
@@ -82,8 +83,9 @@ class Profiler:
         self._lock = threading.Lock()  # the thread's loop against close()
 
     # -- the training thread's side -----------------------------------------------------------
-    def record(self, event: TraceEvent) -> None:
-        """Queue one trace event (dropped, and counted, while ``max_pending_events`` wait already)."""
+    def record(self, event: RawEvent) -> None:
+        """Queue one trace event, a :data:`~tornasole.profiler.sampling.steps.RawEvent` tuple (dropped,
+        and counted, while ``max_pending_events`` wait already)."""
         if not self.active or self._trace is None:
             return
         events = self._events
@@ -179,12 +181,10 @@ class Profiler:
         if self._trace is not None:
             self._trace.add(self._drain(), now)
 
-    def _drain(self) -> list[TraceEvent]:
+    def _drain(self) -> list[RawEvent]:
         events = self._events
-        out = []
-        for _ in range(len(events)):
-            out.append(events.popleft())
-        return out
+        popleft = events.popleft
+        return [popleft() for _ in range(len(events))]
 
     def _final_flush(self) -> None:
         if self._samplers is None:
