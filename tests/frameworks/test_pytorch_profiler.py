@@ -151,3 +151,28 @@ def test_profiling_adds_no_graph_break_and_no_graph(tmp_path: Path, in_place: bo
     assert [e.args["step_num"] for e in steps] == ["0", "1", "2", "3"]
     for phase in (trace_events.FORWARD, trace_events.BACKWARD, trace_events.OPTIMIZER):
         assert sorted(e.args["step_num"] for e in events if e.phase == phase) == ["0", "1", "2", "3"], phase
+
+
+def test_sagemakers_profilerconfig_turns_it_on_without_code(tmp_path: Path, monkeypatch) -> None:
+    local = tmp_path / "opt-ml-output-profiler"
+    config = tmp_path / "profilerconfig.json"
+    config.write_text(
+        '{"ProfilingIntervalInMilliseconds": 100, "ProfilingParameters": '
+        f'{{"ProfilerEnabled": "true", "LocalPath": "{local}", "RotateFileCloseIntervalInSeconds": "5"}}}}'
+    )
+    monkeypatch.delenv("TORNASOLE_PROFILER", raising=False)
+    monkeypatch.setenv("SMPROFILER_CONFIG_PATH", str(config))
+    hook = _train(tmp_path / "trial", profiler=None, steps=3)
+    assert hook.profiler_config.interval_ms == 100
+    assert hook.profiler_output_path == str(local)
+    steps = [e for e in _events(local) if e.phase == TRAIN]
+    assert [e.args["step_num"] for e in steps] == ["0", "1", "2"]
+    assert not (tmp_path / "trial" / "profiler-output").exists()
+
+
+def test_the_environment_variable_turns_it_on(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORNASOLE_PROFILER", '{"interval_ms": 100, "system_metrics": false}')
+    hook = _train(tmp_path, profiler=None, steps=2)
+    assert hook.profiler_config.interval_ms == 100
+    assert len([e for e in _events(tmp_path / "profiler-output") if e.phase == TRAIN]) == 2
+    assert not (tmp_path / "profiler-output" / "system").exists()

@@ -344,3 +344,24 @@ def test_without_nvidia_ml_py_gpu_metrics_are_skipped_and_said_once(monkeypatch,
     monkeypatch.setitem(sys.modules, "pynvml", None)  # an import of it raises ImportError
     assert open_nvml("algo-1") is None
     assert "pip install 'tornasole[gpu]'" in caplog.text
+
+
+def test_without_proc_the_steps_are_still_recorded(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="tornasole")
+    profiler = Profiler(
+        ProfilerConfig(gpu=False),
+        str(tmp_path),
+        LocalStorage(),
+        system_node="algo-1",
+        framework_node="0-host",
+        proc=str(tmp_path / "no-proc"),
+    )
+    profiler.start()
+    timer = StepTimer(profiler.record)
+    timer.begin("TRAIN", 0)
+    timer.end()
+    profiler.close()
+    assert profiler.error is None
+    assert "no host metrics" in caplog.text
+    (written,) = profiler.files_written  # the trace file; no system file without samples
+    assert paths.parse_framework_file_name(written) is not None

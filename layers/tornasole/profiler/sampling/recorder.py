@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import socket
 import threading
 import time
@@ -39,7 +40,7 @@ class Profiler:
     ``system_node`` (``algo-<n>``) names this machine's system files, or is None where another process
     of the machine samples it (one sampler per machine, not per rank); ``framework_node`` names this
     process's trace files. ``storage`` is the :class:`~tornasole.storage.Storage` for ``root``;
-    ``samplers`` replaces the ``/proc`` and NVML samplers (tests).
+    ``samplers`` replaces the ``/proc`` and NVML samplers (tests); ``proc`` is where ``/proc`` is.
     """
 
     def __init__(
@@ -51,6 +52,7 @@ class Profiler:
         system_node: str | None,
         framework_node: str,
         samplers: list[Any] | None = None,
+        proc: str = "/proc",
     ) -> None:
         self.config = config
         self.root = root.rstrip("/")
@@ -73,6 +75,7 @@ class Profiler:
             else None
         )
         self._samplers = samplers
+        self._proc = proc
         self._events: collections.deque[RawEvent] = collections.deque()
         self._max_events = config.max_pending_events
         self.events_dropped = 0
@@ -164,7 +167,11 @@ class Profiler:
         if self._samplers is not None or self._system is None:
             self._samplers = self._samplers or []
             return
-        samplers: list[Any] = [ProcSampler(self.system_node)]
+        samplers: list[Any] = []
+        if os.path.isfile(f"{self._proc}/stat"):
+            samplers.append(ProcSampler(self.system_node, proc=self._proc))
+        else:  # not Linux: the host metrics are skipped, the GPU's and the steps' still recorded
+            logger.info("Tornasole profiler: no host metrics (%s/stat is not readable here)", self._proc)
         if self.config.gpu:
             nvml = open_nvml(self.system_node)
             if nvml is not None:
