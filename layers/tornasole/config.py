@@ -30,3 +30,8 @@ ALERT_TOPIC_ARN = "TORNASOLE_ALERT_TOPIC_ARN"
 TRIAL_BUCKET = "TORNASOLE_TRIAL_BUCKET"
 # Alert destinations the operator configured ("webhook:oncall,slack:ml-team"): registration refuses others.
 ALERT_DESTINATIONS = "TORNASOLE_ALERT_DESTINATIONS"
+# The profiler (docs/PROFILER.md): 1/true/yes/on or a JSON object turns it on for every hook.
+PROFILER = "TORNASOLE_PROFILER"
+# SageMaker's profilerconfig.json and the variable smdebug reads its path from.
+SMPROFILER_CONFIG_PATH = "SMPROFILER_CONFIG_PATH"
+SAGEMAKER_PROFILER_CONFIG_PATH = "/opt/ml/input/config/profilerconfig.json"

@@ -208,12 +208,15 @@ class HookBase:
         if colls or capturing:
             self._saving = True
             self._on_step_begin()
+        if self.profiler_config is not None and self._PROFILE_STEPS_IN_BASE:
+            self._profile_step_begin()
 
     def _switch_mode(self, mode: ModeKeys) -> None:
         if self._closed or mode == self.mode:
             self.mode = mode
             return
         self._write_held_scalars()
+        self._profile_step_end()
         if self._OPEN_AT_START:
             if self._pending:
                 self._begin_step()

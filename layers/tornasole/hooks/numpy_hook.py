@@ -40,6 +40,7 @@ from tornasole.hooks.hook_base import (
     resolve_tensorboard_dir,
 )
 from tornasole.hooks.lifecycle import running_on_sagemaker
+from tornasole.hooks.profiling import HookProfiling
 from tornasole.hooks.smdebug_methods import SmdebugHookMethods
 from tornasole.hooks.stop_signal import DEFAULT_STOP_CHECK_INTERVAL
 from tornasole.modes import ModeKeys
@@ -49,7 +50,7 @@ __all__ = ["Hook", "DISABLE_ENV"]
 logger = logging.getLogger(__name__)
 
 
-class Hook(SmdebugHookMethods, HookBase):
+class Hook(SmdebugHookMethods, HookProfiling, HookBase):
     """Save numpy values (and scalars) from any training loop.
 
     Parameters
@@ -88,6 +89,9 @@ class Hook(SmdebugHookMethods, HookBase):
         training steps, on top of the save config (docs/RULES.md "Actions", ``capture``).
     storage : Storage, optional
         Backend to write through (default: chosen from ``out_dir``).
+    profiler : ProfilerConfig, bool or dict, optional
+        Record system and framework metrics under ``<out_dir>/profiler-output`` (docs/PROFILER.md);
+        default: off, unless ``$TORNASOLE_PROFILER`` or SageMaker's ``profilerconfig.json`` asks for it.
 
     Examples
     --------
@@ -126,6 +130,7 @@ class Hook(SmdebugHookMethods, HookBase):
         max_queue_steps: int = 16,
         retry_attempts: int = 5,
         retry_base_delay: float = 0.2,
+        profiler: Any = None,
     ) -> None:
         self.enabled = (not _env_disabled()) if enabled is None else bool(enabled)
         self.dry_run = bool(dry_run)
@@ -158,10 +163,13 @@ class Hook(SmdebugHookMethods, HookBase):
         self._writer_options = (max_queue_steps, retry_attempts, retry_base_delay)
         self._closed = not self.enabled
         self._stop_poller = None
+        self._init_profiling(profiler)
         if self.enabled:
             self._start_stop_poller(stop_check_interval)
             self._start_capture_poller(capture_check_interval)
             atexit.register(_close_at_exit, weakref.ref(self))
+            if self._OPEN_AT_START and self.profiler_config is not None:
+                self._profile_step_begin()  # the numpy hook's first step is open from the start
 
     @classmethod
     def create_from_json_file(
@@ -294,7 +302,10 @@ class Hook(SmdebugHookMethods, HookBase):
                 self._stop_poller.close()
             if self._capture_poller is not None:
                 self._capture_poller.close()
-            self._on_close()
+            try:
+                self._on_close()
+            finally:
+                self._close_profiler()
 
     def __enter__(self) -> Hook:
         return self

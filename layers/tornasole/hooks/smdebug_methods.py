@@ -38,8 +38,8 @@ class SmdebugHookMethods:
         return self._saved_collection_names() == set(default_saved_collections)
 
     def has_default_configuration(self) -> bool:
-        """smdebug's name, which also covers the profiler; Tornasole has none, so: the same answer."""
-        return self.has_default_hook_configuration()
+        """smdebug's name: the default collections and the profiler off (framework forks skip work then)."""
+        return self.has_default_hook_configuration() and getattr(self, "profiler_config", None) is None
 
     def should_save_tensor_or_collection(self, tensor_name: str, collection_name: str) -> bool:
         """Whether ``tensor_name`` (a member of ``collection_name``) would be saved at the current step."""

@@ -94,6 +94,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
 
     _INIT_STEP = -1
     _OPEN_AT_START = False
+    _PROFILE_STEPS_IN_BASE = False  # a step's time is from the batch's begin to its end callback
     _DEFAULT_INCLUDE = (CollectionKeys.LOSSES, CollectionKeys.METRICS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -181,16 +182,24 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         if self._quiet_mode is not _TRAIN or not self._quiet_step():
             self._guard(self._batch_begin, _TRAIN)
+        if self.profiler_config is not None:
+            self._guard(self._profile_step_begin)
 
     def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
         if self._quiet_mode is not _EVAL or not self._quiet_step():
             self._guard(self._batch_begin, _EVAL)
+        if self.profiler_config is not None:
+            self._guard(self._profile_step_begin)
 
     def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
         if self._quiet_mode is not _PREDICT or not self._quiet_step():
             self._guard(self._batch_begin, _PREDICT)
+        if self.profiler_config is not None:
+            self._guard(self._profile_step_begin)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._step_timer is not None:
+            self._step_timer.end()
         self._last_train_logs = logs  # the epoch's training logs once it ends (Keras 3: running means)
         if self._saving:
             self._guard(self._batch_end, logs)
@@ -201,10 +210,14 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
                 self.model.stop_training = True
 
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._step_timer is not None:
+            self._step_timer.end()
         if self._saving:
             self._guard(self._batch_end, logs)
 
     def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._step_timer is not None:
+            self._step_timer.end()
         if self._saving:
             self._guard(self._batch_end, None)
 

@@ -35,6 +35,8 @@ from tornasole.exceptions import ConfigurationError
 from tornasole.hooks.numpy_hook import Hook as _CoreHook
 from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.modes import ModeKeys
+from tornasole.profiler.format import trace_events
+from tornasole.profiler.sampling.steps import now_us
 from tornasole.pytorch.capture import TorchCapture
 from tornasole.pytorch.statistics import StatisticsConfig, llm_preset
 from tornasole.pytorch.step_statistics import StepStatistics, learning_rate_name
@@ -106,6 +108,9 @@ class Hook(_CoreHook):
         self._broken = False
         self._modules_seen = -1  # Collection.modules_version last resolved
         self._resolved_modules: set[tuple[int, int]] = set()
+        self._forward_start_us = 0  # the profiler's phases: when the open forward pass began
+        self._forward_end_us = 0  # and when the last one ended (the backward pass starts there)
+        self._profiled_optimizers: list[Any] = []
         # as smdebug: the newest PyTorch hook is the one ``tornasole.pytorch.get_hook()`` returns
         from tornasole.hooks.singleton import set_hook
 
@@ -128,6 +133,7 @@ class Hook(_CoreHook):
         pre_hook = _OutsideGraphCallback(self._pre_hook_for(model), self)
         self._permanent.append(module.register_forward_pre_hook(pre_hook))
         self._modules_seen = -1
+        self._profile_model(model)
         if self._stats is not None:
             if self._firing is None:
                 self._firing = model  # the model whose full tensors an optimizer-driven step saves
@@ -171,11 +177,16 @@ class Hook(_CoreHook):
             raise ConfigurationError(
                 f"register_optimizer: {type(optimizer).__name__} is not a torch.optim.Optimizer"
             )
-        if self._stats is None:
+        profiling = self.profiler_config is not None and self.profiler_config.framework_metrics
+        if self._stats is None and not profiling:
             raise ConfigurationError(
-                "register_optimizer: the hook is not in statistics mode (statistics=...)"
+                "register_optimizer: the hook is not in statistics mode (statistics=...) and not profiling"
             )
-        if not self.enabled or any(o is optimizer for o in self._optimizers):
+        if not self.enabled:
+            return
+        if profiling and not any(o is optimizer for o in self._profiled_optimizers):
+            self._profile_optimizer(optimizer)
+        if self._stats is None or any(o is optimizer for o in self._optimizers):
             return
         first = not self._optimizers
         self._optimizers.append(optimizer)
@@ -243,14 +254,69 @@ class Hook(_CoreHook):
                 self._resolve_module_collections()
             if self._stats is not None:
                 if self._optimizers and self._open and self.mode not in _NO_OPTIMIZER_MODES:
+                    if self._step_timer is not None:
+                        self._forward_start_us = now_us()
                     return  # a micro-batch of the open step: the optimizer ends it
                 if self._open and not self._optimizers:  # no optimizer: each forward pass is a step
                     self._stats_finish_step()
                     self._stats_steps += 1
             self._firing = model
             self._begin_step()
+            if self._step_timer is not None:  # after _begin_step: the forward pass is inside the step
+                self._forward_start_us = now_us()
 
         return pre_hook
+
+    # -- the profiler's phases ------------------------------------------------------------------
+    def _profile_model(self, model: _Model) -> None:
+        """Forward: the model's pre-hook to its forward hook; backward: from there to the gradient of
+        its first parameter (the last the backward pass reaches); data loading: each ``next()`` of a
+        DataLoader. All run outside any compiled graph (docstrings of the callbacks)."""
+        config = self.profiler_config
+        if config is None or not config.framework_metrics:
+            return
+        forward_end = _OutsideGraphCallback(self._profile_forward_end(model.name), self)
+        self._permanent.append(model.module.register_forward_hook(forward_end))
+        first = next((p for _, p in model.params if p.requires_grad), None)
+        if first is not None:
+            backward_end = _Callback(self._profile_backward_end(model.name), self)
+            self._permanent.append(first.register_post_accumulate_grad_hook(backward_end))
+        if config.dataloader:
+            from tornasole.pytorch.profiling import listen_to_dataloaders
+
+            listen_to_dataloaders(self)
+
+    def _profile_forward_end(self, name: str) -> Callable[..., None]:
+        def forward_end(*_args: Any) -> None:
+            start, self._forward_start_us = self._forward_start_us, 0
+            if start:
+                self._forward_end_us = self._profile_phase(trace_events.FORWARD, name, start)
+
+        return forward_end
+
+    def _profile_backward_end(self, name: str) -> Callable[..., None]:
+        def backward_end(_param: Any) -> None:
+            start, self._forward_end_us = self._forward_end_us, 0
+            if start:
+                self._profile_phase(trace_events.BACKWARD, name, start)
+
+        return backward_end
+
+    def _profile_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        self._profiled_optimizers.append(optimizer)
+        name = f"{type(optimizer).__name__}.step"
+        started = [0]
+
+        def before(*_args: Any) -> None:
+            started[0] = now_us()
+
+        def after(*_args: Any) -> None:
+            if started[0]:
+                self._profile_phase(trace_events.OPTIMIZER, name, started[0])
+                started[0] = 0
+
+        self._permanent.append(optimizer.register_step_pre_hook(_Callback(before, self)))
+        self._permanent.append(optimizer.register_step_post_hook(_Callback(after, self)))
 
     def _resolve_module_collections(self) -> None:
         """Collections given modules (``add_module_tensors``) get smdebug's ``<path>_output_`` patterns."""
@@ -441,6 +507,10 @@ class Hook(_CoreHook):
         for h in self._permanent:
             h.remove()
         self._permanent = []
+        if self.profiler_config is not None:
+            from tornasole.pytorch.profiling import stop_listening
+
+            stop_listening(self)
 
     # -- torch values -------------------------------------------------------------------------
     def _capture(self, value: Any) -> Any:

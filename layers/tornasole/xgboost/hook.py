@@ -123,6 +123,7 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
 
     _INIT_STEP = -1
     _OPEN_AT_START = False
+    _PROFILE_STEPS_IN_BASE = False  # a round's time is from before_iteration to after_iteration
     _DEFAULT_INCLUDE = (K.METRICS,)
 
     def __init__(
@@ -179,8 +180,16 @@ class Hook(_CoreHook, xgb.callback.TrainingCallback):
         return self._worker
 
     # -- TrainingCallback ---------------------------------------------------------------------
+    def before_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+        """The profiler's round timing starts here (nothing else runs before a round); never stops."""
+        if self.profiler_config is not None and not self._closed:
+            self._profile_step_begin(epoch)
+        return False
+
     def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
         """Save the round's tensors when a collection is saved at this round; never stops training."""
+        if self._step_timer is not None:
+            self._step_timer.end()
         # An idle round (see _next_saved_round): this runs on every round, right after XGBoost's own
         # work has evicted the hook's objects from the CPU caches.
         if self._quiet_from <= epoch < self._quiet_until and self.mode is _GLOBAL and self._still_quiet():

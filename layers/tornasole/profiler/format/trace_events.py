@@ -40,6 +40,7 @@ __all__ = [
     "TraceFile",
     "encode_trace_file",
     "decode_trace_file",
+    "TraceFileEncoder",
 ]
 
 STEP_PREFIX = "Step:ModeKeys."
@@ -127,6 +128,84 @@ def encode_trace_file(start_time_us: int, events: Iterable[TraceEvent]) -> str:
             body["args"] = dict(event.args)
         lines.append(_dumps(body))
     return "[\n" + ",\n".join(lines) + "\n]"
+
+
+class TraceFileEncoder:
+    """:func:`encode_trace_file`'s text built one event at a time, for a writer that encodes as events
+    arrive (a profiler thread that must not hold the GIL for a whole file at once).
+
+    The origin is fixed up front (a writer knows when it started); :meth:`text` equals
+    ``encode_trace_file(origin, events)`` for the same events whose ``args`` hold at most ``step_num``.
+    Each event costs one f-string: names are JSON-escaped once per distinct name.
+    """
+
+    __slots__ = ("origin", "_lines", "_pids", "_quoted", "size")
+
+    def __init__(self, start_time_us: int) -> None:
+        self.origin = int(start_time_us)
+        self._lines = [
+            _dumps(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "pid": 0,
+                    "args": {"start_time_since_epoch_in_micros": self.origin},
+                }
+            ),
+            _dumps({"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}}),
+        ]
+        self._pids: dict[str, int] = {}
+        self._quoted: dict[str, str] = {}
+        self.size = sum(len(line) + 2 for line in self._lines)
+
+    def __len__(self) -> int:
+        """Complete events added so far."""
+        return len(self._lines) - 2 - 2 * len(self._pids)
+
+    def add(
+        self,
+        phase: str,
+        name: str,
+        start_us: int,
+        duration_us: int,
+        tid: int = 0,
+        step_num: int | None = None,
+    ) -> None:
+        """Append one complete event; the same checks as :func:`encode_trace_file`."""
+        if start_us < self.origin:
+            raise FormatError(
+                f"trace event {name!r} starts at {start_us}, before the file's origin {self.origin}"
+            )
+        if duration_us < 0:
+            raise FormatError(f"trace event {name!r}: duration {duration_us} is negative")
+        lines = self._lines
+        pid = self._pids.get(phase)
+        if pid is None:
+            self._quote(phase)
+            pid = self._pids[phase] = len(self._pids) + 1
+            for line in (
+                _dumps({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": phase}}),
+                _dumps({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}),
+            ):
+                lines.append(line)
+                self.size += len(line) + 2
+        quoted = self._quoted.get(name) or self._quote(name)
+        args = "" if step_num is None else f', "args": {{"step_num": "{int(step_num)}"}}'
+        line = (
+            f'{{"name": {quoted}, "ph": "X", "pid": {pid}, "tid": {int(tid)}, '
+            f'"ts": {int(start_us) - self.origin}, "dur": {int(duration_us)}{args}}}'
+        )
+        lines.append(line)
+        self.size += len(line) + 2
+
+    def _quote(self, text: str) -> str:
+        if not isinstance(text, str) or len(text) > _MAX_TEXT:
+            raise FormatError(f"trace event name/phase must be a string of at most {_MAX_TEXT} characters")
+        quoted = self._quoted[text] = json.dumps(text)
+        return quoted
+
+    def text(self) -> str:
+        return "[\n" + ",\n".join(self._lines) + "\n]"
 
 
 def decode_trace_file(text: str | bytes, *, source: str = "<trace file>") -> TraceFile:
