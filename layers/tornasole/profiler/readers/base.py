@@ -216,7 +216,7 @@ class MetricsReaderBase:
             files = [f for f in files if any(f.endswith(suffix) for suffix in file_suffix_filter)]
         self.parse_event_files(files)
         result: list = []
-        for parser in self.get_all_event_parsers():
+        for parser in self._parsers_for(file_suffix_filter):
             if event_type is not None:
                 result.extend(
                     parser.get_events_within_time_range(start_us, end_us, TimeUnits.MICROSECONDS, event_type)
@@ -228,6 +228,10 @@ class MetricsReaderBase:
         if not self._cache_events_in_memory:
             self._parsed_files = set()
         return result
+
+    def _parsers_for(self, file_suffix_filter: list[str] | None) -> list:
+        """The parsers whose events a query with this suffix filter may return (all, by default)."""
+        return self.get_all_event_parsers()
 
     def _get_time_interval_for_step(self, start_step: int, end_step: int) -> tuple[int, int]:
         """From the start of ``start_step`` to just before the start of ``end_step`` (python timelines)."""
