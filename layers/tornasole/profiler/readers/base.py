@@ -63,7 +63,9 @@ def resolve_profiler_root(path: str, storage: Storage | None = None) -> str:
     """The profiler root for ``path``: ``path`` itself, or ``<path>/profiler-output`` for a trial's path.
 
     smdebug's readers take the profiler root; people also pass the trial (the job's output path), where
-    the root is one level down. A path that already has ``system/`` or ``framework/`` is taken as it is.
+    the root is one level down. A path that already has ``system/`` or ``framework/`` is taken as it is;
+    so is one named ``profiler-output``. Before a live job has written anything, any other path is taken
+    for a trial, where its hooks will write (waiting on the path itself would never see a file).
     """
     path = path.rstrip("/") or "/"
     if path.endswith("/" + paths.PROFILER_DIR):
@@ -72,10 +74,7 @@ def resolve_profiler_root(path: str, storage: Storage | None = None) -> str:
     for child in ("system/", "framework/"):
         if next(iter(store.list(f"{path}/{child}")), None) is not None:
             return path
-    root = paths.profiler_root(path)
-    if next(iter(store.list(root + "/")), None) is not None:
-        return root
-    return path
+    return paths.profiler_root(path)
 
 
 class MetricsReaderBase:
