@@ -168,3 +168,49 @@ def test_s3_readers_match_smdebugs(tree: Path, s3_bucket: str, s3_endpoint: str)
     theirs = run_smdebug(SMDEBUG_SNIPPET, {"root": uri, "queries": QUERIES}, s3_endpoint=s3_endpoint).data
     ours = _ours({"system": S3SystemMetricsReader(uri), "framework": S3AlgorithmMetricsReader(uri)})
     _compare(theirs, ours)
+
+
+def test_time_conversions_and_file_names_match_smdebugs() -> None:
+    from tornasole.compat.smdebug_profiler import utils as ours
+
+    stamps = [1591160699.4570894, 1700000000.0000005, 1795909064.1928875, 0.1 + 0.2, 1234567.891]
+    names = [
+        "job/profiler-output/system/incremental/2020060500/1591160699.algo-1.json",
+        "job/profiler-output/system/1591160699.algo-12.json",
+        "job/profiler-output/system/incremental/1591160699.lgo-1.json",
+        "x/framework/pevents/2020051923/1589930988000000_4487_0000_pythontimeline.json",
+        "x/framework/pevents/2020052602/1590461127873222_0001_model_timeline.json",
+    ]
+    code = """
+        from smdebug.profiler import utils as u
+        units = [u.TimeUnits.SECONDS, u.TimeUnits.MILLISECONDS, u.TimeUnits.MICROSECONDS]
+        stamps = INPUT["stamps"]
+        emit({
+            "ns": [[u.convert_utc_timestamp_to_nanoseconds(s, unit) for unit in units] for s in stamps],
+            "us": [[u.convert_utc_timestamp_to_microseconds(s, unit) for unit in units] for s in stamps],
+            "s": [[u.convert_utc_timestamp_to_seconds(s, unit) for unit in units] for s in stamps],
+            "text": [u.us_since_epoch_to_human_readable_time(s * 1e6) for s in INPUT["stamps"]],
+            "system": [[u.validate_system_profiler_file(n),
+                        u.get_utctimestamp_us_since_epoch_from_system_profiler_file(n),
+                        u.get_node_id_from_system_profiler_filename(n)] for n in INPUT["names"][:3]],
+            "trace": [[u.get_timestamp_from_tracefilename(n), u.get_node_id_from_tracefilename(n)]
+                      for n in INPUT["names"][3:]],
+        })
+    """
+    theirs = run_smdebug(code, {"stamps": stamps, "names": names}).data
+    units = [TimeUnits.SECONDS, TimeUnits.MILLISECONDS, TimeUnits.MICROSECONDS]
+    assert theirs["ns"] == [[ours.convert_utc_timestamp_to_nanoseconds(s, u) for u in units] for s in stamps]
+    assert theirs["us"] == [[ours.convert_utc_timestamp_to_microseconds(s, u) for u in units] for s in stamps]
+    assert theirs["s"] == [[ours.convert_utc_timestamp_to_seconds(s, u) for u in units] for s in stamps]
+    assert theirs["text"] == [ours.us_since_epoch_to_human_readable_time(s * 1e6) for s in stamps]
+    assert theirs["system"] == [
+        [
+            ours.validate_system_profiler_file(n),
+            ours.get_utctimestamp_us_since_epoch_from_system_profiler_file(n),
+            ours.get_node_id_from_system_profiler_filename(n),
+        ]
+        for n in names[:3]
+    ]
+    assert theirs["trace"] == [
+        [ours.get_timestamp_from_tracefilename(n), ours.get_node_id_from_tracefilename(n)] for n in names[3:]
+    ]

@@ -6,8 +6,7 @@ or nanoseconds (system samples); truncating to an integer the same way keeps the
 
 from __future__ import annotations
 
-import time
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 
 __all__ = [
@@ -87,8 +86,9 @@ def convert_utc_datetime_to_nanoseconds(moment: datetime) -> int:
 
 def us_since_epoch_to_human_readable_time(us_since_epoch: float) -> str:
     """``2020-06-03T05:04:59:457089``: the UTC text smdebug's data frames carry."""
-    seconds, micros = divmod(int(us_since_epoch), 1_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f":{micros:06d}"
+    # through datetime, as smdebug: a fractional input rounds to the microsecond the same way
+    moment = datetime.fromtimestamp(us_since_epoch / 1e6, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S:%f")
 
 
 def ns_since_epoch_to_human_readable_time(ns_since_epoch: float) -> str:
