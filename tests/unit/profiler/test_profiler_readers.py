@@ -153,6 +153,21 @@ def test_a_corrupt_trace_file_is_an_error_naming_it(tmp_path: Path) -> None:
         reader.get_events(0, 4 * 10**15)
 
 
+@pytest.mark.parametrize("kind", ["system", "framework"])
+def test_json_nested_past_the_recursion_limit_is_an_error_naming_the_file(tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "profiler-output"
+    if kind == "system":
+        target = root / paths.system_file_name(1_700_000_000)
+        text, reader = '{"Type": ' * 100_000 + "\n", LocalSystemMetricsReader
+    else:
+        target = root / paths.framework_file_name(1_700_000_000_000_000, "0-algo-1")
+        text, reader = "[" * 100_000, LocalAlgorithmMetricsReader
+    target.parent.mkdir(parents=True)
+    target.write_text(text + "\n" + text)  # not the last line: a cut-short last line is dropped
+    with pytest.raises(FormatError, match=f"{target.name}.*nested too deeply"):
+        reader(str(root)).get_events(0, 4 * 10**15)
+
+
 def test_system_file_last_line_cut_short_is_dropped_a_middle_one_is_an_error(tmp_path: Path) -> None:
     root = tmp_path / "profiler-output"
     records = _write_system(root, 1_700_000_000)

@@ -6,10 +6,13 @@ ranged GET (or ``pread``), never a download; storage has no ``stat`` and needs n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from tornasole.exceptions import FormatError
 from tornasole.storage import Storage, get_storage
 
-__all__ = ["MAX_FILE_BYTES", "ProfilerFileTooLarge", "read_profiler_file"]
+__all__ = ["MAX_FILE_BYTES", "ProfilerFileTooLarge", "read_profiler_file", "decoding"]
 
 #: smdebug rotates a file at 10 MB by default (``MAX_FILE_SIZE_DEFAULT``): ten times that is no profiler file.
 MAX_FILE_BYTES = 100 * 1024 * 1024
@@ -31,3 +34,13 @@ def read_profiler_file(
             "not reading it"
         )
     return data
+
+
+@contextmanager
+def decoding(source: str) -> Iterator[None]:
+    """Decode inside this: JSON nested deeper than Python's recursion limit (a hostile file) becomes a
+    :class:`FormatError` naming ``source`` instead of a bare ``RecursionError``."""
+    try:
+        yield
+    except RecursionError:
+        raise FormatError(f"{source}: JSON nested too deeply to be a profiler file") from None

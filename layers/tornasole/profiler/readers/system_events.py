@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tornasole.profiler.format import system_records
-from tornasole.profiler.readers.bounded_read import MAX_FILE_BYTES, read_profiler_file
+from tornasole.profiler.readers.bounded_read import MAX_FILE_BYTES, decoding, read_profiler_file
 from tornasole.profiler.readers.units import TimeUnits, convert_utc_timestamp_to_nanoseconds
 from tornasole.storage import Storage
 
@@ -65,7 +65,8 @@ class SystemProfilerEventParser:
         self.read_events_from_bytes(data, source=eventfile)
 
     def read_events_from_bytes(self, data: bytes | str, *, source: str) -> None:
-        records = system_records.decode_records(data, source=source)
+        with decoding(source):
+            records = system_records.decode_records(data, source=source)
         self._events.extend(ProfilerSystemEvent.from_record(record) for record in records)
 
     def read_events_from_json_data(self, system_profiler_json_data: list[dict]) -> None:

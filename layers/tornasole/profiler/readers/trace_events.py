@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 
 from tornasole.profiler.format import trace_events as trace_format
-from tornasole.profiler.readers.bounded_read import MAX_FILE_BYTES, read_profiler_file
+from tornasole.profiler.readers.bounded_read import MAX_FILE_BYTES, decoding, read_profiler_file
 from tornasole.profiler.readers.file_names import get_node_id_from_tracefilename
 from tornasole.profiler.readers.units import (
     TimeUnits,
@@ -110,7 +110,8 @@ class TraceEventParser:
         self.read_events_from_bytes(data, node_id=get_node_id_from_tracefilename(tracefile), source=tracefile)
 
     def read_events_from_bytes(self, data: bytes | str, *, node_id: str, source: str) -> None:
-        decoded = trace_format.decode_trace_file(data, source=source)
+        with decoding(source):
+            decoded = trace_format.decode_trace_file(data, source=source)
         self._add(decoded.events, node_id)
 
     def read_events_from_json_data(self, trace_json_data: list, node_id: str) -> None:
