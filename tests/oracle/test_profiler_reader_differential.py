@@ -171,7 +171,7 @@ def test_s3_readers_match_smdebugs(tree: Path, s3_bucket: str, s3_endpoint: str)
 
 
 def test_time_conversions_and_file_names_match_smdebugs() -> None:
-    from tornasole.compat.smdebug_profiler import utils as ours
+    from tornasole.profiler.smdebug_modules import utils as ours
 
     stamps = [1591160699.4570894, 1700000000.0000005, 1795909064.1928875, 0.1 + 0.2, 1234567.891]
     names = [

@@ -2,7 +2,7 @@
 
 Each module here makes the checks one of smdebug's test modules makes (the readers, the system-file
 parser, the file-name utilities, the pandas frames), written afresh, through smdebug's import names
-with the ``smdebug`` alias on, against the smdebug-written fixture ``tests/fixtures/smdebug/
+with the ``smdebug`` alias on, against the smdebug-written fixture ``tests/fixtures/profiler/
 profiler_pt_2nodes`` and system files in SageMaker's shape written here. The alias is process wide:
 it is on for one module at a time and off again after it (``smdebug`` below).
 """

@@ -36,7 +36,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-from tornasole.compat.smdebug_profiler import PROFILER_READING_MODULES
 from tornasole.rules.loader import map_module_name
 
 __all__ = [
@@ -78,7 +77,7 @@ def target_module_name(name: str) -> str | None:
     >>> [target_module_name(n) for n in ("smdebug.pytorch", "smdebug.core.hook", "os")]
     ['tornasole.pytorch', 'tornasole.hooks.numpy_hook', None]
     """
-    return EXTRA_MODULES.get(name) or PROFILER_READING_MODULES.get(name) or map_module_name(name)
+    return EXTRA_MODULES.get(name) or map_module_name(name)
 
 
 class _AliasLoader(importlib.abc.Loader):

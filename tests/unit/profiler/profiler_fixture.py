@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tornasole.profiler.readers import TimeUnits
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "smdebug"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "profiler"
 TREE = FIXTURES / "profiler_pt_2nodes"
 ROOT = TREE / "profiler-output"
 EXPECTED = json.loads((FIXTURES / "profiler_pt_2nodes.expected.json").read_text())
