@@ -21,6 +21,7 @@ __all__ = [
     "StepUnavailable",
     "StepNotYetAvailable",
     "NoMoreData",
+    "NoMoreProfilerData",
     "RuleEvaluationConditionMet",
     "MissingCollectionFiles",
     "IndexReaderException",
@@ -128,6 +129,17 @@ class StepNotYetAvailable(TornasoleError):
 
 class NoMoreData(TornasoleError):
     """Training has ended (end marker seen) and there is nothing after this step."""
+
+
+class NoMoreProfilerData(TornasoleError):
+    """Training has ended and no profiler data will come after the asked time (smdebug's end of data)."""
+
+    def __init__(self, timestamp_us: int | float | None = None) -> None:
+        self.timestamp = timestamp_us
+        super().__init__(
+            "training has ended: no more profiler data"
+            + (f" after {timestamp_us} us since the epoch" if timestamp_us is not None else "")
+        )
 
 
 class RuleEvaluationConditionMet(TornasoleError):

@@ -44,6 +44,7 @@ EXTRAS: dict[str, Extra] = {
         Extra("tensorflow", ("tensorflow", "keras"), "the TensorFlow hook"),
         Extra("keras", ("keras",), "the Keras hook"),
         Extra("xgboost", ("xgboost",), "the XGBoost hook"),
+        Extra("notebook", ("pandas",), "PandasFrame (smdebug's profiler data frames)"),
     )
 }
 # Aliases kept for existing install lines (``tornasole[torch]``).

@@ -36,10 +36,6 @@ class SMDebugNotImplementedError(TornasoleError, NotImplementedError):
     """smdebug's not-implemented error (not raised by Tornasole)."""
 
 
-class NoMoreProfilerData(TornasoleError):
-    """smdebug's profiler end-of-data signal; Tornasole has no profiler, so it is never raised."""
-
-
 # The reader may define its own; if not, a shape request that finds no shape is a missing value too.
 ShapeUnavailableForStep = getattr(_exc, "ShapeUnavailableForStep", TensorUnavailableForStep)
 
@@ -52,6 +48,5 @@ __all__ = [  # noqa: PLE0604 - extends the star-imported names
     "SMDebugRuntimeError",
     "SMDebugNotImplementedError",
     "InvalidCollectionConfiguration",
-    "NoMoreProfilerData",
     "ShapeUnavailableForStep",
 ]

@@ -30,6 +30,7 @@ import types
 from typing import Any
 
 from tornasole.exceptions import RuleLoadError, RuleParameterError
+from tornasole.profiler.smdebug_modules import PROFILER_READING_MODULES
 from tornasole.rules.actions import parse_actions
 from tornasole.rules.rule import Rule
 
@@ -54,7 +55,8 @@ def map_module_name(name: str) -> str | None:
     """
     if name != "smdebug" and not name.startswith("smdebug."):
         return None
-    return SMDEBUG_MODULES.get(name, "tornasole" + name[len("smdebug") :])
+    mapped = SMDEBUG_MODULES.get(name) or PROFILER_READING_MODULES.get(name)
+    return mapped or "tornasole" + name[len("smdebug") :]
 
 
 def _scoped_import(source: str):

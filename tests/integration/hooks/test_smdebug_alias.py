@@ -82,14 +82,21 @@ def test_one_line_import_and_module_identity(tmp_path: Path):
         "    SaveConfig(10)\n"
         "except SMDebugValueError as exc:\n"
         "    print('caught:', type(exc).__name__)\n"
+        "from smdebug.profiler.system_metrics_reader import LocalSystemMetricsReader\n"
+        "from smdebug.trials.profiler_trial import ProfilerTrial\n"
+        "import tornasole.profiler.readers as readers, tornasole.profiler.analysis as analysis\n"
+        "assert LocalSystemMetricsReader is readers.LocalSystemMetricsReader\n"
+        "assert ProfilerTrial is analysis.ProfilerTrial\n"
         "try:\n"
-        "    import smdebug.mxnet\n"
+        "    import smdebug.profiler.analysis.utils.pandas_data_analysis\n"
         "except ImportError as exc:\n"
         "    print('missing:', exc)\n"
     )
     res = _run(["-c", code], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "smdebug.mxnet (mapped to tornasole.mxnet) is not provided by Tornasole" in res.stdout
+    missing = "smdebug.profiler.analysis.utils.pandas_data_analysis (mapped to tornasole.profiler.analysis."
+    assert missing in res.stdout
+    assert "is not provided by Tornasole" in res.stdout
     assert "caught: ConfigurationError" in res.stdout
 
 

@@ -129,8 +129,10 @@ def test_missing_file_and_failing_file(rule_file, tmp_path):
 
 
 def test_smdebug_module_tornasole_lacks_is_named(rule_file):
-    path = rule_file("from smdebug.mxnet import hook\n", "mx.py")
-    with pytest.raises(RuleLoadError, match=r"line 1: .*smdebug.mxnet \(mapped to tornasole.mxnet\)"):
+    # smdebug.profiler's readers are Tornasole's now (tests/unit/profiler); its PandasFrameAnalysis is not
+    path = rule_file("from smdebug.profiler.analysis.utils.pandas_data_analysis import Resource\n", "prof.py")
+    missing = r"smdebug.profiler.analysis.utils.pandas_data_analysis \(mapped to tornasole.profiler.analysis"
+    with pytest.raises(RuleLoadError, match=rf"line 1: .*{missing}"):
         load_rule_class(path, "R")
 
 

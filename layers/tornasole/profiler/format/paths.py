@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from tornasole.exceptions import FormatError
+from tornasole.stack_spec import END_MARKER_FILE
 
 __all__ = [
     "PROFILER_DIR",
@@ -36,6 +37,8 @@ __all__ = [
     "parse_system_file_name",
     "parse_framework_file_name",
     "profiler_file_kind",
+    "END_MARKER",
+    "end_marker_paths",
 ]
 
 #: The profiler root's name under a trial (SageMaker: ``<job>/profiler-output``).
@@ -140,3 +143,21 @@ def profiler_file_kind(key: str) -> str | None:
     if parse_framework_file_name(key) is not None:
         return "framework"
     return None
+
+
+#: The file whose presence says training has ended (the trial's end marker, smdebug's name for it).
+END_MARKER = END_MARKER_FILE
+
+
+def end_marker_paths(profiler_root_path: str) -> tuple[str, ...]:
+    """Where an end marker says a job with this profiler root has ended, most likely first.
+
+    The trial's own marker (``<trial>/training_job_end.ts``, what Tornasole's hooks write), then the
+    ones SageMaker's profiler leaves in ``system/`` and ``framework/`` (what smdebug's ProfilerTrial checks).
+    """
+    root = profiler_root_path.rstrip("/")
+    found = []
+    if root.endswith("/" + PROFILER_DIR):
+        found.append(root[: -len(PROFILER_DIR)] + END_MARKER)
+    found += [f"{root}/system/{END_MARKER}", f"{root}/framework/{END_MARKER}"]
+    return tuple(found)

@@ -1,0 +1,101 @@
+"""smdebug's system-metrics readers: the samples under ``<profiler root>/system/``, by time and device."""
+
+from __future__ import annotations
+
+import bisect
+
+from tornasole.exceptions import ConfigurationError
+from tornasole.profiler.readers.base import MAX_FILE_BYTES, MetricsReaderBase
+from tornasole.profiler.readers.file_names import get_utctimestamp_us_since_epoch_from_system_profiler_file
+from tornasole.profiler.readers.system_events import ProfilerSystemEvents
+from tornasole.storage import Storage, is_s3
+
+__all__ = ["SystemMetricsReader", "LocalSystemMetricsReader", "S3SystemMetricsReader"]
+
+
+class SystemMetricsReader(MetricsReaderBase):
+    """System samples of every node; files are known by their first sample's time (in the name)."""
+
+    prefix = "system"
+
+    def __init__(
+        self,
+        root: str,
+        use_in_memory_cache: bool = False,
+        *,
+        storage: Storage | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
+        super().__init__(root, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)
+        self._SystemProfilerEventParser = ProfilerSystemEvents()
+        # pre-built, so that get_timestamp_of_latest_available_file() answers before any query (as smdebug)
+        self.refresh_event_file_list()
+
+    def get_all_event_parsers(self) -> list:
+        return [self._SystemProfilerEventParser]
+
+    def _get_event_parser(self, event_file: str) -> ProfilerSystemEvents:
+        return self._SystemProfilerEventParser
+
+    def _get_timestamp_from_filename(self, event_file: str) -> int | None:
+        return get_utctimestamp_us_since_epoch_from_system_profiler_file(event_file)
+
+    def _parse_bytes(self, event_file: str, data: bytes) -> None:
+        self._SystemProfilerEventParser.read_events_from_bytes(data, source=event_file)
+
+    def _get_event_files_in_the_range(
+        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
+    ) -> list[str]:
+        """The files that can hold samples of the window: from the last file starting at or before its
+        (buffered) start to the first file starting at or after its (buffered) end."""
+        if use_buffer:
+            buffer = self._time_buffer()
+            start_time_microseconds -= buffer
+            end_time_microseconds += buffer
+        if end_time_microseconds >= self.get_timestamp_of_latest_available_file():
+            self.refresh_event_file_list()
+        stamps = sorted(self._timestamp_to_filename)
+        lower = max(bisect.bisect_right(stamps, start_time_microseconds) - 1, 0)
+        upper = bisect.bisect_left(stamps, end_time_microseconds)
+        return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
+
+
+class LocalSystemMetricsReader(SystemMetricsReader):
+    """System samples under a local profiler root (``.../profiler-output``)."""
+
+    def __init__(
+        self,
+        trace_root_folder: str,
+        use_in_memory_cache: bool = False,
+        *,
+        storage: Storage | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
+        if is_s3(trace_root_folder):
+            raise ConfigurationError(
+                f"{trace_root_folder}: LocalSystemMetricsReader reads a local folder; "
+                "use S3SystemMetricsReader"
+            )
+        self.trace_root_folder = trace_root_folder
+        super().__init__(
+            trace_root_folder, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes
+        )
+
+
+class S3SystemMetricsReader(SystemMetricsReader):
+    """System samples under an S3 profiler root (``s3://bucket/job/profiler-output``)."""
+
+    def __init__(
+        self,
+        s3_trial_path: str,
+        use_in_memory_cache: bool = False,
+        *,
+        storage: Storage | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
+        if not is_s3(s3_trial_path):
+            raise ConfigurationError(
+                f"{s3_trial_path!r}: S3SystemMetricsReader needs an S3 path, e.g. s3://bucket/job/profiler-output"
+            )
+        self.bucket_name, _, self.base_folder = s3_trial_path[len("s3://") :].partition("/")
+        super().__init__(s3_trial_path, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)

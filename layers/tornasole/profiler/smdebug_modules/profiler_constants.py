@@ -1,0 +1,45 @@
+"""``smdebug.profiler.profiler_constants`` under the alias: the reading side's names and defaults."""
+
+from __future__ import annotations
+
+from tornasole.profiler.format import paths, trace_events
+from tornasole.profiler.readers.base import (
+    ENV_TIME_BUFFER,
+    ENV_TRAILING_DURATION,
+    TIME_BUFFER_DEFAULT,
+    TRAILING_DURATION_DEFAULT,
+)
+from tornasole.profiler.readers.units import CONVERT_TO_MICROSECS
+
+DEFAULT_PREFIX = paths.FRAMEWORK_PREFIX
+DEFAULT_SYSTEM_PROFILER_PREFIX = "system"
+TRACE_DIRECTORY_FORMAT = "%Y%m%d%H"
+PYTHONTIMELINE_SUFFIX = paths.PYTHON_TIMELINE_SUFFIX
+MODELTIMELINE_SUFFIX = paths.MODEL_TIMELINE_SUFFIX
+TENSORBOARDTIMELINE_SUFFIX = "trace.json.gz"
+HOROVODTIMELINE_SUFFIX = "horovod_timeline.json"
+SMDATAPARALLELTIMELINE_SUFFIX = "smdataparallel_timeline.json"
+MERGEDTIMELINE_SUFFIX = "merged_timeline.json"
+PT_DATALOADER_ITER = trace_events.DATALOADER
+ENV_TRAIILING_DURATION = ENV_TRAILING_DURATION  # smdebug's spelling
+CONVERT_MICRO_TO_NS = 1000
+
+__all__ = [
+    "CONVERT_TO_MICROSECS",
+    "CONVERT_MICRO_TO_NS",
+    "DEFAULT_PREFIX",
+    "DEFAULT_SYSTEM_PROFILER_PREFIX",
+    "TRACE_DIRECTORY_FORMAT",
+    "PYTHONTIMELINE_SUFFIX",
+    "MODELTIMELINE_SUFFIX",
+    "TENSORBOARDTIMELINE_SUFFIX",
+    "HOROVODTIMELINE_SUFFIX",
+    "SMDATAPARALLELTIMELINE_SUFFIX",
+    "MERGEDTIMELINE_SUFFIX",
+    "PT_DATALOADER_ITER",
+    "ENV_TIME_BUFFER",
+    "ENV_TRAILING_DURATION",
+    "ENV_TRAIILING_DURATION",
+    "TIME_BUFFER_DEFAULT",
+    "TRAILING_DURATION_DEFAULT",
+]
