@@ -45,6 +45,7 @@ EXTRAS: dict[str, Extra] = {
         Extra("keras", ("keras",), "the Keras hook"),
         Extra("xgboost", ("xgboost",), "the XGBoost hook"),
         Extra("notebook", ("pandas",), "PandasFrame (smdebug's profiler data frames)"),
+        Extra("gpu", ("pynvml",), "the profiler's GPU metrics (NVML)"),
     )
 }
 # Aliases kept for existing install lines (``tornasole[torch]``).
