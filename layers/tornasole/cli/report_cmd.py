@@ -80,6 +80,9 @@ def _write(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the report from a web server or a colleague
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

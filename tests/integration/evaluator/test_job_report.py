@@ -102,3 +102,24 @@ def test_a_writer_that_raises_is_the_evaluator_s_problem_not_the_job_s(stack: St
 def test_an_in_progress_job_has_no_report_field(stack: Stack) -> None:
     TornasoleJobs().register_job("my-job", TRIAL, [VG])
     assert "TornasoleReportLocation" not in stack.describe()
+
+
+def test_tornasole_report_of_a_job_reads_what_jobs_status_reads(
+    stack: Stack, tmp_path: Any, capsys: Any
+) -> None:
+    from tornasole.cli.main import main
+
+    TornasoleJobs().register_job("my-job", TRIAL, [VG])
+    _train(stack)
+    for note in stack.notifications():
+        stack.deliver(note)
+    out = tmp_path / "report.html"
+    assert main(["report", "my-job", "-o", str(out)]) == 0
+    assert "1 rules, 1 found issues" in capsys.readouterr().out
+    html = out.read_text()
+    assert "<td>1: 2</td>" in html
+    assert "Completed" in html
+    assert oct(out.stat().st_mode & 0o777) != "0o600"
+    assert main(["report", "no-such-job", "-o", str(tmp_path / "x.html")]) == 3
+    assert "no training job named 'no-such-job'" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
