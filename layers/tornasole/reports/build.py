@@ -16,6 +16,7 @@ from tornasole.reports.debugger_data import DebuggerData, load_debugger_data
 from tornasole.reports.page import render_page
 from tornasole.reports.profiler_data import load_profiler_data
 from tornasole.reports.verdicts import JobInfo, Verdict, evaluate_recommended, from_job_detail
+from tornasole.stack_spec import REPORT_FILE  # not a .json key: no S3 notification routes it back
 
 __all__ = [
     "REPORT_FILE",
@@ -27,9 +28,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The report's name in the trial: next to ``index/`` and ``profiler-output/``. Not a ``.json`` key, so
-#: the stack's S3 notifications (``.json`` and the end marker) never route it to the evaluator.
-REPORT_FILE = "tornasole-report.html"
 #: How long a report waits for a trial's collections file (a job that never wrote has none).
 _COLLECTIONS_WAIT_S = 0.0
 
