@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from tornasole.stack_spec import STOP_SIGNAL_FILE
+from tornasole.stack_spec import REPORT_FILE, STOP_SIGNAL_FILE
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -60,12 +60,16 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
     return [
         (
             f"Resource::{trials}",
-            "s3:GetObject only (ranged GETs of step files), by the two evaluating functions: every "
-            "object under the trial prefix is a step file a rule may read.",
+            "s3:GetObject only (ranged GETs of step files), by the functions that evaluate or complete "
+            "jobs: every object under the trial prefix is a step file a rule or a job's report may read.",
         ),
         (
             f"Resource::{trials}{STOP_SIGNAL_FILE}",
             "s3:PutObject only, of a trial's stop-signal file (the stoptraining action), nothing else.",
+        ),
+        (
+            f"Resource::{trials}{REPORT_FILE}",
+            "s3:PutObject only, of a trial's HTML report (written when its job ends), nothing else.",
         ),
     ]
 
