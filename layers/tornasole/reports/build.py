@@ -7,6 +7,7 @@ completion as a collaborator, so the evaluator depends on a callable, not on thi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -84,7 +85,7 @@ def job_report_html(
             notes.append(f"The trial could not be opened: {type(exc).__name__}: {exc}")
     debugger = _debugger(trial, notes)
     profiler = _profiler(info.trial_path, notes) if info.trial_path else None
-    info = JobInfo(**{**info.__dict__, "notes": tuple(notes)})
+    info = dataclasses.replace(info, notes=tuple(notes))
     return render_page(info, verdicts, debugger, profiler, generated_s=now_s)
 
 
