@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export MPLBACKEND := Agg
 
-.PHONY: setup setup-smdebug setup-sagemaker setup-demo fixtures test test-fast test-wheel reliability lint demo layer synth bench clean
+.PHONY: setup setup-smdebug setup-sagemaker setup-browser setup-demo fixtures test test-fast test-wheel reliability lint demo layer synth bench clean
 
 $(BIN)/.installed: pyproject.toml requirements/dev.txt requirements/frameworks.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,12 +45,17 @@ $(SM_VENV)/.installed: requirements/sagemaker.txt
 
 setup-sagemaker: $(SM_VENV)/.installed
 
+# Headless Chromium (Debian's package) for the report's browser test, tests/browser (it fails, never skips,
+# without it). Needs root for apt-get; a machine that has chromium already skips the install.
+setup-browser:
+	command -v chromium || (apt-get update && apt-get install -y chromium)
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache --no-logo
 
-test: setup setup-smdebug setup-sagemaker
+test: setup setup-smdebug setup-sagemaker setup-browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache --no-logo

@@ -28,7 +28,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
 from tornasole.evaluator.store.keys import JOBS_PK, job_pk, trial_pk
-from tornasole.stack_spec import CAPTURE_REQUESTS_DIR, STOP_SIGNAL_FILE
+from tornasole.stack_spec import CAPTURE_REQUESTS_DIR, REPORT_FILE, STOP_SIGNAL_FILE
 
 __all__ = [
     "JOB_PARTITIONS",
@@ -43,6 +43,7 @@ __all__ = [
     "allow_trial_listing",
     "allow_rule_sandbox",
     "allow_stop_signals",
+    "allow_reports",
 ]
 
 #: The partitions of jobs (meta, rules, steps, evaluations, outbox rows): ``keys.job_pk``.
@@ -111,6 +112,16 @@ def allow_stop_signals(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix
         iam.PolicyStatement(
             actions=["s3:PutObject"],
             resources=[bucket.arn_for_objects(f"{trial_prefix}*{CAPTURE_REQUESTS_DIR}/*.json")],
+        )
+    )
+
+
+def allow_reports(fn: lambda_.Function, *, bucket: s3.IBucket, trial_prefix: str) -> None:
+    """PutObject of a trial's HTML report (written by completion when a job ends), nothing else."""
+    fn.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject"],
+            resources=[bucket.arn_for_objects(f"{trial_prefix}*{REPORT_FILE}")],
         )
     )
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from tornasole.stack_spec import CAPTURE_REQUESTS_DIR, STOP_SIGNAL_FILE
+from tornasole.stack_spec import CAPTURE_REQUESTS_DIR, REPORT_FILE, STOP_SIGNAL_FILE
 
 if TYPE_CHECKING:
     from constructs import IConstruct
@@ -60,8 +60,8 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
     return [
         (
             f"Resource::{trials}",
-            "s3:GetObject only (ranged GETs of step files), by the two evaluating functions: every "
-            "object under the trial prefix is a step file a rule may read.",
+            "s3:GetObject only (ranged GETs of step files), by the functions that evaluate or complete "
+            "jobs: every object under the trial prefix is a step file a rule or a job's report may read.",
         ),
         (
             f"Resource::{trials}{STOP_SIGNAL_FILE}",
@@ -70,6 +70,10 @@ def _grant_findings(stack: TornasoleStack) -> list[tuple[str, str]]:
         (
             f"Resource::{trials}{CAPTURE_REQUESTS_DIR}/*.json",
             "s3:PutObject only, of a trial's capture requests (the capture action), nothing else.",
+        ),
+        (
+            f"Resource::{trials}{REPORT_FILE}",
+            "s3:PutObject only, of a trial's HTML report (written when its job ends), nothing else.",
         ),
     ]
 

@@ -28,10 +28,10 @@ from infra.grants import (
     SCHEDULED_CHECK_TABLE_ACTIONS,
     allow_index_query,
     allow_reads,
+    allow_reports,
     allow_rule_sandbox,
     allow_stop_signals,
     allow_table,
-    allow_trial_listing,
 )
 from tornasole import config as env_names
 from tornasole.alerts.destinations import format_destinations
@@ -189,7 +189,11 @@ class TornasoleStack(cdk.Stack):
         # sagemaker_state_change: ends the job SageMaker's event names (lists its trial, completes it).
         sagemaker = evaluator.sagemaker_state_change
         allow_table(sagemaker, table, SAGEMAKER_STATE_CHANGE_TABLE_ACTIONS, JOB_PARTITIONS)
-        allow_trial_listing(sagemaker, bucket=storage.bucket, trial_prefix=config.trial_prefix)
+        # it reads the trial too: the job's report (loss, layer norms, profiler files) is drawn from it
+        allow_reads(sagemaker, bucket=storage.bucket, trial_prefix=config.trial_prefix)
+        # every function that can complete a job writes its report next to the trial (evaluator.completion)
+        for fn in (on_created, scheduled, sagemaker):
+            allow_reports(fn, bucket=storage.bucket, trial_prefix=config.trial_prefix)
 
         # --- triggers ---
         storage.notify_on_step_files(on_created, suffixes=spec.notifications.suffixes)

@@ -35,6 +35,7 @@ __all__ = [
     "SAGEMAKER_END_EVENT_PATTERN",
     "JOB_CONFIG_FILE",
     "STOP_SIGNAL_FILE",
+    "REPORT_FILE",
     "END_MARKER_FILE",
     "EVENT_ID_FIELD",
     "ENV_TRIAL_PREFIX",
@@ -57,6 +58,8 @@ STOP_SIGNAL_FILE = "tornasole_stop_training.json"
 CAPTURE_REQUESTS_DIR = "tornasole_capture"
 # smdebug's (empty) end-of-training marker at the trial root.
 END_MARKER_FILE = "training_job_end.ts"
+# The evaluator writes a job's HTML report here at the trial root when the job ends (docs/REPORTS.md).
+REPORT_FILE = "tornasole-report.html"
 
 # --- EventBridge ---
 DETAIL_TYPE_JOB_STATE_CHANGE = "SageMaker Training Job State Change"

@@ -176,6 +176,9 @@ def _run(stack: Stack, recorder: CallRecorder) -> None:
         other_trials_s3_input_paths=[TRIAL],
     )
     TornasoleJobs().register_job("late", LATE_TRIAL, [_vg(), compares])
+    # its training ends; the step still pending, the schedule completes it (and writes its report)
+    stack.write_end(trial=LATE_TRIAL)
+    _deliver_all(stack, recorder)
     stalled = Rule.sagemaker(
         {"DebugRuleConfiguration": {"RuleConfigurationName": "StalledTrainingRule", "RuleParameters": {}}},
         rule_parameters={"threshold": "60"},

@@ -86,9 +86,10 @@ def test_events_put_only_on_our_bus_and_only_by_the_outbox_publishers(synth) -> 
             assert st["Resource"] == {"Fn::GetAtt": [bus, "Arn"]}, lid
     assert "events:PutEvents" in _actions(_role_policies(synth, "DynamoDB stream"))
     assert "events:PutEvents" in _actions(_role_policies(synth, "Schedule:"))
-    # on_object_created only writes state (transactional outbox); it never publishes.
+    # on_object_created only writes state (transactional outbox); it never publishes. Its one bucket
+    # write is a finished job's report (test_writes_to_the_bucket_are_limited_to_stop_signals_and_reports).
     on_created = _actions(_role_policies(synth, "S3 ObjectCreated"))
-    assert not {"events:PutEvents", "sns:Publish", "s3:PutObject"} & on_created
+    assert not {"events:PutEvents", "sns:Publish"} & on_created
 
 
 def test_s3_reads_are_scoped_to_the_trial_and_custom_rule_prefixes(synth) -> None:
@@ -103,8 +104,12 @@ def test_s3_reads_are_scoped_to_the_trial_and_custom_rule_prefixes(synth) -> Non
     assert scoped == {"/trials/*", "/custom-rules/*"}
 
 
-def test_writes_to_the_bucket_are_limited_to_stop_signal_files(synth) -> None:
-    allowed = {"/trials/*tornasole_stop_training.json", "/trials/*tornasole_capture/*.json"}
+def test_writes_to_the_bucket_are_limited_to_stop_signals_capture_requests_and_reports(synth) -> None:
+    allowed = {
+        "/trials/*tornasole_stop_training.json",
+        "/trials/*tornasole_capture/*.json",
+        "/trials/*tornasole-report.html",
+    }
     written = set()
     for lid, st in _statements(synth):
         if "s3:PutObject" in _as_list(st["Action"]):

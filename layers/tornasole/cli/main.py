@@ -30,6 +30,7 @@ _COMMANDS = (
     "tornasole.cli.rules_cmd",
     "tornasole.cli.trial_cmd",
     "tornasole.cli.plot_cmd",
+    "tornasole.cli.report_cmd",
     "tornasole.cli.demo_cmd",
 )
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tornasole.evaluator.models import SECONDARY_STATUS, JobState, RuleState, rule_job_arn
+from tornasole.evaluator.models import SECONDARY_STATUS, TERMINAL_JOB, JobState, RuleState, rule_job_arn
 from tornasole.stack_spec import EVENT_ID_FIELD
 
 __all__ = [
     "MAX_STATUS_DETAILS",
+    "REPORT_LOCATION_FIELD",
     "clip",
     "describe",
     "rule_statuses",
@@ -24,6 +25,8 @@ __all__ = [
 ]
 
 MAX_STATUS_DETAILS = 1024
+#: The detail field of an ended job that says where its HTML report is (``s3://...``), or null.
+REPORT_LOCATION_FIELD = "TornasoleReportLocation"
 
 
 def clip(text: str, limit: int = MAX_STATUS_DETAILS) -> str:
@@ -76,6 +79,8 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
         detail["FailureReason"] = clip(state.failure_reason)
     if state.job_error:
         detail["TornasoleJobError"] = clip(state.job_error)
+    if state.status in TERMINAL_JOB:  # null when no report was written (docs/REPORTS.md)
+        detail[REPORT_LOCATION_FIELD] = state.report_location
     if state.rewritten_at_ms is not None:
         detail["TornasoleTrialRewritten"] = {
             "Time": _ms(state.rewritten_at_ms),
@@ -148,6 +153,8 @@ def firing_alert(
     finding about the job as a whole, such as a stall)."""
     from tornasole.alerts.body import alert_body
 
+    if state.report_location and not values.get("report"):  # the job's report, once it has one
+        values = {**values, "report": state.report_location}
     return alert_body(
         job=state.name,
         job_arn=state.arn,

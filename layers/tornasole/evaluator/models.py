@@ -234,6 +234,7 @@ class JobState:
     rewritten_at_ms: int | None = None  # the trial was written again after the job ended
     rewrite_key: str | None = None
     rewrites: int = 0
+    report_location: str | None = None  # the job's HTML report, written when it ended (``completion``)
 
     def rule(self, name: str) -> RuleState | None:
         return next((r for r in self.rules if r.config.name == name), None)

@@ -26,7 +26,7 @@ from tornasole.evaluator.models import ObjectAction, ObjectKind, ObjectResult
 from tornasole.evaluator.objects import canonical_index_problem, trial_path_of
 from tornasole.evaluator.runner import StepRunner
 from tornasole.evaluator.schedule import CheckReport, ScheduledCheck
-from tornasole.evaluator.step_evaluation import StepEvaluation
+from tornasole.evaluator.step_evaluation import ReportWriter, StepEvaluation
 from tornasole.evaluator.store.outbox import OutboxPublisher
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.evaluator.store.step_store import StepStore
@@ -62,6 +62,7 @@ class Evaluator:
         allowed_rule_prefixes: tuple[str, ...] | None = None,
         trial_prefix: str = "",
         trial_bucket: str | None = None,
+        report_writer: ReportWriter | None = None,
     ) -> None:
         self.table = table
         self.steps = StepStore(table)
@@ -74,7 +75,13 @@ class Evaluator:
         self.trial_bucket = trial_bucket
         self.trials = TrialOwners(table)
         self.evaluation = StepEvaluation(
-            table, self.steps, self.transitions, self.runner, self.now_s, allowed_rule_prefixes
+            table,
+            self.steps,
+            self.transitions,
+            self.runner,
+            self.now_s,
+            allowed_rule_prefixes,
+            report_writer=report_writer,
         )
         self.end_of_training = EndOfTraining(table, self.steps, self.evaluation, self.trials, self.now_s)
         self.arrivals = Arrivals(
@@ -105,6 +112,8 @@ class Evaluator:
             from tornasole.evaluator.sandbox.rule_runners import LambdaCustomRuleRunner
 
             custom = LambdaCustomRuleRunner(env.custom_rule_function, env.custom_rule_reader_role)
+        from tornasole.reports import JobReportWriter  # the report at the end of a job (docs/REPORTS.md)
+
         return cls(
             table,
             OutboxPublisher.from_env(env),
@@ -112,6 +121,7 @@ class Evaluator:
             allowed_rule_prefixes=env.allowed_rule_prefixes,
             trial_prefix=env.trial_prefix,
             trial_bucket=env.trial_bucket,
+            report_writer=JobReportWriter(),
         )
 
     def now_s(self) -> float:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from tornasole.evaluator import decisions
-from tornasole.evaluator.details import clip
+from tornasole.evaluator.details import clip, describe
 from tornasole.evaluator.failures import UnusableCollections
 from tornasole.evaluator.models import (
     EVALUATING,
     TERMINAL_JOB,
     JobState,
+    JobStatus,
     ObjectAction,
     ObjectKind,
     ObjectResult,
@@ -30,7 +32,7 @@ from tornasole.evaluator.models import (
 from tornasole.evaluator.runner import StepFiles, StepRunner
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.evaluator.store.step_store import MAX_STEP_ATTEMPTS, StepRecord, StepStore
-from tornasole.evaluator.store.transitions import Transitions
+from tornasole.evaluator.store.transitions import JOB, Change, Transitions
 from tornasole.evaluator.workers import discover_num_workers
 
 __all__ = ["StepEvaluation"]
@@ -38,6 +40,8 @@ __all__ = ["StepEvaluation"]
 log = logging.getLogger(__name__)
 
 Remaining = Callable[[], float] | None
+#: Writes an ended job's report: (its final detail, rule -> steps where it fired) -> where, or None.
+ReportWriter = Callable[[dict[str, Any], dict[str, list[int]]], "str | None"]
 
 
 class StepEvaluation:
@@ -51,6 +55,7 @@ class StepEvaluation:
         runner: StepRunner,
         clock: Callable[[], float],
         allowed_rule_prefixes: tuple[str, ...] | None = None,
+        report_writer: ReportWriter | None = None,
     ) -> None:
         self.table = table
         self.steps = steps
@@ -58,6 +63,7 @@ class StepEvaluation:
         self.runner = runner
         self.clock = clock
         self.allowed_rule_prefixes = allowed_rule_prefixes
+        self.report_writer = report_writer
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -181,6 +187,7 @@ class StepEvaluation:
         counts: dict[str, int] = {}
         unreadable: dict[str, int] = {}
         step_errors: dict[str, int] = {}
+        reports: dict[str, str | None] = {}  # rendered once, even when the transition is retried
 
         def decide(state: JobState):
             if not decisions.ready_to_complete(state):
@@ -191,6 +198,10 @@ class StepEvaluation:
                 if counts[r.config.name] == 0 and r.config.name not in unreadable:  # only then it matters
                     unreadable[r.config.name] = self.steps.count_unreadable(job, r.config.name)
             change = decisions.completion(state, counts, unreadable)
+            if change is not None and change.entity == JOB:
+                if change.status not in reports:
+                    reports[change.status] = self._write_report(state, change)
+                return dataclasses.replace(change, report_location=reports[change.status])
             if change is None or change.entity not in counts:
                 return change
             # a final status says how many steps the rule could not judge (#34 N13)
@@ -206,6 +217,25 @@ class StepEvaluation:
             return dataclasses.replace(change, details=clip(change.details + told))
 
         return self.transitions.apply(job, decide, self.now_ms())
+
+    def _write_report(self, state: JobState, change: Change) -> str | None:
+        """The ended job's report, written before its terminal transition so the event can say where;
+        None (the event's ``TornasoleReportLocation`` is null) when there is no writer or it failed:
+        a report never stops a job from completing."""
+        if self.report_writer is None:
+            return None
+        final = dataclasses.replace(
+            state,
+            status=JobStatus(change.status),
+            end_ms=self.now_ms(),
+            failure_reason=change.failure_reason or state.failure_reason,
+        )
+        try:
+            fired = {r.config.name: self.steps.fired_steps(state.name, r.config.name) for r in state.rules}
+            return self.report_writer(describe(final), fired)
+        except Exception:  # noqa: BLE001 - logged; the job completes without a report
+            log.exception("the report of job %s was not written", state.name)
+            return None
 
     def evaluate_step(
         self, state: JobState, rec: StepRecord, num_workers: int, remaining_s: Remaining = None

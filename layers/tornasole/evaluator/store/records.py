@@ -84,4 +84,5 @@ def job_state(job: str, items: list[dict[str, Any]], sort_key: str) -> JobState 
         rewritten_at_ms=int(meta["rewritten_at"]) if "rewritten_at" in meta else None,
         rewrite_key=meta.get("rewrite_key"),
         rewrites=int(meta.get("rewrites", 0)),
+        report_location=meta.get("report_location"),
     )

@@ -261,6 +261,30 @@ class StepStore:
             i["values"] = json.loads(i.get("values") or "{}")
         return items
 
+    def fired_steps(self, job: str, rule: str) -> list[int]:
+        """Steps where ``rule`` fired, ascending: a Query of its evaluation records filtered on ``fired``
+        and projected to the step (the job's report lists them; the records themselves stay unread)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table.name,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :b)",
+            "FilterExpression": "#f = :t",
+            "ProjectionExpression": "#s",
+            "ExpressionAttributeNames": {"#f": "fired", "#s": "step"},
+            "ExpressionAttributeValues": {
+                ":p": {"S": job_pk(job)},
+                ":b": {"S": eval_prefix(rule)},
+                ":t": {"BOOL": True},
+            },
+            "ConsistentRead": True,
+        }
+        steps: list[int] = []
+        while True:
+            resp = self.table.client.query(**kwargs)
+            steps.extend(int(i["step"]["N"]) for i in resp.get("Items", []) if "step" in i)
+            if "LastEvaluatedKey" not in resp:
+                return sorted(steps)
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
     def count_evaluated(self, job: str, rule: str) -> int:
         """Steps at which ``rule`` really evaluated its tensors (no error, not skipped): a paginated COUNT
         Query, run once per rule when the job completes."""

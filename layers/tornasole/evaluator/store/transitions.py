@@ -56,6 +56,7 @@ class Change:
     issue_step: int | None = None
     failure_reason: str | None = None
     extra: tuple[OutboxItem, ...] = ()
+    report_location: str | None = None  # a job's terminal change: where its report was written
 
 
 def event_id(job: str, rules_rev: int, entity: str, status: str) -> str:
@@ -152,6 +153,8 @@ class Transitions:
                 sets["end_time"] = now_ms
             if change.failure_reason:
                 sets["failure_reason"] = change.failure_reason
+            if change.report_location:
+                sets["report_location"] = change.report_location
             new_state = dataclasses.replace(
                 state,
                 status=status,
@@ -159,6 +162,7 @@ class Transitions:
                 last_modified_ms=now_ms,
                 end_ms=now_ms if terminal else state.end_ms,
                 failure_reason=change.failure_reason or state.failure_reason,
+                report_location=change.report_location or state.report_location,
             )
             items = [self.meta_update(state, now_ms, sets, remove_gsi=terminal)]
         else:
