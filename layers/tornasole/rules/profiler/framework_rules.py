@@ -28,6 +28,8 @@ __all__ = ["Dataloader", "MaxInitializationTime", "OverallFrameworkMetrics", "St
 DATALOADER_WORKER = "DataLoaderWorker"
 #: Steps a mode's statistics need before a step can be called an outlier.
 MIN_STEPS_FOR_OUTLIERS = 10
+#: The least standard deviation assumed, relative to the mean step time.
+MIN_RELATIVE_SPREAD = 0.01
 #: Phases OverallFrameworkMetrics keeps apart; the rest are summed as "other".
 MAX_PHASES = 32
 
@@ -77,8 +79,9 @@ class StepOutlier(ProfilerRule):
             duration = event.duration_us / 1e6
             stats = slot["stats"]
             if stats and stats[0] >= MIN_STEPS_FOR_OUTLIERS:
-                limit = stats[1] + self.params["stddev"] * welford_std(stats)
-                if duration > limit and welford_std(stats) > 0:
+                # a run of identical step times has no spread: 1% of the mean stands in for it
+                spread = max(welford_std(stats), MIN_RELATIVE_SPREAD * stats[1])
+                if duration > stats[1] + self.params["stddev"] * spread:
                     slot["outliers"] += 1
                     if slot["worst"] is None or duration > slot["worst"]["s"]:
                         slot["worst"] = {

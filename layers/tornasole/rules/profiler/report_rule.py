@@ -64,6 +64,7 @@ class ProfilerReport(ProfilerRule):
     def __init__(self, **params: Any) -> None:
         self.params = {}
         grouped: dict[type[ProfilerRule], dict[str, Any]] = {cls: {} for cls in REPORTED_RULES}
+        keys: dict[tuple[type[ProfilerRule], str], str] = {}
         for key, value in params.items():
             if key in ("rule_to_invoke", "action_json"):
                 continue
@@ -75,7 +76,15 @@ class ProfilerReport(ProfilerRule):
                 names = ", ".join(c.NAME for c in REPORTED_RULES)
                 raise RuleParameterError(self.NAME, key, f"names no profiler rule ({rule!r}); rules: {names}")
             grouped[cls][parameter.lower()] = value
-        self.rules = [cls(**grouped[cls]) for cls in REPORTED_RULES]
+            keys[(cls, parameter.lower())] = key
+        self.rules = []
+        for cls in REPORTED_RULES:
+            try:
+                self.rules.append(cls(**grouped[cls]))
+            except RuleParameterError as exc:  # named as the user wrote it: <RuleName>_<parameter>
+                key = keys.get((cls, exc.parameter or ""), cls.NAME)
+                text = str(exc).split(": ", 1)[-1].removeprefix(f"parameter {exc.parameter!r} ")
+                raise RuleParameterError(self.NAME, key, text) from None
 
     @classmethod
     def parse(cls, raw: Any) -> dict[str, Any]:

@@ -1,0 +1,252 @@
+"""Profiler rules through the serverless path, against moto: a job registered with profiler rules (its
+job file, or the real SDK's CreateTrainingJob request), profiler files landing under
+``<trial>/profiler-output/``, one evaluation per file, verdicts in ``jobs status`` and in the events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from evaluator_stack import BUCKET, REPO, TRIAL, Stack
+
+from tornasole.aws.clients import client
+from tornasole.evaluator.store.profiler_state import ProfilerStateStore
+from tornasole.evaluator.store.state_table import StateTable
+from tornasole.exceptions import InvalidJobConfiguration
+from tornasole.jobs import TornasoleJobs, register_from_request
+from tornasole.jobs.text import format_job
+from tornasole.lambda_support.env import HandlerEnv
+from tornasole.profiler.format import paths, system_records, trace_events
+from tornasole.profiler.format.system_records import SystemRecord
+from tornasole.profiler.format.trace_events import TraceEvent
+from tornasole.stack_spec import DETAIL_TYPE_JOB_STATE_CHANGE
+
+T0 = 1_700_000_000
+PROFILER_RULES = [
+    {
+        "RuleConfigurationName": "CPUBottleneck",
+        "RuleParameters": {"rule_to_invoke": "CPUBottleneck", "patience": "20"},
+    },
+    {"RuleConfigurationName": "StepOutlier", "RuleParameters": {"rule_to_invoke": "StepOutlier"}},
+    {
+        "RuleConfigurationName": "IOBottleneck",
+        "RuleParameters": {"rule_to_invoke": "IOBottleneck", "patience": "20"},
+    },
+]
+
+
+def _key(trial: str, relative: str) -> str:
+    return paths.profiler_root(trial).removeprefix(f"s3://{BUCKET}/") + "/" + relative
+
+
+def put_system_file(t: int, *, cpu: float, gpu: float, trial: str = TRIAL, body: bytes | None = None) -> str:
+    """A 60 s system-metrics file (two samples a second) starting ``t`` seconds after T0."""
+    records = []
+    for i in range(120):
+        ts = T0 + t + i * 0.5
+        records += [
+            SystemRecord("cpu", system_records.CPU_TOTAL, system_records.CPU_UTILIZATION, cpu, "algo-1", ts),
+            SystemRecord("cpu", system_records.CPU_TOTAL, system_records.IO_WAIT, 1.0, "algo-1", ts),
+            SystemRecord("gpu", "gpu0", system_records.GPU_UTILIZATION, gpu, "algo-1", ts),
+        ]
+    key = _key(trial, paths.system_file_name(T0 + t))
+    data = body if body is not None else system_records.encode_records(records).encode()
+    client("s3").put_object(Bucket=BUCKET, Key=key, Body=data)
+    return key
+
+
+def put_trace_file(t: int, durations_s: list[float], trial: str = TRIAL) -> str:
+    origin = (T0 + t) * 1_000_000
+    events, at = [], origin
+    for i, d in enumerate(durations_s):
+        phase = trace_events.step_phase("TRAIN")
+        events.append(TraceEvent(phase, phase, at, int(d * 1e6), args={"step_num": str(i)}))
+        at += int(d * 1e6)
+    text = trace_events.encode_trace_file(origin, events)
+    key = _key(trial, paths.framework_file_name(at, paths.framework_node_id(0, "host")))
+    client("s3").put_object(Bucket=BUCKET, Key=key, Body=text.encode())
+    return key
+
+
+def statuses(job: str = "my-job") -> dict[str, tuple[str, str]]:
+    d = TornasoleJobs().describe(job)
+    return {
+        s["RuleConfigurationName"]: (s["RuleEvaluationStatus"], s["StatusDetails"])
+        for s in d["ProfilerRuleEvaluationStatuses"]
+    }
+
+
+def deliver_new(stack: Stack) -> list[dict[str, Any]]:
+    return [stack.deliver(n)["results"][0] for n in stack.notifications()]
+
+
+def register(stack: Stack) -> None:
+    stack.put_job_config({"TrainingJobName": "my-job", "ProfilerRuleConfigurations": PROFILER_RULES})
+    assert [r["action"] for r in deliver_new(stack)] == ["registered"]
+
+
+def test_profiler_files_fire_rules_once_per_file_and_the_job_completes(stack: Stack) -> None:
+    register(stack)
+    d = TornasoleJobs().describe("my-job")
+    assert d["DebugRuleConfigurations"] == []
+    assert [r["RuleConfigurationName"] for r in d["ProfilerRuleConfigurations"]] == [
+        "CPUBottleneck",
+        "StepOutlier",
+        "IOBottleneck",
+    ]
+    put_system_file(0, cpu=95, gpu=3)  # GPU idle, CPU busy: a CPU bottleneck in every sample
+    results = deliver_new(stack)
+    assert [(r["kind"], r["action"]) for r in results] == [("profiler", "evaluated")]
+    assert results[0]["rules"] == {"CPUBottleneck": "fired", "StepOutlier": "ok", "IOBottleneck": "ok"}
+    status, details = statuses()["CPUBottleneck"]
+    assert status == "IssuesFound"
+    assert "Suggested fix" in details
+    assert statuses()["IOBottleneck"][0] == "InProgress"
+
+    put_trace_file(60, [0.1] * 50 + [3.0] + [0.1] * 10)
+    assert [r["action"] for r in deliver_new(stack)] == ["evaluated"]
+    store = ProfilerStateStore(StateTable(HandlerEnv.from_environ().state_table))
+    assert store.files_folded("my-job", "StepOutlier") == 2  # every rule counts every file it folded
+    assert store.load("my-job")["StepOutlier"].state["modes"]["TRAIN"]["outliers"] == 1
+
+    stack.write_end()
+    assert [r["action"] for r in deliver_new(stack)] == ["completed"]  # no tensor step to wait for
+    final = statuses()
+    assert final["CPUBottleneck"][0] == "IssuesFound"
+    assert final["IOBottleneck"] == ("NoIssuesFound", "IOBottleneck: no issues found in 2 profiler files")
+    assert TornasoleJobs().describe("my-job")["TrainingJobStatus"] == "Completed"
+    text = format_job(TornasoleJobs().describe("my-job"))
+    assert "CPUBottleneck" in text
+    assert "IssuesFound" in text
+
+    stack.pump_stream()
+    changes = [e["detail"] for e in stack.events() if e["detail-type"] == DETAIL_TYPE_JOB_STATE_CHANGE]
+    assert changes[-1]["TrainingJobStatus"] == "Completed"
+    assert {
+        s["RuleConfigurationName"]: s["RuleEvaluationStatus"]
+        for s in changes[-1]["ProfilerRuleEvaluationStatuses"]
+    } == {
+        "CPUBottleneck": "IssuesFound",
+        "StepOutlier": "NoIssuesFound",
+        "IOBottleneck": "NoIssuesFound",
+    }
+    assert any(
+        s["RuleEvaluationStatus"] == "IssuesFound"
+        for e in changes
+        for s in e["ProfilerRuleEvaluationStatuses"]
+        if s["RuleConfigurationName"] == "CPUBottleneck"
+    )
+
+
+def test_the_same_file_twice_changes_nothing(stack: Stack) -> None:
+    register(stack)
+    put_system_file(0, cpu=20, gpu=90)
+    (note,) = stack.notifications()
+    first = stack.deliver(note)["results"][0]
+    table = StateTable(HandlerEnv.from_environ().state_table)
+    before = ProfilerStateStore(table).load("my-job")
+    again = stack.deliver(note)["results"][0]
+    assert (first["action"], again["action"]) == ("evaluated", "duplicate")
+    assert ProfilerStateStore(table).load("my-job") == before
+    assert before["CPUBottleneck"].files == 1
+
+
+def test_a_corrupt_file_is_named_and_does_not_poison_later_files(stack: Stack) -> None:
+    register(stack)
+    bad = put_system_file(
+        0, cpu=95, gpu=3, body=b'{"Type": "cpu"}\n{"Type": "cpu", "Dimension": "x", "Value": 1}\n'
+    )
+    (result,) = deliver_new(stack)
+    assert result["action"] == "invalid"
+    assert bad in result["reason"]
+    assert "line 1" in result["reason"]
+    put_system_file(60, cpu=95, gpu=3)
+    (later,) = deliver_new(stack)
+    assert later["action"] == "evaluated"
+    assert statuses()["CPUBottleneck"][0] == "IssuesFound"
+    table = StateTable(HandlerEnv.from_environ().state_table)
+    assert (
+        ProfilerStateStore(table).files_folded("my-job", "CPUBottleneck") == 1
+    )  # the corrupt one folded nothing
+
+
+def test_files_of_a_trial_without_profiler_rules_or_job_are_ignored(stack: Stack) -> None:
+    put_system_file(0, cpu=95, gpu=3)
+    (orphan,) = deliver_new(stack)
+    assert orphan["action"] == "ignored"
+    assert "no job registered" in orphan["reason"]
+
+
+def test_the_sdk_s_profiler_payload_registers_and_sagemaker_s_layout_is_found(stack: Stack) -> None:
+    request = json.loads(
+        (REPO / "tests/fixtures/sagemaker_requests/profiler_rules_and_config.json").read_text()
+    )
+    d = register_from_request(request)
+    assert [s["RuleConfigurationName"] for s in d["ProfilerRuleEvaluationStatuses"]] == [
+        "ProfilerReport",
+        "LowGPUUtilization",
+    ]
+    assert [s["RuleConfigurationName"] for s in d["DebugRuleEvaluationStatuses"]] == ["LossNotDecreasing"]
+    assert d["ProfilerConfig"]["ProfilingIntervalInMilliseconds"] == 500
+    kept = {r["RuleConfigurationName"]: r["RuleParameters"] for r in d["ProfilerRuleConfigurations"]}
+    assert kept["ProfilerReport"]["CPUBottleneck_threshold"] == "30"
+    assert kept["LowGPUUtilization"]["window"] == "200"
+    # SageMaker writes profiler-output beside debug-output: <S3OutputPath>/<job>/profiler-output
+    put_system_file(0, cpu=95, gpu=3, trial=f"s3://{BUCKET}/sdk-profiler-job")
+    (result,) = deliver_new(stack)
+    assert result["action"] == "evaluated"
+    assert result["job"] == "sdk-profiler-job"
+    assert set(result["rules"]) == {"ProfilerReport", "LowGPUUtilization"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (
+            {"RuleConfigurationName": "CPUBottle", "RuleParameters": {"rule_to_invoke": "CPUBottle"}},
+            "CPUBottleneck",
+        ),
+        (
+            {
+                "RuleConfigurationName": "Low",
+                "RuleParameters": {"rule_to_invoke": "LowGPUUtilization", "windw": "5"},
+            },
+            "'windw'",
+        ),
+        (
+            {
+                "RuleConfigurationName": "R",
+                "RuleParameters": {"rule_to_invoke": "ProfilerReport", "BatchSize_x": "1"},
+            },
+            "BatchSize_x",
+        ),
+        (
+            {
+                "RuleConfigurationName": "S",
+                "RuleParameters": {"rule_to_invoke": "StepOutlier", "stddev": "-1"},
+            },
+            "'stddev'",
+        ),
+    ],
+)
+def test_bad_profiler_rules_are_refused_naming_rule_and_parameter(
+    stack: Stack, entry: dict, words: str
+) -> None:
+    request = json.loads(
+        (REPO / "tests/fixtures/sagemaker_requests/profiler_rules_and_config.json").read_text()
+    )
+    request["ProfilerRuleConfigurations"] = [entry]
+    with pytest.raises(InvalidJobConfiguration) as err:
+        register_from_request(request)
+    assert words in str(err.value)
+    assert repr(entry["RuleConfigurationName"]) in str(err.value)
+
+
+def test_a_bad_profiler_config_is_refused(stack: Stack) -> None:
+    request = json.loads(
+        (REPO / "tests/fixtures/sagemaker_requests/profiler_rules_and_config.json").read_text()
+    )
+    request["ProfilerConfig"]["ProfilingIntervalInMilliseconds"] = 7
+    with pytest.raises(InvalidJobConfiguration, match="ProfilingIntervalInMilliseconds"):
+        register_from_request(request)
