@@ -250,3 +250,47 @@ def test_a_bad_profiler_config_is_refused(stack: Stack) -> None:
     request["ProfilerConfig"]["ProfilingIntervalInMilliseconds"] = 7
     with pytest.raises(InvalidJobConfiguration, match="ProfilingIntervalInMilliseconds"):
         register_from_request(request)
+
+
+def test_two_files_landing_at_once_both_count(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another invocation commits a file between this one's read of the states and its write: this one's
+    transaction fails on the version, re-reads, folds its file into the newer states; both count."""
+    from tornasole.evaluator.service import Evaluator
+
+    register(stack)
+    first = put_system_file(0, cpu=95, gpu=3)
+    second = put_system_file(60, cpu=95, gpu=3)
+    stack.notifications()
+    table = StateTable(HandlerEnv.from_environ().state_table)
+    original = ProfilerStateStore.commit
+    raced: list[str] = []
+
+    def racing(self, job, relative, updates, now_ms, error=None):
+        if not raced:
+            raced.append(relative)
+            assert Evaluator(table).handle_object_created(BUCKET, second).action == "evaluated"
+        return original(self, job, relative, updates, now_ms, error)
+
+    monkeypatch.setattr(ProfilerStateStore, "commit", racing)
+    assert Evaluator(table).handle_object_created(BUCKET, first).action == "evaluated"
+    assert raced
+    states = ProfilerStateStore(table).load("my-job")
+    assert states["CPUBottleneck"].files == 2
+    assert states["CPUBottleneck"].state["datapoints"] == 240  # both files' samples, none twice
+
+
+def test_every_profiler_file_reaches_the_evaluator_through_the_bucket_s_notification_filters() -> None:
+    """S3 filters allow one prefix and one suffix per configuration (``stack_spec.notifications``, what the
+    CDK stack and the local resources configure): both kinds of profiler file end in one of them."""
+    from tornasole.stack_spec import DEFAULT_SPEC
+
+    keys = [
+        "trials/run/profiler-output/" + paths.system_file_name(T0),
+        "trials/run/profiler-output/"
+        + paths.framework_file_name(T0 * 10**6, paths.framework_node_id(0, "h")),
+        "trials/run/profiler-output/"
+        + paths.framework_file_name(T0 * 10**6, "0-h", paths.MODEL_TIMELINE_SUFFIX),
+    ]
+    for key in keys:
+        assert paths.profiler_file_kind(key) is not None
+        assert any(key.endswith(suffix) for suffix in DEFAULT_SPEC.notifications.suffixes), key
