@@ -145,8 +145,10 @@ class ProfilerFiles:
 
     def _fold(self, state: JobState, key: str, relative: str, kind: str, payload, rules) -> ObjectResult:
         from tornasole.rules.profiler import create_profiler_rule
+        from tornasole.rules.profiler.base import samples_of
 
         job = state.name
+        samples = samples_of(payload) if kind == "system" else None  # grouped once for every rule
         for _ in range(MAX_STATE_CONFLICTS):
             stored = self.store.load(job)
             updates, outcomes = [], []
@@ -156,7 +158,7 @@ class ProfilerFiles:
                 try:
                     rule = create_profiler_rule(r.config.rule_to_invoke, r.config.parameters)
                     folded = previous.state if previous.state is not None else rule.initial_state()
-                    rule.update(folded, kind, payload)
+                    rule.update(folded, kind, payload, samples)
                     found = rule.finding(folded)
                 except TornasoleValueError as exc:  # checked at registration; an old job may still hold one
                     outcomes.append(StepOutcome(name, 0, error=clip(f"{name}: {exc}")))

@@ -176,12 +176,19 @@ class ProfilerRule:
     def initial_state(self) -> dict[str, Any]:
         return {}
 
-    def update(self, state: dict[str, Any], kind: str, payload: Sequence[SystemRecord] | TraceFile) -> None:
-        """Fold one decoded file into ``state`` in place; other kinds of file are no-ops."""
+    def update(
+        self,
+        state: dict[str, Any],
+        kind: str,
+        payload: Sequence[SystemRecord] | TraceFile,
+        samples: list[Sample] | None = None,
+    ) -> None:
+        """Fold one decoded file into ``state`` in place; other kinds of file are no-ops. ``samples``: the
+        system records already grouped (``samples_of``), when several rules read the same file."""
         if kind not in self.KINDS:
             return
         if kind == SYSTEM:
-            self.update_system(state, samples_of(payload))  # type: ignore[arg-type]
+            self.update_system(state, samples if samples is not None else samples_of(payload))  # type: ignore[arg-type]
         else:
             self.update_framework(state, payload)  # type: ignore[arg-type]
 

@@ -15,7 +15,7 @@ from typing import Any
 from tornasole.exceptions import RuleParameterError
 from tornasole.profiler.format.system_records import SystemRecord
 from tornasole.profiler.format.trace_events import TraceFile
-from tornasole.rules.profiler.base import FRAMEWORK, SYSTEM, ProfilerFinding, ProfilerRule
+from tornasole.rules.profiler.base import FRAMEWORK, SYSTEM, ProfilerFinding, ProfilerRule, Sample, samples_of
 from tornasole.rules.profiler.framework_rules import (
     Dataloader,
     MaxInitializationTime,
@@ -94,9 +94,17 @@ class ProfilerReport(ProfilerRule):
     def initial_state(self) -> dict[str, Any]:
         return {rule.NAME: rule.initial_state() for rule in self.rules}
 
-    def update(self, state: dict[str, Any], kind: str, payload: Sequence[SystemRecord] | TraceFile) -> None:
+    def update(
+        self,
+        state: dict[str, Any],
+        kind: str,
+        payload: Sequence[SystemRecord] | TraceFile,
+        samples: list[Sample] | None = None,
+    ) -> None:
+        if kind == SYSTEM and samples is None:
+            samples = samples_of(payload)  # type: ignore[arg-type]  # grouped once for the eleven rules
         for rule in self.rules:
-            rule.update(state.setdefault(rule.NAME, rule.initial_state()), kind, payload)
+            rule.update(state.setdefault(rule.NAME, rule.initial_state()), kind, payload, samples)
 
     def findings(self, state: dict[str, Any]) -> list[ProfilerFinding]:
         return [rule.finding(state.get(rule.NAME, rule.initial_state())) for rule in self.rules]
