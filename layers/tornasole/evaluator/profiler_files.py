@@ -175,7 +175,8 @@ class ProfilerFiles:
                 return ObjectResult(
                     key, ObjectKind.PROFILER, ObjectAction.DUPLICATE, job=job, reason="file already evaluated"
                 )
-            self.transitions.apply(job, after_profiler_findings(outcomes, key), self.now_ms())
+            # a decision on statuses alone: the read above may start it (a stale one conflicts and re-reads)
+            self.transitions.apply(job, after_profiler_findings(outcomes, key), self.now_ms(), state=state)
             fired = sorted(o.rule_name for o in outcomes if o.fired)
             return ObjectResult(
                 key,

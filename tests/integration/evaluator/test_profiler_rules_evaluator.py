@@ -294,3 +294,30 @@ def test_every_profiler_file_reaches_the_evaluator_through_the_bucket_s_notifica
     for key in keys:
         assert paths.profiler_file_kind(key) is not None
         assert any(key.endswith(suffix) for suffix in DEFAULT_SPEC.notifications.suffixes), key
+
+
+def test_a_firing_profiler_rule_alerts_once_and_can_stop_training(stack: Stack) -> None:
+    actions = [{"name": "email", "endpoint": "ml@example.com"}, {"name": "stoptraining"}]
+    rules = [
+        {
+            "RuleConfigurationName": "CPUBottleneck",
+            "RuleParameters": {
+                "rule_to_invoke": "CPUBottleneck",
+                "patience": "20",
+                "action_json": json.dumps(actions),
+            },
+        }
+    ]
+    stack.put_job_config({"TrainingJobName": "my-job", "ProfilerRuleConfigurations": rules})
+    deliver_new(stack)
+    put_system_file(0, cpu=95, gpu=3)
+    put_system_file(60, cpu=95, gpu=3)
+    assert [r["action"] for r in deliver_new(stack)] == ["evaluated", "evaluated"]
+    stack.pump_stream()
+    alerts = stack.alerts()
+    assert [a["MessageAttributes"]["tornasole_action"]["Value"] for a in alerts] == ["email"]
+    assert "CPUBottleneck" in alerts[0]["Message"]
+    d = TornasoleJobs().describe("my-job")
+    assert d["TrainingJobStatus"] == "Stopping"
+    stop = client("s3").get_object(Bucket=BUCKET, Key="jobs/my-job/tornasole_stop_training.json")
+    assert json.loads(stop["Body"].read())["RuleConfigurationName"] == "CPUBottleneck"
