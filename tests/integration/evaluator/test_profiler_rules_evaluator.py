@@ -11,6 +11,7 @@ import pytest
 from evaluator_stack import BUCKET, REPO, TRIAL, Stack
 
 from tornasole.aws.clients import client
+from tornasole.cli.main import main
 from tornasole.evaluator.store.profiler_state import ProfilerStateStore
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.exceptions import InvalidJobConfiguration
@@ -86,7 +87,7 @@ def register(stack: Stack) -> None:
     assert [r["action"] for r in deliver_new(stack)] == ["registered"]
 
 
-def test_profiler_files_fire_rules_once_per_file_and_the_job_completes(stack: Stack) -> None:
+def test_profiler_files_fire_rules_once_per_file_and_the_job_completes(stack: Stack, capsys) -> None:
     register(stack)
     d = TornasoleJobs().describe("my-job")
     assert d["DebugRuleConfigurations"] == []
@@ -119,6 +120,13 @@ def test_profiler_files_fire_rules_once_per_file_and_the_job_completes(stack: St
     text = format_job(TornasoleJobs().describe("my-job"))
     assert "CPUBottleneck" in text
     assert "IssuesFound" in text
+    capsys.readouterr()
+    assert main(["jobs", "status", "my-job"]) == 0
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("CPUBottleneck"))
+    assert "IssuesFound" in row
+    assert "CPUBottleneck: Likely cause: the CPU cannot prepare batches" in table  # the "what to do" part
+    assert main(["jobs", "status", "my-job", "--fail-on-issues"]) != 0
 
     stack.pump_stream()
     changes = [e["detail"] for e in stack.events() if e["detail-type"] == DETAIL_TYPE_JOB_STATE_CHANGE]
