@@ -129,6 +129,8 @@ class ProfilerFiles:
             why = clip(f"{path}: unreadable profiler file, not evaluated: {exc}")
             log.warning(why, extra={"job": job, "key": key})
             recorded = self.store.commit(job, relative, [], self.now_ms(), error=why)
+            if recorded:
+                self.store.note_error(job, why)
             action = ObjectAction.INVALID if recorded else ObjectAction.DUPLICATE
             return ObjectResult(key, ObjectKind.PROFILER, action, job=job, reason=why)
         return self._fold(state, key, relative, kind, payload, rules)

@@ -169,6 +169,7 @@ def test_a_corrupt_file_is_named_and_does_not_poison_later_files(stack: Stack) -
     assert result["action"] == "invalid"
     assert bad in result["reason"]
     assert "line 1" in result["reason"]
+    assert bad in TornasoleJobs().describe("my-job")["TornasoleJobError"]  # shown on the job, not only logged
     put_system_file(60, cpu=95, gpu=3)
     (later,) = deliver_new(stack)
     assert later["action"] == "evaluated"

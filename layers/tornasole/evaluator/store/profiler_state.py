@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.store.item_limits import DYNAMODB_ITEM_BYTES, ItemTooLarge
-from tornasole.evaluator.store.keys import SK, item, job_pk
+from tornasole.evaluator.store.keys import META, SK, item, job_pk
 from tornasole.evaluator.store.state_table import Conflict, StateTable
 
 __all__ = [
@@ -76,6 +76,16 @@ class ProfilerStateStore:
                 details=str(it.get("details", "")),
             )
         return out
+
+    def note_error(self, job: str, reason: str) -> None:
+        """Show a corrupt file on the job (``TornasoleJobError`` in describe and the events), unless the
+        job already shows an error: the first one stays."""
+        try:
+            self.table.update(
+                job_pk(job), META, "SET job_error = :r", {":r": reason[:1024]}, condition="job_error_unset"
+            )
+        except Conflict:
+            pass
 
     def file_seen(self, job: str, relative_key: str) -> dict[str, Any] | None:
         return self.table.get(job_pk(job), file_sk(relative_key))
