@@ -55,6 +55,14 @@ MAX_STATE_CONFLICTS = 20
 _MARKER = f"/{profiler_paths.PROFILER_DIR}/"
 
 
+def kind_of(key: str) -> str:
+    return profiler_paths.profiler_file_kind(key) or ""
+
+
+def relative_of(key: str) -> str:
+    return key[("/" + key).rfind(_MARKER) + len(_MARKER) - 1 :]
+
+
 def profiler_trial_candidates(bucket: str, key: str) -> tuple[str, str] | None:
     """``(trial, relative key)`` candidates of a profiler file: the trial is the folder above
     ``profiler-output`` (or, SageMaker's layout, that folder's ``debug-output``), or None for a key
@@ -104,10 +112,29 @@ class ProfilerFiles:
         root, relative = where
         job = self._job_for(root)
         if job is None:
-            log.info("profiler file of a trial no job is registered for", extra={"key": key})
-            return ObjectResult(
-                key, ObjectKind.PROFILER, ObjectAction.IGNORED, reason=f"no job registered for {root}"
-            )
+            self.store.record_orphan(root, bucket, key, self.clock())
+            # Registration claims the trial first: re-read the claim now that the orphan is written, so a
+            # registration that ran meanwhile is seen here (or its job's next file adopts the orphan).
+            job = self._job_for(root)
+            if job is None:
+                log.info("profiler file of a trial no job is registered for; kept", extra={"key": key})
+                return ObjectResult(
+                    key, ObjectKind.PROFILER, ObjectAction.ORPHAN, reason=f"no job registered for {root}"
+                )
+        result = self._evaluate(job, bucket, key, kind, relative)
+        for orphan_bucket, orphan_key in self.store.take_orphans(root):  # files that came before the job
+            try:
+                adopted = self._evaluate(
+                    job, orphan_bucket, orphan_key, kind_of(orphan_key), relative_of(orphan_key)
+                )
+            except Exception:  # noqa: BLE001 - this file's own result stands; the orphan is kept for the next
+                log.exception("adopting a profiler file failed; kept", extra={"job": job, "key": orphan_key})
+                self.store.record_orphan(root, orphan_bucket, orphan_key, self.clock())
+                continue
+            log.info("adopted a profiler file: %s", adopted.action, extra={"job": job, "key": orphan_key})
+        return result
+
+    def _evaluate(self, job: str, bucket: str, key: str, kind: str, relative: str) -> ObjectResult:
         state = self.table.load_job(job)
         if state is None or state.status in TERMINAL_JOB:
             why = "unknown job" if state is None else f"job is {state.status.value}"

@@ -180,11 +180,34 @@ def test_a_corrupt_file_is_named_and_does_not_poison_later_files(stack: Stack) -
     )  # the corrupt one folded nothing
 
 
-def test_files_of_a_trial_without_profiler_rules_or_job_are_ignored(stack: Stack) -> None:
+def test_files_before_the_job_is_registered_are_kept_and_adopted(stack: Stack) -> None:
     put_system_file(0, cpu=95, gpu=3)
     (orphan,) = deliver_new(stack)
-    assert orphan["action"] == "ignored"
+    assert orphan["action"] == "orphan"
     assert "no job registered" in orphan["reason"]
+    register(stack)
+    assert statuses()["CPUBottleneck"][0] == "InProgress"
+    put_system_file(60, cpu=95, gpu=3)  # the job's next file adopts the one that came before it
+    (later,) = deliver_new(stack)
+    assert later["action"] == "evaluated"
+    table = StateTable(HandlerEnv.from_environ().state_table)
+    states = ProfilerStateStore(table).load("my-job")
+    assert states["CPUBottleneck"].files == 2
+    assert states["CPUBottleneck"].state["datapoints"] == 240
+    assert ProfilerStateStore(table).take_orphans(TRIAL) == []  # adopted once, then gone
+
+
+def test_files_of_a_job_without_profiler_rules_are_ignored(stack: Stack) -> None:
+    stack.put_job_config(
+        {
+            "TrainingJobName": "my-job",
+            "DebugRuleConfigurations": [{"RuleConfigurationName": "VanishingGradient"}],
+        }
+    )
+    deliver_new(stack)
+    put_system_file(0, cpu=95, gpu=3)
+    (result,) = deliver_new(stack)
+    assert (result["action"], result["reason"]) == ("ignored", "no profiler rule to evaluate")
 
 
 def test_the_sdk_s_profiler_payload_registers_and_sagemaker_s_layout_is_found(stack: Stack) -> None:

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tornasole.evaluator.store.item_limits import DYNAMODB_ITEM_BYTES, ItemTooLarge
-from tornasole.evaluator.store.keys import META, SK, item, job_pk
+from tornasole.evaluator.store.keys import META, PK, SK, item, job_pk, trial_pk
 from tornasole.evaluator.store.state_table import Conflict, StateTable
+from tornasole.profiler.format.paths import PROFILER_DIR
 
 __all__ = [
+    "ORPHAN_PREFIX",
     "MAX_STATE_BYTES",
     "ProfilerRuleState",
     "ProfilerStateStore",
@@ -30,6 +32,7 @@ __all__ = [
     "state_sk",
 ]
 
+ORPHAN_PREFIX = "PROFORPHAN#"
 STATE_PREFIX = "PROF#STATE#"
 FILE_PREFIX = "PROF#FILE#"
 #: A rule's stored state at most (JSON text), leaving room in the 400 KB item for its other attributes.
@@ -76,6 +79,23 @@ class ProfilerStateStore:
                 details=str(it.get("details", "")),
             )
         return out
+
+    # -- before registration -------------------------------------------------------------------
+    def record_orphan(self, root: str, bucket: str, key: str, now_s: float) -> None:
+        """A profiler file of a trial no job owns yet: kept (with the orphans' TTL) until one does."""
+        from tornasole.evaluator.store.step_store import ORPHAN_TTL_S
+
+        relative = key.rsplit(f"/{PROFILER_DIR}/", 1)[-1]
+        body = item(trial_pk(root), f"{ORPHAN_PREFIX}{relative}", bucket=bucket, key=key)
+        body["expires_at"] = int(now_s) + ORPHAN_TTL_S
+        self.table.put(body)
+
+    def take_orphans(self, root: str) -> list[tuple[str, str]]:
+        """``(bucket, key)`` of the profiler files kept for ``root``, removed from the table."""
+        items = self.table.query(trial_pk(root), ORPHAN_PREFIX)
+        for i in items:
+            self.table.client.delete_item(TableName=self.table.name, Key=self.table.key(i[PK], i[SK]))
+        return [(i["bucket"], i["key"]) for i in items]
 
     def note_error(self, job: str, reason: str) -> None:
         """Show a corrupt file on the job (``TornasoleJobError`` in describe and the events), unless the
