@@ -147,6 +147,16 @@ def test_profiler_files_fire_rules_once_per_file_and_the_job_completes(stack: St
     )
 
 
+def test_a_profiler_file_is_counted_as_such_in_the_handler_s_metrics(stack: Stack, capsys) -> None:
+    register(stack)
+    put_system_file(0, cpu=20, gpu=90)
+    capsys.readouterr()
+    assert [r["action"] for r in deliver_new(stack)] == ["evaluated"]
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert [m.get("ProfilerFilesEvaluated") for m in emf] == [[1.0]]
+    assert "StepsEvaluated" not in emf[0]
+
+
 def test_the_same_file_twice_changes_nothing(stack: Stack) -> None:
     register(stack)
     put_system_file(0, cpu=20, gpu=90)
