@@ -44,6 +44,9 @@ FRAMEWORK = "framework"
 DOCS_URL = "https://docs.aws.amazon.com/sagemaker/latest/dg/debugger-built-in-profiler-rules.html"
 #: Devices (a GPU of a node, a node's CPU) one rule tracks at most; more are counted, not kept.
 MAX_SERIES = 64
+#: The longest a sampler takes to read every device of one instant (SageMaker samples every 100 ms at
+#: the fastest; a repeated device starts the next instant anyway).
+SAMPLE_SPAN_S = 0.09
 
 
 def scan_interval_param() -> Param:
@@ -83,34 +86,50 @@ class Sample:
 
 
 def samples_of(records: Sequence[SystemRecord]) -> list[Sample]:
-    """The file's records grouped into sampling instants (node, timestamp to the millisecond), in time order.
+    """The file's records grouped into sampling instants, per node, in time order.
 
-    When a sampler writes no ``cpu_total`` line the machine's CPU is the mean of its cores.
+    A sampler reads its devices one after the other, so the lines of one instant may differ by a few
+    milliseconds: per node, a record joins the current instant unless that instant already holds the same
+    device's same measure or began more than :data:`SAMPLE_SPAN_S` earlier. When a sampler writes no
+    ``cpu_total`` line the machine's CPU is the mean of its cores.
     """
-    by_key: dict[tuple[str, float], Sample] = {}
+    by_node: dict[str, list[SystemRecord]] = {}
     for r in records:
-        key = (r.node_id, round(r.timestamp, 3))
-        s = by_key.get(key)
-        if s is None:
-            s = by_key[key] = Sample(node=r.node_id, timestamp=r.timestamp)
-        if r.dimension == sr.CPU_UTILIZATION:
-            if r.name == sr.CPU_TOTAL:
-                s.cpu_total = r.value
-            else:
-                s.cores[r.name] = r.value
-        elif r.dimension == sr.IO_WAIT:
-            s.io_wait = r.value
-        elif r.dimension == sr.GPU_UTILIZATION:
-            s.gpu[r.name] = r.value
-        elif r.dimension == sr.GPU_MEMORY_UTILIZATION:
-            s.gpu_memory[r.name] = r.value
-        elif r.dimension == sr.MEMORY_USED_PERCENT or r.type == "memory":
-            s.memory = r.value
-    out = sorted(by_key.values(), key=lambda s: (s.timestamp, s.node))
+        by_node.setdefault(r.node_id, []).append(r)
+    out: list[Sample] = []
+    for node, rows in by_node.items():
+        rows.sort(key=lambda r: r.timestamp)
+        current: Sample | None = None
+        seen: set[tuple[str, str]] = set()
+        for r in rows:
+            what = (r.dimension, r.name)
+            if current is None or what in seen or r.timestamp - current.timestamp > SAMPLE_SPAN_S:
+                current = Sample(node=node, timestamp=r.timestamp)
+                seen = set()
+                out.append(current)
+            seen.add(what)
+            _add(current, r)
+    out.sort(key=lambda s: (s.timestamp, s.node))
     for s in out:
         if s.cpu_total is None and s.cores:
             s.cpu_total = sum(s.cores.values()) / len(s.cores)
     return out
+
+
+def _add(s: Sample, r: SystemRecord) -> None:
+    if r.dimension == sr.CPU_UTILIZATION:
+        if r.name == sr.CPU_TOTAL:
+            s.cpu_total = r.value
+        else:
+            s.cores[r.name] = r.value
+    elif r.dimension == sr.IO_WAIT:
+        s.io_wait = r.value
+    elif r.dimension == sr.GPU_UTILIZATION:
+        s.gpu[r.name] = r.value
+    elif r.dimension == sr.GPU_MEMORY_UTILIZATION:
+        s.gpu_memory[r.name] = r.value
+    elif r.dimension == sr.MEMORY_USED_PERCENT or r.type == "memory":
+        s.memory = r.value
 
 
 class ProfilerRule:

@@ -296,3 +296,21 @@ def test_series_beyond_the_cap_are_counted_not_kept():
     _, state = run(rule, [(SYSTEM, system_file([sample(0.0, gpus=gpus)]))])
     assert len(state["gpus"]) == MAX_SERIES
     assert state["dropped_series"] == 10
+
+
+def test_an_instant_s_lines_a_few_milliseconds_apart_are_one_sample():
+    """A sampler reads CPU, then the GPU: the GPU line of an instant is a few ms later than its CPU line."""
+    from tornasole.profiler.format import system_records as sr
+    from tornasole.profiler.format.system_records import SystemRecord
+    from tornasole.rules.profiler.base import samples_of
+
+    records = []
+    for i in range(40):
+        t = T0 + i * 0.1  # SageMaker's fastest interval, 100 ms
+        records.append(SystemRecord("cpu", sr.CPU_TOTAL, sr.CPU_UTILIZATION, 95.0, "algo-1", t))
+        records.append(SystemRecord("gpu", "gpu0", sr.GPU_UTILIZATION, 2.0, "algo-1", t + 0.004))
+    samples = samples_of(records)
+    assert len(samples) == 40
+    assert all(s.cpu_total == 95.0 and s.gpu == {"gpu0": 2.0} for s in samples)
+    found, _ = run(create_profiler_rule("CPUBottleneck", {"patience": "40"}), [(SYSTEM, records)])
+    assert found.fired
