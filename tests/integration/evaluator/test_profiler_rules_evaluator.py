@@ -15,7 +15,7 @@ from tornasole.cli.main import main
 from tornasole.evaluator.store.profiler_state import ProfilerStateStore
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.exceptions import InvalidJobConfiguration
-from tornasole.jobs import TornasoleJobs, register_from_request
+from tornasole.jobs import TornasoleJobs, register_from_request, rule_job_summary
 from tornasole.jobs.text import format_job
 from tornasole.lambda_support.env import HandlerEnv
 from tornasole.profiler.format import paths, system_records, trace_events
@@ -117,6 +117,16 @@ def test_profiler_files_fire_rules_once_per_file_and_the_job_completes(stack: St
     assert final["CPUBottleneck"][0] == "IssuesFound"
     assert final["IOBottleneck"] == ("NoIssuesFound", "IOBottleneck: no issues found in 2 profiler files")
     assert TornasoleJobs().describe("my-job")["TrainingJobStatus"] == "Completed"
+    summary = {s["RuleConfigurationName"]: s["RuleEvaluationStatus"] for s in rule_job_summary("my-job")}
+    assert summary == {
+        "CPUBottleneck": "IssuesFound",
+        "StepOutlier": "NoIssuesFound",
+        "IOBottleneck": "NoIssuesFound",
+    }
+    assert (
+        TornasoleJobs().describe("my-job")["ProfilerRuleEvaluationStatuses"][0]["LastModifiedTime"].year
+        > 2000
+    )
     text = format_job(TornasoleJobs().describe("my-job"))
     assert "CPUBottleneck" in text
     assert "IssuesFound" in text
