@@ -43,6 +43,8 @@ from botocore.stub import Stubber  # noqa: E402
 from sagemaker.debugger import (  # noqa: E402
     CollectionConfig,
     DebuggerHookConfig,
+    ProfilerConfig,
+    ProfilerRule,
     Rule,
     rule_configs,
 )
@@ -171,6 +173,18 @@ def scenarios() -> dict[str, dict[str, Any]]:
             s3_output_path=f"s3://{BUCKET}/custom",
             collection_configs=[CollectionConfig(name="losses", parameters={"save_interval": "25"})],
         ),
+    )
+    # 4. Profiler rules (ProfilerRuleConfigurations) and the profiler's settings (ProfilerConfig) beside a
+    #    tensor rule: ProfilerReport with a customised sub-rule parameter, and one rule on its own.
+    out["profiler_rules_and_config"] = _fit(
+        "sdk-profiler-job",
+        instance_type="ml.g4dn.xlarge",
+        rules=[
+            Rule.sagemaker(rule_configs.loss_not_decreasing()),
+            ProfilerRule.sagemaker(rule_configs.ProfilerReport(CPUBottleneck_threshold=30)),
+            ProfilerRule.sagemaker(rule_configs.LowGPUUtilization(threshold_p95=60, window=200)),
+        ],
+        profiler_config=ProfilerConfig(system_monitor_interval_millis=500),
     )
     return out
 

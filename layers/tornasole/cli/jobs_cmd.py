@@ -168,16 +168,14 @@ def _issue_code(args: argparse.Namespace, rows: list[list[Any]]) -> int:
 def _status(args: argparse.Namespace) -> int:
     jobs = jobs_of(args)
     desc = jobs.describe(args.name)  # a failed registration too; JobNotFoundError (exit 3) when neither
-    failed_registration = "FailureReason" in desc and not desc.get("DebugRuleEvaluationStatuses")
+    statuses = desc.get("DebugRuleEvaluationStatuses", []) + desc.get("ProfilerRuleEvaluationStatuses", [])
+    failed_registration = "FailureReason" in desc and not statuses
     if args.json:
         print(json.dumps(desc, indent=2, default=_json_default))
         if failed_registration:
             return EXIT_USAGE
-        statuses = [
-            [s.get("RuleConfigurationName"), s.get("RuleEvaluationStatus")]
-            for s in desc.get("DebugRuleEvaluationStatuses", [])
-        ]
-        return _issue_code(args, statuses)
+        rows = [[s.get("RuleConfigurationName"), s.get("RuleEvaluationStatus")] for s in statuses]
+        return _issue_code(args, rows)
     if failed_registration:
         return _print_failed_registration(desc)
     if args.watch:

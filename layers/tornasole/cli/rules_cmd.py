@@ -167,9 +167,16 @@ def _print_rule(info: dict[str, Any]) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from tornasole.cli import profiler_rules_list
     from tornasole.cli.invoke_report import check_builtin_rule
     from tornasole.rules import rule_names
 
+    if args.name and profiler_rules_list.is_profiler_rule(args.name):
+        if args.json:
+            print(json.dumps(profiler_rules_list.describe_profiler_rule(args.name), indent=2))
+        else:
+            profiler_rules_list.print_profiler_rule(args.name)
+        return 0
     if args.name:
         check_builtin_rule(args.name)
     names = [args.name] if args.name else rule_names()
@@ -189,6 +196,7 @@ def _list(args: argparse.Namespace) -> int:
         for i in infos
     ]
     print(format_table(["rule", "parameters (defaults)", "fires when"], rows, max_width=cell_width(70)))
+    profiler_rules_list.print_profiler_rules()
     return 0
 
 

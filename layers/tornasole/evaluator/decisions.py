@@ -258,6 +258,8 @@ def completion(
         if rule.config.rule_to_invoke == STALLED_RULE:  # the stalled rule is the clock's
             return Change(name, RuleStatus.NO_ISSUES_FOUND.value, details=f"{name}: no stall found")
         n = evaluated.get(name, 0)
+        if rule.config.profiler:  # ``evaluated`` counts the profiler files it folded
+            return _profiler_completion(state, name, n)
         found = rule_verdict.verdict(False, n)
         if found != rule_verdict.NOTHING_EVALUATED:
             details = f"{name}: no issues found in {n} evaluated step{'s' * (n != 1)}"
@@ -276,6 +278,20 @@ def completion(
         return Change(name, rule_verdict.rule_evaluation_status(found), details=details)
     final, reason = ended_as(state)  # Failed / Stopped when SageMaker's own event said so
     return Change(JOB, final.value, failure_reason=reason)
+
+
+def _profiler_completion(state: JobState, name: str, files: int) -> Change:
+    """A profiler rule still InProgress at the end: NoIssuesFound over the files it read, or, having read
+    none, NoIssuesFound with ``NothingEvaluated:`` details that say where the files were expected."""
+    if files:
+        details = f"{name}: no issues found in {files} profiler file{'s' * (files != 1)}"
+        return Change(name, RuleStatus.NO_ISSUES_FOUND.value, details=details)
+    why = (
+        f"{NOTHING_EVALUATED}: {name} read no profiler file: none landed under "
+        f"{state.trial_path}/profiler-output/ while the job ran (turn the profiler on: ProfilerConfig, "
+        "or the hook's profiler settings)"
+    )
+    return Change(name, RuleStatus.NO_ISSUES_FOUND.value, details=clip(why))
 
 
 def stalled(now_s: float):

@@ -40,8 +40,13 @@ def _ms(value: int | None) -> str | None:
 
 
 def rule_statuses(state: JobState) -> list[dict[str, Any]]:
-    """``DebugRuleEvaluationStatuses``: one entry per rule, in registration order."""
-    return [_rule_status(state, r) for r in state.rules]
+    """``DebugRuleEvaluationStatuses``: one entry per (tensor) rule, in registration order."""
+    return [_rule_status(state, r) for r in state.rules if not r.config.profiler]
+
+
+def profiler_rule_statuses(state: JobState) -> list[dict[str, Any]]:
+    """``ProfilerRuleEvaluationStatuses``: one entry per profiler rule, in registration order."""
+    return [_rule_status(state, r) for r in state.rules if r.config.profiler]
 
 
 def _rule_status(state: JobState, rule: RuleState) -> dict[str, Any]:
@@ -65,12 +70,17 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
         "TrainingJobStatus": state.status.value,
         "SecondaryStatus": SECONDARY_STATUS[state.status],
         "DebugHookConfig": hook,
-        "DebugRuleConfigurations": [r.config.to_sagemaker() for r in state.rules],
+        "DebugRuleConfigurations": [r.config.to_sagemaker() for r in state.rules if not r.config.profiler],
         "DebugRuleEvaluationStatuses": rule_statuses(state),
         "CreationTime": _ms(state.creation_ms),
         "TrainingStartTime": _ms(state.start_ms),
         "LastModifiedTime": _ms(state.last_modified_ms),
     }
+    if any(r.config.profiler for r in state.rules):  # SageMaker's fields for ProfilerRule.sagemaker(...)
+        detail["ProfilerRuleConfigurations"] = [
+            r.config.to_sagemaker() for r in state.rules if r.config.profiler
+        ]
+        detail["ProfilerRuleEvaluationStatuses"] = profiler_rule_statuses(state)
     for key, value in (state.describe_fields or {}).items():
         detail.setdefault(key, value)
     if state.end_ms is not None:

@@ -126,6 +126,8 @@ class RuleConfig:
     rule_parameters: dict[str, str] = field(default_factory=dict)
     instance_type: str | None = None  # kept for describe (SageMaker's per-rule resources)
     volume_size_in_gb: int | None = None
+    #: A profiler rule (``ProfilerRuleConfigurations``): evaluated per profiler file, not per step.
+    profiler: bool = False
 
     def active_at(self, step: int) -> bool:
         """Whether ``step`` lies in ``[start_step, end_step)`` (smdebug's invoke_rule range)."""
@@ -284,6 +286,7 @@ class ObjectKind(StrEnum):
     END_MARKER = "end_marker"
     JOB_CONFIG = "job_config"
     STOP_SIGNAL = "stop_signal"
+    PROFILER = "profiler"  # a system-metrics or framework-events file under <trial>/profiler-output/
     IGNORED = "ignored"
 
 

@@ -24,6 +24,7 @@ from tornasole.evaluator.completion import EndOfTraining
 from tornasole.evaluator.lifecycle import InvalidLifecycleEvent
 from tornasole.evaluator.models import ObjectAction, ObjectKind, ObjectResult
 from tornasole.evaluator.objects import canonical_index_problem, trial_path_of
+from tornasole.evaluator.profiler_files import ProfilerFiles
 from tornasole.evaluator.runner import StepRunner
 from tornasole.evaluator.schedule import CheckReport, ScheduledCheck
 from tornasole.evaluator.step_evaluation import ReportWriter, StepEvaluation
@@ -34,6 +35,7 @@ from tornasole.evaluator.store.transitions import Transitions
 from tornasole.evaluator.store.trial_owners import TrialOwners
 from tornasole.format import paths
 from tornasole.format.capture_request import is_capture_request_key
+from tornasole.profiler.format.paths import profiler_file_kind
 from tornasole.stack_spec import END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_FILE
 
 Remaining = Callable[[], float] | None  # seconds left in the invocation (None: no deadline known)
@@ -93,6 +95,7 @@ class Evaluator:
             self.now_s,
             allowed_rule_prefixes,
         )
+        self.profiler_files = ProfilerFiles(table, self.transitions, self.trials, self.now_s)
         self.schedule = ScheduledCheck(
             table,
             self.steps,
@@ -174,6 +177,11 @@ class Evaluator:
             )
         if paths.parse_collections_file_name(key) is not None:
             return self.arrivals.handle_collections(trial_path_of(bucket, key, 3), key)
+        if profiler_file_kind(key) is not None:
+            if any(part in ("", ".", "..") for part in key.split("/")):
+                reason = f"{key}: a profiler key with '.', '..' or empty path segments"
+                return ObjectResult(key, ObjectKind.PROFILER, ObjectAction.INVALID, reason=reason)
+            return self.profiler_files.handle(bucket, key)
         log.info("ignoring object that is not a Tornasole file", extra={"key": key})
         return ObjectResult(
             key,

@@ -30,6 +30,7 @@ from tornasole.evaluator.models import (
     rule_source_problem,
 )
 from tornasole.evaluator.runner import StepFiles, StepRunner
+from tornasole.evaluator.store.profiler_state import ProfilerStateStore
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.evaluator.store.step_store import MAX_STEP_ATTEMPTS, StepRecord, StepStore
 from tornasole.evaluator.store.transitions import JOB, Change, Transitions
@@ -193,6 +194,8 @@ class StepEvaluation:
             if not decisions.ready_to_complete(state):
                 return None
             for r in state.rules:
+                if r.config.name not in counts and r.config.profiler:  # files folded, not steps
+                    counts[r.config.name] = ProfilerStateStore(self.table).files_folded(job, r.config.name)
                 if r.config.name not in counts:
                     counts[r.config.name] = self.steps.count_evaluated(job, r.config.name)
                 if counts[r.config.name] == 0 and r.config.name not in unreadable:  # only then it matters
@@ -247,6 +250,7 @@ class StepEvaluation:
             if r.status in EVALUATING
             and r.config.active_at(step)
             and r.config.rule_to_invoke != decisions.STALLED_RULE
+            and not r.config.profiler  # profiler rules read profiler files (``profiler_files``), not steps
         ]
         # a custom rule whose source is outside the allowed prefixes is never loaded (also checked here, not
         # only at registration: a job registered through the API must not bypass it)

@@ -89,10 +89,11 @@ def with_datetimes(detail: Mapping[str, Any]) -> dict[str, Any]:
     for key in _TIME_KEYS:
         if key in out:
             out[key] = _datetime(out[key])
-    out["DebugRuleEvaluationStatuses"] = [
-        {**s, "LastModifiedTime": _datetime(s.get("LastModifiedTime"))}
-        for s in out.get("DebugRuleEvaluationStatuses", [])
-    ]
+    for field in ("DebugRuleEvaluationStatuses", "ProfilerRuleEvaluationStatuses"):
+        if field in out or field == "DebugRuleEvaluationStatuses":
+            out[field] = [
+                {**s, "LastModifiedTime": _datetime(s.get("LastModifiedTime"))} for s in out.get(field, [])
+            ]
     return out
 
 
@@ -207,8 +208,10 @@ class TornasoleJobs:
         return with_datetimes(detail) if datetimes else detail
 
     def rule_job_summary(self, name: str) -> list[dict[str, Any]]:
-        """``DebugRuleEvaluationStatuses`` of the job (as the SageMaker SDK's ``rule_job_summary()``)."""
-        return self.describe(name)["DebugRuleEvaluationStatuses"]
+        """``DebugRuleEvaluationStatuses`` then ``ProfilerRuleEvaluationStatuses`` of the job (as the
+        SageMaker SDK's ``rule_job_summary()``)."""
+        d = self.describe(name)
+        return d["DebugRuleEvaluationStatuses"] + d.get("ProfilerRuleEvaluationStatuses", [])
 
     def list_jobs(self) -> list[dict[str, Any]]:
         """One row per job, failed registrations included (with ``failure_reason``)."""

@@ -42,7 +42,9 @@ def format_job(description: dict[str, Any]) -> str:
       DeadRelu            NoIssuesFound
     """
     lines = [f"job {description.get('TrainingJobName')}: {description.get('TrainingJobStatus')}"]
-    for s in description.get("DebugRuleEvaluationStatuses", []):
+    statuses = [*description.get("DebugRuleEvaluationStatuses", [])]
+    statuses += description.get("ProfilerRuleEvaluationStatuses", [])
+    for s in statuses:
         details = s.get("StatusDetails") or ""
         line = f"  {s.get('RuleConfigurationName', ''):<18}  {s.get('RuleEvaluationStatus', ''):<13}"
         lines.append(f"{line}  {details}".rstrip())

@@ -1,7 +1,8 @@
 """The evaluator's floor plan, read from its imports (``grimp``, as ``import-linter`` reads them).
 
 From the top: the pipeline (``service``, ``arrivals``, ``step_evaluation``, ``completion``,
-``lifecycle``, ``schedule``, ``decisions``, ``workers``, ``runner``, ``rule_factory``); then
+``lifecycle``, ``schedule``, ``decisions``, ``workers``, ``runner``, ``rule_factory``,
+``profiler_files``); then
 ``registration`` and ``sandbox``, which never import each other; then ``store``; then the values
 every layer shares (``models``, ``details``, ``failures``, ``objects``). Imports made only for type
 checking count: a circle of annotations is still one object split across files.
@@ -26,6 +27,7 @@ PIPELINE = {
         "workers",
         "runner",
         "rule_factory",
+        "profiler_files",
     )
 }
 VALUES = {f"{EVALUATOR}.{name}" for name in ("models", "details", "failures", "objects")}

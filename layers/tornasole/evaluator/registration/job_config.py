@@ -37,6 +37,7 @@ __all__ = [
     "decode_action_json",
     "from_debug_rule_configuration",
     "from_rules_specification",
+    "normalise_profiler_rules",
     "normalise_rules",
     "parameter_text",
 ]
@@ -241,4 +242,25 @@ def normalise_rules(rules: Any) -> tuple[RuleConfig, ...]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise InvalidJobConfiguration(f"rule configuration names must be unique; repeated: {dupes}")
+    return tuple(out)
+
+
+def normalise_profiler_rules(rules: Any) -> tuple[RuleConfig, ...]:
+    """SageMaker's ``ProfilerRuleConfigurations`` (the entries ``ProfilerRule.sagemaker(...)`` sends, the
+    same shape as ``DebugRuleConfigurations``) -> ``RuleConfig`` tuple marked ``profiler``."""
+    import dataclasses
+
+    if rules in (None, [], ()):
+        return ()
+    if isinstance(rules, (str, bytes, Mapping)) or not isinstance(rules, Iterable):
+        raise InvalidJobConfiguration(
+            f"ProfilerRuleConfigurations must be a list of rule configurations, got {type(rules).__name__}"
+        )
+    out = []
+    for entry in rules:
+        if hasattr(entry, "to_profiler_rule_config_dict"):
+            entry = entry.to_profiler_rule_config_dict()
+        if not isinstance(entry, Mapping) or "RuleConfigurationName" not in entry:
+            raise InvalidJobConfiguration(f"not a profiler rule configuration: {_short(entry)}")
+        out.append(dataclasses.replace(from_debug_rule_configuration(entry), profiler=True))
     return tuple(out)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tornasole.evaluator.details import describe, rule_statuses
+from tornasole.evaluator.details import describe, profiler_rule_statuses, rule_statuses
 from tornasole.evaluator.models import JobSpec, RuleStatus, job_arn, rule_source_problem
 from tornasole.evaluator.objects import end_marker_present, listed_steps
 from tornasole.evaluator.registration import job_limits, job_request
@@ -245,7 +245,7 @@ class JobRegistry:
         state = self.table.load_job(name)
         if state is None:
             return self.describe(name)["DebugRuleEvaluationStatuses"]
-        return rule_statuses(state)
+        return rule_statuses(state) + profiler_rule_statuses(state)  # as the SDK's rule_job_summary()
 
     def _failed(self, name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
         when = str(int(entry.get("failure_time", 0)))

@@ -24,7 +24,7 @@ from typing import Any
 from tornasole.core.collection_merge import merge_collection_configurations
 from tornasole.evaluator.models import JobSpec
 from tornasole.evaluator.registration import job_limits
-from tornasole.evaluator.registration.job_config import normalise_rules
+from tornasole.evaluator.registration.job_config import normalise_profiler_rules, normalise_rules
 from tornasole.exceptions import ConfigurationError, InvalidJobConfiguration
 
 __all__ = [
@@ -154,6 +154,7 @@ def _build(
     workers: Any,
     describe_fields: dict[str, Any] | None = None,
     hook_output: str | None = None,
+    profiler_rules: tuple = (),
 ) -> JobSpec:
     """``hook_output``: the hook config's S3OutputPath when it is SageMaker's base, not the trial."""
     check_job_name(name)
@@ -164,7 +165,14 @@ def _build(
         raise InvalidJobConfiguration(
             f"DebugHookConfig is nested deeper than {job_limits.MAX_JSON_DEPTH} levels"
         )
-    normalised = normalise_rules(rules)
+    normalised = normalise_rules(rules) if rules or not profiler_rules else ()
+    normalised += profiler_rules
+    names = [r.name for r in normalised]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidJobConfiguration(
+            f"rule configuration names must be unique across debug and profiler rules; repeated: {repeated}"
+        )
     job_limits.check_job(normalised, hook_config, name)
     hook, _ = _merged_hook_config(hook_config, rules, hook_output or trial_path)
     too_big = job_limits.hook_size_problem(hook)  # the rules' collections are part of what is stored
@@ -217,12 +225,18 @@ def spec_from_config(config: Any, trial_path: str) -> JobSpec:
                 f"S3OutputPath {base} does not match the file's location {trial} "
                 f"(expected {base} or {sagemaker_trial_path(base, name)})"
             )
-    if "DebugRuleConfigurations" not in config and "rules_specification" not in config:
+    profiler = normalise_profiler_rules(config.get("ProfilerRuleConfigurations"))
+    if "DebugRuleConfigurations" not in config and "rules_specification" not in config and not profiler:
         raise InvalidJobConfiguration(
             "the job configuration has neither DebugRuleConfigurations nor rules_specification"
         )
     workers = config.get("NumWorkers", config.get("num_workers"))
-    return _build(name, trial, config, hook, workers, _resources(config), base)
+    rules = (
+        config
+        if not profiler or config.get("DebugRuleConfigurations") or config.get("rules_specification")
+        else []
+    )
+    return _build(name, trial, rules, hook, workers, _resources(config), base, profiler)
 
 
 def _resources(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,6 +251,9 @@ def _resources(request: Mapping[str, Any]) -> dict[str, Any]:
     if itype is not None and (not isinstance(itype, str) or len(itype) > 64):
         raise InvalidJobConfiguration(f"ResourceConfig.InstanceType={itype!r} is not an instance type")
     out: dict[str, Any] = {"ResourceConfig": kept} if kept else {}
+    profiler_config = request.get("ProfilerConfig")
+    if profiler_config is not None:
+        out["ProfilerConfig"] = profiler_config_checked(profiler_config)
     for key in _ECHOED:
         value = request.get(key)
         if value is None:
@@ -249,6 +266,55 @@ def _resources(request: Mapping[str, Any]) -> dict[str, Any]:
                 f"{key} must be an object of at most {job_limits.MAX_HOOK_CONFIG_BYTES} bytes"
             )
         out[key] = dict(value)
+    return out
+
+
+#: SageMaker's ProfilerConfig.ProfilingIntervalInMilliseconds values.
+PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)
+
+
+def profiler_config_checked(config: Any) -> dict[str, Any]:
+    """SageMaker's ``ProfilerConfig`` (the SDK's payload) checked and kept for ``describe``: an optional
+    ``S3OutputPath``, ``ProfilingIntervalInMilliseconds`` (one of SageMaker's values),
+    ``ProfilingParameters`` (strings) and ``DisableProfiler``; errors name the field."""
+    if not isinstance(config, Mapping):
+        raise InvalidJobConfiguration(f"ProfilerConfig must be an object, got {type(config).__name__}")
+    known = ("S3OutputPath", "ProfilingIntervalInMilliseconds", "ProfilingParameters", "DisableProfiler")
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise InvalidJobConfiguration(
+            f"ProfilerConfig: unknown field(s) {unknown}; fields: {', '.join(known)}"
+        )
+    out: dict[str, Any] = {}
+    if config.get("S3OutputPath") is not None:
+        out["S3OutputPath"] = _s3_path(config["S3OutputPath"], "ProfilerConfig.S3OutputPath")
+    interval = config.get("ProfilingIntervalInMilliseconds")
+    if interval is not None:
+        if isinstance(interval, bool) or interval not in PROFILING_INTERVALS_MS:
+            raise InvalidJobConfiguration(
+                f"ProfilerConfig.ProfilingIntervalInMilliseconds={interval!r} must be one of "
+                f"{PROFILING_INTERVALS_MS}"
+            )
+        out["ProfilingIntervalInMilliseconds"] = int(interval)
+    params = config.get("ProfilingParameters")
+    if params is not None:
+        if (
+            not isinstance(params, Mapping)
+            or not all(
+                isinstance(k, str) and isinstance(v, str) and len(k) <= 256 and len(v) <= 256
+                for k, v in params.items()
+            )
+            or len(params) > 20
+        ):
+            raise InvalidJobConfiguration(
+                "ProfilerConfig.ProfilingParameters must map at most 20 names to strings of at most "
+                "256 characters"
+            )
+        out["ProfilingParameters"] = dict(params)
+    if config.get("DisableProfiler") is not None:
+        if not isinstance(config["DisableProfiler"], bool):
+            raise InvalidJobConfiguration("ProfilerConfig.DisableProfiler must be true or false")
+        out["DisableProfiler"] = config["DisableProfiler"]
     return out
 
 
@@ -270,8 +336,12 @@ def spec_from_request(request: Any) -> JobSpec:
             "the CreateTrainingJob request has no DebugHookConfig.S3OutputPath: the SageMaker SDK adds one "
             "when rules or a DebuggerHookConfig are given"
         )
-    if not request.get("DebugRuleConfigurations"):
-        raise InvalidJobConfiguration("the CreateTrainingJob request has no DebugRuleConfigurations")
+    profiler = normalise_profiler_rules(request.get("ProfilerRuleConfigurations"))
+    if not request.get("DebugRuleConfigurations") and not profiler:
+        raise InvalidJobConfiguration(
+            "the CreateTrainingJob request has neither DebugRuleConfigurations nor ProfilerRuleConfigurations"
+        )
     base = _s3_path(hook["S3OutputPath"], "DebugHookConfig.S3OutputPath")
-    rules = request["DebugRuleConfigurations"]
-    return _build(name, sagemaker_trial_path(base, name), rules, hook, None, _resources(request), base)
+    rules = request.get("DebugRuleConfigurations") or []
+    trial = sagemaker_trial_path(base, name)
+    return _build(name, trial, rules, hook, None, _resources(request), base, profiler)

@@ -14,7 +14,7 @@ from typing import Any
 from tornasole.evaluator.models import RuleConfig
 from tornasole.exceptions import RuleParameterError
 
-__all__ = ["builtin_rule_problems"]
+__all__ = ["builtin_rule_problems", "profiler_rule_problems"]
 
 _KIND_WORDS = {
     "str": "a string",
@@ -46,6 +46,8 @@ def builtin_rule_problems(rule: RuleConfig) -> list[str]:
     """Why a built-in rule cannot run: unknown name or parameter, or a value of the wrong type."""
     if rule.source_s3_uri:
         return []  # a custom rule: its class and parameters are known only when its file is loaded
+    if rule.profiler:
+        return profiler_rule_problems(rule)
     from tornasole.rules.params import parse_value
     from tornasole.rules.registry import BUILTIN_RULES, get_rule
 
@@ -84,4 +86,31 @@ def builtin_rule_problems(rule: RuleConfig) -> list[str]:
     for p in declared.values():
         if p.required and p.name not in rule.parameters:
             problems.append(f"rule {rule.name!r} ({target}): parameter {p.name!r} is required ({p.help})")
+    return problems
+
+
+def profiler_rule_problems(rule: RuleConfig) -> list[str]:
+    """Why a profiler rule cannot run: not one of SageMaker's profiler rules, an unknown parameter or a bad
+    value (each problem names the rule and the parameter), or fields only tensor rules have."""
+    from tornasole.rules.profiler import PROFILER_RULES, create_profiler_rule
+
+    target = rule.rule_to_invoke
+    if rule.source_s3_uri:
+        return [f"profiler rule {rule.name!r}: custom profiler rules are not supported (source_s3_uri)"]
+    if target not in PROFILER_RULES:
+        names = sorted(PROFILER_RULES)
+        return [
+            f"profiler rule {rule.name!r}: {target!r} is not a built-in profiler rule; "
+            f"{_suggest(target, names)}profiler rules: {', '.join(names)}"
+        ]
+    problems = []
+    if rule.other_trials or rule.start_step is not None or rule.end_step is not None:
+        problems.append(
+            f"profiler rule {rule.name!r} ({target}): other trials and start/end steps apply to tensor "
+            "rules only"
+        )
+    try:
+        create_profiler_rule(target, rule.parameters)
+    except RuleParameterError as exc:
+        problems.append(f"profiler rule {rule.name!r} ({target}): {exc}")
     return problems

@@ -96,6 +96,12 @@ CONDITIONS = {
     "step_not_evaluated": "attribute_exists(pk) AND attribute_not_exists(evaluated)",
     # A published outbox item is marked once (a concurrent publisher loses quietly).
     "outbox_unpublished": "attribute_exists(pk) AND attribute_not_exists(published)",
+    # A profiler file is folded into its job's profiler-rule states once (a re-delivery finds its marker).
+    "profiler_file_is_new": "attribute_not_exists(pk)",
+    # A profiler rule's state is replaced only by a state computed from it (concurrent files re-read).
+    "profiler_state_unchanged": "attribute_not_exists(pk) OR version = :version",
+    # A job error is set once: a later, lesser one (a corrupt profiler file) does not replace the first.
+    "job_error_unset": "attribute_exists(pk) AND attribute_not_exists(job_error)",
     # expected_steps only grows (end markers of several workers race).
     "expected_steps_lower": "attribute_not_exists(expected_steps) OR expected_steps < :n",
     # An outbox item is claimed by one publisher at a time; a claim older than the publisher's timeout is

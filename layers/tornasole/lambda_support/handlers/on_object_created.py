@@ -54,7 +54,9 @@ def handler(event: S3Event, context: LambdaContext) -> dict[str, Any]:
             written_s=event_time_s(record.event_time),
         )
         logger.info("object handled", extra=result.to_dict())
-        if result.action == "evaluated":
+        if result.action == "evaluated" and result.kind == "profiler":  # a profiler file, not a step
+            metrics.add_metric(name="ProfilerFilesEvaluated", unit=MetricUnit.Count, value=1)
+        elif result.action == "evaluated":
             metrics.add_metric(name="StepsEvaluated", unit=MetricUnit.Count, value=1)
             metrics.add_metric(name="IssuesFound", unit=MetricUnit.Count, value=result.issues_found)
             for outcome in result.outcomes:
