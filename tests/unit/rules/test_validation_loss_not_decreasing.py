@@ -103,3 +103,11 @@ def test_the_recommended_set_runs_it_with_string_parameters(tmp_path):
     assert params == {"min_passes": "5", "min_improvement_percent": "2", "min_train_drop_percent": "1"}
     trial = _run(str(tmp_path / "a"), MEMORISING_TRAIN, MEMORISING_VAL)
     assert invoke_rule(create_rule("ValidationLossNotDecreasing", trial, **params)).first_step == 29
+
+
+def test_a_run_without_a_validation_pass_is_told_what_to_save():
+    from tornasole.rules.inputs import rule_needs
+
+    needs = rule_needs("ValidationLossNotDecreasing", {})
+    assert needs.reads == "losses in both TRAIN and EVAL mode (a validation pass)"
+    assert "hook.set_mode(modes.EVAL)" in needs.how
