@@ -22,9 +22,9 @@ Actions (``ActionList``, ``StopTraining``, ``Email``, ``SMS``) build the
 ``get_collection`` and ``is_valid_action_object`` are ``smdebug_rulesconfig``'s
 helpers of the same names (the SageMaker SDK calls them). Builders of rules
 that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``oscillating_accuracy``,
-``stalled_loss``, ``slow_convergence``, ``zero_gradients``, and issue 30's ``loss_spike``,
-``gradient_norm_spike``, ``non_finite_origin``, ``loss_scale_collapse``, ``learning_rate_discontinuity``,
-``expert_imbalance``, ``attention_entropy_collapse``) follow the same shape.
+``stalled_loss``, ``slow_convergence``, ``zero_gradients``, ``validation_loss_not_decreasing``, and issue
+30's ``loss_spike``, ``gradient_norm_spike``, ``non_finite_origin``, ``loss_scale_collapse``,
+``learning_rate_discontinuity``, ``expert_imbalance``, ``attention_entropy_collapse``) follow the same shape.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ __all__ = [
     "stalled_loss",
     "slow_convergence",
     "zero_gradients",
+    "validation_loss_not_decreasing",
     "loss_spike",
     "gradient_norm_spike",
     "non_finite_origin",
@@ -255,6 +256,12 @@ def slow_convergence(**rule_parameters: Any) -> dict[str, Any]:
 def zero_gradients(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.ZeroGradients` (Tornasole's own rule)."""
     return _config("ZeroGradients", rule_parameters)
+
+
+def validation_loss_not_decreasing(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.ValidationLossNotDecreasing` (Tornasole's own
+    rule)."""
+    return _config("ValidationLossNotDecreasing", rule_parameters)
 
 
 def loss_spike(**rule_parameters: Any) -> dict[str, Any]:

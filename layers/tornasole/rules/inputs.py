@@ -150,7 +150,7 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             'hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1) (Keras: '
             "tensor_regex=accuracy)",
         )
-    if rule_to_invoke == "Overfit":
+    if rule_to_invoke in ("Overfit", "ValidationLossNotDecreasing"):
         return RuleNeeds(
             "losses in both TRAIN and EVAL mode (a validation pass)",
             "a validation loop after hook.set_mode(modes.EVAL) that computes the registered loss "

@@ -53,6 +53,7 @@ BUILTIN_RULES: dict[str, str] = {
     "StalledLoss": "stalled_loss",
     "SlowConvergence": "slow_convergence",
     "ZeroGradients": "zero_gradients",
+    "ValidationLossNotDecreasing": "validation_loss_not_decreasing",
     # today's training failures (issue 30): signals named in tornasole.core.llm_signals
     "LossSpike": "loss_spike",
     "GradientNormSpike": "gradient_norm_spike",

@@ -82,3 +82,26 @@ def test_a_keras_run_is_saved_by_the_keras_hook_and_labelled_alike(tmp_path, mon
     assert "gradients/net/fc1/biasGrad" in names
     assert "fc1_relu/outputs" in trial.tensor_names(collection="relu_output")
     assert result.labels.get("unchanged") == 4  # the first layer's kernel, constant over 5 training steps
+
+
+def test_keras_runs_get_a_new_permutation_each_epoch_drawn_as_pytorch_draws_it():
+    """Keras's ``fit(shuffle=True)`` fed the Keras regression twin batches that made its healthy runs
+    overfit (bench/journal/families.md); the Keras runs now draw each epoch's permutation from the run's
+    generator, as the PyTorch loop does, so the two frameworks see the same batches."""
+    import keras
+    from families.keras_training import epoch_shuffled
+
+    x = np.arange(10, dtype=np.float32)[:, None]
+    y = x * 2
+    batches = epoch_shuffled(keras, x, y, 4, np.random.default_rng(3))
+    expected = np.random.default_rng(3)
+    assert len(batches) == 3  # 4 + 4 + 2
+    seen = []
+    for epoch in range(2):
+        order = expected.permutation(10)  # what families.training draws at each epoch's start
+        got = np.concatenate([batches[i][0][:, 0] for i in range(len(batches))])
+        assert np.array_equal(got, order.astype(np.float32)), epoch
+        assert np.array_equal(np.concatenate([batches[i][1] for i in range(3)])[:, 0], got * 2)
+        seen.append(got)
+        batches.on_epoch_end()
+    assert not np.array_equal(seen[0], seen[1])

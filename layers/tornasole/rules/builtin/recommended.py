@@ -70,6 +70,11 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True"}),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),
     ("ZeroGradients", "ZeroGradients", {}),
+    (
+        "ValidationLossNotDecreasing",
+        "ValidationLossNotDecreasing",
+        {"min_passes": "5", "min_improvement_percent": "2", "min_train_drop_percent": "1"},
+    ),
     # issue 30's rules at their published defaults (docs/RULES.md, "How the recommended set was calibrated")
     ("NonFiniteOrigin", "NonFiniteOrigin", {}),
     ("LossScaleCollapse", "LossScaleCollapse", {}),

@@ -1,0 +1,166 @@
+"""ValidationLossNotDecreasing: the training loss comes down, the validation loss never beat its first pass.
+
+Starting point: UMLAUT's overfitting symptom (Schoop et al., CHI'21; ``check_overfitting`` in
+``umlaut/heuristics.py``: the validation loss rose while the training loss did not), DeepDiagnosis's
+"accuracy not increasing" (Wardat et al., ICSE'22) and AUTOTRAINER's slow convergence (Zhang et al.,
+ICSE'21), read over the run so far rather than one epoch against the one before. UMLAUT's one-epoch test
+fires on the validation noise of nearly every small validation set, and a late rise after a model has
+generalised is :class:`Overfit`'s to judge. What no loss-only or accuracy-threshold rule sees is a model
+that *never* generalised: its training loss moves (it memorises) while not one validation pass after the
+first is better than the first. That is what training labels permuted against their inputs, a learning
+rate so high the model only chases batches, or inputs the model cannot use look like; a run that learns
+anything its validation set can confirm betters its first pass by far more than a few percent within a
+few epochs, whatever its validation set's size (the family benchmark's healthy runs: 10% or more by the
+fourth pass, most of them 30-90%).
+
+* Points: validation passes (:func:`trial_phases`; each cut to the shortest pass's length, so every pass
+  is judged on the same validation batches, and the newest judged once, whole: :func:`whole_passes`);
+  each pass's point is its mean loss. The training loss: the mean of each TRAIN phase (the saved training
+  steps between two validation passes).
+* Fires at an EVAL step once there are ``min_passes`` passes when the best pass after the first is less
+  than ``min_improvement_percent`` % below the first pass, and the best TRAIN phase after the first is at
+  least ``min_train_drop_percent`` % below the first TRAIN phase (the model is moving: a run whose
+  training loss is flat too is not learning at all, which LossNotDecreasing and StalledLoss report).
+  Both are judged from the start of the run, so a run that once generalised is never flagged later (its
+  best pass only gets better), and the firing comes at the ``min_passes``-th pass or not at all while
+  the training loss is moving.
+* A non-finite loss is not judged (ExplodingTensor's job). Loss tensors: ``tensor_regex`` if given, else
+  the ``losses`` collection; each judged alone and needing both modes (Keras's ``val_loss``, saved in
+  EVAL mode only, is not judged; its ``loss`` is, in both modes).
+
+Why five passes by default: a slow starter (a sigmoid net on its ln 2 saddle, a wide net at a small
+learning rate) has a flat validation loss for three or four passes while its training loss calibrates,
+then leaves the saddle; by the fifth pass it is 5% or more below its first. Why 2%: the largest
+improvement of a permuted-label or unusable-input run on the two families the value was chosen on (the
+GRU and the transformer of the model-family benchmark) was 1.6%. The numbers on the families it was not
+chosen on: ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tornasole.modes import EVAL, TRAIN
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import loss_names
+from tornasole.rules.builtin.overfit import trial_phases, whole_passes
+from tornasole.rules.params import Param
+
+__all__ = ["ValidationLossNotDecreasing", "improvement_percent"]
+
+
+def improvement_percent(first: float, later: list[float]) -> float:
+    """How far the best (lowest) of ``later`` lies below ``first``, in % of ``|first|`` (negative: above;
+    -inf when ``first`` is 0 and nothing is below it).
+
+    Examples
+    --------
+    >>> improvement_percent(2.0, [1.9, 1.95])
+    5.0
+    >>> improvement_percent(1.0, [1.1, 1.2])
+    -10.0
+    """
+    best = min(later)
+    if first == 0:
+        return 0.0 if best == 0 else (math.inf if best < 0 else -math.inf)
+    return round(100.0 * (first - best) / abs(first), 12)
+
+
+class ValidationLossNotDecreasing(BuiltinRule):
+    """Fires when no validation pass beat the first while the training loss came down.
+
+    After ``min_passes`` passes, none came ``min_improvement_percent`` % below the first, and the training
+    loss's phase means came ``min_train_drop_percent`` % below the first phase.
+
+    Examples
+    --------
+    >>> # invoke_rule(ValidationLossNotDecreasing(trial, min_passes="4", min_improvement_percent="2"))
+    """
+
+    LIKELY_CAUSE = (
+        "the model fits its training batches but never improved on unseen data: training labels not "
+        "aligned with their inputs (shuffled or permuted apart), validation data prepared differently, "
+        "or a learning rate so high it only follows the last batches"
+    )
+    SUGGESTED_FIX = (
+        "check that labels stay paired with their inputs through shuffling, splitting and augmentation "
+        "and that validation inputs get the same preprocessing; if they do, try the learning rate 10x lower"
+    )
+
+    PARAMETERS = (
+        Param("tensor_regex", "regex", None, "loss tensors (re.match); unset: the losses collection"),
+        Param("min_passes", "int", "5", "validation passes before judging"),
+        Param(
+            "min_improvement_percent",
+            "float",
+            "2",
+            "no validation pass after the first came this % below the first",
+        ),
+        Param(
+            "min_train_drop_percent",
+            "float",
+            "1",
+            "the best training phase came at least this % below the first (the model is moving)",
+        ),
+    )
+    COLLECTIONS = (("losses", {"save_interval": "500"}),)
+
+    def check_params(self) -> None:
+        self.require_at_least(2, "min_passes")
+        self.require_at_least(0, "min_improvement_percent", "min_train_drop_percent")
+
+    def history_steps(self) -> int | None:
+        return None  # every validation pass and training phase since the start
+
+    def _mean(self, name: str, steps: list[int]) -> float | None:
+        """The mean of ``name`` over ``steps``, computed once per phase; None when a value is missing or
+        not finite."""
+        cache = self.__dict__.setdefault("_phase_means", {})
+        key = (name, steps[0], len(steps))
+        if key not in cache:
+            values = [self.scalar(name, s) for s in steps]
+            ok = values and all(v is not None and math.isfinite(v) for v in values)
+            cache[key] = float(np.mean(values)) if ok else None
+        return cache[key]
+
+    def invoke_at_step(self, step: int) -> bool:
+        if self.base_trial.mode(step) != EVAL:
+            return False
+        for name in loss_names(self, self.tensor_regex is None):
+            gsteps = [s for s in self.base_trial.tensor(name).steps() if s <= step]
+            if not gsteps or gsteps[-1] != step:
+                continue
+            runs = trial_phases(self.base_trial, gsteps)
+            evals = [st for mode, st in runs if mode == EVAL]
+            trains = [st for mode, st in runs if mode == TRAIN]
+            if len(evals) < self.min_passes or len(trains) < 2 or runs[-1][0] != EVAL:
+                continue
+            passes = whole_passes(evals)
+            if passes is None:
+                continue  # the newest pass is judged once, whole
+            val = [self._mean(name, p) for p in passes]
+            train = [self._mean(name, p) for p in trains]
+            if any(v is None for v in val) or any(t is None for t in train):
+                continue  # a non-finite loss is ExplodingTensor's to report
+            improved = improvement_percent(val[0], val[1:])
+            dropped = improvement_percent(train[0], train[1:])
+            if improved >= self.min_improvement_percent or dropped < self.min_train_drop_percent:
+                continue
+            shown = ", ".join(self.fmt(v) for v in val[-6:])
+            minimum = self.fmt(self.min_improvement_percent)
+            train_span = f"{self.fmt(train[0])} -> {self.fmt(min(train[1:]))}"
+            self.report_issue(
+                f"{name}: in {len(val)} validation passes (mean losses, last: {shown}) none after the "
+                f"first ({self.fmt(val[0])}) came min_improvement_percent {minimum}% below it (best "
+                f"improvement: {self.fmt(improved)}%), while the mean training loss came "
+                f"{self.fmt(dropped)}% below its first phase ({train_span}): the model learns its "
+                "training data and nothing that carries to unseen data",
+                tensor=name,
+                value=improved,
+                threshold=self.min_improvement_percent,
+                train_drop_percent=dropped,
+            )
+            return True
+        return False
