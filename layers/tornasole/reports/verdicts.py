@@ -107,12 +107,20 @@ def from_job_detail(
     detail: Mapping[str, Any], fired: Mapping[str, Sequence[int]]
 ) -> tuple[JobInfo, list[Verdict]]:
     """A job's ``describe(datetimes=False)`` detail (or a state-change event's) and its firing steps."""
+    configs = [
+        *(detail.get("DebugRuleConfigurations") or []),
+        *(detail.get("ProfilerRuleConfigurations") or []),
+    ]
     invoked = {
         c.get("RuleConfigurationName"): (c.get("RuleParameters") or {}).get("rule_to_invoke", "")
-        for c in detail.get("DebugRuleConfigurations") or []
+        for c in configs
     }
+    statuses = [
+        *(detail.get("DebugRuleEvaluationStatuses") or []),
+        *(detail.get("ProfilerRuleEvaluationStatuses") or []),
+    ]
     out = []
-    for s in detail.get("DebugRuleEvaluationStatuses") or []:
+    for s in statuses:
         name = str(s.get("RuleConfigurationName", ""))
         status = str(s.get("RuleEvaluationStatus", ""))
         details = str(s.get("StatusDetails") or "")

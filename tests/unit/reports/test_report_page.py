@@ -30,13 +30,18 @@ def _detail(trial: str, name: str = "my-job", rule: str = "VanishingGradient", d
         "DebugHookConfig": {"S3OutputPath": trial},
         "DebugRuleConfigurations": [
             {"RuleConfigurationName": rule, "RuleParameters": {"rule_to_invoke": "VanishingGradient"}},
+        ],
+        "DebugRuleEvaluationStatuses": [
+            {"RuleConfigurationName": rule, "RuleEvaluationStatus": "IssuesFound", "StatusDetails": details},
+        ],
+        # profiler rules in their own lists, as describe and SageMaker's events carry them
+        "ProfilerRuleConfigurations": [
             {
                 "RuleConfigurationName": "LowGPUUtilization",
                 "RuleParameters": {"rule_to_invoke": "LowGPUUtilization"},
             },
         ],
-        "DebugRuleEvaluationStatuses": [
-            {"RuleConfigurationName": rule, "RuleEvaluationStatus": "IssuesFound", "StatusDetails": details},
+        "ProfilerRuleEvaluationStatuses": [
             {
                 "RuleConfigurationName": "LowGPUUtilization",
                 "RuleEvaluationStatus": "IssuesFound",
