@@ -32,8 +32,8 @@ def trial(trial_factory):
 
 def test_all_table_rules_are_registered():
     # SageMaker's 21 and Tornasole's OscillatingLoss, OscillatingAccuracy, StalledLoss, SlowConvergence,
-    # ZeroGradients, and the seven of issue 30 (LossSpike ... AttentionEntropyCollapse)
-    assert len(rule_names()) == 33
+    # ZeroGradients, and the nine of issue 30 (LossSpike ... AttentionLogitGrowth)
+    assert len(rule_names()) == 35
     for name in rule_names():
         assert get_rule(name).__name__ == name
 
