@@ -3,7 +3,8 @@
 Why a fingerprint and not the batch: whether two steps trained on the same data needs only a hash of the
 input (:mod:`tornasole.core.batch_fingerprint`), one float a step; the input ids of a language model's batch
 are a few kilobytes, hashed on the host after one copy (what a loader hands the loop is usually still on
-the host: no copy then). Call it once a step with what the model is fed (a tensor, or a dict/list/tuple of
+the host: no copy then). Call it once a step, after the step's first forward pass (the hook starts a step
+on a forward pass, as for ``hook.save_tensor``), with what the model is fed (a tensor, or a dict/list/tuple of
 tensors: each is hashed, in order), and with the epoch when the loop knows it: DataReplay then compares a
 step only with earlier steps of its own epoch, so an epoch that repeats the previous one's order (no
 shuffling) is not taken for a replay.
@@ -12,6 +13,7 @@ Examples
 --------
 >>> # for epoch in range(epochs):
 >>> #     for batch in loader:
+>>> #         logits = model(batch["input_ids"])
 >>> #         record_batch(hook, batch["input_ids"], epoch=epoch)
 """
 
