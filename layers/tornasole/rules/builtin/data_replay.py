@@ -18,6 +18,10 @@ batches in the same order are the loader's sequence played again. When the loop 
 epoch, every earlier step counts: an epoch that repeats the previous one's order (no shuffling) is then a
 replay too, unless ``epoch_steps`` says how many steps an epoch has (repeats a whole number of epochs
 apart are then the data set's own).
+
+Reach: ``window`` earlier saved steps offline (``invoke_rule``); the serverless evaluator loads at most
+``MAX_HISTORY_STEPS`` (64) earlier saved steps for any rule, so there a replay of batches more than 64 saved
+steps back is not seen.
 """
 
 from __future__ import annotations
