@@ -20,9 +20,16 @@ inside the timing. On CUDA (``--device cuda``; ``make bench-cuda``) the device
 is synchronised at both ends, and the smdebug row runs only where its venv
 has a CUDA torch (``--smdebug-path`` as in ``bench/hook_overhead_cuda.py``).
 
+``--breakdown stats`` (or ``llm``) instead times where a hooked step's CPU goes, in each thread's own
+CPU time (``time.thread_time``, steady on a busy machine where wall times are not): the reductions
+(``TensorStatistics.parts``, inside ``StepStatistics.collect``), the step's assembly into records
+(``Hook._stats_finish_step``) on the training thread, and the writer thread's encoding
+(``StepWriter.add_tensors``) and file writes (``TrialWriter.write_step``); medians over the steps.
+
 Usage::
 
     .venv/bin/python bench/statistics_overhead.py [--device cpu] [--steps 60] [--repeats 5] [--threads 1]
+    .venv/bin/python bench/statistics_overhead.py --breakdown stats --steps 40
 """
 
 from __future__ import annotations
@@ -153,6 +160,45 @@ def worker(kinds: list[str], steps: int, repeats: int, device: str, threads: int
     return results
 
 
+def breakdown(kind: str, steps: int, device: str, threads: int) -> None:
+    """Print the median thread CPU time a step spends in each phase of the hook (see the docstring)."""
+    import torch
+
+    from tornasole.format import writer
+    from tornasole.pytorch import hook, step_statistics
+    from tornasole.pytorch import statistics as stats_mode
+
+    torch.set_num_threads(threads)
+    phases = [
+        ("reductions (TensorStatistics.parts)", stats_mode.TensorStatistics, "parts"),
+        ("collect (reductions, totals, finish)", step_statistics.StepStatistics, "collect"),
+        ("assembly into records (_stats_finish_step)", hook.Hook, "_stats_finish_step"),
+        ("writer: encoding (add_tensors)", writer.StepWriter, "add_tensors"),
+        ("writer: files (write_step)", writer.TrialWriter, "write_step"),
+    ]
+    times: dict[str, list[float]] = {label: [] for label, _, _ in phases}
+
+    def timed(label: str, f):
+        def wrapper(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                times[label].append(time.thread_time() - start)
+
+        return wrapper
+
+    for label, owner, name in phases:
+        setattr(owner, name, timed(label, getattr(owner, name)))
+    _run(kind, steps, device)
+    base = [_run(None, steps, device)[1] for _ in range(2)]
+    base_ms = min(base) / steps * 1e3
+    print(f"{kind}: median thread CPU per step over {steps} steps (no-hook step: {base_ms:.2f} ms)")
+    for label, values in times.items():
+        if values:
+            print(f"  {label:44s} {statistics.median(values) * 1e3:7.3f} ms  x{len(values)}")
+
+
 def _summary(runs: dict, steps: int) -> list[str]:
     rows = []
     for kind, r in runs.items():
@@ -178,7 +224,11 @@ def main() -> None:
         "--smdebug-path", default=None, help="run smdebug from this directory with this interpreter"
     )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--breakdown", choices=["stats", "llm"], help="time the hook's phases instead")
     args = ap.parse_args()
+    if args.breakdown:
+        breakdown(args.breakdown, args.steps, args.device, args.threads)
+        return
     if args.worker:
         kinds = args.worker.split(",")
         print(json.dumps(worker(kinds, args.steps, args.repeats, args.device, args.threads)))

@@ -9,7 +9,13 @@ order), and through the names of :mod:`tornasole.core.llm_signals`: ``lr/0``, ``
 clipping), ``loss_scale`` and ``skipped_step`` (a dynamic loss scaler, fp16's, simulated on the CPU's fp32
 gradients: the scaled gradients overflow when above the fp16 maximum), the routers' per-expert load
 (:func:`tornasole.pytorch.save_router_stats`) and each attention's normalised entropy
-(:func:`tornasole.pytorch.save_attention_entropy`).
+(:func:`tornasole.pytorch.save_attention_entropy`), each attention's largest logit
+(:func:`tornasole.pytorch.save_attention_logit_max`) and the batch's fingerprint with the epoch
+(:func:`tornasole.pytorch.record_batch`).
+
+Data is a stream (a fresh batch every step) or, for the cases about epochs and resumes, a fixed data set of
+``dataset_batches`` batches' worth of sequences read in epochs, shuffled per sample with a seed per epoch
+(``DistributedSampler.set_epoch``'s scheme) or in a fixed order; the loader's state is (epoch, position).
 
 Labels (:class:`LmMonitor`) come from the published thresholds, computed here from the training's own values,
 never from the rules:
@@ -27,7 +33,11 @@ never from the rules:
 * ``dead_expert``: an expert received no token at 10 consecutive steps (Megatron-Core/NeMo's per-expert
   token counts at 0);
 * ``attention_collapse``: a layer's mean attention entropy below 0.05 nats (Zhai et al. 2023 report
-  collapsed layers near 0; healthy ones here stay above 0.5).
+  collapsed layers near 0; healthy ones here stay above 0.5);
+* ``attention_logit_growth``: a layer's largest attention logit above 100 (Kimi K2's QK-Clip cap; Dehghani
+  et al. 2023 on logits growing without bound);
+* ``data_replay``: a sample read twice in one epoch (a sampler's contract is each sample once an epoch: a
+  resume that did not restore the loader's position breaks it).
 """
 
 from __future__ import annotations
@@ -68,6 +78,12 @@ class LmSpec:
     attn_temperature: float | None = None  # attention logits x this from ``onset``
     batch_noise: float = 0.0  # healthy hard negative: a share of random tokens in every batch
     aux_loss: float = 0.01  # MoE load-balancing loss weight
+    dataset_batches: int | None = None  # read a fixed data set of this many batches in epochs (None: stream)
+    shuffle: bool = True  # shuffle the data set's samples every epoch (seeded by the epoch)
+    record_epoch: bool = True  # record_batch is told the epoch
+    resume_replays: bool = False  # resumed at ``onset`` without the loader's position: the epoch starts over
+    clean_resume: bool = False  # resumed at ``onset`` with the loader's position restored (healthy)
+    attn_logit_growth: float | None = None  # attention logits x this, compounded every step from ``onset``
 
 
 @dataclass
@@ -97,14 +113,17 @@ def _models() -> Any:
             self.proj = nn.Linear(DIM, DIM)
             self.temperature = 1.0
             self.last_weights: torch.Tensor | None = None
+            self.last_logits: torch.Tensor | None = None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             b, t, _ = x.shape
             q, k, v = self.qkv(x).view(b, t, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
             logits = (q @ k.transpose(-1, -2)) / math.sqrt(DIM // HEADS) * self.temperature
             mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
-            w = logits.masked_fill(mask, float("-inf")).softmax(-1)
+            masked = logits.masked_fill(mask, float("-inf"))
+            w = masked.softmax(-1)
             self.last_weights = w.detach()
+            self.last_logits = masked.detach()
             return self.proj((w @ v).transpose(1, 2).reshape(b, t, DIM))
 
     class Mlp(nn.Module):
@@ -189,6 +208,28 @@ def batch(rng: np.random.Generator, noise: float = 0.0, random_tokens: bool = Fa
     return seqs
 
 
+class Loader:
+    """A fixed data set read in epochs: the state a resume must restore is ``(epoch, position)``."""
+
+    def __init__(self, seed: int, batches: int, shuffle: bool) -> None:
+        self.seed, self.batches, self.shuffle = seed, batches, shuffle
+        self.samples = np.concatenate([batch(np.random.default_rng([seed, 1000, b])) for b in range(batches)])
+        self.epoch = self.position = 0
+
+    def _order(self) -> np.ndarray:
+        n = len(self.samples)
+        return np.random.default_rng([self.seed, self.epoch]).permutation(n) if self.shuffle else np.arange(n)
+
+    def next(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(sequences, sample ids, epoch)`` of the next batch."""
+        ids = self._order()[self.position * BATCH : (self.position + 1) * BATCH]
+        epoch = self.epoch
+        self.position += 1
+        if self.position == self.batches:
+            self.epoch, self.position = self.epoch + 1, 0
+        return self.samples[ids], ids, epoch
+
+
 class LmMonitor:
     """The published criteria of the module docstring, fed the training's own values step by step."""
 
@@ -197,6 +238,7 @@ class LmMonitor:
         self.norms: list[float] = []
         self.labels: dict[str, int] = {}
         self.idle: dict[tuple[int, int], int] = {}
+        self.seen: tuple[int, set[int]] = (-1, set())
 
     def _label(self, name: str, step: int) -> None:
         self.labels.setdefault(name, step)
@@ -213,6 +255,8 @@ class LmMonitor:
         overflow: bool,
         loads: list[np.ndarray],
         entropies: list[float],
+        logit_maxima: list[float] = (),
+        samples: tuple[int, np.ndarray] | None = None,
     ) -> None:
         if not outputs_finite or not math.isfinite(loss):
             self._label("non_finite", step)
@@ -244,6 +288,15 @@ class LmMonitor:
                     self._label("dead_expert", step)
         if any(h < 0.05 for h in entropies):
             self._label("attention_collapse", step)
+        if any(m > 100 for m in logit_maxima):
+            self._label("attention_logit_growth", step)
+        if samples is not None:
+            epoch, ids = samples
+            if epoch != self.seen[0]:
+                self.seen = (epoch, set())
+            if self.seen[1].intersection(int(i) for i in ids):
+                self._label("data_replay", step)
+            self.seen[1].update(int(i) for i in ids)
 
 
 def run(spec: LmSpec, seed: int, out_dir: str) -> LmResult:
@@ -253,7 +306,7 @@ def run(spec: LmSpec, seed: int, out_dir: str) -> LmResult:
     import tornasole.pytorch as ts
     from tornasole.core.attention_entropy import normalised_entropy
     from tornasole.core.llm_signals import GRAD_NORM_TOTAL, LOSS_SCALE, SKIPPED_STEP
-    from tornasole.pytorch.llm_stats import expert_load
+    from tornasole.pytorch.llm_stats import attention_logit_max, expert_load
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
@@ -269,6 +322,7 @@ def run(spec: LmSpec, seed: int, out_dir: str) -> LmResult:
     )
     hook.register_module(model)
     monitor = LmMonitor()
+    loader = Loader(seed, spec.dataset_batches, spec.shuffle) if spec.dataset_batches else None
     scale = 2.0**16 if spec.fp16 else None
     clean = 0
     train_before: list[int] = []
@@ -284,14 +338,30 @@ def run(spec: LmSpec, seed: int, out_dir: str) -> LmResult:
             moe.blocked = 2 if bad else None
         for blk in model.blocks:
             blk.attn.temperature = spec.attn_temperature if (spec.attn_temperature and bad) else 1.0
+            if spec.attn_logit_growth and bad:
+                blk.attn.temperature = spec.attn_logit_growth ** (step - spec.onset + 1)
         if spec.nan_module and step == spec.onset:
             with torch.no_grad():
                 model.blocks[1].attn.proj.weight[0, 0] = float("inf")
-        data = torch.as_tensor(
-            batch(rng, spec.batch_noise, random_tokens=spec.bad_batch and step == spec.onset)
-        )
+        samples = None
+        if loader is not None:
+            if step == spec.onset and spec.resume_replays:
+                loader.position = 0  # the restored job's loader starts its epoch over
+            if step == spec.onset and spec.clean_resume:
+                restored = Loader(seed, spec.dataset_batches, spec.shuffle)
+                restored.epoch, restored.position = loader.epoch, loader.position
+                loader = restored
+            seqs, ids, epoch = loader.next()
+            samples = (epoch, ids)
+            data = torch.as_tensor(seqs)
+        else:
+            data = torch.as_tensor(
+                batch(rng, spec.batch_noise, random_tokens=spec.bad_batch and step == spec.onset)
+            )
         opt.zero_grad()
         logits = model(data[:, :-1])
+        epoch = samples[0] if (samples is not None and spec.record_epoch) else None
+        ts.record_batch(hook, data, epoch=epoch)  # after the forward pass: the hook's step is this step
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), data[:, 1:].reshape(-1))
         objective = loss
         if spec.moe:
@@ -319,10 +389,12 @@ def run(spec: LmSpec, seed: int, out_dir: str) -> LmResult:
         if spec.moe:
             ts.save_router_stats(hook, "blocks.1.mlp", moe.last_probs)
             loads.append(expert_load(moe.last_probs))
-        entropies, nats = [], []
+        entropies, nats, logit_maxima = [], [], []
         for i, blk in enumerate(model.blocks):
             w = blk.attn.last_weights
             ts.save_attention_entropy(hook, f"blocks.{i}.attn", w)
+            ts.save_attention_logit_max(hook, f"blocks.{i}.attn", blk.attn.last_logits)
+            logit_maxima.append(attention_logit_max(blk.attn.last_logits) or 0.0)
             e = normalised_entropy(w.numpy())
             entropies.append(e if e is not None else 1.0)
             p = w.clamp_min(1e-30)
@@ -338,6 +410,8 @@ def run(spec: LmSpec, seed: int, out_dir: str) -> LmResult:
             overflow,
             loads,
             nats,
+            logit_maxima,
+            samples,
         )
         if overflow:
             scale, clean = max(scale / 2, 1.0), 0
@@ -374,6 +448,16 @@ def _cases() -> dict[str, tuple[str, str, LmSpec]]:
             "fp16_scale_collapse": ("broken", replace(base, fp16=True, overflow_always=True)),
             "lr_restart_after_resume": ("broken", replace(base, lr_restart=True)),
             "attention_collapse": ("broken", replace(base, attn_temperature=200.0)),
+            # issue 30's remaining failures: logits growing without bound, data replayed after a resume
+            "attention_logit_growth": ("broken", replace(base, attn_logit_growth=1.1)),
+            "healthy_multi_epoch": ("healthy", replace(base, dataset_batches=60)),
+            "healthy_multi_epoch_unshuffled": ("healthy", replace(base, dataset_batches=60, shuffle=False)),
+            "healthy_clean_resume": ("healthy", replace(base, dataset_batches=60, clean_resume=True)),
+            "data_replay_after_resume": ("broken", replace(base, dataset_batches=60, resume_replays=True)),
+            "data_replay_no_epoch": (
+                "broken",
+                replace(base, dataset_batches=60, resume_replays=True, record_epoch=False),
+            ),
         }
         if base.moe:
             cases["healthy_no_aux_loss"] = ("healthy", replace(base, aux_loss=0.0))

@@ -6,15 +6,19 @@ Usage::
     python bench/detection/families/lm_score.py --seeds 0 --json out.json --out DIR
     python bench/detection/families/lm_score.py --classic-healthy      # the new rules on the seven classic
                                                                         # families' healthy runs
+    python bench/detection/families/lm_score.py --seeds 0,1 --lofo     # and leave-one-family-out
 
 Trains every case of :mod:`families.lm` (a causal transformer LM, a mixture-of-experts LM; healthy recipes,
 hard negatives and one injected failure per case), saves them with the PyTorch hook at every step, labels
-them with the published thresholds while they train, then runs two rule sets: ``llm`` (the seven rules of
+them with the published thresholds while they train, then runs two rule sets: ``llm`` (the nine rules of
 issue 30 at their defaults) and ``recommended`` (``tornasole.rules.recommended_rules()``). Printed per
 family: run-level recall against the labels, false alarms on the runs no criterion flags, the median first
 firing latency from the labelled onset in steps (saved every step) and the share within one step; then, per
 rule, the runs it fired on. No parameter is tuned on these runs (the defaults are the published ones), so
-each family's numbers are those of a family the rules were not tuned on.
+each family's numbers are those of a family the rules were not tuned on. ``--lofo`` checks what tuning
+would do: each rule's main parameter over a small grid (:data:`LOFO_GRID`) is chosen on the other families
+(no alarm on their healthy runs, then the most broken runs caught, then the default) and scored on the
+held-out family; the worst held-out family is printed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -37,7 +42,7 @@ from run import evaluate_one, rule_sets  # noqa: E402
 from families.lm import LM_CASES  # noqa: E402
 from families.lm import run as train_lm  # noqa: E402
 
-#: The seven rules of issue 30, as a rule set of ``run.evaluate_one``: (configuration, rule, parameters).
+#: The nine rules of issue 30, as a rule set of ``run.evaluate_one``: (configuration, rule, parameters).
 LLM_RULES = [
     (n, n, {})
     for n in (
@@ -48,8 +53,98 @@ LLM_RULES = [
         "LearningRateDiscontinuity",
         "ExpertImbalance",
         "AttentionEntropyCollapse",
+        "DataReplay",
+        "AttentionLogitGrowth",
     )
 ]
+
+
+#: Leave-one-family-out (``--lofo``): each rule's one parameter a user would tune, over a small grid around
+#: its published default (``None``: the default itself, evaluated with no parameter given).
+LOFO_GRID: dict[str, tuple[str, tuple[str | None, ...]]] = {
+    "LossSpike": ("z_threshold", ("4", None, "8")),
+    "GradientNormSpike": ("factor", ("5", None, "20")),
+    "NonFiniteOrigin": ("skip_scaler_overflow", (None,)),
+    "LossScaleCollapse": ("num_steps", ("5", None, "20")),
+    "LearningRateDiscontinuity": ("max_drop_factor", ("2", None, "5")),
+    "ExpertImbalance": ("dead_fraction", ("0.05", None, "0.2")),
+    "AttentionEntropyCollapse": ("min_entropy", ("0.05", None, "0.2")),
+    "DataReplay": ("min_run", ("1", None, "5")),
+    "AttentionLogitGrowth": ("max_logit", ("50", None, "200")),
+}
+
+
+def lofo_rules() -> list[tuple[str, str, dict[str, str]]]:
+    """The grid as one rule set: configuration ``Rule|parameter=value`` (``=default`` for the default)."""
+    out = []
+    for rule, (param, values) in LOFO_GRID.items():
+        for v in values:
+            out.append((f"{rule}|{param}={v or 'default'}", rule, {} if v is None else {param: v}))
+    return out
+
+
+def _fired(r: dict, set_name: str, confs: set[str]) -> tuple[int, str] | None:
+    fires = sorted(
+        (f["first_step"], c)
+        for c, f in r["firings"][set_name].items()
+        if c in confs and f["first_step"] is not None
+    )
+    return fires[0] if fires else None
+
+
+def choose(train: list[dict]) -> dict[str, str]:
+    """Per rule, the grid value chosen on ``train``: no firing on its healthy runs, then the most broken runs
+    fired on, then the published default (then the first value) on ties."""
+    chosen = {}
+    for rule, (param, values) in LOFO_GRID.items():
+        best: tuple | None = None
+        for i, v in enumerate(values):
+            conf = f"{rule}|{param}={v or 'default'}"
+            alarms = sum(1 for r in train if not r["labels"] and _fired(r, "lofo", {conf}))
+            hits = sum(1 for r in train if r["labels"] and _fired(r, "lofo", {conf}))
+            key = (alarms == 0, hits, v is None, -i)
+            if best is None or key > best[0]:
+                best = (key, conf)
+        chosen[rule] = best[1]
+    return chosen
+
+
+def lofo(results: list[dict]) -> dict:
+    """Each family held out in turn: parameters chosen on the other families, scored on it once."""
+    families = sorted({r["family"] for r in results})
+    print("\n=== leave one family out: parameters chosen on the other families, scored on the held-out ===")
+    out = {}
+    for held in families:
+        train = [r for r in results if r["family"] != held]
+        test = [r for r in results if r["family"] == held]
+        confs = choose(train)
+        broken = [r for r in test if r["labels"]]
+        healthy = [r for r in test if not r["labels"]]
+        chosen = set(confs.values())
+        latencies = [f[0] - r["onset"] for r in broken if (f := _fired(r, "lofo", chosen)) is not None]
+        m = {
+            "chosen": sorted(c for c in chosen if not c.endswith("=default")),
+            "detected": sum(1 for r in broken if _fired(r, "lofo", chosen)),
+            "broken": len(broken),
+            "false_alarms": sum(1 for r in healthy if _fired(r, "lofo", chosen)),
+            "healthy": len(healthy),
+            "median_latency_steps": statistics.median(latencies) if latencies else None,
+            "within_one_step": sum(1 for x in latencies if x <= 1) / len(latencies) if latencies else None,
+            "missed_cases": sorted(
+                f"{r['case']}-s{r['seed']}" for r in broken if not _fired(r, "lofo", chosen)
+            ),
+        }
+        out[held] = m
+        print(
+            f"held out {held:5s}: recall {m['detected']}/{m['broken']}, false alarms {m['false_alarms']}/"
+            f"{m['healthy']}, median latency {m['median_latency_steps']}, non-default choices "
+            f"{', '.join(m['chosen']) or 'none (every rule at its default)'}"
+        )
+        if m["missed_cases"]:
+            print(f"  missed: {', '.join(m['missed_cases'])}")
+    worst = min(out, key=lambda f: (out[f]["detected"] / max(out[f]["broken"], 1), -out[f]["false_alarms"]))
+    print(f"worst held-out family: {worst}")
+    return out
 
 
 def train_one(job: tuple[str, int, str]) -> dict:
@@ -184,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--lofo", action="store_true", help="also score leave-one-family-out over LOFO_GRID")
+    ap.add_argument("--cases", default="", help="only the cases whose name matches this regex (re.search)")
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
     ap.add_argument(
@@ -194,15 +291,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.classic_healthy:
         return classic_healthy(seeds, args.processes, args.out)
     sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
+    if args.lofo:
+        sets["lofo"] = lofo_rules()
     start = time.perf_counter()
     root = args.out or tempfile.mkdtemp(prefix="tornasole-lm-families-")
-    jobs = [(n, s, root) for n in LM_CASES for s in seeds]
+    jobs = [(n, s, root) for n in LM_CASES if re.search(args.cases, n) for s in seeds]
     with get_context("fork").Pool(args.processes) as pool:
         runs = pool.map(train_one, jobs, chunksize=1)
         trained = time.perf_counter()
         results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
     evaluated = time.perf_counter()
-    numbers = report(results, list(sets))
+    numbers = report(results, [s for s in sets if s != "lofo"])
+    if args.lofo:
+        numbers["lofo"] = lofo(results)
     print(
         f"\n{len(runs)} runs; training {trained - start:.0f} s, rules {evaluated - trained:.0f} s, "
         f"total {evaluated - start:.0f} s ({args.processes} processes)"

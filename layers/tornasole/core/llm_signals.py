@@ -21,7 +21,12 @@ Names (``<...>`` is free text chosen by the saver):
 * ``router/<layer>/expert_load``: the fraction of a mixture-of-experts layer's tokens routed to each
   expert at the step (a vector summing to 1);
 * ``attention_entropy/<layer>``: a layer's mean attention entropy, normalised to [0, 1] by the log of the
-  number of keys each query may attend to (attention weights themselves may be saved instead).
+  number of keys each query may attend to (attention weights themselves may be saved instead);
+* ``attention_logit_max/<layer>``: the largest absolute pre-softmax attention logit ``q.k/sqrt(d)`` of a
+  layer at the step (read by AttentionLogitGrowth);
+* ``batch_fingerprint/<input>``: ``[fingerprint, epoch]`` of the step's batch: a 48-bit hash of its values
+  (:func:`tornasole.core.batch_fingerprint.fingerprint`) and the epoch the loop says it is in (-1: not
+  given); read by DataReplay.
 
 Examples
 --------
@@ -37,6 +42,8 @@ import re
 
 __all__ = [
     "ATTENTION_ENTROPY",
+    "ATTENTION_LOGIT_MAX",
+    "BATCH_FINGERPRINT",
     "EXPERT_LOAD",
     "GRAD_NORM",
     "GRAD_NORM_TOTAL",
@@ -61,6 +68,8 @@ PARAM_NORM_TOTAL = "param_norm/total"
 ROUTER = "router"
 EXPERT_LOAD = "expert_load"
 ATTENTION_ENTROPY = "attention_entropy"
+ATTENTION_LOGIT_MAX = "attention_logit_max"
+BATCH_FINGERPRINT = "batch_fingerprint"
 
 
 def expert_load_name(layer: str) -> str:

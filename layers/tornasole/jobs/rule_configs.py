@@ -79,6 +79,8 @@ __all__ = [
     "learning_rate_discontinuity",
     "expert_imbalance",
     "attention_entropy_collapse",
+    "data_replay",
+    "attention_logit_growth",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -297,6 +299,16 @@ def expert_imbalance(**rule_parameters: Any) -> dict[str, Any]:
 def attention_entropy_collapse(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.AttentionEntropyCollapse` (Tornasole's)."""
     return _config("AttentionEntropyCollapse", rule_parameters)
+
+
+def data_replay(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.DataReplay` (Tornasole's own rule)."""
+    return _config("DataReplay", rule_parameters)
+
+
+def attention_logit_growth(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.AttentionLogitGrowth` (Tornasole's)."""
+    return _config("AttentionLogitGrowth", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

@@ -24,8 +24,9 @@ from tornasole.core.reduction_config import ReductionConfig
 from tornasole.core.save_config import SaveConfig, SaveConfigMode
 from tornasole.hooks.singleton import framework_functions
 from tornasole.hooks.stop_signal import TrainingStopRequested
+from tornasole.pytorch.batch_record import record_batch
 from tornasole.pytorch.hook import Hook
-from tornasole.pytorch.llm_stats import save_attention_entropy, save_router_stats
+from tornasole.pytorch.llm_stats import save_attention_entropy, save_attention_logit_max, save_router_stats
 from tornasole.pytorch.statistics import StatisticsConfig
 from tornasole.trials import create_trial
 
@@ -47,4 +48,6 @@ __all__ = [
     "modes",
     "save_router_stats",
     "save_attention_entropy",
+    "save_attention_logit_max",
+    "record_batch",
 ]

@@ -4,15 +4,17 @@ Why helpers: a router's probabilities or an attention map are large (tokens x ex
 keys) and are not module outputs the hook sees by name; the rules need only a few numbers from them.
 ``save_router_stats`` saves a router's per-expert load (the fraction of tokens routed to each expert,
 read by ExpertImbalance); ``save_attention_entropy`` saves a layer's normalised attention entropy (read
-by AttentionEntropyCollapse). Names come from :mod:`tornasole.core.llm_signals`. Call them after the
-forward pass of the step, like ``hook.save_tensor``; they save when their collection (``router``,
-``attention``) is saved at the step under the hook's save configuration.
+by AttentionEntropyCollapse); ``save_attention_logit_max`` saves a layer's largest absolute pre-softmax
+attention logit (read by AttentionLogitGrowth). Names come from :mod:`tornasole.core.llm_signals`. Call
+them after the forward pass of the step, like ``hook.save_tensor``; they save when their collection
+(``router``, ``attention``) is saved at the step under the hook's save configuration.
 
 Examples
 --------
 >>> # logits = router(x); probs = logits.softmax(-1)
 >>> # save_router_stats(hook, "layers.0.moe", probs, top_k=2)
 >>> # save_attention_entropy(hook, "layers.0.attn", attn_weights)
+>>> # save_attention_logit_max(hook, "layers.0.attn", q @ k.transpose(-1, -2) / head_dim**0.5)
 """
 
 from __future__ import annotations
@@ -23,10 +25,16 @@ import numpy as np
 import torch
 
 from tornasole.core.attention_entropy import normalised_entropy
-from tornasole.core.llm_signals import ATTENTION_ENTROPY, expert_load_name
+from tornasole.core.llm_signals import ATTENTION_ENTROPY, ATTENTION_LOGIT_MAX, expert_load_name
 from tornasole.exceptions import ConfigurationError
 
-__all__ = ["expert_load", "save_attention_entropy", "save_router_stats"]
+__all__ = [
+    "attention_logit_max",
+    "expert_load",
+    "save_attention_entropy",
+    "save_attention_logit_max",
+    "save_router_stats",
+]
 
 ROUTER_COLLECTION = "router"
 ATTENTION_COLLECTION = "attention"
@@ -69,3 +77,26 @@ def save_attention_entropy(hook: Any, name: str, attention_weights: Any) -> None
     value = normalised_entropy(w)
     if value is not None:
         hook.save_tensor(f"{ATTENTION_ENTROPY}/{name}", np.float32(value), ATTENTION_COLLECTION)
+
+
+def attention_logit_max(logits: Any) -> float | None:
+    """Largest absolute finite value of ``logits`` (pre-softmax ``q.k/sqrt(d)``; masked entries, -inf,
+    are left out), reduced on the logits' device; None when no entry is finite.
+
+    Why the maximum: Dehghani et al. (2023, ViT-22B) saw training diverge when attention logits grew
+    without bound; the largest one is what QK-Clip (Kimi K2) caps, and one number a layer is cheap.
+    """
+    t = torch.as_tensor(logits).detach()
+    if t.numel() == 0:
+        return None
+    finite = torch.isfinite(t)
+    if not bool(finite.any()):
+        return None
+    return float(torch.where(finite, t.abs(), torch.zeros((), dtype=t.dtype, device=t.device)).amax())
+
+
+def save_attention_logit_max(hook: Any, name: str, logits: Any) -> None:
+    """Save ``attention_logit_max/<name>``: :func:`attention_logit_max` of a layer's attention logits."""
+    value = attention_logit_max(logits)
+    if value is not None:
+        hook.save_tensor(f"{ATTENTION_LOGIT_MAX}/{name}", np.float32(value), ATTENTION_COLLECTION)

@@ -213,13 +213,14 @@ class TensorStatistics:
             cols[_ZEROS] = counts - column([torch.count_nonzero(x) for x in full])
         if self._nonfinite:
             if device.type == "cpu" and self._norm:
-                # a tensor whose norm is finite has no NaN or Inf: count only the others (a CPU syncs free)
-                finite = torch.isfinite(cols[_NORM]).tolist()
-                bad = [
-                    torch.tensor(0.0) if finite[i] else x.numel() - torch.isfinite(x).sum()
-                    for i, x in zip(nonempty, full)
-                ]
-                cols[_NONFINITE] = column(bad)
+                # a tensor whose norm is finite has no NaN or Inf: count only the others (a CPU syncs free;
+                # a healthy step costs one check, not a value per tensor)
+                finite = torch.isfinite(cols[_NORM])
+                if not bool(finite.all()):
+                    cols[_NONFINITE] = zeros.clone()
+                    for i in (~finite).nonzero().flatten().tolist():
+                        x = xs[i]
+                        cols[_NONFINITE][i] = float(x.numel() - int(torch.isfinite(x).sum()))
             else:
                 cols[_NONFINITE] = counts - column([torch.isfinite(x).sum() for x in full])
         return torch.stack(cols, dim=1)

@@ -209,6 +209,15 @@ _LLM_NEEDS: dict[str, tuple[str, str]] = {
         "tornasole.pytorch.save_attention_entropy(hook, layer_name, attention_weights) after each forward "
         "pass",
     ),
+    "DataReplay": (
+        "batch fingerprints (batch_fingerprint/<input>)",
+        "tornasole.pytorch.record_batch(hook, batch, epoch=epoch) at every step",
+    ),
+    "AttentionLogitGrowth": (
+        "attention logit maxima (attention_logit_max/<layer>)",
+        "tornasole.pytorch.save_attention_logit_max(hook, layer_name, attention_logits) after each forward "
+        "pass",
+    ),
 }
 
 

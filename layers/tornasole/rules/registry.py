@@ -62,6 +62,8 @@ BUILTIN_RULES: dict[str, str] = {
     "LearningRateDiscontinuity": "learning_rate_discontinuity",
     "ExpertImbalance": "expert_imbalance",
     "AttentionEntropyCollapse": "attention_entropy_collapse",
+    "DataReplay": "data_replay",
+    "AttentionLogitGrowth": "attention_logit_growth",
 }
 
 #: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.

@@ -52,14 +52,18 @@ def test_two_samples_of_the_real_proc_give_every_metric_in_range() -> None:
     sampler = ProcSampler("algo-1")
     first = sampler.sample(time.time())
     assert [r.dimension for r in first] == [system_records.MEMORY_USED_PERCENT]  # rates need two readings
-    sum(i * i for i in range(200_000))  # some CPU time between the readings
-    time.sleep(0.05)
+    busy_until = time.monotonic() + 0.3  # this process keeps one core busy between the readings
+    while time.monotonic() < busy_until:
+        sum(i * i for i in range(10_000))
     records = sampler.sample(time.time())
     by = {(r.name, r.dimension): r.value for r in records}
     cores = len([n for n in parse_stat(Path("/proc/stat").read_text()) if n != "cpu"])
     for core in range(cores):
         assert 0.0 <= by[(f"cpu{core}", system_records.CPU_UTILIZATION)] <= 100.0
-    assert 0.0 < by[(system_records.CPU_TOTAL, system_records.CPU_UTILIZATION)] <= 100.0
+    # the kernel estimates idle time of idle cores at read time, so over a short window one reading can
+    # round to 0 on a loaded VM (seen in the merged suite); the busy core shows on some line
+    assert 0.0 <= by[(system_records.CPU_TOTAL, system_records.CPU_UTILIZATION)] <= 100.0
+    assert max(v for (name, dim), v in by.items() if dim == system_records.CPU_UTILIZATION) > 0.0
     assert 0.0 <= by[(system_records.CPU_TOTAL, system_records.IO_WAIT)] <= 100.0
     assert 0.0 < by[(system_records.MEMORY_USED_PERCENT, system_records.MEMORY_USED_PERCENT)] < 100.0
     for dimension in (system_records.DISK_READ_BYTES, system_records.NETWORK_SEND_BYTES):

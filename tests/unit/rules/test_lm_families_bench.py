@@ -91,3 +91,41 @@ def test_a_short_run_saves_the_llm_signals_and_labels_the_nan(tmp_path, monkeypa
     assert trial.saved_order(8).index("blocks.0.attn_output_0") < trial.saved_order(8).index(
         "blocks.1.mlp_output_0"
     )
+
+
+def test_logit_cap_and_a_sample_read_twice_in_an_epoch_label_their_first_step():
+    m = lm.LmMonitor()
+    ids = np.arange(4)
+    _feed(m, 0, logit_maxima=[12.0], samples=(0, ids))
+    _feed(m, 1, logit_maxima=[99.0], samples=(0, ids + 4))
+    _feed(m, 2, samples=(1, ids))  # a new epoch reads the same samples: its own first reading
+    assert m.labels == {}
+    _feed(m, 3, logit_maxima=[101.0], samples=(1, ids + 1))  # sample 1 again in epoch 1
+    assert m.labels == {"attention_logit_growth": 3, "data_replay": 3}
+
+
+def test_the_loader_reads_each_sample_once_an_epoch_and_a_bad_resume_starts_it_over():
+    loader = lm.Loader(0, batches=3, shuffle=True)
+    epochs = [[loader.next() for _ in range(3)] for _ in range(2)]
+    for epoch, batches in enumerate(epochs):
+        assert sorted(int(i) for _, ids, e in batches for i in ids) == list(range(3 * lm.BATCH))
+        assert {e for _, _, e in batches} == {epoch}
+    assert not np.array_equal(epochs[0][0][1], epochs[1][0][1])  # reshuffled every epoch
+    kinds = {name: kind for name, (kind, _, _) in lm.LM_CASES.items()}
+    for family in ("lm", "moe"):
+        for case in ("healthy_multi_epoch", "healthy_multi_epoch_unshuffled", "healthy_clean_resume"):
+            assert kinds[f"{family}/{case}"] == "healthy"
+        for case in ("data_replay_after_resume", "data_replay_no_epoch", "attention_logit_growth"):
+            assert kinds[f"{family}/{case}"] == "broken"
+
+
+def test_a_short_resumed_run_saves_fingerprints_and_logit_maxima_and_labels_the_replay(tmp_path, monkeypatch):
+    monkeypatch.setattr(lm, "STEPS", 12)
+    _, _, spec = lm.LM_CASES["lm/data_replay_after_resume"]
+    result = lm.run(replace(spec, onset=8, dataset_batches=5), 0, str(tmp_path))
+    assert result.labels == {"data_replay": 8}  # position 3 of epoch 1 restarts at 0: samples seen at step 5
+    trial = create_trial(str(tmp_path))
+    fp = [trial.tensor("batch_fingerprint/input").value(s) for s in range(12)]
+    assert fp[8][0] == fp[5][0]
+    assert [int(f[1]) for f in fp] == [0] * 5 + [1] * 7  # epoch 1 started over at step 8
+    assert float(trial.tensor("attention_logit_max/blocks.1.attn").value(3).reshape(-1)[0]) > 0

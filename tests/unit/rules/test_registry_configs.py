@@ -32,9 +32,9 @@ def trial(trial_factory):
 
 def test_all_table_rules_are_registered():
     # SageMaker's 21 and Tornasole's OscillatingLoss, OscillatingAccuracy, StalledLoss, SlowConvergence,
-    # ZeroGradients, ValidationLossNotDecreasing, and the seven of issue 30 (LossSpike ...
-    # AttentionEntropyCollapse)
-    assert len(rule_names()) == 34
+    # ZeroGradients, ValidationLossNotDecreasing, and the nine of issue 30 (LossSpike ...
+    # AttentionLogitGrowth)
+    assert len(rule_names()) == 36
     for name in rule_names():
         assert get_rule(name).__name__ == name
 

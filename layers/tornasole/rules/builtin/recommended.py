@@ -81,6 +81,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("LearningRateDiscontinuity", "LearningRateDiscontinuity", {}),
     ("ExpertImbalance", "ExpertImbalance", {}),
     ("AttentionEntropyCollapse", "AttentionEntropyCollapse", {}),
+    # issue 30's remaining two: no alarm on the LM families' 30 healthy runs (bench/RESULTS.md)
+    ("DataReplay", "DataReplay", {}),
+    ("AttentionLogitGrowth", "AttentionLogitGrowth", {}),
 )
 
 
