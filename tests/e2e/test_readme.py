@@ -104,6 +104,22 @@ def test_analysis_commands_run(readme_run: tuple[Path, dict]) -> None:
         assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr
     assert (work / "run.png").read_bytes()[:4] == b"\x89PNG"
+    report = (work / "report.html").read_text()
+    # the PyTorch example profiles (profiler=True): the report has its profiler section as well
+    for section in ('id="rule-verdicts"', 'id="loss-chart"', 'id="profiler"', 'id="phase-breakdown"'):
+        assert section in report, section
+
+
+def test_the_pytorch_example_wrote_profiler_files(readme_run: tuple[Path, dict]) -> None:
+    from tornasole.profiler.format import paths, trace_events
+
+    work, _ = readme_run
+    root = work / "runs/my-job" / paths.PROFILER_DIR
+    framework = [p for p in root.rglob("*.json") if paths.parse_framework_file_name(p.as_posix())]
+    events = [e for p in framework for e in trace_events.decode_trace_file(p.read_text()).events]
+    steps = {e.args.get("step_num") for e in events if e.phase == trace_events.step_phase("TRAIN")}
+    assert len(steps) == 50
+    assert {trace_events.FORWARD, trace_events.BACKWARD, trace_events.OPTIMIZER} <= {e.phase for e in events}
 
 
 def test_jobs_commands_run_against_the_local_mode(tmp_path: Path) -> None:
