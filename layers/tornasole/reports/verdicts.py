@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tornasole.rules.outcome import split_advice
+from tornasole.rules.profiler import profiler_rule_names
 from tornasole.rules.verdict import (
     nothing_evaluated_details,
     rule_evaluation_status,
@@ -26,23 +27,8 @@ __all__ = ["PROFILER_RULES", "JobInfo", "Verdict", "evaluate_recommended", "from
 
 log = logging.getLogger(__name__)
 
-#: SageMaker Debugger's built-in profiler rules (its "List of Debugger built-in profiler rules").
-PROFILER_RULES = frozenset(
-    {
-        "ProfilerReport",
-        "BatchSize",
-        "CPUBottleneck",
-        "Dataloader",
-        "GPUMemoryIncrease",
-        "IOBottleneck",
-        "LoadBalancing",
-        "LowGPUUtilization",
-        "MaxInitializationTime",
-        "OverallFrameworkMetrics",
-        "OverallSystemUsage",
-        "StepOutlier",
-    }
-)
+#: SageMaker Debugger's built-in profiler rules, as the profiler rules' registry names them.
+PROFILER_RULES = frozenset(profiler_rule_names())
 _CAUSE, _FIX = "Likely cause: ", ". Suggested fix: "
 #: Firing steps listed per rule (the count is always given).
 MAX_FIRED_LISTED = 200

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import bisect
 
-from tornasole.exceptions import ConfigurationError
 from tornasole.profiler.format import paths
-from tornasole.profiler.readers.base import MAX_FILE_BYTES, MetricsReaderBase
+from tornasole.profiler.readers.base import MAX_FILE_BYTES, LocalRootReader, MetricsReaderBase, S3RootReader
 from tornasole.profiler.readers.file_names import parse_trace_file_name
 from tornasole.profiler.readers.trace_events import SMProfilerEvents
-from tornasole.storage import Storage, is_s3
+from tornasole.storage import Storage
 
 __all__ = ["AlgorithmMetricsReader", "LocalAlgorithmMetricsReader", "S3AlgorithmMetricsReader"]
 
@@ -92,43 +91,9 @@ class AlgorithmMetricsReader(MetricsReaderBase):
         return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
 
 
-class LocalAlgorithmMetricsReader(AlgorithmMetricsReader):
+class LocalAlgorithmMetricsReader(LocalRootReader, AlgorithmMetricsReader):
     """Trace events under a local profiler root."""
 
-    def __init__(
-        self,
-        trace_root_folder: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        if is_s3(trace_root_folder):
-            raise ConfigurationError(
-                f"{trace_root_folder}: LocalAlgorithmMetricsReader reads a local folder; "
-                "use S3AlgorithmMetricsReader"
-            )
-        self.trace_root_folder = trace_root_folder
-        super().__init__(
-            trace_root_folder, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes
-        )
 
-
-class S3AlgorithmMetricsReader(AlgorithmMetricsReader):
+class S3AlgorithmMetricsReader(S3RootReader, AlgorithmMetricsReader):
     """Trace events under an S3 profiler root."""
-
-    def __init__(
-        self,
-        s3_trial_path: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        if not is_s3(s3_trial_path):
-            raise ConfigurationError(
-                f"{s3_trial_path!r}: S3AlgorithmMetricsReader needs an S3 path, "
-                "e.g. s3://bucket/job/profiler-output"
-            )
-        self.bucket_name, _, self.base_folder = s3_trial_path[len("s3://") :].partition("/")
-        super().__init__(s3_trial_path, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)

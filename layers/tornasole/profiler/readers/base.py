@@ -29,6 +29,8 @@ from tornasole.profiler.readers.units import (
 from tornasole.storage import ReadRequest, Storage, get_storage, is_s3
 
 __all__ = [
+    "LocalRootReader",
+    "S3RootReader",
     "MAX_FILE_BYTES",
     "TIME_BUFFER_DEFAULT",
     "TRAILING_DURATION_DEFAULT",
@@ -271,3 +273,44 @@ class MetricsReaderBase:
         """The events from the start of ``start_step`` to just before ``end_step`` starts (smdebug's)."""
         start_us, end_us = self._get_time_interval_for_step(start_step, end_step)
         return self.get_events(start_us, end_us, TimeUnits.MICROSECONDS, event_type, file_suffix_filter)
+
+
+class LocalRootReader(MetricsReaderBase):
+    """smdebug's ``Local...Reader`` constructors: a local profiler root, refused when it is an S3 URI."""
+
+    def __init__(
+        self,
+        trace_root_folder: str,
+        use_in_memory_cache: bool = False,
+        *,
+        storage: Storage | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
+        if is_s3(trace_root_folder):
+            name = type(self).__name__
+            raise ConfigurationError(
+                f"{trace_root_folder}: {name} reads a local folder; use {name.replace('Local', 'S3', 1)}"
+            )
+        self.trace_root_folder = trace_root_folder
+        super().__init__(
+            trace_root_folder, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes
+        )
+
+
+class S3RootReader(MetricsReaderBase):
+    """smdebug's ``S3...Reader`` constructors: an ``s3://`` profiler root, split into bucket and folder."""
+
+    def __init__(
+        self,
+        s3_trial_path: str,
+        use_in_memory_cache: bool = False,
+        *,
+        storage: Storage | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
+        if not is_s3(s3_trial_path):
+            raise ConfigurationError(
+                f"{s3_trial_path!r}: {type(self).__name__} needs an S3 path, e.g. s3://bucket/job/profiler-output"
+            )
+        self.bucket_name, _, self.base_folder = s3_trial_path[len("s3://") :].partition("/")
+        super().__init__(s3_trial_path, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import bisect
 
-from tornasole.exceptions import ConfigurationError
-from tornasole.profiler.readers.base import MAX_FILE_BYTES, MetricsReaderBase
+from tornasole.profiler.readers.base import MAX_FILE_BYTES, LocalRootReader, MetricsReaderBase, S3RootReader
 from tornasole.profiler.readers.file_names import get_utctimestamp_us_since_epoch_from_system_profiler_file
 from tornasole.profiler.readers.system_events import ProfilerSystemEvents
-from tornasole.storage import Storage, is_s3
+from tornasole.storage import Storage
 
 __all__ = ["SystemMetricsReader", "LocalSystemMetricsReader", "S3SystemMetricsReader"]
 
@@ -60,42 +59,9 @@ class SystemMetricsReader(MetricsReaderBase):
         return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
 
 
-class LocalSystemMetricsReader(SystemMetricsReader):
+class LocalSystemMetricsReader(LocalRootReader, SystemMetricsReader):
     """System samples under a local profiler root (``.../profiler-output``)."""
 
-    def __init__(
-        self,
-        trace_root_folder: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        if is_s3(trace_root_folder):
-            raise ConfigurationError(
-                f"{trace_root_folder}: LocalSystemMetricsReader reads a local folder; "
-                "use S3SystemMetricsReader"
-            )
-        self.trace_root_folder = trace_root_folder
-        super().__init__(
-            trace_root_folder, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes
-        )
 
-
-class S3SystemMetricsReader(SystemMetricsReader):
+class S3SystemMetricsReader(S3RootReader, SystemMetricsReader):
     """System samples under an S3 profiler root (``s3://bucket/job/profiler-output``)."""
-
-    def __init__(
-        self,
-        s3_trial_path: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        if not is_s3(s3_trial_path):
-            raise ConfigurationError(
-                f"{s3_trial_path!r}: S3SystemMetricsReader needs an S3 path, e.g. s3://bucket/job/profiler-output"
-            )
-        self.bucket_name, _, self.base_folder = s3_trial_path[len("s3://") :].partition("/")
-        super().__init__(s3_trial_path, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)
