@@ -24,7 +24,8 @@ helpers of the same names (the SageMaker SDK calls them). Builders of rules
 that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``oscillating_accuracy``,
 ``stalled_loss``, ``slow_convergence``, ``zero_gradients``, ``validation_loss_not_decreasing``, and issue
 30's ``loss_spike``, ``gradient_norm_spike``, ``non_finite_origin``, ``loss_scale_collapse``,
-``learning_rate_discontinuity``, ``expert_imbalance``, ``attention_entropy_collapse``) follow the same shape.
+``learning_rate_discontinuity``, ``expert_imbalance``, ``attention_entropy_collapse``; issue 29's
+``initial_loss_too_high``) follow the same shape.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ __all__ = [
     "attention_entropy_collapse",
     "data_replay",
     "attention_logit_growth",
+    "initial_loss_too_high",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -309,6 +311,11 @@ def data_replay(**rule_parameters: Any) -> dict[str, Any]:
 def attention_logit_growth(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.AttentionLogitGrowth` (Tornasole's)."""
     return _config("AttentionLogitGrowth", rule_parameters)
+
+
+def initial_loss_too_high(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.InitialLossTooHigh` (Tornasole's own rule)."""
+    return _config("InitialLossTooHigh", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

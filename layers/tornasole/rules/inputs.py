@@ -156,6 +156,13 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "a validation loop after hook.set_mode(modes.EVAL) that computes the registered loss "
             "(hook.register_loss), then hook.set_mode(modes.TRAIN)",
         )
+    if rule_to_invoke == "InitialLossTooHigh":
+        return RuleNeeds(
+            "the losses collection in TRAIN mode from the first step, and for a cross-entropy with no "
+            "num_classes the gradients collection (the output layer's width)",
+            "hook.register_loss(loss_fn) (saved by default) with hook.set_mode(modes.TRAIN), and "
+            "include_collections=['gradients'] or num_classes / chance_loss",
+        )
     if rule_to_invoke == "StalledLoss":
         return RuleNeeds(
             "losses in EVAL mode (validation passes)",

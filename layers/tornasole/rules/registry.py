@@ -54,6 +54,8 @@ BUILTIN_RULES: dict[str, str] = {
     "SlowConvergence": "slow_convergence",
     "ZeroGradients": "zero_gradients",
     "ValidationLossNotDecreasing": "validation_loss_not_decreasing",
+    # issue 29: a badly scaled initialisation, read from the first loss (Karpathy's "verify loss @ init")
+    "InitialLossTooHigh": "initial_loss_too_high",
     # today's training failures (issue 30): signals named in tornasole.core.llm_signals
     "LossSpike": "loss_spike",
     "GradientNormSpike": "gradient_norm_spike",

@@ -84,6 +84,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # issue 30's remaining two: no alarm on the LM families' 30 healthy runs (bench/RESULTS.md)
     ("DataReplay", "DataReplay", {}),
     ("AttentionLogitGrowth", "AttentionLogitGrowth", {}),
+    # issue 29: initialisation x8 (designed on the cnn and rnn families; docs/RULES.md)
+    ("InitialLossTooHigh", "InitialLossTooHigh", {"factor": "1.4"}),
 )
 
 
