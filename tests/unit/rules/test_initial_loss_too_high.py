@@ -186,3 +186,24 @@ def test_it_asks_the_serverless_evaluator_for_the_runs_first_steps(tmp_path):
     assert rule.history_steps() == 0
     assert rule.leading_steps() == 16
     assert np.isfinite(rule.factor)
+
+
+def test_the_serverless_evaluator_fires_at_the_first_step_and_judges_no_later_one(tmp_path):
+    from tornasole.evaluator.models import RuleConfig
+    from tornasole.evaluator.runner import StepFiles, StepRunner
+
+    _numpy_run(tmp_path / "a", [5.0, 1.0, 1.0])  # global steps 0-2 TRAIN, 3 EVAL
+    rules = [RuleConfig(name="Init", rule_to_invoke="InitialLossTooHigh", parameters={"num_classes": "3"})]
+    asked: list[tuple[int, int]] = []
+
+    def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
+        asked.append((depth, lead))
+        return [(s, ("worker_0",)) for s in range(lead)]
+
+    runner = StepRunner()
+    (first,) = runner.run("job", str(tmp_path / "a"), StepFiles(0, ("worker_0",)), rules, history)
+    assert first.error is None and first.fired
+    assert "is 4.551x the chance level 1.099 (ln 3, num_classes)" in first.details
+    (later,) = runner.run("job", str(tmp_path / "a"), StepFiles(2, ("worker_0",)), rules, history)
+    assert later.error is None and not later.fired
+    assert asked[-1] == (0, 8)  # only the run's first steps, never a recent window
