@@ -202,8 +202,10 @@ def test_the_serverless_evaluator_fires_at_the_first_step_and_judges_no_later_on
 
     runner = StepRunner()
     (first,) = runner.run("job", str(tmp_path / "a"), StepFiles(0, ("worker_0",)), rules, history)
-    assert first.error is None and first.fired
+    assert first.error is None
+    assert first.fired
     assert "is 4.551x the chance level 1.099 (ln 3, num_classes)" in first.details
     (later,) = runner.run("job", str(tmp_path / "a"), StepFiles(2, ("worker_0",)), rules, history)
-    assert later.error is None and not later.fired
+    assert later.error is None
+    assert not later.fired
     assert asked[-1] == (0, 8)  # only the run's first steps, never a recent window
