@@ -209,3 +209,19 @@ def test_the_serverless_evaluator_fires_at_the_first_step_and_judges_no_later_on
     assert later.error is None
     assert not later.fired
     assert asked[-1] == (0, 8)  # only the run's first steps, never a recent window
+
+
+def test_a_later_loss_is_never_taken_for_the_first(tmp_path):
+    # WHY: the serverless evaluator builds a step's trial from its own index files and the run's first
+    # steps; when those are missing (not yet listed, or a save configuration that starts later), the
+    # earliest loss it holds is a later step's, which says nothing about the initialisation
+    from tornasole.evaluator.models import RuleConfig
+    from tornasole.evaluator.runner import StepFiles, StepRunner
+
+    _numpy_run(tmp_path / "a", [1.0, 5.0])  # a healthy start, then a jump at TRAIN step 1
+    rules = [RuleConfig(name="Init", rule_to_invoke="InitialLossTooHigh", parameters={"num_classes": "3"})]
+    (outcome,) = StepRunner().run(
+        "job", str(tmp_path / "a"), StepFiles(1, ("worker_0",)), rules, lambda depth, lead: []
+    )
+    assert outcome.error is None
+    assert not outcome.fired

@@ -7,7 +7,10 @@ many times higher means confident wrong outputs before any training: weights ini
 scale (DeepFD's initialisation mutant) or unnormalised inputs.
 
 Reading: the mean of the first ``steps`` losses saved in TRAIN mode (GLOBAL for a trial saved without
-modes) is judged once, at the last of them; the rule fires when it exceeds ``factor`` x the chance level.
+modes), the first of them at the mode's step 0, is judged once, at the last of them; the rule fires when
+it exceeds ``factor`` x the chance level. A trial whose first saved loss is a later step's (a save
+configuration starting later; the serverless evaluator's view of a long run without its first steps) is
+not judged: that loss is no loss at initialisation.
 The chance level, first found wins:
 
 1. ``chance_loss``, when set (any loss: e.g. the variance of a regression's targets for an MSE);
@@ -99,6 +102,8 @@ class InitialLossTooHigh(BuiltinRule):
             saved = self.same_mode_steps(name, step, mode)
             if len(saved) != self.steps or saved[-1] != step:
                 continue  # judged once: at the ``steps``-th saved loss of the mode
+            if (saved[0] if mode == GLOBAL else self.base_trial.mode_step(saved[0])) != 0:
+                continue  # the first loss the trial holds is not the first step's (a window of a long run)
             values = [self.scalar(name, s) for s in saved]
             if any(v is None or not math.isfinite(v) for v in values):
                 continue  # a non-finite loss is ExplodingTensor's finding
