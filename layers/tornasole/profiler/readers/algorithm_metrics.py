@@ -5,10 +5,9 @@ from __future__ import annotations
 import bisect
 
 from tornasole.profiler.format import paths
-from tornasole.profiler.readers.base import MAX_FILE_BYTES, LocalRootReader, MetricsReaderBase, S3RootReader
+from tornasole.profiler.readers.base import LocalRootReader, MetricsReaderBase, S3RootReader
 from tornasole.profiler.readers.file_names import parse_trace_file_name
 from tornasole.profiler.readers.trace_events import SMProfilerEvents
-from tornasole.storage import Storage
 
 __all__ = ["AlgorithmMetricsReader", "LocalAlgorithmMetricsReader", "S3AlgorithmMetricsReader"]
 
@@ -22,15 +21,7 @@ class AlgorithmMetricsReader(MetricsReaderBase):
 
     prefix = "framework"
 
-    def __init__(
-        self,
-        root: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        super().__init__(root, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)
+    def _make_parsers(self) -> None:
         self._PythontimelineEventsParser = SMProfilerEvents()
         self._DetailedframeworkEventsParser = SMProfilerEvents(type="DetailedframeworkMetrics")
         self._HorovordEventsParser = SMProfilerEvents(type="HorovodMetrics")
@@ -41,7 +32,6 @@ class AlgorithmMetricsReader(MetricsReaderBase):
             "horovod_timeline.json": self._HorovordEventsParser,
             "smdataparallel_timeline.json": self._SMdataparallelEventsParser,
         }
-        self.refresh_event_file_list()
 
     def get_all_event_parsers(self) -> list:
         return list(self._parsers_by_suffix.values())

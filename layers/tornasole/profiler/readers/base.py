@@ -108,8 +108,15 @@ class MetricsReaderBase:
         self._parsed_files: set[str] = set()
         self._start_after: str | None = None
         self.logger = logger
+        self._make_parsers()
+        # listed at once, so that get_timestamp_of_latest_available_file() answers before any query (smdebug)
+        self.refresh_event_file_list()
 
     # --- what a subclass says -------------------------------------------------------------------------
+    def _make_parsers(self) -> None:
+        """Create the parsers this reader decodes its files into (before the first listing)."""
+        raise NotImplementedError
+
     def get_all_event_parsers(self) -> list:
         raise NotImplementedError
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import bisect
 
-from tornasole.profiler.readers.base import MAX_FILE_BYTES, LocalRootReader, MetricsReaderBase, S3RootReader
+from tornasole.profiler.readers.base import LocalRootReader, MetricsReaderBase, S3RootReader
 from tornasole.profiler.readers.file_names import get_utctimestamp_us_since_epoch_from_system_profiler_file
 from tornasole.profiler.readers.system_events import ProfilerSystemEvents
-from tornasole.storage import Storage
 
 __all__ = ["SystemMetricsReader", "LocalSystemMetricsReader", "S3SystemMetricsReader"]
 
@@ -17,18 +16,8 @@ class SystemMetricsReader(MetricsReaderBase):
 
     prefix = "system"
 
-    def __init__(
-        self,
-        root: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        super().__init__(root, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)
+    def _make_parsers(self) -> None:
         self._SystemProfilerEventParser = ProfilerSystemEvents()
-        # pre-built, so that get_timestamp_of_latest_available_file() answers before any query (as smdebug)
-        self.refresh_event_file_list()
 
     def get_all_event_parsers(self) -> list:
         return [self._SystemProfilerEventParser]
