@@ -16,9 +16,9 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from tornasole.exceptions import ConfigurationError
+from tornasole.exceptions import ConfigurationError, FormatError
 from tornasole.profiler.format import paths
 from tornasole.profiler.readers.bounded_read import MAX_FILE_BYTES, ProfilerFileTooLarge
 from tornasole.profiler.readers.units import (
@@ -185,20 +185,42 @@ class MetricsReaderBase:
         return _env_microseconds(ENV_TIME_BUFFER, TIME_BUFFER_DEFAULT)
 
     # --- reading --------------------------------------------------------------------------------------
-    def parse_event_files(self, event_files: Iterable[str]) -> None:
-        """Read and decode the files not read yet (concurrently through storage), each at most the cap."""
+    def listed_files(self) -> list[str]:
+        """Every file listed so far, oldest first (by the time its name carries)."""
+        return [
+            f for stamp in sorted(self._timestamp_to_filename) for f in self._timestamp_to_filename[stamp]
+        ]
+
+    def parse_event_files(
+        self, event_files: Iterable[str], *, on_error: Callable[[str, FormatError], None] | None = None
+    ) -> None:
+        """Read and decode the files not read yet (concurrently through storage), each at most the cap.
+
+        A file that cannot be read, is over the cap or does not decode raises, naming it; with
+        ``on_error`` it is handed there instead (its error names it) and the other files are still
+        read: a whole-run view (the report) shows what it can and lists what it could not.
+        """
         todo = [f for f in dict.fromkeys(event_files) if f not in self._parsed_files]
         if not todo:
             return
         cap = self._max_file_bytes
-        results = self._storage.read_many([ReadRequest(f, 0, cap + 1) for f in todo])
+        requests = [ReadRequest(f, 0, cap + 1) for f in todo]
+        results = self._storage.read_many(requests, on_error="raise" if on_error is None else "return")
         for event_file, data in zip(todo, results):
-            if len(data) > cap:
-                raise ProfilerFileTooLarge(
-                    f"{event_file}: profiler file is over {cap} bytes (profilers rotate files at 10 MB); "
-                    "not reading it"
-                )
-            self._parse_bytes(event_file, data)
+            try:
+                if isinstance(data, BaseException):  # only with on_error: read_many raised otherwise
+                    raise FormatError(f"{event_file}: cannot read it: {data}")
+                if len(data) > cap:
+                    raise ProfilerFileTooLarge(
+                        f"{event_file}: profiler file is over {cap} bytes (profilers rotate files at 10 MB); "
+                        "not reading it"
+                    )
+                self._parse_bytes(event_file, data)
+            except FormatError as exc:
+                if on_error is None:
+                    raise
+                on_error(event_file, exc)
+                continue
             self._parsed_files.add(event_file)
 
     def _parse_bytes(self, event_file: str, data: bytes) -> None:
