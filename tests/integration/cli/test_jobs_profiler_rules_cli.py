@@ -9,25 +9,19 @@ The entries sent are the SDK's ``ProfilerRule.sagemaker(...)`` payload (compare
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from tornasole.cli.main import main
-from tornasole.local.resources import create_resources
 
 BASE = ["jobs", "register", "--name", "j1", "--s3-output", "s3://trials/j1"]
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TORNASOLE_STATE_TABLE", "tornasole-state")
-    with mock_aws():
-        create_resources("trials")
-        yield
+def stack(moto_local_resources: None) -> None:
+    """The jobs API's resources in moto (``moto_local_resources``)."""
 
 
 def _status(capsys: pytest.CaptureFixture, name: str = "j1") -> dict[str, Any]:

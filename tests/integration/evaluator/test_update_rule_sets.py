@@ -4,26 +4,20 @@ against moto (``mock_aws``)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from tornasole.evaluator.registration.job_config import from_debug_rule_configuration
 from tornasole.exceptions import InvalidJobConfiguration
 from tornasole.jobs import TornasoleJobs, update_job_rules
-from tornasole.local.resources import create_resources
 
 VG = {"RuleConfigurationName": "VanishingGradient", "RuleParameters": {"rule_to_invoke": "VanishingGradient"}}
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TORNASOLE_STATE_TABLE", "tornasole-state")
-    with mock_aws():
-        create_resources("trials")
-        yield
+def stack(moto_local_resources: None) -> None:
+    """The jobs API's resources in moto (``moto_local_resources``)."""
 
 
 def _names(desc: dict[str, Any], field: str) -> list[str]:
