@@ -64,21 +64,10 @@ class AlgorithmMetricsReader(MetricsReaderBase):
             data, node_id=parsed.node_id, source=event_file
         )
 
-    def _get_event_files_in_the_range(
-        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
-    ) -> list[str]:
-        """The files that can hold events of the window: those ending from its (buffered) start up to the
-        first one ending at or after its (buffered) end."""
-        if use_buffer:
-            buffer = self._time_buffer()
-            start_time_microseconds -= buffer
-            end_time_microseconds += buffer
-        if end_time_microseconds >= self.get_timestamp_of_latest_available_file():
-            self.refresh_event_file_list()
-        stamps = sorted(self._timestamp_to_filename)
-        lower = bisect.bisect_left(stamps, start_time_microseconds)
-        upper = bisect.bisect_left(stamps, end_time_microseconds)
-        return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
+    def _first_file_index(self, stamps: list[int], start_us: int) -> int:
+        """A trace file's name carries its last event's end: the first file ending at or after the start
+        holds the first events of the window."""
+        return bisect.bisect_left(stamps, start_us)
 
 
 class LocalAlgorithmMetricsReader(LocalRootReader, AlgorithmMetricsReader):

@@ -126,9 +126,9 @@ class MetricsReaderBase:
     def _get_event_parser(self, event_file: str):
         raise NotImplementedError
 
-    def _get_event_files_in_the_range(
-        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
-    ) -> list[str]:
+    def _first_file_index(self, stamps: list[int], start_us: int) -> int:
+        """Where in the sorted file times ``stamps`` the files that can hold events from ``start_us`` on
+        begin (what a name's time means differs between system and trace files)."""
         raise NotImplementedError
 
     # --- the file list --------------------------------------------------------------------------------
@@ -183,6 +183,23 @@ class MetricsReaderBase:
 
     def _time_buffer(self) -> int:
         return _env_microseconds(ENV_TIME_BUFFER, TIME_BUFFER_DEFAULT)
+
+    def _get_event_files_in_the_range(
+        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
+    ) -> list[str]:
+        """The files that can hold events of the window (padded by the time buffer): from the one
+        :meth:`_first_file_index` picks for its start to the first whose time is at or after its end.
+        A window reaching past the newest file listed lists again first (a live job's new files)."""
+        if use_buffer:
+            buffer = self._time_buffer()
+            start_time_microseconds -= buffer
+            end_time_microseconds += buffer
+        if end_time_microseconds >= self.get_timestamp_of_latest_available_file():
+            self.refresh_event_file_list()
+        stamps = sorted(self._timestamp_to_filename)
+        lower = self._first_file_index(stamps, start_time_microseconds)
+        upper = bisect.bisect_left(stamps, end_time_microseconds)
+        return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
 
     # --- reading --------------------------------------------------------------------------------------
     def listed_files(self) -> list[str]:
