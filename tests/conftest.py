@@ -113,5 +113,19 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+@pytest.fixture
+def moto_local_resources(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Local mode's resources (state table ``tornasole-state``, trials bucket ``trials``) in an in-process
+    moto (``mock_aws``), for tests that drive the jobs API or the CLI in this process."""
+    from moto import mock_aws
+
+    from tornasole.local.resources import create_resources
+
+    monkeypatch.setenv("TORNASOLE_STATE_TABLE", "tornasole-state")
+    with mock_aws():
+        create_resources("trials")
+        yield
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")

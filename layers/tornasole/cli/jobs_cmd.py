@@ -56,6 +56,15 @@ def add_parser(sub: Any) -> None:
         help="built-in rule (repeatable); a list parameter takes comma-separated values "
         "(AllZero:collection_names=weights,gradients)",
     )
+    reg.add_argument(
+        "--profiler-rule",
+        action="append",
+        default=[],
+        metavar="NAME[:k=v,...]",
+        help="profiler rule (repeatable), sent as a ProfilerRuleConfigurations entry, as the SDK's "
+        "ProfilerRule.sagemaker(...) does (LowGPUUtilization:threshold_p95=60,window=200); "
+        "`tornasole rules list` names them and their parameters",
+    )
     reg.add_argument("--rule-file", help="custom rule source (.py, local path or s3://)")
     reg.add_argument("--rule-class", help="class to load from --rule-file")
     reg.add_argument(
@@ -83,7 +92,12 @@ def add_parser(sub: Any) -> None:
         metavar="SECONDS",
         help="end the job (Failed, IdleTimeout) after this long without new data (default: 6 hours)",
     )
-    reg.add_argument("--update", action="store_true", help="replace the rules of an existing job")
+    reg.add_argument(
+        "--update",
+        action="store_true",
+        help="replace the rules of an existing job: the tensor rules when a --rule/--rule-file is given, "
+        "the profiler rules when a --profiler-rule is given; a kind not named is kept",
+    )
     reg.set_defaults(func=register, parser=reg)
 
     ls = jsub.add_parser("list", help="registered jobs")

@@ -1,7 +1,9 @@
 """``tornasole jobs register``: build rule configurations from options or a saved request, register, report.
 
 Options (``--rule NAME[:k=v,...]``, ``--rule-file``/``--rule-class``,
-``--action``) become SageMaker-shaped ``DebugRuleConfigurations``; with no
+``--action``) become SageMaker-shaped ``DebugRuleConfigurations``, and
+``--profiler-rule NAME[:k=v,...]`` ``ProfilerRuleConfigurations`` (the entries
+the SDK's ``ProfilerRule.sagemaker(...)`` sends); with no
 rule option a new job gets the recommended set
 (``tornasole.rules.recommended_rules()``), named in the output; a saved
 ``CreateTrainingJob`` request (``--from-request FILE``) goes to
@@ -25,7 +27,7 @@ from tornasole.cli.errors import EXIT_OK, EXIT_USAGE
 from tornasole.cli.rules_cmd import parse_param, parse_rule_spec
 from tornasole.cli.watch import check_bucket
 
-__all__ = ["read_request", "register", "rule_configurations"]
+__all__ = ["profiler_rule_configurations", "read_request", "register", "rule_configurations"]
 
 
 def _action_json(actions: list[str]) -> str | None:
@@ -55,8 +57,24 @@ def _action_json(actions: list[str]) -> str | None:
     return json.dumps(items) if items else None
 
 
-def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """``DebugRuleConfigurations`` entries from the command line (all parameters as strings)."""
+def profiler_rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``ProfilerRuleConfigurations`` entries from ``--profiler-rule`` (parameters as strings), the
+    payload of the SDK's ``ProfilerRule.sagemaker(rule_configs.<rule>(), rule_parameters=...)``; names
+    and parameters are checked by the library, as the tensor rules' are."""
+    rules = []
+    for spec in getattr(args, "profiler_rule", None) or []:
+        name, params = parse_rule_spec(spec)
+        rules.append({"RuleConfigurationName": name, "RuleParameters": {"rule_to_invoke": name, **params}})
+    return rules
+
+
+def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """``DebugRuleConfigurations`` entries from the command line (all parameters as strings).
+
+    With no tensor-rule option: the recommended set for a new job without profiler rules either; an
+    empty list for a new job with profiler rules only; None (the registered ones are kept) for an
+    ``--update`` of the profiler rules.
+    """
     actions = _action_json(args.action)
     rules = []
     for spec in args.rule:
@@ -74,8 +92,16 @@ def rule_configurations(args: argparse.Namespace) -> list[dict[str, Any]]:
             params["action_json"] = actions
         rules.append({"RuleConfigurationName": args.rule_class, "RuleParameters": params})
     if not rules:
+        profiler = bool(getattr(args, "profiler_rule", None))
         if getattr(args, "update", False):
-            raise ValueError("--update replaces the rules: give at least one --rule NAME or --rule-file F")
+            if profiler:
+                return None
+            raise ValueError(
+                "--update replaces the rules: give at least one --rule NAME or --rule-file F "
+                "(or --profiler-rule NAME for the profiler rules)"
+            )
+        if profiler:
+            return []
         rules = recommended_configurations(actions)
     return rules
 
@@ -145,21 +171,33 @@ def register(args: argparse.Namespace) -> int:
         args.parser.error("give --name and --s3-output (or --from-request FILE)")
     jobs = jobs_of(args)
     check_bucket(args.s3_output, args.name)  # a missing bucket is "not found" (3), as `invoke` says it
+    profiler_rules = profiler_rule_configurations(args)
     if args.update:
         rules = rule_configurations(args)
         current = state_of(jobs, args.name).trial_path
-        desc = update_job_rules(args.name, rules, table_name=jobs.table.name, s3_output_path=args.s3_output)
+        desc = update_job_rules(
+            args.name,
+            rules,
+            table_name=jobs.table.name,
+            s3_output_path=args.s3_output,
+            profiler_rules=profiler_rules or None,  # none named: the registered ones are kept
+        )
         if current.rstrip("/") != args.s3_output.rstrip("/"):
             print(f"moved {args.name} from {current} to {args.s3_output}")
     else:
         rules = rule_configurations(args)
-        desc = _register_new(jobs, args, rules)
+        desc = _register_new(jobs, args, rules, profiler_rules)
     output = (desc.get("DebugHookConfig") or {}).get("S3OutputPath") or args.s3_output
     _print_registered(jobs, desc["TrainingJobName"], desc["TrainingJobStatus"], output)
     return _after_registration(jobs, args.name)
 
 
-def _register_new(jobs: Any, args: argparse.Namespace, rules: list[dict[str, Any]]) -> dict[str, Any]:
+def _register_new(
+    jobs: Any,
+    args: argparse.Namespace,
+    rules: list[dict[str, Any]] | None,
+    profiler_rules: list[dict[str, Any]],
+) -> dict[str, Any]:
     """``register_job``; a job already registered with other rules or output names the CLI's ``--update``."""
     from tornasole.evaluator.registration.registrar import JobConflictError
     from tornasole.jobs import register_job
@@ -172,6 +210,7 @@ def _register_new(jobs: Any, args: argparse.Namespace, rules: list[dict[str, Any
             num_workers=args.num_workers,
             table_name=jobs.table.name,
             idle_timeout_s=args.idle_timeout,
+            profiler_rules=profiler_rules,
         )
     except JobConflictError as exc:
         existing = jobs.table.load_job(args.name)
@@ -250,9 +289,13 @@ def read_request(path: str) -> dict[str, Any]:
 
 
 def _register_from_request(args: argparse.Namespace) -> int:
-    clash = [
-        o for o, v in (("--name", args.name), ("--s3-output", args.s3_output), ("--rule", args.rule)) if v
-    ]
+    given = (
+        ("--name", args.name),
+        ("--s3-output", args.s3_output),
+        ("--rule", args.rule),
+        ("--profiler-rule", getattr(args, "profiler_rule", None)),
+    )
+    clash = [o for o, v in given if v]
     if clash or args.rule_file or args.update:
         extra = ", ".join(clash) or "--update/--rule-file"
         args.parser.error(f"--from-request takes name, output and rules from the file; drop {extra}")

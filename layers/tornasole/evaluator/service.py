@@ -41,7 +41,7 @@ from tornasole.stack_spec import END_MARKER_FILE, JOB_CONFIG_FILE, STOP_SIGNAL_F
 Remaining = Callable[[], float] | None  # seconds left in the invocation (None: no deadline known)
 
 if TYPE_CHECKING:
-    from tornasole.lambda_support.env import HandlerEnv
+    from tornasole.evaluator.handler_env import HandlerEnv
 
 __all__ = ["Evaluator", "CheckReport", "trial_path_of"]
 

@@ -76,14 +76,16 @@ def register_job(
     num_workers: int | None = None,
     table_name: str | None = None,
     idle_timeout_s: float | None = None,
+    profiler_rules: Any = None,
 ) -> dict[str, Any]:
     """Register a job on the evaluator (table from ``TORNASOLE_STATE_TABLE`` unless given).
 
-    Without ``rules`` the job gets ``tornasole.rules.recommended_rules()``, the calibrated set.
-    ``idle_timeout_s``: seconds without new data after which the job ends (default six hours).
+    Without ``rules`` (or ``profiler_rules``) the job gets ``tornasole.rules.recommended_rules()``, the
+    calibrated set. ``profiler_rules``: ``ProfilerRuleConfigurations`` entries. ``idle_timeout_s``:
+    seconds without new data after which the job ends (default six hours).
     """
     return TornasoleJobs(table_name).register_job(
-        name, s3_output_path, rules, hook_config, num_workers, idle_timeout_s
+        name, s3_output_path, rules, hook_config, num_workers, idle_timeout_s, profiler_rules
     )
 
 
@@ -95,10 +97,18 @@ def register_from_request(
 
 
 def update_job_rules(
-    name: str, rules: Any, table_name: str | None = None, s3_output_path: str | None = None
+    name: str,
+    rules: Any,
+    table_name: str | None = None,
+    s3_output_path: str | None = None,
+    profiler_rules: Any = None,
 ) -> dict[str, Any]:
-    """Replace a registered job's rules (the explicit change); move it when ``s3_output_path`` differs."""
-    return TornasoleJobs(table_name).update_job_rules(name, rules, s3_output_path)
+    """Replace a registered job's rules (the explicit change); move it when ``s3_output_path`` differs.
+
+    ``rules`` replaces the debug rules and ``profiler_rules`` the profiler rules; a set left ``None``
+    is kept as registered (``update_job_rules(name, [...])`` never drops the profiler rules).
+    """
+    return TornasoleJobs(table_name).update_job_rules(name, rules, s3_output_path, profiler_rules)
 
 
 def describe(job_name: str, table_name: str | None = None) -> dict[str, Any]:

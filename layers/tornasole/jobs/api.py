@@ -156,15 +156,20 @@ class TornasoleJobs:
         hook_config: Mapping[str, Any] | None = None,
         num_workers: int | None = None,
         idle_timeout_s: float | None = None,
+        profiler_rules: Any = None,
     ) -> dict[str, Any]:
         """Register a job (idempotent for identical settings); returns ``describe(name)``.
 
-        Without ``rules`` the job gets the recommended set (:func:`default_rules`). ``idle_timeout_s``:
+        Without ``rules`` (and without ``profiler_rules``) the job gets the recommended set
+        (:func:`default_rules`). ``profiler_rules``: ``ProfilerRuleConfigurations`` entries (as
+        ``ProfilerRule.sagemaker(...)`` sends them), evaluated per profiler file. ``idle_timeout_s``:
         seconds without new data after which the job ends as Failed (``IdleTimeout``; default six hours).
         """
+        if rules is None and profiler_rules:
+            rules = []
         rules = default_rules(rules)
         self.registry.register_arguments(
-            name, s3_output_path, rules, hook_config, num_workers, idle_timeout_s
+            name, s3_output_path, rules, hook_config, num_workers, idle_timeout_s, profiler_rules
         )
         return self.describe(name)
 
@@ -186,12 +191,16 @@ class TornasoleJobs:
         spec = spec_from_config(config, trial_path)
         return self.registry.register(spec, adopt_orphans=False), spec.name
 
-    def update_job_rules(self, name: str, rules: Any, s3_output_path: str | None = None) -> dict[str, Any]:
+    def update_job_rules(
+        self, name: str, rules: Any, s3_output_path: str | None = None, profiler_rules: Any = None
+    ) -> dict[str, Any]:
         """Replace a job's rules (the explicit change): unchanged rules keep their status, others restart.
 
-        With ``s3_output_path`` different from the registered one, the job moves to that trial path.
+        ``rules`` replaces the debug (tensor) rules, ``profiler_rules`` the profiler rules; a set left
+        ``None`` is kept as registered (docs/PROFILER_RULES.md). With ``s3_output_path`` different from the
+        registered one, the job moves to that trial path.
         """
-        self.registry.update(name, rules, s3_output_path)
+        self.registry.update(name, rules, s3_output_path, profiler_rules)
         return self.describe(name)
 
     # -- reading back -----------------------------------------------------------------------------

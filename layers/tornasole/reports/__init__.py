@@ -10,8 +10,8 @@ report written next to the trial when a job ends).
 
 Floor plan: on the alerts floor. Imported by the CLI (``tornasole report``) and by the evaluator's
 wiring (``Evaluator.from_env`` and the local mode inject :class:`JobReportWriter` into completion);
-imports rules (outcome, verdict, the recommended set), trials, profiler.format, storage, modes and
-exceptions only.
+imports rules (outcome, verdict, the recommended set), trials, profiler (its format and readers),
+storage, modes and exceptions only.
 """
 
 from __future__ import annotations

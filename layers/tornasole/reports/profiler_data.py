@@ -1,22 +1,27 @@
 """What the report shows of ``<trial>/profiler-output/``: utilisation series, step times, phase totals.
 
-The one module of the report that opens profiler files, through :mod:`tornasole.storage` and
-:mod:`tornasole.profiler.format` only, so the profiler's readers (``tornasole.profiler.readers``) can
-replace the two read functions here without touching the rendering. What it returns is plain data,
-already bounded: at most ``MAX_FILES`` files of each kind are read (the newest are left out, and the
-report says so), and a file that does not decode is named in ``problems`` instead of failing the report.
+Files are listed, read and decoded by the profiler's readers (:mod:`tornasole.profiler.readers`), the
+same path as smdebug's reader API and the profiler rules take: one set of file-name rules, one size cap
+per file (``max_file_bytes``) and one wording of errors. What this module returns is plain data, already
+bounded: at most ``MAX_FILES`` files of each kind are read (the newest are left out, and the report says
+so), and a file that cannot be read or decoded is named in ``problems`` instead of failing the report.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tornasole.exceptions import FormatError
 from tornasole.profiler.format import paths, system_records, trace_events
-from tornasole.storage import ReadRequest, get_storage
+from tornasole.profiler.readers import (
+    MAX_FILE_BYTES,
+    AlgorithmMetricsReader,
+    MetricsReaderBase,
+    ProfilerSystemEvent,
+    SystemMetricsReader,
+)
+from tornasole.storage import get_storage
 
 __all__ = ["MAX_FILES", "PHASES", "ProfilerData", "StepTime", "load_profiler_data"]
 
@@ -65,7 +70,7 @@ class ProfilerData:
         return not (self.utilisation or self.steps or self.phase_ms)
 
 
-def _series_label(record: system_records.SystemRecord) -> str | None:
+def _series_label(record: ProfilerSystemEvent) -> str | None:
     """The utilisation series a record belongs to (per node), or None for one the report does not draw
     (per-core CPU lines would be one series per core: the machine total says it)."""
     node = record.node_id or "node"
@@ -83,66 +88,49 @@ def _series_label(record: system_records.SystemRecord) -> str | None:
     return None
 
 
-def _list(root: str, prefix: str, parse: Callable[[str], object]) -> tuple[list[str], int]:
-    storage = get_storage(root)
-    found = [p for p in storage.list(f"{root}/{prefix}/") if parse(p) is not None]
-    left_out = max(0, len(found) - MAX_FILES)
-    return found[:MAX_FILES], left_out
+def _read_listed(reader: MetricsReaderBase, data: ProfilerData) -> tuple[int, list]:
+    """Read the oldest ``MAX_FILES`` files ``reader`` listed (the rest are counted in
+    ``data.files_left_out``); a file it cannot read or decode is a problem of ``data``, not an error.
+    Returns how many files were read and their events."""
+    files = reader.listed_files()
+    data.files_left_out += max(0, len(files) - MAX_FILES)
+    files = files[:MAX_FILES]
+    reader.parse_event_files(files, on_error=lambda _path, exc: _problem(data, str(exc)))
+    return len(files), [
+        event for parser in reader.get_all_event_parsers() for event in parser.get_all_events()
+    ]
 
 
-def _read_all(root: str, files: list[str]) -> list[bytes | BaseException]:
-    if not files:
-        return []
-    return get_storage(root).read_many([ReadRequest(p) for p in files], on_error="return")
-
-
-def read_system(data: ProfilerData) -> None:
+def read_system(data: ProfilerData, reader: SystemMetricsReader) -> None:
     """Fill ``data.utilisation`` from the system-metric files (one series per node and dimension)."""
-    files, left = _list(data.root, paths.SYSTEM_PREFIX, paths.parse_system_file_name)
-    data.system_files, data.files_left_out = len(files), data.files_left_out + left
+    data.system_files, samples = _read_listed(reader, data)
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for path, body in zip(files, _read_all(data.root, files)):
-        try:
-            if isinstance(body, BaseException):
-                raise FormatError(f"{path}: {body}")
-            records = system_records.decode_records(body, source=path)
-        except FormatError as exc:
-            _problem(data, str(exc))
-            continue
-        for record in records:
-            label = _series_label(record)
-            if label is not None:
-                series[label].append((record.timestamp, record.value))
+    for sample in samples:
+        label = _series_label(sample)
+        if label is not None:
+            series[label].append((sample.timestamp, sample.value))
     data.utilisation = {k: sorted(v) for k, v in sorted(series.items())}
 
 
-def read_framework(data: ProfilerData) -> None:
+def read_framework(data: ProfilerData, reader: AlgorithmMetricsReader) -> None:
     """Fill ``data.steps`` and ``data.phase_ms`` from the trace-event files."""
-    files, left = _list(data.root, paths.FRAMEWORK_PREFIX, paths.parse_framework_file_name)
-    data.framework_files, data.files_left_out = len(files), data.files_left_out + left
+    data.framework_files, events = _read_listed(reader, data)
     phase_words = dict(PHASES)
     totals: dict[str, float] = {word: 0.0 for _, word in PHASES}
-    for path, body in zip(files, _read_all(data.root, files)):
-        parsed = paths.parse_framework_file_name(path)
-        node = parsed.node_id if parsed is not None else "node"
-        try:
-            if isinstance(body, BaseException):
-                raise FormatError(f"{path}: {body}")
-            trace = trace_events.decode_trace_file(body, source=path)
-        except FormatError as exc:
-            _problem(data, str(exc))
-            continue
-        for event in trace.events:
-            if event.phase.startswith(trace_events.STEP_PREFIX):
-                try:
-                    step = int(str(event.args.get("step_num", "")))
-                except ValueError:
-                    _problem(data, f"{path}: step event at {event.start_us} us has no integer step_num")
-                    continue
-                mode = event.phase[len(trace_events.STEP_PREFIX) :]
-                data.steps.append(StepTime(step, mode, node, event.start_us / 1e6, event.duration_us / 1e3))
-            elif event.phase in phase_words:
-                totals[phase_words[event.phase]] += event.duration_us / 1e3
+    for event in events:
+        if event.event_phase.startswith(trace_events.STEP_PREFIX):
+            try:
+                step = int(str((event.event_args or {}).get("step_num", "")))
+            except ValueError:
+                where = f"trace events of node {event.node_id}: step event at {event.start_time} us"
+                _problem(data, f"{where} has no integer step_num")
+                continue
+            mode = event.event_phase[len(trace_events.STEP_PREFIX) :]
+            data.steps.append(
+                StepTime(step, mode, event.node_id, event.start_time / 1e6, event.duration / 1e3)
+            )
+        elif event.event_phase in phase_words:
+            totals[phase_words[event.event_phase]] += event.duration / 1e3
     data.steps.sort(key=lambda s: (s.start_s, s.step))
     data.phase_ms = {k: v for k, v in totals.items() if v > 0}
 
@@ -159,11 +147,15 @@ def profiler_present(trial_path: str) -> bool:
     return next(iter(get_storage(root).list(root + "/")), None) is not None
 
 
-def load_profiler_data(trial_path: str) -> ProfilerData | None:
-    """The profiler data of ``trial_path``, or None when it has no ``profiler-output/``."""
+def load_profiler_data(trial_path: str, *, max_file_bytes: int = MAX_FILE_BYTES) -> ProfilerData | None:
+    """The profiler data of ``trial_path``, or None when it has no ``profiler-output/``.
+
+    ``max_file_bytes``: a file larger than this is not read (a problem naming it); the readers' cap.
+    """
     if not profiler_present(trial_path):
         return None
     data = ProfilerData(root=paths.profiler_root(trial_path))
-    read_system(data)
-    read_framework(data)
+    storage = get_storage(data.root)
+    read_system(data, SystemMetricsReader(data.root, storage=storage, max_file_bytes=max_file_bytes))
+    read_framework(data, AlgorithmMetricsReader(data.root, storage=storage, max_file_bytes=max_file_bytes))
     return data

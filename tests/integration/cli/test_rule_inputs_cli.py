@@ -5,24 +5,18 @@ read nothing is ``NothingEvaluated`` (not an issue for ``--fail-on-issues``), an
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from moto import mock_aws
 
 from tornasole import Hook, SaveConfig
 from tornasole.cli.main import main
-from tornasole.local.resources import create_resources
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TORNASOLE_STATE_TABLE", "tornasole-state")
-    with mock_aws():
-        create_resources("trials")
-        yield
+def stack(moto_local_resources: None) -> None:
+    """The jobs API's resources in moto (``moto_local_resources``)."""
 
 
 def _request(tmp_path: Path, collections: list[dict]) -> str:

@@ -8,14 +8,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from evaluator_stack import TRIAL, Stack
-from test_completion import summary
-
-from tornasole.format.writer import StepWriter
-from tornasole.jobs import TornasoleJobs
-from tornasole.modes import ModeKeys
-from tornasole.rules import create_rule, invoke_rule
-from tornasole.trials import create_trial
+from evaluator_stack import Stack
+from rule_runs import assert_all_quiet, assert_each_fires_as_offline, run_in_evaluator
 
 STEPS = 36
 ONSET = 26
@@ -63,20 +57,7 @@ def _tensors(step: int, broken: bool) -> dict[str, np.ndarray]:
 
 
 def _run(stack: Stack, broken: bool) -> dict[str, tuple[str, str]]:
-    TornasoleJobs().register_job("my-job", TRIAL, RULES)
-    stack.write_collections()
-    for step in range(STEPS):
-        sw = StepWriter(step, "worker_0", mode=ModeKeys.TRAIN, mode_step=step)
-        for name, value in _tensors(step, broken).items():
-            sw.add_tensor(name, value, wall_time=1.0)
-        stack.writer().write_step(sw)
-        for note in stack.notifications():
-            stack.deliver(note)
-    stack.write_end()
-    for note in stack.notifications():
-        stack.deliver(note)
-    assert stack.describe()["TrainingJobStatus"] == "Completed"
-    return summary()
+    return run_in_evaluator(stack, RULES, STEPS, lambda step: _tensors(step, broken))
 
 
 def test_each_new_rule_fires_at_its_failure_in_the_evaluator_as_offline(stack: Stack) -> None:
@@ -87,23 +68,11 @@ def test_each_new_rule_fires_at_its_failure_in_the_evaluator_as_offline(stack: S
         "LearningRateDiscontinuity": ONSET,
         "NonFiniteOrigin": ONSET + 2,
     }
-    for conf in RULES:
-        name = conf["RuleConfigurationName"]
-        status, details = got[name]
-        assert status == "IssuesFound", (name, details)
-        offline = invoke_rule(create_rule(name, create_trial(TRIAL), **conf["RuleParameters"]))
-        assert offline.status == "IssuesFound", name
-        assert offline.first_step is not None, name
-        if name in expected_step:
-            assert offline.first_step == expected_step[name], (name, offline.first_step)
-        assert f"step {offline.first_step}" in details or str(offline.first_step) in details, (name, details)
+    assert_each_fires_as_offline(got, RULES, expected_step)
     assert "block1" in got["NonFiniteOrigin"][1]
     assert "expert 1 of 4" in got["ExpertImbalance"][1]
     assert "layers.0.attn" in got["AttentionEntropyCollapse"][1]
 
 
 def test_the_healthy_twin_is_quiet_in_the_evaluator(stack: Stack) -> None:
-    got = _run(stack, broken=False)
-    assert {name: status for name, (status, _) in got.items()} == {
-        conf["RuleConfigurationName"]: "NoIssuesFound" for conf in RULES
-    }
+    assert_all_quiet(_run(stack, broken=False), RULES)

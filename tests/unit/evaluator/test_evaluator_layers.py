@@ -4,8 +4,10 @@ From the top: the pipeline (``service``, ``arrivals``, ``step_evaluation``, ``co
 ``lifecycle``, ``schedule``, ``decisions``, ``workers``, ``runner``, ``rule_factory``,
 ``profiler_files``); then
 ``registration`` and ``sandbox``, which never import each other; then ``store``; then the values
-every layer shares (``models``, ``details``, ``failures``, ``objects``). Imports made only for type
-checking count: a circle of annotations is still one object split across files.
+every layer shares (``models``, ``details``, ``failures``, ``objects``, and ``handler_env``, the
+settings the handlers read from the environment and hand to the ``from_env`` constructors).
+Imports made only for type checking count: a circle of annotations is still one object split across
+files.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ PIPELINE = {
         "profiler_files",
     )
 }
-VALUES = {f"{EVALUATOR}.{name}" for name in ("models", "details", "failures", "objects")}
+VALUES = {f"{EVALUATOR}.{name}" for name in ("models", "details", "failures", "objects", "handler_env")}
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from tornasole.evaluator.details import describe, profiler_rule_statuses, rule_s
 from tornasole.evaluator.models import JobSpec, RuleStatus, job_arn, rule_source_problem
 from tornasole.evaluator.objects import end_marker_present, listed_steps
 from tornasole.evaluator.registration import job_limits, job_request
-from tornasole.evaluator.registration.job_config import normalise_rules
+from tornasole.evaluator.registration.job_config import normalise_profiler_rules, normalise_rules
 from tornasole.evaluator.registration.registrar import JobConflictError, Registrar, unnamed_failure_key
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.evaluator.store.step_store import StepStore
@@ -166,8 +166,11 @@ class JobRegistry:
         hook_config: Any = None,
         num_workers: Any = None,
         idle_timeout_s: Any = None,
+        profiler_rules: Any = None,
     ) -> JobSpec:
-        spec = job_request.spec_from_arguments(name, s3_output_path, rules, hook_config, num_workers)
+        spec = job_request.spec_from_arguments(
+            name, s3_output_path, rules, hook_config, num_workers, profiler_rules
+        )
         spec = _with_idle_timeout(spec, idle_timeout_s)
         self.register(spec)
         return spec
@@ -210,12 +213,40 @@ class JobRegistry:
             log.warning("job %s is registered; the failed file is recorded for its trial only", name)
         return "invalid", name, reason
 
-    def update(self, name: str, rules: Any, s3_output_path: str | None = None) -> None:
-        """Replace a job's rules (and move it to ``s3_output_path`` when given and different)."""
+    def update(
+        self, name: str, rules: Any, s3_output_path: str | None = None, profiler_rules: Any = None
+    ) -> None:
+        """Replace a job's rules (and move it to ``s3_output_path`` when given and different).
+
+        Debug rules (``rules``) and profiler rules (``profiler_rules``) are two sets, as in SageMaker's
+        ``DebugRuleConfigurations`` and ``ProfilerRuleConfigurations``: each one given replaces that set
+        whole (an empty list empties it), each one left ``None`` is kept as registered. An update that
+        names only tensor rules therefore never drops the profiler rules it did not mention.
+        """
         state = self.table.load_job(name)
         if state is None:
             raise JobNotFoundError(f"no training job named {name!r} is registered in table {self.table.name}")
-        new = normalise_rules(rules)
+        if rules is None and profiler_rules is None:
+            raise InvalidJobConfiguration("an update names the debug rules, the profiler rules or both")
+        registered = tuple(r.config for r in state.rules)
+        named = normalise_rules(rules) if rules is not None else None
+        debug = tuple(r for r in (registered if named is None else named) if not r.profiler)
+        # RuleConfig(..., profiler=True) inside ``rules`` names profiler rules too (the one way before)
+        profiler_named = tuple(r for r in named or () if r.profiler)
+        if profiler_rules is not None:
+            profiler = normalise_profiler_rules(profiler_rules) + profiler_named
+        else:
+            profiler = profiler_named or tuple(r for r in registered if r.profiler)
+        new = debug + profiler
+        if not new:
+            raise InvalidJobConfiguration(f"job {name!r} would have no rule left: a job needs at least one")
+        names = [r.name for r in new]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise InvalidJobConfiguration(
+                "rule configuration names must be unique across debug and profiler rules; "
+                f"repeated: {repeated}"
+            )
         job_limits.check_job(new, None, name)
         path = None
         if s3_output_path is not None:

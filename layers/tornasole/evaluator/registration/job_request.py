@@ -189,11 +189,21 @@ def _build(
 
 
 def spec_from_arguments(
-    name: str, s3_output_path: str, rules: Any, hook_config: Any = None, num_workers: Any = None
+    name: str,
+    s3_output_path: str,
+    rules: Any,
+    hook_config: Any = None,
+    num_workers: Any = None,
+    profiler_rules: Any = None,
 ) -> JobSpec:
-    """``register_job(name, s3_output_path, rules, ...)``: the trial is ``s3_output_path`` itself."""
+    """``register_job(name, s3_output_path, rules, ...)``: the trial is ``s3_output_path`` itself.
+
+    ``profiler_rules``: SageMaker's ``ProfilerRuleConfigurations`` entries (``ProfilerRule.sagemaker``'s
+    payload), evaluated per profiler file; with them, ``rules`` may be empty.
+    """
     path = _s3_path(s3_output_path, "S3 output path")
-    return _build(check_job_name(name), path, rules, hook_config, num_workers)
+    profiler = normalise_profiler_rules(profiler_rules)
+    return _build(check_job_name(name), path, rules, hook_config, num_workers, profiler_rules=profiler)
 
 
 def _object(value: Any, what: str) -> Mapping[str, Any]:

@@ -50,7 +50,7 @@ from tornasole.evaluator.store.state_table import Conflict, StateTable
 from tornasole.stack_spec import ALERT_ATTR_ACTION, ALERT_ATTR_ENDPOINT, ALERT_ATTR_JOB, DEFAULT_SPEC
 
 if TYPE_CHECKING:
-    from tornasole.lambda_support.env import HandlerEnv
+    from tornasole.evaluator.handler_env import HandlerEnv
 
 __all__ = [
     "CLAIM_TIMEOUT_MS",

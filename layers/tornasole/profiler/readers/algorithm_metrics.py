@@ -5,10 +5,9 @@ from __future__ import annotations
 import bisect
 
 from tornasole.profiler.format import paths
-from tornasole.profiler.readers.base import MAX_FILE_BYTES, LocalRootReader, MetricsReaderBase, S3RootReader
+from tornasole.profiler.readers.base import LocalRootReader, MetricsReaderBase, S3RootReader
 from tornasole.profiler.readers.file_names import parse_trace_file_name
 from tornasole.profiler.readers.trace_events import SMProfilerEvents
-from tornasole.storage import Storage
 
 __all__ = ["AlgorithmMetricsReader", "LocalAlgorithmMetricsReader", "S3AlgorithmMetricsReader"]
 
@@ -22,15 +21,7 @@ class AlgorithmMetricsReader(MetricsReaderBase):
 
     prefix = "framework"
 
-    def __init__(
-        self,
-        root: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        super().__init__(root, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)
+    def _make_parsers(self) -> None:
         self._PythontimelineEventsParser = SMProfilerEvents()
         self._DetailedframeworkEventsParser = SMProfilerEvents(type="DetailedframeworkMetrics")
         self._HorovordEventsParser = SMProfilerEvents(type="HorovodMetrics")
@@ -41,7 +32,6 @@ class AlgorithmMetricsReader(MetricsReaderBase):
             "horovod_timeline.json": self._HorovordEventsParser,
             "smdataparallel_timeline.json": self._SMdataparallelEventsParser,
         }
-        self.refresh_event_file_list()
 
     def get_all_event_parsers(self) -> list:
         return list(self._parsers_by_suffix.values())
@@ -74,21 +64,10 @@ class AlgorithmMetricsReader(MetricsReaderBase):
             data, node_id=parsed.node_id, source=event_file
         )
 
-    def _get_event_files_in_the_range(
-        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
-    ) -> list[str]:
-        """The files that can hold events of the window: those ending from its (buffered) start up to the
-        first one ending at or after its (buffered) end."""
-        if use_buffer:
-            buffer = self._time_buffer()
-            start_time_microseconds -= buffer
-            end_time_microseconds += buffer
-        if end_time_microseconds >= self.get_timestamp_of_latest_available_file():
-            self.refresh_event_file_list()
-        stamps = sorted(self._timestamp_to_filename)
-        lower = bisect.bisect_left(stamps, start_time_microseconds)
-        upper = bisect.bisect_left(stamps, end_time_microseconds)
-        return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
+    def _first_file_index(self, stamps: list[int], start_us: int) -> int:
+        """A trace file's name carries its last event's end: the first file ending at or after the start
+        holds the first events of the window."""
+        return bisect.bisect_left(stamps, start_us)
 
 
 class LocalAlgorithmMetricsReader(LocalRootReader, AlgorithmMetricsReader):

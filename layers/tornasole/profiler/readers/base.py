@@ -16,9 +16,9 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from tornasole.exceptions import ConfigurationError
+from tornasole.exceptions import ConfigurationError, FormatError
 from tornasole.profiler.format import paths
 from tornasole.profiler.readers.bounded_read import MAX_FILE_BYTES, ProfilerFileTooLarge
 from tornasole.profiler.readers.units import (
@@ -108,8 +108,15 @@ class MetricsReaderBase:
         self._parsed_files: set[str] = set()
         self._start_after: str | None = None
         self.logger = logger
+        self._make_parsers()
+        # listed at once, so that get_timestamp_of_latest_available_file() answers before any query (smdebug)
+        self.refresh_event_file_list()
 
     # --- what a subclass says -------------------------------------------------------------------------
+    def _make_parsers(self) -> None:
+        """Create the parsers this reader decodes its files into (before the first listing)."""
+        raise NotImplementedError
+
     def get_all_event_parsers(self) -> list:
         raise NotImplementedError
 
@@ -119,9 +126,9 @@ class MetricsReaderBase:
     def _get_event_parser(self, event_file: str):
         raise NotImplementedError
 
-    def _get_event_files_in_the_range(
-        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
-    ) -> list[str]:
+    def _first_file_index(self, stamps: list[int], start_us: int) -> int:
+        """Where in the sorted file times ``stamps`` the files that can hold events from ``start_us`` on
+        begin (what a name's time means differs between system and trace files)."""
         raise NotImplementedError
 
     # --- the file list --------------------------------------------------------------------------------
@@ -177,21 +184,60 @@ class MetricsReaderBase:
     def _time_buffer(self) -> int:
         return _env_microseconds(ENV_TIME_BUFFER, TIME_BUFFER_DEFAULT)
 
+    def _get_event_files_in_the_range(
+        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
+    ) -> list[str]:
+        """The files that can hold events of the window (padded by the time buffer): from the one
+        :meth:`_first_file_index` picks for its start to the first whose time is at or after its end.
+        A window reaching past the newest file listed lists again first (a live job's new files)."""
+        if use_buffer:
+            buffer = self._time_buffer()
+            start_time_microseconds -= buffer
+            end_time_microseconds += buffer
+        if end_time_microseconds >= self.get_timestamp_of_latest_available_file():
+            self.refresh_event_file_list()
+        stamps = sorted(self._timestamp_to_filename)
+        lower = self._first_file_index(stamps, start_time_microseconds)
+        upper = bisect.bisect_left(stamps, end_time_microseconds)
+        return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
+
     # --- reading --------------------------------------------------------------------------------------
-    def parse_event_files(self, event_files: Iterable[str]) -> None:
-        """Read and decode the files not read yet (concurrently through storage), each at most the cap."""
+    def listed_files(self) -> list[str]:
+        """Every file listed so far, oldest first (by the time its name carries)."""
+        return [
+            f for stamp in sorted(self._timestamp_to_filename) for f in self._timestamp_to_filename[stamp]
+        ]
+
+    def parse_event_files(
+        self, event_files: Iterable[str], *, on_error: Callable[[str, FormatError], None] | None = None
+    ) -> None:
+        """Read and decode the files not read yet (concurrently through storage), each at most the cap.
+
+        A file that cannot be read, is over the cap or does not decode raises, naming it; with
+        ``on_error`` it is handed there instead (its error names it) and the other files are still
+        read: a whole-run view (the report) shows what it can and lists what it could not.
+        """
         todo = [f for f in dict.fromkeys(event_files) if f not in self._parsed_files]
         if not todo:
             return
         cap = self._max_file_bytes
-        results = self._storage.read_many([ReadRequest(f, 0, cap + 1) for f in todo])
+        requests = [ReadRequest(f, 0, cap + 1) for f in todo]
+        results = self._storage.read_many(requests, on_error="raise" if on_error is None else "return")
         for event_file, data in zip(todo, results):
-            if len(data) > cap:
-                raise ProfilerFileTooLarge(
-                    f"{event_file}: profiler file is over {cap} bytes (profilers rotate files at 10 MB); "
-                    "not reading it"
-                )
-            self._parse_bytes(event_file, data)
+            try:
+                if isinstance(data, BaseException):  # only with on_error: read_many raised otherwise
+                    raise FormatError(f"{event_file}: cannot read it: {data}")
+                if len(data) > cap:
+                    raise ProfilerFileTooLarge(
+                        f"{event_file}: profiler file is over {cap} bytes (profilers rotate files at 10 MB); "
+                        "not reading it"
+                    )
+                self._parse_bytes(event_file, data)
+            except FormatError as exc:
+                if on_error is None:
+                    raise
+                on_error(event_file, exc)
+                continue
             self._parsed_files.add(event_file)
 
     def _parse_bytes(self, event_file: str, data: bytes) -> None:

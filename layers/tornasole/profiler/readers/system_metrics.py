@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import bisect
 
-from tornasole.profiler.readers.base import MAX_FILE_BYTES, LocalRootReader, MetricsReaderBase, S3RootReader
+from tornasole.profiler.readers.base import LocalRootReader, MetricsReaderBase, S3RootReader
 from tornasole.profiler.readers.file_names import get_utctimestamp_us_since_epoch_from_system_profiler_file
 from tornasole.profiler.readers.system_events import ProfilerSystemEvents
-from tornasole.storage import Storage
 
 __all__ = ["SystemMetricsReader", "LocalSystemMetricsReader", "S3SystemMetricsReader"]
 
@@ -17,18 +16,8 @@ class SystemMetricsReader(MetricsReaderBase):
 
     prefix = "system"
 
-    def __init__(
-        self,
-        root: str,
-        use_in_memory_cache: bool = False,
-        *,
-        storage: Storage | None = None,
-        max_file_bytes: int = MAX_FILE_BYTES,
-    ) -> None:
-        super().__init__(root, use_in_memory_cache, storage=storage, max_file_bytes=max_file_bytes)
+    def _make_parsers(self) -> None:
         self._SystemProfilerEventParser = ProfilerSystemEvents()
-        # pre-built, so that get_timestamp_of_latest_available_file() answers before any query (as smdebug)
-        self.refresh_event_file_list()
 
     def get_all_event_parsers(self) -> list:
         return [self._SystemProfilerEventParser]
@@ -42,21 +31,10 @@ class SystemMetricsReader(MetricsReaderBase):
     def _parse_bytes(self, event_file: str, data: bytes) -> None:
         self._SystemProfilerEventParser.read_events_from_bytes(data, source=event_file)
 
-    def _get_event_files_in_the_range(
-        self, start_time_microseconds: int, end_time_microseconds: int, use_buffer: bool = True
-    ) -> list[str]:
-        """The files that can hold samples of the window: from the last file starting at or before its
-        (buffered) start to the first file starting at or after its (buffered) end."""
-        if use_buffer:
-            buffer = self._time_buffer()
-            start_time_microseconds -= buffer
-            end_time_microseconds += buffer
-        if end_time_microseconds >= self.get_timestamp_of_latest_available_file():
-            self.refresh_event_file_list()
-        stamps = sorted(self._timestamp_to_filename)
-        lower = max(bisect.bisect_right(stamps, start_time_microseconds) - 1, 0)
-        upper = bisect.bisect_left(stamps, end_time_microseconds)
-        return [f for stamp in stamps[lower : upper + 1] for f in self._timestamp_to_filename[stamp]]
+    def _first_file_index(self, stamps: list[int], start_us: int) -> int:
+        """A system file's name carries its first sample: the last file starting at or before the start
+        holds the first samples of the window."""
+        return max(bisect.bisect_right(stamps, start_us) - 1, 0)
 
 
 class LocalSystemMetricsReader(LocalRootReader, SystemMetricsReader):
