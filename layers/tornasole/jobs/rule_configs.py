@@ -81,6 +81,7 @@ __all__ = [
     "attention_entropy_collapse",
     "data_replay",
     "attention_logit_growth",
+    "softmax_before_cross_entropy",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -309,6 +310,11 @@ def data_replay(**rule_parameters: Any) -> dict[str, Any]:
 def attention_logit_growth(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.AttentionLogitGrowth` (Tornasole's)."""
     return _config("AttentionLogitGrowth", rule_parameters)
+
+
+def softmax_before_cross_entropy(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.SoftmaxBeforeCrossEntropy` (Tornasole's)."""
+    return _config("SoftmaxBeforeCrossEntropy", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

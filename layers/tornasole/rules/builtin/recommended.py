@@ -84,6 +84,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # issue 30's remaining two: no alarm on the LM families' 30 healthy runs (bench/RESULTS.md)
     ("DataReplay", "DataReplay", {}),
     ("AttentionLogitGrowth", "AttentionLogitGrowth", {}),
+    # issue 29: the loss's input read from the trial; designed on the cnn and transformer families
+    ("SoftmaxBeforeCrossEntropy", "SoftmaxBeforeCrossEntropy", {}),
 )
 
 
@@ -122,7 +124,7 @@ def recommended_rules_that_cannot_apply(hook_config: Mapping[str, Any] | None) -
     --------
     >>> hook = {"CollectionConfigurations": [{"CollectionName": "weights"}]}
     >>> [r["RuleConfigurationName"] for r in recommended_rules_that_cannot_apply(hook)]
-    ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients']
+    ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients', 'SoftmaxBeforeCrossEntropy']
     """
     from tornasole.rules.inputs import unreadable_rules
 
