@@ -203,3 +203,50 @@ def test_unchanged_weights_fires_on_a_position_vector_the_optimiser_never_sees(t
 @pytest.mark.parametrize("case", ["healthy", "frozen"])
 def test_unchanged_weights_stays_quiet_when_it_learns_or_is_frozen_on_purpose(tmp_path, case):
     assert not invoke_rule(_unchanged_weights(_pos_run(tmp_path, case))).fired
+
+
+def test_saturated_activation_still_finds_the_output_layer_when_the_loss_input_is_saved(tmp_path):
+    """Saving ``BCELoss_input_0`` puts the loss module's input between the output sigmoid and the loss's
+    output in the saved order; SaturatedActivation's skip_output_layer took it for another layer and judged
+    the confident output sigmoid (14 of 16 healthy binary runs alarmed on the families benchmark)."""
+    import torch
+    from torch import nn
+
+    from tornasole.pytorch import Hook, SaveConfig
+    from tornasole.rules.generic import SaturatedActivation
+    from tornasole.trials import create_trial
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.fc1_relu = nn.ReLU()
+            self.out = nn.Linear(8, 1)
+            self.out_sigmoid = nn.Sigmoid()
+
+        def forward(self, x: Any) -> Any:
+            return self.out_sigmoid(self.out(self.fc1_relu(self.fc1(x))) * 50)
+
+    torch.manual_seed(0)
+    model, loss_fn = Net(), nn.BCELoss()
+    hook = Hook(
+        str(tmp_path),
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["losses", "activations", "loss_inputs"],
+    )
+    hook.get_collection("activations").include(".*sigmoid_input.*")
+    hook.get_collection("loss_inputs").include(r"[Ll]oss_input_0$")
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(2):
+        out = model(torch.randn(32, 4))
+        loss_fn(out, (out > 0.5).float().detach()).backward()
+    hook.close()
+    trial = create_trial(str(tmp_path), collections_timeout=0.1, poll_interval=0.01)
+    order = trial.saved_order(0)
+    assert (
+        order.index("out_sigmoid_input_0") < order.index("BCELoss_input_0") < order.index("BCELoss_output_0")
+    )
+    params = {"threshold_sigmoid_min": "-5", "threshold_sigmoid_max": "5", "fraction_saturated": "50"}
+    assert invoke_rule(SaturatedActivation(trial, **params)).fired  # the output layer is saturated
+    assert not invoke_rule(SaturatedActivation(trial, skip_output_layer="True", **params)).fired
