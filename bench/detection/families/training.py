@@ -6,7 +6,9 @@ What the hook saves: collections ``weights``, ``gradients``, ``losses``; ``activ
 named ``*_sigmoid``/``*_tanh``), ``relu_output`` (outputs of modules named ``*_relu``); the batch accuracy
 (``accuracy``, collection ``metrics``) and the epoch's training accuracy (``epoch_accuracy``, collection
 ``epoch_end``, at the epoch's last TRAIN step) for classifiers (a regression or an autoencoder saves no
-accuracy, as their loops do not). TRAIN steps every ``SAVE_INTERVAL``, EVAL steps every step.
+accuracy, as their loops do not); ``loss_inputs``: the registered loss module's first input
+(``CrossEntropyLoss_input_0``, what the model feeds the loss). TRAIN steps every ``SAVE_INTERVAL``, EVAL
+steps every step.
 
 Labels (:class:`labels.Monitor`) see what the optimiser applied: the trainable parameters (a layer frozen
 on purpose with ``requires_grad=False`` is no layer the criteria judge), and not the gradients of a step a
@@ -239,12 +241,22 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     hook = Hook(
         out_dir,
         save_config=save,
-        include_collections=["weights", "gradients", "losses", "activations", "relu_output", "metrics"],
+        include_collections=[
+            "weights",
+            "gradients",
+            "losses",
+            "activations",
+            "relu_output",
+            "metrics",
+            "loss_inputs",
+        ],
         stop_check_interval=None,
     )
     hook.get_collection("activations").include(".*(sigmoid|tanh)_input_0")
     hook.get_collection("relu_output").include(".*relu_output_0")
     hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1)
+    # the registered loss module's first input (the prediction it is fed), as smdebug names it
+    hook.get_collection("loss_inputs").include(r"[Ll]oss_input_0$")
     hook.register_module(model)
     hook.register_loss(loss_mod)
 

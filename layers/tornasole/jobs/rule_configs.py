@@ -83,6 +83,7 @@ __all__ = [
     "data_replay",
     "attention_logit_growth",
     "initial_loss_too_high",
+    "softmax_before_cross_entropy",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -316,6 +317,9 @@ def attention_logit_growth(**rule_parameters: Any) -> dict[str, Any]:
 def initial_loss_too_high(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.InitialLossTooHigh` (Tornasole's own rule)."""
     return _config("InitialLossTooHigh", rule_parameters)
+def softmax_before_cross_entropy(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.SoftmaxBeforeCrossEntropy` (Tornasole's)."""
+    return _config("SoftmaxBeforeCrossEntropy", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

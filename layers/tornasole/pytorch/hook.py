@@ -130,6 +130,7 @@ class Hook(_CoreHook):
         params = [(f"{cls_name}_{pname}", p) for pname, p in module.named_parameters()]
         model = _Model(module, cls_name, subs, params)
         self._models.append(model)
+        self._file_other_parameters(params)
         pre_hook = _OutsideGraphCallback(self._pre_hook_for(model), self)
         self._permanent.append(module.register_forward_pre_hook(pre_hook))
         self._modules_seen = -1
@@ -146,6 +147,25 @@ class Hook(_CoreHook):
                     )
 
     register_hook = register_module  # smdebug's older name
+
+    def _file_other_parameters(self, params: list[tuple[str, nn.Parameter]]) -> None:
+        """A parameter whose name says neither weight nor bias joins the ``weights`` collection.
+
+        Why: smdebug's patterns (``^(?!gradient).*weight``, ``...bias``) miss a learned position embedding
+        (``pos``), a ``cls_token`` or a LayerScale ``gamma``; their gradients are saved (``^gradient``) but
+        their values never are, so no rule could see such a parameter stop changing when it never reaches
+        the optimiser (the families benchmark's transformer: ``TinyTransformer_pos``). Names that a
+        weights or biases pattern matches are left as smdebug files them.
+        """
+        weights = self.collection_manager.get(CollectionKeys.WEIGHTS)
+        biases = self.collection_manager.get(CollectionKeys.BIASES)
+        filed = False
+        for pname, _param in params:
+            if not (weights.matches_regex(pname) or biases.matches_regex(pname)):
+                weights.add_tensor_name(pname)
+                filed = True
+        if filed:
+            self._collections_changed()
 
     def register_loss(self, loss_module: nn.Module) -> None:
         """Save the output of ``loss_module`` as ``<LossClass>_output_0`` (collection ``losses``)."""

@@ -177,6 +177,14 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "hook.register_loss(loss_fn) (the losses collection is saved by default)"
             + (f" with hook.set_mode(modes.{mode})" if where else ""),
         )
+    if rule_to_invoke == "SoftmaxBeforeCrossEntropy":
+        return RuleNeeds(
+            "the registered loss module's first input (<Loss>_input_0, the prediction it is fed) next to its "
+            "output in the losses collection",
+            "hook.register_loss(loss_fn) and a collection that includes the input: hook.get_collection("
+            '"loss_inputs").include("[Ll]oss_input_0$") and include_collections=["loss_inputs"]',
+            by_name=("loss_inputs", "inputs"),
+        )
     if rule_to_invoke in ("ExplodingTensor", "UnchangedTensor", "AllZero", "TensorVariance"):
         return RuleNeeds(  # every saved tensor: nothing in particular to save, so nothing to warn of
             "every saved tensor (or those of its collection_names / tensor_regex)",

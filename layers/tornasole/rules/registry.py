@@ -66,6 +66,8 @@ BUILTIN_RULES: dict[str, str] = {
     "AttentionEntropyCollapse": "attention_entropy_collapse",
     "DataReplay": "data_replay",
     "AttentionLogitGrowth": "attention_logit_growth",
+    # issue 29: the loss's input read from the trial (DeepFD's loss mutation)
+    "SoftmaxBeforeCrossEntropy": "softmax_before_cross_entropy",
 }
 
 #: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.

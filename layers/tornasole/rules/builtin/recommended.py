@@ -86,6 +86,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("AttentionLogitGrowth", "AttentionLogitGrowth", {}),
     # issue 29: initialisation x8 (designed on the cnn and rnn families; docs/RULES.md)
     ("InitialLossTooHigh", "InitialLossTooHigh", {"factor": "1.4"}),
+    # issue 29: the loss's input read from the trial; designed on the cnn and transformer families
+    ("SoftmaxBeforeCrossEntropy", "SoftmaxBeforeCrossEntropy", {}),
 )
 
 
@@ -124,7 +126,7 @@ def recommended_rules_that_cannot_apply(hook_config: Mapping[str, Any] | None) -
     --------
     >>> hook = {"CollectionConfigurations": [{"CollectionName": "weights"}]}
     >>> [r["RuleConfigurationName"] for r in recommended_rules_that_cannot_apply(hook)]
-    ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients']
+    ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients', 'SoftmaxBeforeCrossEntropy']
     """
     from tornasole.rules.inputs import unreadable_rules
 

@@ -88,9 +88,11 @@ class SaturatedActivation(BuiltinRule):
         if saved_order is None:
             return None
         losses = set(self.names_at(step, ["losses"]))
+        # the loss module's own inputs (``BCELoss_input_0``, saved when a collection asks) are the loss's
+        loss_modules = {_module_of(n) for n in losses}
         last, module = None, None
         for name in saved_order(step):
-            if name in losses:
+            if name in losses or _module_of(name) in loss_modules:
                 return last
             if name.startswith("gradient/"):
                 continue
