@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tornasole.exceptions import RuleParameterError
-from tornasole.rules import invoke_rule, recommended_rules
+from tornasole.rules import invoke_rule
 from tornasole.rules.generic import VanishingGradient
 
 
@@ -98,8 +98,3 @@ def test_persist_steps_passes_over_isolated_steps_and_checks_its_value(trial_fac
     assert VanishingGradient(trial).history_steps() == 0
     with pytest.raises(RuleParameterError, match="persist_steps"):
         VanishingGradient(trial, persist_steps="0")
-
-
-def test_recommended_vanishing_gradient_needs_two_saved_steps():
-    (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "VanishingGradient"]
-    assert config["RuleParameters"]["persist_steps"] == "2"

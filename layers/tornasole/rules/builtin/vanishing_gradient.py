@@ -53,9 +53,12 @@ of two samples outputs +-1 whatever its inputs, so every layer before it gets a
 zero gradient in exact arithmetic (1e-9 in floating point) on that one batch:
 weight and bias alike, which ``bias_by_layer`` cannot pass over. The families
 benchmark's batch-4 regressions (330 training samples) alarmed on that batch
-alone, with the gradients 1e-2 at the saved steps around it. Vanishing
-gradients, AUTOTRAINER's symptom, are a state of the network, not of one batch;
-they hold at the next saved step too.
+alone, with the gradients 1e-2 at the saved steps around it. Not in the
+recommended set: broken runs' gradients vanish intermittently too (a learning
+rate x100 that kills the first layer on some batches, a deep sigmoid stack
+hovering at the norm-ratio threshold), and on the families benchmark
+``persist_steps=2`` lost three of their detections for the three healthy alarms
+it removed (``bench/RESULTS.md``, branch quiet).
 """
 
 from __future__ import annotations
