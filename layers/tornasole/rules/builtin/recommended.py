@@ -74,7 +74,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         "ValidationLossNotDecreasing",
         "ValidationLossNotDecreasing",
         {
-            "min_passes": "5",
+            "min_passes": "4",
             "min_improvement_percent": "2",
             "min_train_drop_percent": "1",
             "first_pass_below_start_percent": "30",

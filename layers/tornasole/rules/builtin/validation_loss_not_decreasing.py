@@ -45,7 +45,10 @@ learning rate) has a flat validation loss for three or four passes while its tra
 then leaves the saddle; by the fifth pass it is 5% or more below its first. Why 2%: the largest
 improvement of a permuted-label or unusable-input run on the two families the value was chosen on (the
 GRU and the transformer of the model-family benchmark) was 1.6%. The numbers on the families it was not
-chosen on: ``bench/RESULTS.md``.
+chosen on: ``bench/RESULTS.md``. The recommended set judges at four passes, with
+``first_pass_below_start_percent``: on the families benchmark and the original benchmark's calibration and
+development splits no run built healthy is flagged at the fourth pass that is not at the fifth, and the
+runs that never generalise are reported an epoch sooner.
 """
 
 from __future__ import annotations
