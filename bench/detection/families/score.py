@@ -222,7 +222,9 @@ def built_table(per: dict[str, dict]) -> None:
             print(f"  WORST family by {label}: {worst[0]} ({_ratio(worst[1], worst[2])})")
     alarms = {f: {**m, "quiet": m["built_healthy"] - m["built_healthy_alarms"]} for f, m in per.items()}
     worst = worst_family(alarms, "quiet", "built_healthy")
-    if worst is not None:
+    if worst is not None and worst[1] == worst[2]:
+        print("  WORST family by alarms on built-healthy runs: none alarmed")
+    elif worst is not None:
         print(
             f"  WORST family by alarms on built-healthy runs: {worst[0]} "
             f"({_ratio(worst[2] - worst[1], worst[2])})"

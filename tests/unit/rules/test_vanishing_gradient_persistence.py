@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tornasole.exceptions import RuleParameterError
-from tornasole.rules import invoke_rule
+from tornasole.rules import create_rule, invoke_rule, recommended_rules
 from tornasole.rules.generic import VanishingGradient
 
 
@@ -61,9 +61,13 @@ def test_a_two_sample_batch_through_batchnorm_is_not_a_vanishing_gradient(tmp_pa
     assert fired  # each step alone: the one batch alarms
     assert fired[0].step in tails
     assert not invoke_rule(VanishingGradient(trial, bias_by_layer="True", persist_steps="2")).fired
+    # the network has a BatchNorm (a 1-D gradient not named bias): the gated persistence applies
+    gated = VanishingGradient(trial, bias_by_layer="True", persist_steps="2", persist_only_with_norm="True")
+    assert not invoke_rule(gated).fired
 
 
-def _steps(vanished: set[int], n: int = 6) -> dict[int, dict[str, np.ndarray]]:
+def _steps(vanished: set[int], n: int = 6, extra: tuple[str, ...] = ()) -> dict[int, dict[str, np.ndarray]]:
+    """Gradients of fc1 (vanished at the steps given) and out, plus 1-D gradients named in ``extra``."""
     rng = np.random.default_rng(0)
     return {
         s: {
@@ -71,6 +75,7 @@ def _steps(vanished: set[int], n: int = 6) -> dict[int, dict[str, np.ndarray]]:
                 np.float32
             ),
             "gradients/out.weight": rng.normal(scale=1e-2, size=(1, 8)).astype(np.float32),
+            **{name: rng.normal(scale=1e-2, size=8).astype(np.float32) for name in extra},
         }
         for s in range(n)
     }
@@ -98,3 +103,31 @@ def test_persist_steps_passes_over_isolated_steps_and_checks_its_value(trial_fac
     assert VanishingGradient(trial).history_steps() == 0
     with pytest.raises(RuleParameterError, match="persist_steps"):
         VanishingGradient(trial, persist_steps="0")
+
+
+def test_persistence_is_asked_only_of_a_network_with_a_normalisation_layer(trial_factory):
+    gated = {"persist_steps": "2", "persist_only_with_norm": "True"}
+    # no normalisation layer (an MLP, or a GRU whose 1-D gradients are biases): each step alone
+    for extra in ((), ("gradients/gru.bias_ih_l0",), ("gradients/net/fc1/biasGrad",)):
+        trial = trial_factory(_steps({2, 4}, extra=extra))
+        assert invoke_rule(VanishingGradient(trial, **gated)).fired[0].step == 2
+    # a BatchNorm/LayerNorm scale (PyTorch's weight, Keras's gamma): the isolated steps are passed over
+    for scale in ("gradients/fc1_norm.weight", "gradients/net/fc1_norm/gammaGrad"):
+        trial = trial_factory(_steps({2, 4}, extra=(scale,)))
+        assert not invoke_rule(VanishingGradient(trial, **gated)).fired
+        assert invoke_rule(VanishingGradient(trial, persist_steps="2")).fired == []
+        assert invoke_rule(VanishingGradient(trial)).fired[0].step == 2
+    # and gradients that stay vanished in a network with one are still reported
+    trial = trial_factory(_steps({2, 3, 4, 5}, extra=("gradients/fc1_norm.weight",)))
+    assert invoke_rule(VanishingGradient(trial, **gated)).fired[0].step == 3
+
+
+def test_the_recommended_set_asks_persistence_of_networks_with_a_normalisation_layer(trial_factory):
+    (config,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "VanishingGradient"]
+    params = {k: v for k, v in config["RuleParameters"].items() if k != "rule_to_invoke"}
+    assert params["persist_steps"] == "2"
+    assert params["persist_only_with_norm"] == "True"
+    with_norm = trial_factory(_steps({2, 4}, extra=("gradients/fc1_norm.weight",)))
+    assert not invoke_rule(create_rule("VanishingGradient", with_norm, **params)).fired
+    without = trial_factory(_steps({2, 4}))
+    assert invoke_rule(create_rule("VanishingGradient", without, **params)).fired[0].step == 2

@@ -30,6 +30,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "loss_window": "3",
             "skip_all_zero": "True",
             "bias_by_layer": "True",
+            "persist_steps": "2",
+            "persist_only_with_norm": "True",
         },
     ),
     ("DeadRelu", "DeadRelu", {"threshold_layer": "90", "min_samples": "64", "threshold_network": "60"}),

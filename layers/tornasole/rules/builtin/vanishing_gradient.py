@@ -53,12 +53,17 @@ of two samples outputs +-1 whatever its inputs, so every layer before it gets a
 zero gradient in exact arithmetic (1e-9 in floating point) on that one batch:
 weight and bias alike, which ``bias_by_layer`` cannot pass over. The families
 benchmark's batch-4 regressions (330 training samples) alarmed on that batch
-alone, with the gradients 1e-2 at the saved steps around it. Not in the
-recommended set: broken runs' gradients vanish intermittently too (a learning
-rate x100 that kills the first layer on some batches, a deep sigmoid stack
-hovering at the norm-ratio threshold), and on the families benchmark
-``persist_steps=2`` lost three of their detections for the three healthy alarms
-it removed (``bench/RESULTS.md``, branch quiet).
+alone, with the gradients 1e-2 at the saved steps around it. Broken runs'
+gradients vanish intermittently too (a learning rate x100 that kills the first
+layer on some batches, a deep sigmoid stack hovering at the norm-ratio
+threshold), so with ``persist_only_with_norm`` the persistence is asked only of
+a network that has a normalisation layer (a 1-D gradient whose name holds no
+``bias``: a BatchNorm's or LayerNorm's scale, PyTorch's ``weight``, Keras's
+``gamma``), the only kind where one batch can zero the gradients before it;
+elsewhere each step is judged alone. On the families benchmark
+``persist_steps=2`` alone lost three detections in families without a
+normalisation layer (binary_keras, autoencoder); gated, none
+(``bench/RESULTS.md``, branch quiet).
 """
 
 from __future__ import annotations
@@ -171,6 +176,13 @@ class VanishingGradient(BuiltinRule):
             "one saved so far at the start of the run); 1: each step alone",
         ),
         Param(
+            "persist_only_with_norm",
+            "bool",
+            "False",
+            "with persist_steps: ask persistence only of a network with a normalisation layer (a 1-D "
+            "gradient not named bias); elsewhere each step alone",
+        ),
+        Param(
             "skip_all_zero",
             "bool",
             "False",
@@ -201,7 +213,7 @@ class VanishingGradient(BuiltinRule):
         if found is None:
             return False
         message, values = found
-        if self.persist_steps > 1:
+        if self.persist_steps > 1 and (not self.persist_only_with_norm or self._has_norm_layer(step)):
             if not self._persisted(values["tensor"], step):
                 return False  # one batch's gradients (a two-sample batch through a BatchNorm), not a state
             message += f" (and at the {self.persist_steps - 1} saved step(s) before)"
@@ -233,6 +245,19 @@ class VanishingGradient(BuiltinRule):
             found = self._norm_ratio(step, names)
         cache[step] = found
         return found
+
+    def _has_norm_layer(self, step: int) -> bool:
+        """Whether a gradient saved at ``step`` is a normalisation layer's scale: 1-D, no ``bias`` in its name
+        (a Linear or convolution weight has two dimensions or more; a GRU's ``bias_ih_l0`` is a bias)."""
+        for name in self.names_at(step, ["gradients"]):
+            if "bias" in name.lower():
+                continue
+            try:
+                if len(self.base_trial.tensor(name).shape(step)) == 1:
+                    return True
+            except TensorUnavailableForStep:
+                continue
+        return False
 
     def _persisted(self, name: str, step: int) -> bool:
         """Whether a check also held at each of the ``persist_steps - 1`` saved steps of ``name`` (same mode)
