@@ -35,10 +35,11 @@ then only noise, the very shape of one that never generalised; what tells them a
 pass sits. A model that never generalised predicts no better than the class prior or the target's mean,
 which the untrained model is already near (DeepFD's mutants of the families benchmark that only this rule
 catches, permuted labels, unusable inputs, a learning rate x100: their first pass 0.75-1.12 of their
-first training loss); the Keras regressions that converged in their first epoch sat at 0.66-0.67. Chosen
+first training loss, but for one input-scaling mutant that learned in its first epoch and did no harm);
+the Keras regressions that converged in their first epoch sat at 0.66-0.67. Chosen
 on the regression families (the Keras one alarmed on three such healthy runs), judged on the others
-(``bench/RESULTS.md``, branch quiet). Reading the loss at the start, UMLAUT's ``check_overfitting``
-compares with the previous epoch only, so no published criterion separates the two.
+(``bench/RESULTS.md``, branch quiet). No published criterion separates the two: UMLAUT's
+``check_overfitting`` compares each epoch with the one before it only.
 
 Why five passes by default: a slow starter (a sigmoid net on its ln 2 saddle, a wide net at a small
 learning rate) has a flat validation loss for three or four passes while its training loss calibrates,
