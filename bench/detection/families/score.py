@@ -41,6 +41,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 from run import evaluate_one, rule_sets  # noqa: E402
 
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
+from families.counting import fires as _fires  # noqa: E402
+from families.counting import harmful, twin_of, twin_quiet_configurations, worst_family  # noqa: E402
 from families.training import SAVE_INTERVAL  # noqa: E402
 from families.training import run as train_run  # noqa: E402
 
@@ -74,12 +76,6 @@ def train_one(job: tuple[str, int, str]) -> dict:
     }
 
 
-def _fires(r: dict, set_name: str) -> list[tuple[int, str]]:
-    return sorted(
-        (f["first_step"], conf) for conf, f in r["firings"][set_name].items() if f["first_step"] is not None
-    )
-
-
 def variant_labels(r: dict) -> dict[str, int]:
     """The run's labels with UMLAUT's overfitting read over three rising epochs (the benchmark's reading
     until the fifteenth revision, :attr:`labels.Monitor.variants`) instead of UMLAUT's one epoch."""
@@ -104,6 +100,8 @@ def family_metrics(rs: list[dict], set_name: str) -> dict:
     alarms = [r for r in healthy if _fires(r, set_name)]
     built_broken = [r for r in rs if r["kind"] == "broken"]
     built_healthy = [r for r in rs if r["kind"] == "healthy"]
+    twin_quiet = {(r["case"], r["seed"]) for r in built_broken if twin_quiet_configurations(r, rs, set_name)}
+    killed = [r for r in built_broken if harmful(r, rs)]
     sources = Counter(conf for r in alarms for _, conf in _fires(r, set_name)[:1])
     return {
         "runs": len(rs),
@@ -121,6 +119,16 @@ def family_metrics(rs: list[dict], set_name: str) -> dict:
         "false_alarms_3_epochs": sum(1 for r in v_healthy if _fires(r, set_name)),
         "built_broken": len(built_broken),
         "built_broken_detected": sum(1 for r in built_broken if _fires(r, set_name)),
+        "built_broken_detected_twin_quiet": len(twin_quiet),
+        "built_broken_without_twin": sum(1 for r in built_broken if twin_of(r, rs) is None),
+        "built_harmful": len(killed),
+        "built_harmful_detected_twin_quiet": sum(1 for r in killed if (r["case"], r["seed"]) in twin_quiet),
+        "built_missed_cases_twin_quiet": sorted(
+            f"{r['case']}-s{r['seed']}" for r in built_broken if (r["case"], r["seed"]) not in twin_quiet
+        ),
+        "built_harmful_missed_cases": sorted(
+            f"{r['case']}-s{r['seed']}" for r in killed if (r["case"], r["seed"]) not in twin_quiet
+        ),
         "built_healthy": len(built_healthy),
         "built_healthy_alarms": sum(1 for r in built_healthy if _fires(r, set_name)),
         "alarm_first_rule": dict(sources),
@@ -179,8 +187,48 @@ def report(results: list[dict], set_names: list[str]) -> dict:
                 f"by false alarms: {worst_fa[0]} "
                 f"({_ratio(worst_fa[1]['false_alarms'], worst_fa[1]['healthy'])})"
             )
+        built_table(per)
         out[set_name] = per
     return out
+
+
+def built_table(per: dict[str, dict]) -> None:
+    """Against the construction: recall counting only configurations quiet on the run's healthy twin (the
+    headline), recall by any firing, alarms on built-healthy runs, and recall on the built-broken runs that
+    did harm (DeepFD's killed mutants, :mod:`families.counting`); then the worst family of each column."""
+    print(
+        f"\n{'family':18s} {'recall (twin-quiet)':>20s} {'recall (any)':>16s} {'alarms':>16s}"
+        f" {'harmful':>8s} {'recall (harmful)':>18s}"
+    )
+    for family, m in per.items():
+        print(
+            f"{family:18s} {_ratio(m['built_broken_detected_twin_quiet'], m['built_broken']):>20s} "
+            f"{_ratio(m['built_broken_detected'], m['built_broken']):>16s} "
+            f"{_ratio(m['built_healthy_alarms'], m['built_healthy']):>16s} "
+            f"{m['built_harmful']:>8d} "
+            f"{_ratio(m['built_harmful_detected_twin_quiet'], m['built_harmful']):>18s}"
+        )
+    for label, hits, total in (
+        ("recall (built, twin-quiet; the headline)", "built_broken_detected_twin_quiet", "built_broken"),
+        ("recall (built, any firing)", "built_broken_detected", "built_broken"),
+        (
+            "recall (built broken and harmful, twin-quiet)",
+            "built_harmful_detected_twin_quiet",
+            "built_harmful",
+        ),
+    ):
+        worst = worst_family(per, hits, total)
+        if worst is not None:
+            print(f"  WORST family by {label}: {worst[0]} ({_ratio(worst[1], worst[2])})")
+    alarms = {f: {**m, "quiet": m["built_healthy"] - m["built_healthy_alarms"]} for f, m in per.items()}
+    worst = worst_family(alarms, "quiet", "built_healthy")
+    if worst is not None and worst[1] == worst[2]:
+        print("  WORST family by alarms on built-healthy runs: none alarmed")
+    elif worst is not None:
+        print(
+            f"  WORST family by alarms on built-healthy runs: {worst[0]} "
+            f"({_ratio(worst[2] - worst[1], worst[2])})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

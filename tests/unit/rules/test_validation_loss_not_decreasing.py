@@ -100,9 +100,15 @@ def test_improvement_and_parameter_checks(trial_factory):
 def test_the_recommended_set_runs_it_with_string_parameters(tmp_path):
     (conf,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "ValidationLossNotDecreasing"]
     params = {k: v for k, v in conf["RuleParameters"].items() if k != "rule_to_invoke"}
-    assert params == {"min_passes": "5", "min_improvement_percent": "2", "min_train_drop_percent": "1"}
+    assert params == {
+        "min_passes": "4",
+        "min_improvement_percent": "2",
+        "min_train_drop_percent": "1",
+        "first_pass_below_start_percent": "30",
+    }
     trial = _run(str(tmp_path / "a"), MEMORISING_TRAIN, MEMORISING_VAL)
-    assert invoke_rule(create_rule("ValidationLossNotDecreasing", trial, **params)).first_step == 29
+    # four passes: judged at the fourth pass's last step (23), one epoch sooner than the rule's default
+    assert invoke_rule(create_rule("ValidationLossNotDecreasing", trial, **params)).first_step == 23
 
 
 def test_a_run_without_a_validation_pass_is_told_what_to_save():

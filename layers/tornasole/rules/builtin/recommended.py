@@ -30,6 +30,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "loss_window": "3",
             "skip_all_zero": "True",
             "bias_by_layer": "True",
+            "persist_steps": "2",
+            "persist_only_with_norm": "True",
         },
     ),
     ("DeadRelu", "DeadRelu", {"threshold_layer": "90", "min_samples": "64", "threshold_network": "60"}),
@@ -73,7 +75,12 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     (
         "ValidationLossNotDecreasing",
         "ValidationLossNotDecreasing",
-        {"min_passes": "5", "min_improvement_percent": "2", "min_train_drop_percent": "1"},
+        {
+            "min_passes": "4",
+            "min_improvement_percent": "2",
+            "min_train_drop_percent": "1",
+            "first_pass_below_start_percent": "30",
+        },
     ),
     # issue 30's rules at their published defaults (docs/RULES.md, "How the recommended set was calibrated")
     ("NonFiniteOrigin", "NonFiniteOrigin", {}),
