@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--families", default=",".join(FAMILIES), help="comma-separated, among " + ", ".join(FAMILIES)
     )
+    ap.add_argument(
+        "--cases", default="", help="comma-separated case names (healthy, warm_restarts, ...): only these"
+    )
     ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
     ap.add_argument(
         "--sets", default="recommended", help="rule sets: recommended, sagemaker-defaults or both"
@@ -216,7 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-families-")
     runs_file = Path(root) / "runs.json"
-    jobs = [(n, s, root) for n, (_, fam, _) in CASES.items() if fam in families for s in seeds]
+    only = {c for c in args.cases.split(",") if c}
+    jobs = [
+        (n, s, root)
+        for n, (_, fam, _) in CASES.items()
+        if fam in families and (not only or n.split("/", 1)[1] in only)
+        for s in seeds
+    ]
     with get_context("fork").Pool(args.processes) as pool:
         if args.reuse:
             wanted_runs = {(n, s) for n, s, _ in jobs}

@@ -24,6 +24,14 @@ fourth pass, most of them 30-90%).
   Both are judged from the start of the run, so a run that once generalised is never flagged later (its
   best pass only gets better), and the firing comes at the ``min_passes``-th pass or not at all while
   the training loss is moving.
+* A run whose first validation pass already lies ``generalised_percent`` % below its first TRAIN phase
+  is not judged: the model generalised within its first epoch (an easy task at a full learning rate from
+  the first step, a warm restart's schedule with no warmup), and later passes only have noise and the
+  bumps of a schedule to add. A model that never generalises cannot do this: in one epoch it sees each
+  training sample once, so it cannot yet have memorised them, and its first pass on unseen data sits
+  near its first phase's loss (chance for permuted labels; above it for a learning rate that chases
+  batches). The same reading as the rule's own (the validation loss against the training loss, UMLAUT's
+  pairing), taken at the first epoch instead of over the run.
 * A non-finite loss is not judged (ExplodingTensor's job). Loss tensors: ``tensor_regex`` if given, else
   the ``losses`` collection; each judged alone and needing both modes (Keras's ``val_loss``, saved in
   EVAL mode only, is not judged; its ``loss`` is, in both modes).
@@ -104,12 +112,19 @@ class ValidationLossNotDecreasing(BuiltinRule):
             "1",
             "the best training phase came at least this % below the first (the model is moving)",
         ),
+        Param(
+            "generalised_percent",
+            "float",
+            "50",
+            "the first validation pass this % below the first training phase: generalised, not judged "
+            "(above 100: off)",
+        ),
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
         self.require_at_least(2, "min_passes")
-        self.require_at_least(0, "min_improvement_percent", "min_train_drop_percent")
+        self.require_at_least(0, "min_improvement_percent", "min_train_drop_percent", "generalised_percent")
 
     def history_steps(self) -> int | None:
         return None  # every validation pass and training phase since the start
@@ -148,6 +163,8 @@ class ValidationLossNotDecreasing(BuiltinRule):
             dropped = improvement_percent(train[0], train[1:])
             if improved >= self.min_improvement_percent or dropped < self.min_train_drop_percent:
                 continue
+            if train[0] > 0 and improvement_percent(train[0], val[:1]) >= self.generalised_percent:
+                continue  # the first pass already confirms what the first epoch learned
             shown = ", ".join(self.fmt(v) for v in val[-6:])
             minimum = self.fmt(self.min_improvement_percent)
             train_span = f"{self.fmt(train[0])} -> {self.fmt(min(train[1:]))}"
