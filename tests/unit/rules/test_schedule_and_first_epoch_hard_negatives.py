@@ -113,6 +113,15 @@ def test_a_first_pass_near_the_first_phase_is_still_judged(tmp_path):
     assert invoke_rule(ValidationLossNotDecreasing(trial)).first_step == 29
 
 
+def test_a_model_that_generalised_then_memorises_is_still_flagged(tmp_path):
+    # the families benchmark's Keras binary classifier fed inputs x100 (seed 1): its first pass is 86% below
+    # the first phase (which the unscaled inputs inflate), then the validation loss rises while the
+    # training loss falls: UMLAUT's overfitting symptom at the fifth pass
+    train = [1.262, 0.12, 0.10, 0.08, 0.06]
+    trial = _run(str(tmp_path / "a"), train, [0.179, 0.304, 0.176, 0.204, 0.211])
+    assert invoke_rule(ValidationLossNotDecreasing(trial)).first_step == 29
+
+
 def test_generalised_percent_must_not_be_negative(tmp_path):
     trial = _run(str(tmp_path / "a"), FIRST_EPOCH_TRAIN, FIRST_EPOCH_VAL)
     with pytest.raises(RuleParameterError, match="generalised_percent"):
