@@ -1,6 +1,7 @@
 """The families benchmark's cases: per family, healthy runs (the recipe trained to the end, longer, and
 hard negatives: noisy, slow, frozen on purpose, gradient accumulation, an fp16 step the loss scaler
-skipped) and faults re-implemented from the published taxonomies (not copied):
+skipped; warm restarts, one-cycle, a wide sparse ReLU layer, dropout 0.5 where they apply) and faults
+re-implemented from the published taxonomies (not copied):
 
 * DeepFD (Cao et al., ICSE'22) mutation operators: change the learning rate (x100, x1e-4), the
   activation function (deep sigmoid stacks), the weight initialisation (x8), the loss (softmax before the

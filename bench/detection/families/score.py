@@ -6,6 +6,7 @@ Usage::
     python bench/detection/families/score.py --families cnn,rnn --seeds 0
     python bench/detection/families/score.py --json out.json --out DIR   # keep the numbers and the trials
     python bench/detection/families/score.py --reuse DIR          # re-evaluate the trials a run left in DIR
+    python bench/detection/families/score.py --families softmax --cases healthy,warm_restarts   # these cases
 
 Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
 calibrated only on the families that are not scored, so each family's numbers are what the rules do on runs of
