@@ -1,6 +1,7 @@
 """The families benchmark's cases: per family, healthy runs (the recipe trained to the end, longer, and
 hard negatives: noisy, slow, frozen on purpose, gradient accumulation, an fp16 step the loss scaler
-skipped) and faults re-implemented from the published taxonomies (not copied):
+skipped; warm restarts, one-cycle, a wide sparse ReLU layer, dropout 0.5 where they apply) and faults
+re-implemented from the published taxonomies (not copied):
 
 * DeepFD (Cao et al., ICSE'22) mutation operators: change the learning rate (x100, x1e-4), the
   activation function (deep sigmoid stacks), the weight initialisation (x8), the loss (softmax before the
@@ -27,6 +28,8 @@ from families.training import FAMILIES, FamilySpec
 CASES: dict[str, tuple[str, str, FamilySpec]] = {}
 #: Keras cannot make one chosen step overflow its loss scale (see :mod:`families.keras_training`).
 _NOT_IN_KERAS = {"fp16_skipped_step"}
+#: Hard negatives of issue 29's audit (:func:`_audit_cases`), trained in PyTorch only.
+_AUDIT_CASES = {"warm_restarts", "one_cycle", "wide_sparse_relu", "heavy_dropout"}
 
 #: Families whose inputs are real-valued features an unscaled pipeline could feed raw.
 _SCALED_INPUTS = {"cnn", "binary", "softmax", "regression", "rnn", "autoencoder"}
@@ -65,6 +68,41 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
         out["inputs_not_normalised"] = ("broken", replace(base, input_scale=100.0))
     if family in _MLPS:
         out["deep_sigmoid"] = ("broken", replace(base, hidden_act="sigmoid", depth=6, width=16))
+    out.update(_audit_cases(family, base))
+    return out
+
+
+#: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
+#: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
+_RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3}
+_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256}
+_DROPOUT = {"binary", "softmax", "regression"}
+
+
+def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:
+    """Patterns normal in some family that a rule could read as a fault (issue 29's audit):
+
+    * ``warm_restarts``: SGDR (Loshchilov & Hutter, ICLR'17, ``CosineAnnealingWarmRestarts``), a cosine
+      cycle of a few epochs then the rate back at its peak: the loss bumps at each restart;
+    * ``one_cycle``: the one-cycle policy (Smith & Topin 2017, ``OneCycleLR``), a rise then an anneal;
+    * ``wide_sparse_relu``: a ReLU layer 8x the recipe's width whose hidden biases start at -0.5, so most
+      outputs are 0 (a sparse representation) while the layer trains;
+    * ``heavy_dropout``: dropout 0.5, so the training loss (with dropout) sits above the validation loss.
+
+    The two schedule cases save their learning rate (``scalar/lr/0``) for the learning-rate rules.
+    """
+    out: dict[str, tuple[str, FamilySpec]] = {}
+    if family in _RESTARTS:
+        out["warm_restarts"] = (
+            "healthy",
+            replace(base, schedule="sgdr", cycle_epochs=_RESTARTS[family], warmup_epochs=0, save_lr=True),
+        )
+    if family in ("softmax", "transformer"):
+        out["one_cycle"] = ("healthy", replace(base, schedule="onecycle", warmup_epochs=0, save_lr=True))
+    if family in _WIDE_RELU:
+        out["wide_sparse_relu"] = ("healthy", replace(base, width=_WIDE_RELU[family], relu_bias=-0.5))
+    if family in _DROPOUT:
+        out["heavy_dropout"] = ("healthy", replace(base, dropout=0.5))
     return out
 
 
@@ -73,7 +111,7 @@ for _family in FAMILIES:
         CASES[f"{_family}/{_name}"] = (_kind, _family, _spec)
 for _family in KERAS_FAMILIES:
     for _name, (_kind, _spec) in _cases_of(_family).items():
-        if _name not in _NOT_IN_KERAS:
+        if _name not in _NOT_IN_KERAS | _AUDIT_CASES:
             CASES[f"{_family}_keras/{_name}"] = (_kind, f"{_family}_keras", replace(_spec, framework="keras"))
 
 SCORED_FAMILIES: tuple[str, ...] = (*FAMILIES, *(f"{f}_keras" for f in KERAS_FAMILIES))

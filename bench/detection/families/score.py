@@ -6,6 +6,7 @@ Usage::
     python bench/detection/families/score.py --families cnn,rnn --seeds 0
     python bench/detection/families/score.py --json out.json --out DIR   # keep the numbers and the trials
     python bench/detection/families/score.py --reuse DIR          # re-evaluate the trials a run left in DIR
+    python bench/detection/families/score.py --families softmax --cases healthy,warm_restarts   # these cases
 
 Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
 calibrated only on the families that are not scored, so each family's numbers are what the rules do on runs of
@@ -236,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--families", default=",".join(FAMILIES), help="comma-separated, among " + ", ".join(FAMILIES)
     )
+    ap.add_argument(
+        "--cases", default="", help="comma-separated case names (healthy, warm_restarts, ...): only these"
+    )
     ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
     ap.add_argument(
         "--sets", default="recommended", help="rule sets: recommended, sagemaker-defaults or both"
@@ -264,7 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-families-")
     runs_file = Path(root) / "runs.json"
-    jobs = [(n, s, root) for n, (_, fam, _) in CASES.items() if fam in families for s in seeds]
+    only = {c for c in args.cases.split(",") if c}
+    jobs = [
+        (n, s, root)
+        for n, (_, fam, _) in CASES.items()
+        if fam in families and (not only or n.split("/", 1)[1] in only)
+        for s in seeds
+    ]
     with get_context("fork").Pool(args.processes) as pool:
         if args.reuse:
             wanted_runs = {(n, s) for n, s, _ in jobs}

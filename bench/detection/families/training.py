@@ -46,7 +46,7 @@ class Recipe:
     epochs: int
     momentum: float = 0.0
     weight_decay: float = 0.0
-    schedule: str = ""  # "" | cosine | step
+    schedule: str = ""  # "" | cosine | step | sgdr | onecycle (the last two step every optimiser step)
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
 
@@ -103,6 +103,9 @@ class FamilySpec:
     )
     double_softmax: bool = False  # DeepFD: change the loss (softmax applied before CrossEntropyLoss)
     dropout: float = 0.0
+    cycle_epochs: int = 0  # SGDR (schedule "sgdr"): epochs of each cosine cycle before a warm restart
+    relu_bias: float = 0.0  # added to the hidden layers' initial biases (< 0: sparse ReLU outputs)
+    save_lr: bool = False  # save the learning rate every saved TRAIN step as ``scalar/lr/0``
     framework: str = "pytorch"  # pytorch (this module) | keras (:mod:`families.keras_training`)
 
 
@@ -167,11 +170,33 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return 0.0
     if epoch < warm:
         return lr * (epoch + 1) / (warm + 1)
+    if sched in ("sgdr", "onecycle"):
+        return lr  # the base rate; :func:`_step_scheduler` moves it every optimiser step
     if sched == "cosine":
         return lr * 0.5 * (1 + math.cos(math.pi * (epoch - warm) / max(1, epochs - warm)))
     if sched == "step":
         return lr * (0.3 ** (epoch // max(1, epochs // 2)))
     return lr
+
+
+def _step_scheduler(spec: FamilySpec, recipe: Recipe, opt: Any, steps_per_epoch: int, epochs: int) -> Any:
+    """PyTorch's own per-step scheduler for ``sgdr`` (``CosineAnnealingWarmRestarts``: Loshchilov & Hutter,
+    ICLR'17, a cosine cycle of ``cycle_epochs`` then a restart at the base rate) and ``onecycle``
+    (``OneCycleLR``: Smith & Topin 2017, a rise to the base rate over 30% of the run, then a cosine anneal);
+    None for the per-epoch schedules of :func:`_lr_at`."""
+    import torch
+
+    sched = recipe.schedule if spec.schedule is None else spec.schedule
+    lr = recipe.lr * spec.lr_mult
+    for group in opt.param_groups:
+        group["lr"] = lr
+    if sched == "sgdr":
+        return torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(
+            opt, T_0=max(1, spec.cycle_epochs) * steps_per_epoch
+        )
+    if sched == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps_per_epoch * epochs)
+    return None
 
 
 def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
@@ -180,6 +205,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
 
     from tornasole import SaveConfigMode, modes
     from tornasole.pytorch import Hook, SaveConfig
+    from tornasole.pytorch.step_statistics import learning_rate_name
 
     recipe = FAMILIES[spec.family]
     torch.set_num_threads(1)
@@ -207,6 +233,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         for _name, p in params:
             if p.dim() >= 2:
                 p.mul_(spec.weight_scale)
+            elif spec.relu_bias and _name.endswith(".bias") and not _name.startswith("out."):
+                p.add_(spec.relu_bias)
     first = params[0][0].rsplit(".", 1)[0]  # the first layer's module
     if spec.freeze_first:
         for name, p in params:
@@ -249,6 +277,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             "relu_output",
             "metrics",
             "loss_inputs",
+            *(["scalars"] if spec.save_lr else []),
         ],
         stop_check_interval=None,
     )
@@ -278,6 +307,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     epochs = spec.epochs or recipe.epochs
     batch = spec.batch or recipe.batch
     step = train_done = 0
+    steps_per_epoch = math.ceil(n_train / batch)
+    per_step = _step_scheduler(spec, recipe, opt, steps_per_epoch, epochs)
 
     def forward(xb: Any) -> Any:
         out = model(xb)
@@ -286,8 +317,9 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         return out
 
     for epoch in range(epochs):
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(spec, recipe, epoch, epochs)
+        if per_step is None:
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(spec, recipe, epoch, epochs)
         model.train()
         hook.set_mode(modes.TRAIN)
         order = rng.permutation(n_train)
@@ -302,6 +334,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             losses.append(lv)
             scores.append(sc * len(idx))
             weights_n += len(idx)
+            if spec.save_lr:
+                hook.save_tensor(learning_rate_name(0, 0), np.float32(opt.param_groups[0]["lr"]), "scalars")
             if classes:
                 hook.save_tensor("accuracy", np.float32(sc), "metrics")
                 if b + len(idx) >= n_train:
@@ -326,6 +360,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             elif (bi + 1) % spec.accumulate == 0 or b + batch >= n_train:  # the epoch's remainder too
                 opt.step()
                 opt.zero_grad()
+                if per_step is not None:
+                    per_step.step()
             result.train_before.append(train_done)
             step += 1
             train_done += 1

@@ -12,7 +12,12 @@ alone between the evaluated step and the previous saved step of the mode; it fir
   linear decay to 0 fall by large ratios, but by small amounts);
 * a **rise after the peak**: the rate rose by more than ``rise_tolerance`` (as a fraction) while an
   earlier saved rate was already higher than the previous one by that much (the schedule was past its
-  peak). Warmup's rise, which has no earlier peak, never fires.
+  peak). Warmup's rise, which has no earlier peak, never fires. Nor does a **warm restart**: a rise
+  from below ``restart_below`` of the peak back to no more than the peak. SGDR (Loshchilov & Hutter,
+  ICLR'17, Eq. 5; PyTorch's ``CosineAnnealingWarmRestarts``) anneals each cycle to its minimum and only
+  then sets the rate back to its maximum; a resume that lost the scheduler's state jumps back while the
+  rate is mid-decay, well above a tenth of the peak (a cosine cycle spends its last fifth below 0.1 of
+  its peak, so a save interval of up to a fifth of the cycle still sees the bottom).
 
 Planned discontinuities are the user's to declare: ``allow_drops`` passes over every drop (a step
 schedule: StepLR, MultiStepLR, ReduceLROnPlateau), and ``planned_steps`` lists the global steps at
@@ -60,6 +65,12 @@ class LearningRateDiscontinuity(BuiltinRule):
         Param(
             "min_lr_fraction", "float", "0.01", "drops from below this fraction of the peak are not judged"
         ),
+        Param(
+            "restart_below",
+            "float",
+            "0.1",
+            "a rise from below this fraction of the peak to at most the peak is a warm restart (0: off)",
+        ),
         Param("allow_drops", "bool", "False", "a step schedule: no drop fires"),
         Param("planned_steps", "int_list", "", "global steps at which the schedule jumps on purpose"),
         Param("window", "int", "100", "previous saved steps searched for the peak"),
@@ -68,7 +79,7 @@ class LearningRateDiscontinuity(BuiltinRule):
     def check_params(self) -> None:
         if self.max_drop_factor <= 1:
             raise self.param_error("max_drop_factor", f"value {self.max_drop_factor} must be > 1")
-        self.require_at_least(0, "rise_tolerance", "min_lr_fraction")
+        self.require_at_least(0, "rise_tolerance", "min_lr_fraction", "restart_below")
         self.require_at_least(1, "window")
 
     def history_steps(self) -> int | None:
@@ -119,7 +130,8 @@ class LearningRateDiscontinuity(BuiltinRule):
             )
             return True
         past_peak = peak > prev_lr * (1 + self.rise_tolerance)
-        if past_peak and lr > prev_lr * (1 + self.rise_tolerance):
+        warm_restart = prev_lr < self.restart_below * peak and lr <= peak * (1 + self.rise_tolerance)
+        if past_peak and lr > prev_lr * (1 + self.rise_tolerance) and not warm_restart:
             self.report_issue(
                 f"{name} rose from {self.fmt(prev_lr)} at step {prev} to {self.fmt(lr)} at step {step} "
                 f"after the schedule had peaked at {self.fmt(peak)} "

@@ -24,6 +24,15 @@ fourth pass, most of them 30-90%).
   Both are judged from the start of the run, so a run that once generalised is never flagged later (its
   best pass only gets better), and the firing comes at the ``min_passes``-th pass or not at all while
   the training loss is moving.
+* A run whose first validation pass already lies ``generalised_percent`` % below its first TRAIN phase
+  is not judged at a pass no higher than the one before it: the model generalised within its first
+  epoch (an easy task at a full learning rate from the first step, a warm restart's schedule with no
+  warmup), and later passes only have noise and the bumps of a schedule to add. A model that never
+  generalises cannot do this: in one epoch it sees each training sample once, so it cannot yet have
+  memorised them, and its first pass on unseen data sits near its first phase's loss (chance for
+  permuted labels; above it for a learning rate that chases batches). A pass above the one before it,
+  while the training loss came down, is UMLAUT's overfitting symptom (``check_overfitting``): a model
+  that generalised once and is now memorising is still reported.
 * A non-finite loss is not judged (ExplodingTensor's job). Loss tensors: ``tensor_regex`` if given, else
   the ``losses`` collection; each judged alone and needing both modes (Keras's ``val_loss``, saved in
   EVAL mode only, is not judged; its ``loss`` is, in both modes).
@@ -127,12 +136,19 @@ class ValidationLossNotDecreasing(BuiltinRule):
             "quiet when the first validation pass lies this % below the first saved training loss (the "
             "model generalised in its first epoch); unset: not checked",
         ),
+        Param(
+            "generalised_percent",
+            "float",
+            "50",
+            "the first validation pass this % below the first training phase: generalised, not judged "
+            "(above 100: off)",
+        ),
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
         self.require_at_least(2, "min_passes")
-        self.require_at_least(0, "min_improvement_percent", "min_train_drop_percent")
+        self.require_at_least(0, "min_improvement_percent", "min_train_drop_percent", "generalised_percent")
         below = self.first_pass_below_start_percent
         if below is not None and not 0 < below < 100:
             raise self.param_error("first_pass_below_start_percent", f"value {below} must be within (0, 100)")
@@ -189,6 +205,9 @@ class ValidationLossNotDecreasing(BuiltinRule):
                 continue
             if self._generalised_first(name, trains[0][0], val[0]):
                 continue
+            generalised = train[0] > 0 and improvement_percent(train[0], val[:1]) >= self.generalised_percent
+            if generalised and val[-1] <= val[-2]:
+                continue  # the first pass confirmed what the first epoch learned, and nothing is rising
             shown = ", ".join(self.fmt(v) for v in val[-6:])
             minimum = self.fmt(self.min_improvement_percent)
             train_span = f"{self.fmt(train[0])} -> {self.fmt(min(train[1:]))}"
