@@ -44,6 +44,8 @@ from typing import Any
 import torch
 
 from tornasole.exceptions import ConfigurationError
+from tornasole.pytorch.fused_reductions import FusedReducer
+from tornasole.pytorch.fused_reductions import load as load_fused_reducer
 
 __all__ = ["StatisticsConfig", "STATISTICS", "statistic_reduction", "TensorStatistics", "llm_preset"]
 
@@ -158,10 +160,16 @@ def llm_preset() -> StatisticsConfig:
 
 
 class TensorStatistics:
-    """Reduces lists of tensors to a ``[len, len(statistics)]`` float32 table on their device."""
+    """Reduces lists of tensors to a ``[len, len(statistics)]`` float32 table on their device.
 
-    def __init__(self, statistics: Sequence[str]) -> None:
+    On a CPU the weights and gradients are read once each by a compiled loop
+    (:mod:`tornasole.pytorch.fused_reductions`) where it could be built; ``fused=None`` (or a failed
+    build) keeps PyTorch's reductions, which give the same values.
+    """
+
+    def __init__(self, statistics: Sequence[str], fused: FusedReducer | None | str = "auto") -> None:
         self.statistics = tuple(statistics)
+        self._fused = fused
         needs = {p for s in self.statistics for p in _NEEDS[s]}
         self._norm = _NORM in needs
         self._moments = _MEAN in needs or _M2 in needs
@@ -173,6 +181,10 @@ class TensorStatistics:
     def parts(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         """The mergeable parts of each (local) tensor: ``[len(tensors), 8]`` float32 on their device."""
         device = tensors[0].device
+        if device.type == "cpu" and self._fused_reducer() is not None:
+            fused = self._cpu_fused_parts(tensors)
+            if fused is not None:
+                return fused
         xs = [_as_float(t) for t in tensors]
         k = len(xs)
         sizes = tuple(x.numel() for x in xs)
@@ -224,6 +236,37 @@ class TensorStatistics:
             else:
                 cols[_NONFINITE] = counts - column([torch.isfinite(x).sum() for x in full])
         return torch.stack(cols, dim=1)
+
+    def _fused_reducer(self) -> FusedReducer | None:
+        if isinstance(self._fused, str):
+            self._fused = load_fused_reducer()
+        return self._fused
+
+    def _cpu_fused_parts(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+        """The parts from one pass over each tensor; ``None`` where one holds a NaN or an Inf.
+
+        That step (an unhealthy one, rare) is reduced by PyTorch, whose NaN propagation the
+        statistics keep; a tensor that is not a contiguous float32 one is converted first.
+        """
+        assert isinstance(self._fused, FusedReducer)
+        xs = [
+            t if type(t) in _PLAIN and t.dtype == torch.float32 and t.is_contiguous() else _flat_float(t)
+            for t in tensors
+        ]
+        raw = self._fused.reduce(xs)  # [k, 6] float64: sum, sum of squares, M2, min, max, zeros
+        if not bool(torch.isfinite(raw[:, :3]).all()):
+            return None
+        n = raw.new_tensor([float(x.numel()) for x in xs])
+        parts = torch.empty((len(xs), _PARTS), dtype=torch.float64)
+        parts[:, _N] = n
+        parts[:, _MEAN] = torch.where(n > 0, raw[:, 0] / n.clamp(min=1), 0.0)
+        parts[:, _M2] = raw[:, 2]
+        parts[:, _NORM] = raw[:, 1].sqrt()
+        parts[:, _MIN] = raw[:, 3]
+        parts[:, _MAX] = raw[:, 4]
+        parts[:, _ZEROS] = raw[:, 5]
+        parts[:, _NONFINITE] = 0.0  # every sum is finite: no NaN or Inf
+        return parts.float()
 
     def finish(self, parts: torch.Tensor) -> torch.Tensor:
         """The statistics (columns in :attr:`statistics` order) of merged parts ``[k, 8]``."""
@@ -305,6 +348,14 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
     if x.dtype != torch.float32:
         x = x.float()
     return x
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _flat_float(t: torch.Tensor) -> torch.Tensor:
+    x = _as_float(t)
+    return x if x.is_contiguous() else x.contiguous()
 
 
 def sharding_group(t: torch.Tensor) -> Any:
