@@ -19,11 +19,12 @@ warning, and statistics mode keeps PyTorch's reductions: training never fails
 for it.
 
 The loop sums in float32 lanes per block of 2,048 values and the blocks in
-float64 (as exact as PyTorch's cascade sum); it also returns the sum of squared
-deviations (a second pass only where the mean dominates, as
-``statistics._cpu_moments`` decides). Its min/max ignore NaN, so a caller must
-fall back to PyTorch's reductions where a sum is not finite
-(:meth:`TensorStatistics.parts` does, for the whole step).
+float64 (as exact as PyTorch's cascade sum), and writes statistics mode's
+mergeable parts directly (count, mean, sum of squared deviations, with a second
+pass only where the mean dominates, as ``statistics._cpu_moments`` decides;
+norm, min, max, zeros). Its min/max ignore NaN, so a caller must fall back to
+PyTorch's reductions where a sum is not finite (``reduce`` returns ``None``;
+:meth:`TensorStatistics.parts` then reduces the whole step with PyTorch).
 """
 
 from __future__ import annotations
@@ -48,18 +49,20 @@ __all__ = ["FusedReducer", "load", "COLUMNS"]
 logger = logging.getLogger(__name__)
 
 #: the columns of :meth:`FusedReducer.reduce`'s result
-COLUMNS = ("sum", "sum_of_squares", "m2", "min", "max", "zeros")
+COLUMNS = ("count", "mean", "m2", "norm", "min", "max", "zeros", "nonfinite")
 
 _SOURCE = r"""
 #include <stdint.h>
 #include <math.h>
 #define LANES 16
 #define BLOCK 2048
-/* out[6*t + 0..5] for the n[t] float32 values at x[t]: sum, sum of squares, sum of squared deviations
-   from the mean (M2), min, max, zero count. M2 is sum of squares - n * mean^2 where the mean carries
-   at most 1% of the energy (two digits of float32's seven lost at most), else a second pass over the
-   centred values (a LayerNorm's weights near 1). */
-void tensor_parts(int64_t k, const float *const *xs, const int64_t *ns, double *out) {
+/* parts[8*t + 0..7] for the n[t] float32 values at x[t]: count, mean, sum of squared deviations
+   from the mean (M2), L2 norm, min, max, zero count, non-finite count (0). M2 is sum of squares -
+   n * mean^2 where the mean carries at most 1% of the energy (two digits of float32's seven lost at
+   most), else a second pass over the centred values (a LayerNorm's weights near 1). Returns how many
+   tensors have a sum or sum of squares that is not finite (a NaN or Inf: their parts are undefined). */
+int64_t tensor_parts(int64_t k, const float *const *xs, const int64_t *ns, float *parts) {
+    int64_t bad = 0;
     for (int64_t t = 0; t < k; t++) {
         const float *x = xs[t];
         int64_t n = ns[t], i = 0, zeros = 0;
@@ -113,9 +116,12 @@ void tensor_parts(int64_t k, const float *const *xs, const int64_t *ns, double *
                 m2 += bq;
             }
         }
-        double *o = out + 6 * t;
-        o[0] = sum; o[1] = sq; o[2] = m2 > 0.0 ? m2 : 0.0; o[3] = lo; o[4] = hi; o[5] = (double)zeros;
+        if (!isfinite(sum) || !isfinite(sq) || !isfinite(m2)) bad++;
+        float *o = parts + 8 * t;
+        o[0] = (float)n; o[1] = (float)mean; o[2] = (float)(m2 > 0.0 ? m2 : 0.0); o[3] = (float)sqrt(sq);
+        o[4] = lo; o[5] = hi; o[6] = (float)zeros; o[7] = 0.f;
     }
+    return bad;
 }
 """
 
@@ -133,14 +139,15 @@ class FusedReducer:
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._fn = library.tensor_parts
-        self._fn.restype = None
+        self._fn.restype = ctypes.c_int64
         self._fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 
-    def reduce(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-        """``[len(tensors), 6]`` float64: the :data:`COLUMNS` of each tensor, in one pass over each.
+    def reduce(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+        """``[len(tensors), 8]`` float32: the :data:`COLUMNS` of each tensor, in one pass over each.
 
-        An empty tensor gives sums 0, min +inf, max -inf. The values of a tensor holding a NaN or an
-        Inf are undefined (its sum or sum of squares is not finite: redo it with PyTorch).
+        ``None`` where a tensor holds a NaN or an Inf (or its sums overflow float64): the loop's
+        min/max ignore NaN, so the caller reduces that step with PyTorch. An empty tensor gives
+        count, sums and norm 0, min +inf, max -inf.
         """
         k = len(tensors)
         ptrs, sizes = [], []
@@ -152,9 +159,10 @@ class FusedReducer:
                 )
             ptrs.append(t.data_ptr())
             sizes.append(t.numel())
-        out = torch.empty((k, len(COLUMNS)), dtype=torch.float64)
-        if k:  # ``tensors`` keeps each tensor (and its memory) alive during the call
-            self._fn(k, (ctypes.c_void_p * k)(*ptrs), (ctypes.c_int64 * k)(*sizes), out.data_ptr())
+        out = torch.empty((k, len(COLUMNS)), dtype=torch.float32)
+        # ``tensors`` keeps each tensor (and its memory) alive during the call
+        if k and self._fn(k, (ctypes.c_void_p * k)(*ptrs), (ctypes.c_int64 * k)(*sizes), out.data_ptr()):
+            return None
         return out
 
 
@@ -226,7 +234,7 @@ def _build() -> Path:
         source.write_text(_SOURCE)
         built = Path(tmp) / "statistics.so"
         proc = subprocess.run(
-            [cc, *_FLAGS, "-o", str(built), str(source)],
+            [cc, *_FLAGS, "-o", str(built), str(source), "-lm"],
             capture_output=True,
             text=True,
             timeout=_COMPILE_TIMEOUT_S,

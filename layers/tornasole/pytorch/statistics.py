@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from tornasole.exceptions import ConfigurationError
+from tornasole.pytorch.fused_reductions import COLUMNS as FUSED_COLUMNS
 from tornasole.pytorch.fused_reductions import FusedReducer
 from tornasole.pytorch.fused_reductions import load as load_fused_reducer
 
@@ -63,9 +64,11 @@ STATISTICS: dict[str, tuple[str, bool]] = {
 _ALIASES = {"amax": "max_abs", "l2": "norm", "l2_norm": "norm"}
 DEFAULT_STATISTICS = ("norm", "max_abs", "mean", "std", "zero_fraction", "nonfinite_count")
 
-# the mergeable parts a tensor is reduced to (columns of the per-step table)
-_N, _MEAN, _M2, _NORM, _MIN, _MAX, _ZEROS, _NONFINITE = range(8)
-_PARTS = 8
+# the mergeable parts a tensor is reduced to (the per-step table's columns, as the fused CPU loop writes them)
+_N, _MEAN, _M2, _NORM, _MIN, _MAX, _ZEROS, _NONFINITE = (
+    FUSED_COLUMNS.index(c) for c in ("count", "mean", "m2", "norm", "min", "max", "zeros", "nonfinite")
+)
+_PARTS = len(FUSED_COLUMNS)
 _NEEDS = {
     "norm": (_NORM,),
     "max_abs": (_MIN, _MAX),
@@ -253,20 +256,7 @@ class TensorStatistics:
             t if type(t) in _PLAIN and t.dtype == torch.float32 and t.is_contiguous() else _flat_float(t)
             for t in tensors
         ]
-        raw = self._fused.reduce(xs)  # [k, 6] float64: sum, sum of squares, M2, min, max, zeros
-        if not bool(torch.isfinite(raw[:, :3]).all()):
-            return None
-        n = raw.new_tensor([float(x.numel()) for x in xs])
-        parts = torch.empty((len(xs), _PARTS), dtype=torch.float64)
-        parts[:, _N] = n
-        parts[:, _MEAN] = torch.where(n > 0, raw[:, 0] / n.clamp(min=1), 0.0)
-        parts[:, _M2] = raw[:, 2]
-        parts[:, _NORM] = raw[:, 1].sqrt()
-        parts[:, _MIN] = raw[:, 3]
-        parts[:, _MAX] = raw[:, 4]
-        parts[:, _ZEROS] = raw[:, 5]
-        parts[:, _NONFINITE] = 0.0  # every sum is finite: no NaN or Inf
-        return parts.float()
+        return self._fused.reduce(xs)  # [k, 8]: the parts, in this module's column order
 
     def finish(self, parts: torch.Tensor) -> torch.Tensor:
         """The statistics (columns in :attr:`statistics` order) of merged parts ``[k, 8]``."""
@@ -360,6 +350,8 @@ def _flat_float(t: torch.Tensor) -> torch.Tensor:
 
 def sharding_group(t: torch.Tensor) -> Any:
     """The process group over which ``t`` (a ``DTensor`` sharded on a 1-D mesh) is split, or ``None``."""
+    if type(t) in _PLAIN:  # a plain tensor or Parameter (``Parameter(dtensor)`` stays a DTensor)
+        return None
     placements = getattr(t, "placements", None)
     if not placements or not any(p.is_shard() for p in placements):
         return None
