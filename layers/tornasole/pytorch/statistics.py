@@ -2,8 +2,9 @@
 
 Full tensors cost a device-to-host copy each (the bf16 gradients of a 7B model
 are 14 GB); a handful of statistics per tensor cost a few hundred scalars. So
-each step the hook reduces every watched tensor *where it lives* (a few
-kernels per tensor, norms batched with ``torch._foreach_norm``), stacks the
+each step the hook reduces every watched tensor *where it lives* (on CUDA a few
+kernels per tensor, norms batched with ``torch._foreach_norm``; on a CPU one
+pass of a compiled loop, :mod:`tornasole.pytorch.fused_reductions`), stacks the
 results and the step's scalars (loss, learning rate, loss scale, skipped
 steps, total norms) into **one** device tensor and copies that once (on CUDA
 ``non_blocking`` into pinned memory; the writer thread waits on one event).
