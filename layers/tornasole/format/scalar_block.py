@@ -36,7 +36,7 @@ _layouts: dict[tuple[tuple[str, ...], int, int, int], ScalarBlockLayout] = {}
 _lock = threading.Lock()  # the writer threads of several hooks may share the cache
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ScalarBlockLayout:
     """The event-file bytes of a tag list with the step's parts blank, and where those parts go."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import tempfile
 
 import pytest
 import torch
@@ -167,9 +168,13 @@ def test_the_library_is_built_once_into_a_private_cache(fresh_load):
     assert [p.name for p in kernels.iterdir()] == [built[0].name]  # no temporary left behind
 
 
-def test_a_cache_others_can_write_is_not_used(fresh_load):
+def test_a_cache_others_can_write_is_not_used(fresh_load, monkeypatch):
     kernels = fresh_load / "cache" / "tornasole" / "kernels"
     kernels.mkdir(parents=True)
     os.chmod(kernels, 0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(fresh_load))
     assert fused_reductions.load() is not None
-    assert not list(kernels.iterdir())  # built in a private temporary directory instead
+    assert not list(kernels.iterdir())
+    (private,) = fresh_load.glob("tornasole-kernels-*")  # built in a private temporary directory instead
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+    assert len(list(private.glob("statistics-*.so"))) == 1
