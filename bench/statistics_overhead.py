@@ -24,7 +24,8 @@ has a CUDA torch (``--smdebug-path`` as in ``bench/hook_overhead_cuda.py``).
 CPU time (``time.thread_time``, steady on a busy machine where wall times are not): the reductions
 (``TensorStatistics.parts``, inside ``StepStatistics.collect``), the step's assembly into records
 (``Hook._stats_finish_step``) on the training thread, and the writer thread's encoding
-(``StepWriter.add_tensors``) and file writes (``TrialWriter.write_step``); medians over the steps.
+(``StepWriter.add_tensors``, ``StepWriter.add_scalar_block``) and file writes
+(``TrialWriter.write_step``); medians over the steps.
 
 Usage::
 
@@ -174,6 +175,7 @@ def breakdown(kind: str, steps: int, device: str, threads: int) -> None:
         ("collect (reductions, totals, finish)", step_statistics.StepStatistics, "collect"),
         ("assembly into records (_stats_finish_step)", hook.Hook, "_stats_finish_step"),
         ("writer: encoding (add_tensors)", writer.StepWriter, "add_tensors"),
+        ("writer: encoding (add_scalar_block)", writer.StepWriter, "add_scalar_block"),
         ("writer: files (write_step)", writer.TrialWriter, "write_step"),
     ]
     times: dict[str, list[float]] = {label: [] for label, _, _ in phases}

@@ -14,6 +14,7 @@ naming the file, and not later as a confusing read error.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "decode_index_document",
     "tensor_entry_error",
     "index_entry",
+    "tensor_payload",
     "MAX_TENSOR_NAME_LENGTH",
 ]
 
@@ -73,12 +75,14 @@ class StepIndex:
     shapes: list[ShapeEntry] = field(default_factory=list)
 
 
-def encode_index(index: StepIndex) -> bytes:
+def encode_index(index: StepIndex, payload: str | None = None) -> bytes:
     """Serialize an index exactly as smdebug's ``IndexWriter`` does (``json.dumps`` of its dict).
 
     The tensor entries, one per record, are formatted directly (``json.dumps``'s
     own string escaping, default separators) instead of going through a dict
-    each: a saved step of many small values writes as many entries.
+    each: a saved step of many small values writes as many entries. ``payload``
+    is their :func:`tensor_payload` where the writer already has it (a scalar
+    block's entries are the same every step).
 
     Examples
     --------
@@ -90,20 +94,25 @@ def encode_index(index: StepIndex) -> bytes:
     meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
     if index.event_file_name is not None:
         meta["event_file_name"] = index.event_file_name
-    esc, number = _json_string, int.__repr__  # int.__repr__: a TypeError for what json.dumps refuses too
-    tensors = ", ".join(
-        [
-            f'{{"tensorname": {esc(e.tensorname)}, "start_idx": {number(e.start_idx)}, '
-            f'"length": {number(e.length)}}}'
-            for e in index.tensors
-        ]
-    )
+    tensors = tensor_payload(index.tensors) if payload is None else payload
     shapes = [
         {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
         for s in index.shapes
     ]
     head = f'{{"meta": {json.dumps(meta)}, "tensor_payload": [{tensors}], '
     return f'{head}"shape_payload": {json.dumps(shapes)}}}'.encode()
+
+
+def tensor_payload(entries: Sequence[IndexEntry]) -> str:
+    """The entries of an index's ``tensor_payload`` list as ``json.dumps`` writes them (no brackets)."""
+    esc, number = _json_string, int.__repr__  # int.__repr__: a TypeError for what json.dumps refuses too
+    return ", ".join(
+        [
+            f'{{"tensorname": {esc(e.tensorname)}, "start_idx": {number(e.start_idx)}, '
+            f'"length": {number(e.length)}}}'
+            for e in entries
+        ]
+    )
 
 
 _json_string = json.encoder.encode_basestring_ascii  # what json.dumps (ensure_ascii) writes for a str

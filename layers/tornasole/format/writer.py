@@ -21,11 +21,21 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tornasole.format.collections import encode_collections
 from tornasole.format.event_encoding import numeric_record, numeric_records
 from tornasole.format.event_records import encode_record
-from tornasole.format.index import IndexEntry, ShapeEntry, StepIndex, encode_index, index_entry
+from tornasole.format.index import (
+    IndexEntry,
+    ShapeEntry,
+    StepIndex,
+    encode_index,
+    index_entry,
+    tensor_payload,
+)
 from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
+from tornasole.format.scalar_block import encode_block
 from tornasole.modes import ModeKeys
 from tornasole.storage.paths import join
 
@@ -75,6 +85,8 @@ class StepWriter:
         self._shapes: list[ShapeEntry] = []
         self._tensor_meta: tuple[ModeKeys, int] | None = None
         self._shape_meta: tuple[ModeKeys, int] | None = None
+        # (first entry, entries, their JSON) of each scalar block: its index entries are formatted once
+        self._payloads: list[tuple[int, int, str]] = []
 
     @property
     def event_file_name(self) -> str:
@@ -149,6 +161,40 @@ class StepWriter:
         if tensors and self._tensor_meta is None:
             self._tensor_meta = (self.mode, mode_step)
 
+    def add_scalar_block(self, tags: Sequence[str], values: Any, wall_time: float | None = None) -> None:
+        """One 0-d float32 record per tag, in order, with the writer's mode and mode step: the same
+        bytes as :meth:`add_tensors` of ``(tag, np.float32(value), wall_time)``, encoded from a layout
+        of ``tags`` made once (:mod:`tornasole.format.scalar_block`: statistics mode's few hundred
+        values a step)."""
+        array = np.asarray(values)
+        if len(tags) != array.size:
+            raise ValueError(
+                f"step {self.step}: add_scalar_block got {len(tags)} tags for {array.size} values"
+            )
+        if wall_time is None:
+            wall_time = time.time()
+        encoded = encode_block(
+            tags,
+            array.reshape(-1),
+            step=self.step,
+            mode_value=self._mode_value,
+            mode_step=self.mode_step,
+            wall_time=wall_time,
+            offset=self._size,
+        )
+        if encoded is None:  # not float32, a negative step, a zero wall time: record by record
+            self.add_tensors([(tag, array.reshape(-1)[i, ...], wall_time) for i, tag in enumerate(tags)])
+            return
+        data, block = encoded
+        if not block.entries:
+            return
+        self._payloads.append((len(self._tensors), len(block.entries), block.payload))
+        self._records.append(data)
+        self._size += len(data)
+        self._tensors.extend(block.entries)
+        if self._tensor_meta is None:
+            self._tensor_meta = (self.mode, self.mode_step)
+
     def add_shape(
         self,
         name: str,
@@ -183,7 +229,14 @@ class StepWriter:
 
     def index_bytes(self) -> bytes:
         """The index file, byte-identical to smdebug's for the same records."""
-        return encode_index(self.index())
+        if not self._payloads:
+            return encode_index(self.index())
+        pieces, done = [], 0
+        for first, count, payload in self._payloads:
+            pieces += [tensor_payload(self._tensors[done:first]), payload]
+            done = first + count
+        pieces.append(tensor_payload(self._tensors[done:]))
+        return encode_index(self.index(), payload=", ".join([p for p in pieces if p]))
 
 
 class TrialWriter:

@@ -77,6 +77,7 @@ class RetryingStorage:
 @dataclass
 class StepJob:
     """Everything saved for one (step, worker): records are ``("t", tag, value, wall_time)``,
+    ``("b", tags, values, wall_time)`` (one float32 scalar per tag: a block of statistics),
     ``("s", name, shape)`` or TensorBoard-only ``("tb_scalar" | "tb_histogram", tag, value, wall_time)``;
     ``materialize`` turns framework values into numpy on the writer thread."""
 
@@ -185,6 +186,10 @@ class AsyncTrialWriter:
             kind = rec[0]
             if kind == "t":
                 tensors.append(rec[1:])  # (tag, value, wall_time): encoded together below, in order
+            elif kind == "b":  # in order: the records before it first
+                sw.add_tensors(tensors)
+                tensors = []
+                sw.add_scalar_block(rec[1], rec[2], rec[3])
             elif kind == "s":
                 sw.add_shape(rec[1], rec[2])
             else:  # "tb_scalar" / "tb_histogram": TensorBoard only

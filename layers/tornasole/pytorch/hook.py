@@ -37,7 +37,7 @@ from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.modes import ModeKeys
 from tornasole.profiler.format import trace_events
 from tornasole.profiler.sampling.steps import now_us
-from tornasole.pytorch.capture import TorchCapture, host_rows
+from tornasole.pytorch.capture import TorchCapture
 from tornasole.pytorch.statistics import StatisticsConfig, llm_preset
 from tornasole.pytorch.step_statistics import StepStatistics, learning_rate_name
 
@@ -471,8 +471,8 @@ class Hook(_CoreHook):
         now = time.time()
         pending = self._pending
         if flat is not None:
-            host = self._tc.capture(flat)
-            pending.extend(("t", tag, value, now) for tag, value in zip(tags, host_rows(host)))
+            # one record of the whole step: the writer encodes its tags from a layout made once
+            pending.append(("b", tags, self._tc.capture(flat), now))
         if self.statistics.learning_rate:
             for k, opt in enumerate(self._optimizers):
                 for g, group in enumerate(opt.param_groups):

@@ -2,8 +2,9 @@
 
 Full tensors cost a device-to-host copy each (the bf16 gradients of a 7B model
 are 14 GB); a handful of statistics per tensor cost a few hundred scalars. So
-each step the hook reduces every watched tensor *where it lives* (a few
-kernels per tensor, norms batched with ``torch._foreach_norm``), stacks the
+each step the hook reduces every watched tensor *where it lives* (on CUDA a few
+kernels per tensor, norms batched with ``torch._foreach_norm``; on a CPU one
+pass of a compiled loop, :mod:`tornasole.pytorch.fused_reductions`), stacks the
 results and the step's scalars (loss, learning rate, loss scale, skipped
 steps, total norms) into **one** device tensor and copies that once (on CUDA
 ``non_blocking`` into pinned memory; the writer thread waits on one event).
@@ -44,6 +45,9 @@ from typing import Any
 import torch
 
 from tornasole.exceptions import ConfigurationError
+from tornasole.pytorch.fused_reductions import COLUMNS as FUSED_COLUMNS
+from tornasole.pytorch.fused_reductions import FusedReducer
+from tornasole.pytorch.fused_reductions import load as load_fused_reducer
 
 __all__ = ["StatisticsConfig", "STATISTICS", "statistic_reduction", "TensorStatistics", "llm_preset"]
 
@@ -61,9 +65,11 @@ STATISTICS: dict[str, tuple[str, bool]] = {
 _ALIASES = {"amax": "max_abs", "l2": "norm", "l2_norm": "norm"}
 DEFAULT_STATISTICS = ("norm", "max_abs", "mean", "std", "zero_fraction", "nonfinite_count")
 
-# the mergeable parts a tensor is reduced to (columns of the per-step table)
-_N, _MEAN, _M2, _NORM, _MIN, _MAX, _ZEROS, _NONFINITE = range(8)
-_PARTS = 8
+# the mergeable parts a tensor is reduced to (the per-step table's columns, as the fused CPU loop writes them)
+_N, _MEAN, _M2, _NORM, _MIN, _MAX, _ZEROS, _NONFINITE = (
+    FUSED_COLUMNS.index(c) for c in ("count", "mean", "m2", "norm", "min", "max", "zeros", "nonfinite")
+)
+_PARTS = len(FUSED_COLUMNS)
 _NEEDS = {
     "norm": (_NORM,),
     "max_abs": (_MIN, _MAX),
@@ -158,10 +164,16 @@ def llm_preset() -> StatisticsConfig:
 
 
 class TensorStatistics:
-    """Reduces lists of tensors to a ``[len, len(statistics)]`` float32 table on their device."""
+    """Reduces lists of tensors to a ``[len, len(statistics)]`` float32 table on their device.
 
-    def __init__(self, statistics: Sequence[str]) -> None:
+    On a CPU the weights and gradients are read once each by a compiled loop
+    (:mod:`tornasole.pytorch.fused_reductions`) where it could be built; ``fused=None`` (or a failed
+    build) keeps PyTorch's reductions, which give the same values.
+    """
+
+    def __init__(self, statistics: Sequence[str], fused: FusedReducer | None | str = "auto") -> None:
         self.statistics = tuple(statistics)
+        self._fused = fused
         needs = {p for s in self.statistics for p in _NEEDS[s]}
         self._norm = _NORM in needs
         self._moments = _MEAN in needs or _M2 in needs
@@ -173,6 +185,10 @@ class TensorStatistics:
     def parts(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         """The mergeable parts of each (local) tensor: ``[len(tensors), 8]`` float32 on their device."""
         device = tensors[0].device
+        if device.type == "cpu" and self._fused_reducer() is not None:
+            fused = self._cpu_fused_parts(tensors)
+            if fused is not None:
+                return fused
         xs = [_as_float(t) for t in tensors]
         k = len(xs)
         sizes = tuple(x.numel() for x in xs)
@@ -224,6 +240,24 @@ class TensorStatistics:
             else:
                 cols[_NONFINITE] = counts - column([torch.isfinite(x).sum() for x in full])
         return torch.stack(cols, dim=1)
+
+    def _fused_reducer(self) -> FusedReducer | None:
+        if isinstance(self._fused, str):
+            self._fused = load_fused_reducer()
+        return self._fused
+
+    def _cpu_fused_parts(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+        """The parts from one pass over each tensor; ``None`` where one holds a NaN or an Inf.
+
+        That step (an unhealthy one, rare) is reduced by PyTorch, whose NaN propagation the
+        statistics keep; a tensor that is not a contiguous float32 one is converted first.
+        """
+        assert isinstance(self._fused, FusedReducer)
+        xs = [
+            t if type(t) in _PLAIN and t.dtype == torch.float32 and t.is_contiguous() else _flat_float(t)
+            for t in tensors
+        ]
+        return self._fused.reduce(xs)  # [k, 8]: the parts, in this module's column order
 
     def finish(self, parts: torch.Tensor) -> torch.Tensor:
         """The statistics (columns in :attr:`statistics` order) of merged parts ``[k, 8]``."""
@@ -307,8 +341,18 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
     return x
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _flat_float(t: torch.Tensor) -> torch.Tensor:
+    x = _as_float(t)
+    return x if x.is_contiguous() else x.contiguous()
+
+
 def sharding_group(t: torch.Tensor) -> Any:
     """The process group over which ``t`` (a ``DTensor`` sharded on a 1-D mesh) is split, or ``None``."""
+    if type(t) in _PLAIN:  # a plain tensor or Parameter (``Parameter(dtensor)`` stays a DTensor)
+        return None
     placements = getattr(t, "placements", None)
     if not placements or not any(p.is_shard() for p in placements):
         return None
