@@ -24,46 +24,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["HostRow", "TorchCapture", "host_rows"]
+__all__ = ["TorchCapture"]
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
-
-
-class _HostRows:
-    """A captured 1-D host tensor turned into numpy once, on the writer thread, for all its rows."""
-
-    __slots__ = ("_host", "_array")
-
-    def __init__(self, host: torch.Tensor) -> None:
-        self._host = host
-        self._array: Any = None
-
-    def row(self, i: int) -> Any:
-        if self._array is None:
-            self._array = self._host.numpy()
-        return self._array[i, ...]  # a 0-d view: no copy, no tensor per value
-
-
-class HostRow:
-    """Element ``i`` of a step's captured statistics: one record's value, materialised by ``to_numpy``.
-
-    Why not ``host.unbind()``: a step's few hundred statistics would cost a tensor view each on the
-    training thread and a ``.numpy()`` each on the writer thread; a row costs neither.
-    """
-
-    __slots__ = ("_rows", "_i")
-
-    def __init__(self, rows: _HostRows, i: int) -> None:
-        self._rows, self._i = rows, i
-
-    def numpy(self) -> Any:
-        return self._rows.row(self._i)
-
-
-def host_rows(host: torch.Tensor) -> list[HostRow]:
-    """One :class:`HostRow` per element of the 1-D captured tensor ``host``."""
-    rows = _HostRows(host)
-    return [HostRow(rows, i) for i in range(host.shape[0])]
 
 
 class TorchCapture:
@@ -128,7 +91,7 @@ class TorchCapture:
                 event.synchronize()  # once per stream and step, on the writer thread
             out = []
             for rec in records:
-                if rec[0] != "s" and isinstance(rec[2], (torch.Tensor, HostRow)):
+                if rec[0] != "s" and isinstance(rec[2], torch.Tensor):
                     rec = (rec[0], rec[1], rec[2].numpy(), rec[3])
                 out.append(rec)
             return out
