@@ -176,7 +176,7 @@ def load() -> FusedReducer | None:
                 logger.info("Tornasole: %s=0: statistics mode uses PyTorch's reductions", _DISABLE_ENV)
             else:
                 try:
-                    _loaded = FusedReducer(ctypes.CDLL(str(_build())))
+                    _loaded = FusedReducer(_open_library())
                 except Exception as exc:  # noqa: BLE001 - any failure falls back to PyTorch's reductions
                     logger.warning(
                         "Tornasole: statistics mode could not build its fused CPU reduction (%s); it uses "
@@ -204,28 +204,46 @@ def _cpu_flags() -> str:
     return platform.processor()
 
 
-def _cache_dir() -> Path:
-    """A directory only this user can write (a library loaded from a shared one could be anyone's)."""
+def _open_library() -> ctypes.CDLL:
+    """The built library, loaded; a private temporary directory it was built in is removed at once.
+
+    Once loaded the library stays mapped after its file is unlinked (Linux), so a process that could not
+    use the shared cache leaves nothing behind, whether the build succeeded or not.
+    """
+    if not sys.platform.startswith("linux"):
+        raise RuntimeError(f"the fused reduction is built on Linux only (this is {sys.platform})")
+    directory, temporary = _cache_dir()
+    try:
+        return ctypes.CDLL(str(_build(directory)))
+    finally:
+        if temporary:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _cache_dir() -> tuple[Path, bool]:
+    """A directory only this user can write (a library loaded from a shared one could be anyone's).
+
+    ``(directory, True)`` for a private temporary directory (mode 0700, this process only) where the
+    cache cannot be used: the caller removes it.
+    """
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = Path(root) / "tornasole" / "kernels"
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = path.stat()
         if st.st_uid == os.getuid() and not st.st_mode & 0o022:
-            return path
+            return path, False
     except OSError:
         pass
-    return Path(tempfile.mkdtemp(prefix="tornasole-kernels-"))  # private (0700), this process only
+    return Path(tempfile.mkdtemp(prefix="tornasole-kernels-")), True
 
 
-def _build() -> Path:
-    if not sys.platform.startswith("linux"):
-        raise RuntimeError(f"the fused reduction is built on Linux only (this is {sys.platform})")
+def _build(directory: Path) -> Path:
+    """The library for this source, compiler and CPU in ``directory``: built there unless it is already."""
     cc = _compiler()
     key = hashlib.sha256(
         "\0".join((_SOURCE, cc, *_FLAGS, platform.machine(), _cpu_flags())).encode()
     ).hexdigest()[:16]
-    directory = _cache_dir()
     library = directory / f"statistics-{key}.so"
     if library.exists():
         return library

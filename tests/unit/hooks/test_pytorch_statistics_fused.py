@@ -7,6 +7,7 @@ import logging
 import os
 import stat
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,13 +169,56 @@ def test_the_library_is_built_once_into_a_private_cache(fresh_load):
     assert [p.name for p in kernels.iterdir()] == [built[0].name]  # no temporary left behind
 
 
-def test_a_cache_others_can_write_is_not_used(fresh_load, monkeypatch):
+@pytest.fixture
+def build_dirs(monkeypatch, fresh_load) -> list[tuple[Path, int, list[str]]]:
+    """Each directory ``_build`` is given, with its mode and content after the build; temporaries go
+    under ``fresh_load``."""
+    monkeypatch.setattr(tempfile, "tempdir", str(fresh_load))
+    seen, build = [], fused_reductions._build
+
+    def spy(directory: Path) -> Path:
+        try:
+            return build(directory)
+        finally:
+            seen.append((directory, stat.S_IMODE(directory.stat().st_mode), sorted(os.listdir(directory))))
+
+    monkeypatch.setattr(fused_reductions, "_build", spy)
+    return seen
+
+
+def _refuse_the_cache(fresh_load: Path) -> Path:
     kernels = fresh_load / "cache" / "tornasole" / "kernels"
     kernels.mkdir(parents=True)
     os.chmod(kernels, 0o777)
-    monkeypatch.setattr(tempfile, "tempdir", str(fresh_load))
-    assert fused_reductions.load() is not None
+    return kernels
+
+
+def test_a_cache_others_can_write_is_not_used(fresh_load, build_dirs):
+    kernels = _refuse_the_cache(fresh_load)
+    reducer = fused_reductions.load()
+    assert reducer is not None
     assert not list(kernels.iterdir())
-    (private,) = fresh_load.glob("tornasole-kernels-*")  # built in a private temporary directory instead
-    assert stat.S_IMODE(private.stat().st_mode) == 0o700
-    assert len(list(private.glob("statistics-*.so"))) == 1
+    ((private, mode, content),) = build_dirs  # built in a private temporary directory instead
+    assert private.parent == fresh_load
+    assert private.name.startswith("tornasole-kernels-")
+    assert mode == 0o700
+    assert len([name for name in content if name.startswith("statistics-")]) == 1
+
+
+def test_the_private_temporary_directory_is_removed_once_the_library_is_loaded(fresh_load, monkeypatch):
+    _refuse_the_cache(fresh_load)
+    monkeypatch.setattr(tempfile, "tempdir", str(fresh_load))
+    reducer = fused_reductions.load()
+    assert reducer is not None
+    assert not list(fresh_load.glob("tornasole-kernels-*"))  # nothing left for the process's lifetime
+    x = torch.arange(-3.0, 5.0)  # the loaded library still runs with its file gone
+    row = dict(zip(fused_reductions.COLUMNS, reducer.reduce([x])[0].tolist()))
+    assert (row["count"], row["mean"], row["min"], row["max"], row["zeros"]) == (8, 0.5, -3, 4, 1)
+
+
+def test_a_failed_build_in_the_private_temporary_directory_leaves_nothing(fresh_load, monkeypatch):
+    _refuse_the_cache(fresh_load)
+    monkeypatch.setattr(tempfile, "tempdir", str(fresh_load))
+    monkeypatch.setenv("CC", str(fresh_load / "no-such-compiler"))
+    assert fused_reductions.load() is None
+    assert not list(fresh_load.glob("tornasole-kernels-*"))
