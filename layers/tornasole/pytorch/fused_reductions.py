@@ -12,7 +12,9 @@ was measured as well: 0.58 ms steady (its wrapper calls a kernel per tensor),
 It is built once per machine with the system C compiler (``$CC``, ``cc`` or
 ``gcc``: the compiler ``torch.compile``'s CPU backend needs too), for this CPU
 (``-march=native``), into a private cache directory (mode 0700, keyed by the
-source, the compiler and the CPU's flags), and called through ``ctypes``
+source, the compiler and the CPU's flags; a cache that anyone but this user or
+root could change on the way from ``/`` is refused for a temporary directory
+removed once the library is loaded), and called through ``ctypes``
 (which releases the GIL). Where anything of that fails, or
 ``TORNASOLE_FUSED_STATISTICS=0``, :func:`load` returns ``None`` once, with one
 warning, and statistics mode keeps PyTorch's reductions: training never fails
@@ -35,6 +37,7 @@ import logging
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -221,21 +224,52 @@ def _open_library() -> ctypes.CDLL:
 
 
 def _cache_dir() -> tuple[Path, bool]:
-    """A directory only this user can write (a library loaded from a shared one could be anyone's).
+    """A directory only this user (or root) can change: a library loaded from any other could be anyone's.
 
     ``(directory, True)`` for a private temporary directory (mode 0700, this process only) where the
-    cache cannot be used: the caller removes it.
+    cache cannot be trusted: the caller removes it.
     """
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = Path(root) / "tornasole" / "kernels"
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = path.stat()
-        if st.st_uid == os.getuid() and not st.st_mode & 0o022:
-            return path, False
+        _make_private(path)
+        real = Path(os.path.realpath(path))
+        if all(_trusted(os.lstat(p), leaf=p == real) for p in (real, *real.parents)):
+            return real, False
     except OSError:
         pass
     return Path(tempfile.mkdtemp(prefix="tornasole-kernels-")), True
+
+
+def _make_private(path: Path) -> None:
+    """Creates ``path`` and each missing directory above it with mode 0700 (not the umask's mode)."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass  # made meanwhile by another process: checked like any other component
+
+
+def _trusted(st: os.stat_result, *, leaf: bool) -> bool:
+    """Whether nobody but this user (or root) can replace what the directory ``st`` holds.
+
+    Whoever can write a directory can rename its entries, so a path is only as safe as its least safe
+    component: each one must be a real directory (not a symbolic link) owned by this user or root and
+    not writable by group or others. Above the leaf a sticky directory such as ``/tmp`` is accepted
+    (others cannot rename or remove entries they do not own); the leaf, where the library itself is
+    looked up by name, must be this user's and writable by no one else.
+    """
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    if leaf:
+        return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    if st.st_uid not in (os.getuid(), 0):
+        return False
+    return not st.st_mode & 0o022 or bool(st.st_mode & stat.S_ISVTX)
 
 
 def _build(directory: Path) -> Path:

@@ -222,3 +222,69 @@ def test_a_failed_build_in_the_private_temporary_directory_leaves_nothing(fresh_
     monkeypatch.setenv("CC", str(fresh_load / "no-such-compiler"))
     assert fused_reductions.load() is None
     assert not list(fresh_load.glob("tornasole-kernels-*"))
+
+
+@pytest.mark.parametrize("parent", ["cache", "cache/tornasole"])
+def test_a_cache_under_a_directory_others_can_write_is_not_used(fresh_load, build_dirs, parent):
+    # whoever can write a directory above the cache can rename it and put their own library in its place
+    kernels = fresh_load / "cache" / "tornasole" / "kernels"
+    kernels.mkdir(parents=True, mode=0o700)
+    os.chmod(fresh_load / parent, 0o770)
+    assert fused_reductions.load() is not None
+    assert not list(kernels.iterdir())
+    ((private, mode, _),) = build_dirs
+    assert private.parent == fresh_load
+    assert mode == 0o700
+
+
+def test_a_cache_under_a_sticky_shared_directory_is_used(fresh_load, build_dirs):
+    # as under /tmp: others may create entries there but not rename or remove this user's
+    (fresh_load / "cache").mkdir(mode=0o700)
+    os.chmod(fresh_load / "cache", 0o1777)
+    assert fused_reductions.load() is not None
+    ((directory, _, content),) = build_dirs
+    assert directory == (fresh_load / "cache" / "tornasole" / "kernels").resolve()
+    assert len(content) == 1
+
+
+def test_a_cache_reached_through_a_symbolic_link_is_checked_where_it_lies(fresh_load, build_dirs):
+    shared = fresh_load / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    (shared / "cache").mkdir(mode=0o700)
+    (fresh_load / "cache").symlink_to(shared / "cache")
+    assert fused_reductions.load() is not None
+    ((private, _, _),) = build_dirs
+    assert private.parent == fresh_load  # the shared directory above the link's target is refused
+    assert not list((shared / "cache" / "tornasole" / "kernels").iterdir())
+
+
+def test_the_directories_it_creates_are_private_whatever_the_umask(fresh_load, build_dirs):
+    previous = os.umask(0o002)  # a umask that leaves new directories group-writable
+    try:
+        assert fused_reductions.load() is not None
+    finally:
+        os.umask(previous)
+    for directory in ("cache", "cache/tornasole", "cache/tornasole/kernels"):
+        assert stat.S_IMODE((fresh_load / directory).stat().st_mode) == 0o700, directory
+    ((directory, _, _),) = build_dirs
+    assert directory == (fresh_load / "cache" / "tornasole" / "kernels").resolve()
+
+
+def _directory_stat(uid: int, mode: int) -> os.stat_result:
+    return os.stat_result((stat.S_IFDIR | mode, 0, 0, 2, uid, 0, 4096, 0, 0, 0))
+
+
+def test_whose_directories_are_trusted():
+    me, other = os.getuid(), os.getuid() + 1  # never root: root's uid is 0
+    assert fused_reductions._trusted(_directory_stat(me, 0o700), leaf=True)
+    assert fused_reductions._trusted(_directory_stat(0, 0o755), leaf=False)  # /, /home
+    assert fused_reductions._trusted(_directory_stat(0, 0o1777), leaf=False)  # /tmp
+    assert not fused_reductions._trusted(_directory_stat(other, 0o700), leaf=False)
+    assert not fused_reductions._trusted(_directory_stat(other, 0o1777), leaf=False)
+    assert not fused_reductions._trusted(_directory_stat(me, 0o1777), leaf=True)  # the library's own
+    assert not fused_reductions._trusted(_directory_stat(me, 0o720), leaf=False)
+    assert not fused_reductions._trusted(_directory_stat(me, 0o702), leaf=False)
+    assert not fused_reductions._trusted(_directory_stat(other, 0o700), leaf=True)
+    link = os.stat_result((stat.S_IFLNK | 0o777, 0, 0, 1, me, 0, 10, 0, 0, 0))
+    assert not fused_reductions._trusted(link, leaf=False)
