@@ -284,8 +284,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     hook.get_collection("activations").include(".*(sigmoid|tanh)_input_0")
     hook.get_collection("relu_output").include(".*relu_output_0")
     hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1)
-    # the registered loss module's first input (the prediction it is fed), as smdebug names it
-    hook.get_collection("loss_inputs").include(r"[Ll]oss_input_0$")
+    # the registered loss module's inputs (_0 the prediction it is fed, _1 the target), as smdebug names them
+    hook.get_collection("loss_inputs").include(r"[Ll]oss_input_[01]$")
     hook.register_module(model)
     hook.register_loss(loss_mod)
 

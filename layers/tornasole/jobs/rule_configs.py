@@ -317,9 +317,16 @@ def attention_logit_growth(**rule_parameters: Any) -> dict[str, Any]:
 def initial_loss_too_high(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.InitialLossTooHigh` (Tornasole's own rule)."""
     return _config("InitialLossTooHigh", rule_parameters)
+
+
 def softmax_before_cross_entropy(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.SoftmaxBeforeCrossEntropy` (Tornasole's)."""
     return _config("SoftmaxBeforeCrossEntropy", rule_parameters)
+
+
+def regression_worse_than_mean(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.RegressionWorseThanMean` (Tornasole's)."""
+    return _config("RegressionWorseThanMean", rule_parameters)
 
 
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the

@@ -185,6 +185,15 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             '"loss_inputs").include("[Ll]oss_input_0$") and include_collections=["loss_inputs"]',
             by_name=("loss_inputs", "inputs"),
         )
+    if rule_to_invoke == "RegressionWorseThanMean":
+        return RuleNeeds(
+            "the registered squared-error loss module's inputs in EVAL mode (<Loss>_input_0, the prediction, "
+            "and <Loss>_input_1, the target) next to its output in the losses collection",
+            "hook.register_loss(loss_fn), a validation loop after hook.set_mode(modes.EVAL), and a "
+            'collection that includes both inputs: hook.get_collection("loss_inputs").include('
+            '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"]',
+            by_name=("loss_inputs", "inputs"),
+        )
     if rule_to_invoke in ("ExplodingTensor", "UnchangedTensor", "AllZero", "TensorVariance"):
         return RuleNeeds(  # every saved tensor: nothing in particular to save, so nothing to warn of
             "every saved tensor (or those of its collection_names / tensor_regex)",

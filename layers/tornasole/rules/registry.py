@@ -68,6 +68,8 @@ BUILTIN_RULES: dict[str, str] = {
     "AttentionLogitGrowth": "attention_logit_growth",
     # issue 29: the loss's input read from the trial (DeepFD's loss mutation)
     "SoftmaxBeforeCrossEntropy": "softmax_before_cross_entropy",
+    # issue 29: a squared-error model no better than the targets' mean (R^2 <= 0) on validation data
+    "RegressionWorseThanMean": "regression_worse_than_mean",
 }
 
 #: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.

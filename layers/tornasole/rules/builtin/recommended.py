@@ -95,6 +95,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("InitialLossTooHigh", "InitialLossTooHigh", {"factor": "1.4"}),
     # issue 29: the loss's input read from the trial; designed on the cnn and transformer families
     ("SoftmaxBeforeCrossEntropy", "SoftmaxBeforeCrossEntropy", {}),
+    # issue 29: a squared-error model worse than the targets' mean (validation R^2); designed on the
+    # autoencoder family, a quarter of the targets' variance below the textbook R^2 <= 0 (docs/RULES.md)
+    ("RegressionWorseThanMean", "RegressionWorseThanMean", {"max_r2": "-0.25"}),
 )
 
 
