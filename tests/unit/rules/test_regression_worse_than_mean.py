@@ -146,6 +146,7 @@ def test_fires_once_min_passes_are_in_and_the_newest_two_are_at_or_below_the_mea
         [-1.1, -0.07, 0.0, 0.09, 0.24],  # a slow warmup: far below the mean at its first pass only
         [-0.2, -0.1, -0.3, 0.2, -0.3, 0.1],  # a noisy run whose bad passes are never two in a row
         [0.3, 0.5, 0.6, 0.6, 0.65],  # an ordinary regression
+        [-0.64, -2.98, -1.44, 0.05, 0.28],  # a wide sparse ReLU layer finding its way (regression family)
     ],
 )
 def test_slow_starters_and_single_bad_passes_stay_quiet(trial_factory, pass_r2):
