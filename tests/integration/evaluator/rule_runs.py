@@ -1,6 +1,6 @@
 """A training run streamed through the serverless evaluator step by step, and the checks that a rule
 judges it there as ``invoke_rule`` does over the whole trial: shared by the tests of rule families
-(``test_llm_rules_in_evaluator``, ``test_replay_and_logit_rules_in_evaluator``)."""
+(``test_llm_rules_in_evaluator``, ``test_replay_and_logit_rules_in_evaluator``, the loss-input rules')."""
 
 from __future__ import annotations
 
@@ -25,14 +25,23 @@ def run_in_evaluator(
     rules: list[dict[str, Any]],
     steps: int,
     tensors: Callable[[int], Mapping[str, np.ndarray]],
+    collections: Mapping[str, Mapping[str, Any]] | None = None,
+    mode_of: Callable[[int], ModeKeys] = lambda _step: ModeKeys.TRAIN,
 ) -> dict[str, tuple[str, str]]:
-    """Register ``rules``, write ``steps`` steps of ``tensors(step)``, deliver each step's notifications
-    as it lands (rules load only the history they say they read), end the run; each rule's
-    ``(status, details)`` once the job completed."""
+    """Register ``rules``, write ``steps`` steps of ``tensors(step)`` in mode ``mode_of(step)`` (each mode
+    counting its own steps), deliver each step's notifications as it lands (rules load only the history
+    they say they read), end the run; each rule's ``(status, details)`` once the job completed.
+    ``collections``: the run's collection file (default: the stack's)."""
     TornasoleJobs().register_job("my-job", TRIAL, rules)
-    stack.write_collections()
+    if collections is None:
+        stack.write_collections()
+    else:
+        stack.writer().write_collections(collections, 1)
+    mode_steps: dict[ModeKeys, int] = {}
     for step in range(steps):
-        sw = StepWriter(step, "worker_0", mode=ModeKeys.TRAIN, mode_step=step)
+        mode = mode_of(step)
+        sw = StepWriter(step, "worker_0", mode=mode, mode_step=mode_steps.get(mode, 0))
+        mode_steps[mode] = mode_steps.get(mode, 0) + 1
         for name, value in tensors(step).items():
             sw.add_tensor(name, value, wall_time=1.0)
         stack.writer().write_step(sw)

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 from evaluator_stack import TRIAL, Stack
-from test_completion import summary
+from rule_runs import run_in_evaluator
 
-from tornasole.format.writer import StepWriter
-from tornasole.jobs import TornasoleJobs
-from tornasole.modes import ModeKeys
 from tornasole.rules import create_rule, invoke_rule
 from tornasole.trials import create_trial
 
@@ -23,23 +20,17 @@ COLLECTIONS = {
 
 
 def _run(stack: Stack, softmax: bool) -> dict[str, tuple[str, str]]:
-    TornasoleJobs().register_job("my-job", TRIAL, [RULE])
-    stack.writer().write_collections(COLLECTIONS, 1)
     rng = np.random.default_rng(3)
-    for step in range(STEPS):
+
+    def tensors(_step: int) -> dict[str, np.ndarray]:
         logits = rng.normal(size=(16, 5)).astype(np.float32)
         fed = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True) if softmax else logits
-        sw = StepWriter(step, "worker_0", mode=ModeKeys.TRAIN, mode_step=step)
-        sw.add_tensor("CrossEntropyLoss_input_0", fed.astype(np.float32), wall_time=1.0)
-        sw.add_tensor("CrossEntropyLoss_output_0", np.float32(1.6), wall_time=1.0)
-        stack.writer().write_step(sw)
-        for note in stack.notifications():
-            stack.deliver(note)
-    stack.write_end()
-    for note in stack.notifications():
-        stack.deliver(note)
-    assert stack.describe()["TrainingJobStatus"] == "Completed"
-    return summary()
+        return {
+            "CrossEntropyLoss_input_0": fed.astype(np.float32),
+            "CrossEntropyLoss_output_0": np.float32(1.6),
+        }
+
+    return run_in_evaluator(stack, [RULE], STEPS, tensors, collections=COLLECTIONS)
 
 
 def test_softmax_before_cross_entropy_fires_in_the_evaluator_as_offline(stack: Stack) -> None:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 from evaluator_stack import TRIAL, Stack
-from test_completion import summary
+from rule_runs import run_in_evaluator
 
-from tornasole.format.writer import StepWriter
-from tornasole.jobs import TornasoleJobs
 from tornasole.modes import ModeKeys
 from tornasole.rules import create_rule, invoke_rule
 from tornasole.trials import create_trial
@@ -24,30 +22,20 @@ COLLECTIONS = {
 
 def _run(stack: Stack, r2: float) -> dict[str, tuple[str, str]]:
     """Epochs of TRAIN steps, each followed by a validation pass whose predictions have R^2 ``r2``."""
-    TornasoleJobs().register_job("my-job", TRIAL, [RULE])
-    stack.writer().write_collections(COLLECTIONS, 1)
     target = np.random.default_rng(3).normal(size=(16, 4)).astype(np.float32)
-    pred = target + np.sqrt(1.0 - r2) * (target - target.mean(axis=0))
-    step = train = evals = 0
-    for _ in range(EPOCHS):
-        for mode, count in ((ModeKeys.TRAIN, TRAIN_STEPS), (ModeKeys.EVAL, EVAL_STEPS)):
-            for _ in range(count):
-                mode_step = train if mode == ModeKeys.TRAIN else evals
-                sw = StepWriter(step, "worker_0", mode=mode, mode_step=mode_step)
-                sw.add_tensor("MSELoss_output_0", np.float32(1.0), wall_time=1.0)
-                if mode == ModeKeys.EVAL:
-                    sw.add_tensor("MSELoss_input_0", pred.astype(np.float32), wall_time=1.0)
-                    sw.add_tensor("MSELoss_input_1", target, wall_time=1.0)
-                stack.writer().write_step(sw)
-                for note in stack.notifications():
-                    stack.deliver(note)
-                step += 1
-                train, evals = (train + 1, evals) if mode == ModeKeys.TRAIN else (train, evals + 1)
-    stack.write_end()
-    for note in stack.notifications():
-        stack.deliver(note)
-    assert stack.describe()["TrainingJobStatus"] == "Completed"
-    return summary()
+    pred = (target + np.sqrt(1.0 - r2) * (target - target.mean(axis=0))).astype(np.float32)
+
+    def mode_of(step: int) -> ModeKeys:
+        return ModeKeys.TRAIN if step % (TRAIN_STEPS + EVAL_STEPS) < TRAIN_STEPS else ModeKeys.EVAL
+
+    def tensors(step: int) -> dict[str, np.ndarray]:
+        saved = {"MSELoss_output_0": np.float32(1.0)}
+        if mode_of(step) == ModeKeys.EVAL:
+            saved.update({"MSELoss_input_0": pred, "MSELoss_input_1": target})
+        return saved
+
+    steps = EPOCHS * (TRAIN_STEPS + EVAL_STEPS)
+    return run_in_evaluator(stack, [RULE], steps, tensors, collections=COLLECTIONS, mode_of=mode_of)
 
 
 def test_a_model_worse_than_the_mean_fires_in_the_evaluator_as_offline(stack: Stack) -> None:
