@@ -7,6 +7,7 @@ profiling hook, and the ``fail_on_recompile`` stance after the first step.
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,17 @@ def _events(root: Path) -> list[trace_events.TraceEvent]:
     return events
 
 
-def _train(out: Path, *, profiler: object, steps: int = STEPS) -> ts.Hook:
+def _until_sampled(hook: ts.Hook, after_s: float = 0.1) -> None:
+    """Wait until the profiler thread has opened its samplers (its first /proc reading follows at once),
+    then ``after_s``: the last reading at close is then a whole interval later. Six tiny steps can end
+    before the thread first runs on a loaded machine, and a first reading alone gives no utilisation."""
+    deadline = time.monotonic() + 10
+    while hook.profiler_recorder._samplers is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(after_s)
+
+
+def _train(out: Path, *, profiler: object, steps: int = STEPS, sampled: bool = False) -> ts.Hook:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -50,12 +61,14 @@ def _train(out: Path, *, profiler: object, steps: int = STEPS) -> ts.Hook:
         opt.zero_grad()
         loss.backward()
         opt.step()
+    if sampled:
+        _until_sampled(hook)
     hook.close()
     return hook
 
 
 def test_each_step_holds_its_phases_in_order(tmp_path: Path) -> None:
-    hook = _train(tmp_path, profiler=ProfilerConfig(interval_ms=50))
+    hook = _train(tmp_path, profiler=ProfilerConfig(interval_ms=50), sampled=True)
     events = _events(tmp_path / "profiler-output")
     steps = [e for e in events if e.phase == TRAIN]
     assert [e.args["step_num"] for e in steps] == [str(i) for i in range(STEPS)]
