@@ -34,7 +34,8 @@ BatchNorm absorbs all but the output layer's scale); 0.75-0.85 on the autoencode
 output starts at 0.5) and 1.7-1.8 at x8 (a sigmoid bounds the loss). Over 200 seeds each of that
 regression model and of a plain ReLU MLP, the ratio exceeds 4 in none at PyTorch's default
 initialisation, in 0-0.5% with He on the hidden layers and a default output layer, in 0-3.5% with Glorot
-on every layer (Keras's default), in 6-22% with He on every layer, and in 92-100% at x8. An output layer
+on every layer (Keras's default), in 6-22% with He on every layer, and in 92-100% at x8 (first batches
+of 16; with batches of 4, noisier: up to 12% with Glorot, 26% with He). An output layer
 initialised for a ReLU's input gives outputs larger than the targets: a start the criterion is about
 (Karpathy: initialise the last layer for the targets' scale), though such a run trains normally; set
 ``squared_error_factor`` higher (8) for it.
