@@ -159,9 +159,12 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
     if rule_to_invoke == "InitialLossTooHigh":
         return RuleNeeds(
             "the losses collection in TRAIN mode from the first step, and for a cross-entropy with no "
-            "num_classes the gradients collection (the output layer's width)",
+            "num_classes the gradients collection (the output layer's width), for a squared error the "
+            "target the loss module was given (<Loss>_input_1)",
             "hook.register_loss(loss_fn) (saved by default) with hook.set_mode(modes.TRAIN), and "
-            "include_collections=['gradients'] or num_classes / chance_loss",
+            "include_collections=['gradients'] or num_classes / chance_loss; for a squared error "
+            'hook.get_collection("loss_inputs").include("[Ll]oss_input_1$") and '
+            "include_collections=['loss_inputs'] or chance_loss",
         )
     if rule_to_invoke == "StalledLoss":
         return RuleNeeds(

@@ -1,0 +1,256 @@
+"""InitialLossTooHigh on squared-error losses: the chance level is the mean square of the targets saved with
+the first loss (``MSELoss_input_1``), runs written by the PyTorch and numpy hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hook_trials import epochs
+
+from tornasole.exceptions import RuleParameterError
+from tornasole.rules import create_rule, invoke_rule, recommended_rules
+from tornasole.rules.builtin.squared_error_chance import target_of
+from tornasole.rules.generic import InitialLossTooHigh
+
+BATCH = 16
+
+
+def _data(outputs: int = 1, offset: float = 0.0, seed: int = 0):
+    """Standardised inputs in 8 dimensions and ``outputs`` targets, a noisy linear function of them, with a
+    mean of ``offset`` (0: standardised targets)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(512, 8, generator=g)
+    w = torch.randn(8, outputs, generator=g) / 8**0.5
+    y = x @ w + 0.3 * torch.randn(512, outputs, generator=g)
+    return x, (y - y.mean(0)) / y.std(0) + offset
+
+
+def _model(weight_scale: float = 1.0, outputs: int = 1, sigmoid: bool = False, seed: int = 0):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    layers = [nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, outputs)]
+    model = nn.Sequential(*layers, *([nn.Sigmoid()] if sigmoid else []))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.mul_(weight_scale)  # DeepFD's initialisation mutant at 8
+    return model
+
+
+def _train(model, steps: int, path=None, data=None, loss_fn=None, loss_inputs: bool = True, lr: float = 3e-3):
+    """``steps`` Adam steps on batches of 16, saved by the PyTorch hook at every step if ``path`` is set
+    (the loss module's inputs too when ``loss_inputs``)."""
+    import torch
+    from torch import nn
+
+    from tornasole import modes
+    from tornasole.pytorch import Hook, SaveConfig
+
+    x, y = data if data is not None else _data()
+    loss_fn = loss_fn or nn.MSELoss()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    hook = None
+    if path is not None:
+        hook = Hook(
+            str(path),
+            save_config=SaveConfig(save_interval=1),
+            include_collections=["weights", "gradients", "losses", *(["loss_inputs"] if loss_inputs else [])],
+            stop_check_interval=None,
+        )
+        hook.get_collection("loss_inputs").include(r"[Ll]oss_input_[01]$")
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        hook.set_mode(modes.TRAIN)
+    for s in range(steps):
+        idx = slice((s * BATCH) % 512, (s * BATCH) % 512 + BATCH)
+        opt.zero_grad()
+        loss_fn(model(x[idx]), y[idx]).backward()
+        opt.step()
+    if hook is None:
+        return None
+    hook.close()
+    from tornasole.trials import create_trial
+
+    return create_trial(str(path), collections_timeout=0.1, poll_interval=0.01)
+
+
+def _first(trial, name: str = "MSELoss_output_0") -> float:
+    return float(trial.tensor(name).value(0))
+
+
+def _mean_square(trial, name: str = "MSELoss_input_1") -> float:
+    return float(np.mean(np.asarray(trial.tensor(name).value(0), dtype=np.float64) ** 2))
+
+
+def test_fires_on_a_regression_initialised_at_eight_times_the_default_scale(tmp_path):
+    trial = _train(_model(weight_scale=8.0), 3, tmp_path / "x8")
+    (first,) = invoke_rule(InitialLossTooHigh(trial)).fired
+    assert first.step == 0
+    assert first.values["tensor"] == "MSELoss_output_0"
+    # the chance level is read from the trial: the mean square of the first batch's targets, x 4
+    level = _mean_square(trial)
+    assert first.values["threshold"] == pytest.approx(4 * level, rel=1e-6)
+    assert first.values["value"] == pytest.approx(_first(trial), rel=1e-6)
+    assert first.values["value"] > 10 * level
+    assert (
+        "the mean square of the first batch's targets MSELoss_input_1, the loss of predicting 0"
+        in first.details
+    )
+    assert "(> factor 4)" in first.details
+    cause, fix = InitialLossTooHigh(trial).advice()
+    assert "the targets' mean square" in cause
+    assert "the targets' mean square" in fix
+
+
+def test_quiet_on_the_default_initialisation(tmp_path):
+    trial = _train(_model(), 3, tmp_path / "x1")
+    assert invoke_rule(InitialLossTooHigh(trial)).fired == []
+    # Karpathy's expectation: an untrained head outputs about 0, so the first loss is about E[t^2]
+    assert _first(trial) == pytest.approx(_mean_square(trial), rel=0.5)
+
+
+def test_quiet_on_a_fine_tune_that_starts_below_chance(tmp_path):
+    # a run that starts from trained weights (step 0 = the pretrained model) begins far below the targets'
+    # mean square: whatever its weights' scale, a loss at or below chance is never this rule's finding
+    pretrained = _model(seed=1)
+    _train(pretrained, 300)
+    trial = _train(pretrained, 3, tmp_path / "fine_tune")
+    assert _first(trial) < 0.5 * _mean_square(trial)
+    assert invoke_rule(InitialLossTooHigh(trial)).fired == []
+
+
+def test_targets_far_from_zero_are_no_finding_at_the_default_initialisation(tmp_path):
+    # WHY the mean square and not the variance: targets around 50 (unstandardised) give an untrained head's
+    # first loss ~2500, about E[t^2] but ~2500 x Var(t); the head learns the bias within its first steps
+    trial = _train(_model(), 3, tmp_path / "offset", data=_data(offset=50.0))
+    targets = np.asarray(trial.tensor("MSELoss_input_1").value(0), dtype=np.float64)
+    assert _first(trial) > 100 * float(targets.var())
+    assert invoke_rule(InitialLossTooHigh(trial)).fired == []
+
+
+def test_a_multi_output_sigmoid_model_is_judged_against_every_outputs_mean_square(tmp_path):
+    # an autoencoder-like model: 4 outputs in (0, 1) (a sigmoid starts at 0.5) against targets in [0, 1]
+    x, y = _data(outputs=4)
+    pixels = (y - y.min()) / (y.max() - y.min())
+    healthy = _train(_model(outputs=4, sigmoid=True), 2, tmp_path / "ae", data=(x, pixels))
+    assert invoke_rule(InitialLossTooHigh(healthy)).fired == []
+    # the level is the per-output mean square averaged over the outputs
+    targets = np.asarray(healthy.tensor("MSELoss_input_1").value(0), dtype=np.float64)
+    assert targets.shape == (BATCH, 4)
+    assert _mean_square(healthy) == pytest.approx(float(np.mean((targets**2).mean(axis=0))))
+    # a sigmoid bounds an x8 start's loss below 4 x the targets' mean square: not this factor's finding
+    broken = _train(_model(weight_scale=8.0, outputs=4, sigmoid=True), 2, tmp_path / "ae8", data=(x, pixels))
+    assert _first(broken) > 1.2 * _mean_square(broken) > 5 * _first(healthy)
+    assert invoke_rule(InitialLossTooHigh(broken)).fired == []
+    assert invoke_rule(InitialLossTooHigh(broken, squared_error_factor="1.2")).first_step == 0
+
+
+def test_a_run_that_saved_no_target_is_not_judged_and_says_what_is_missing(tmp_path):
+    trial = _train(_model(weight_scale=8.0), 3, tmp_path / "no_inputs", loss_inputs=False)
+    assert "MSELoss_input_1" not in trial.tensor_names()
+    rule = InitialLossTooHigh(trial)
+    outcome = rule.evaluate(0)
+    assert outcome.skipped
+    assert not outcome.fired
+    assert "MSELoss_input_1 at step 0 (the target of MSELoss_output_0" in outcome.details
+    assert 'include("[Ll]oss_input_1$")' in outcome.details
+    summary = invoke_rule(InitialLossTooHigh(trial))
+    assert summary.fired == []
+    assert summary.steps_skipped == 1
+    # given a chance level, the same run is judged (against factor, as any loss with chance_loss)
+    level = float(np.mean(_data()[1][:BATCH].numpy() ** 2))
+    assert invoke_rule(InitialLossTooHigh(trial, chance_loss=str(level))).first_step == 0
+
+
+def test_a_loss_the_user_names_is_judged_against_its_targets(tmp_path):
+    from torch import nn
+
+    class WeightedSquaredLoss(nn.Module):
+        def forward(self, pred, target):  # noqa: ANN001, ANN201
+            return (2.0 * (pred - target) ** 2).mean()
+
+    loss_fn = WeightedSquaredLoss()
+    trial = _train(_model(weight_scale=8.0), 2, tmp_path / "custom", loss_fn=loss_fn)
+    name = "WeightedSquaredLoss_output_0"
+    assert name in trial.tensor_names()
+    assert invoke_rule(InitialLossTooHigh(trial)).fired == []  # not a squared error by the default regex
+    (first,) = invoke_rule(InitialLossTooHigh(trial, squared_error_regex=".*SquaredLoss")).fired
+    assert first.values["tensor"] == name
+    assert first.values["threshold"] == pytest.approx(4 * _mean_square(trial, "WeightedSquaredLoss_input_1"))
+
+
+#: The numpy hook files ``MSELoss_output_0`` in no collection: the rule is pointed at it by name.
+MSE = {"tensor_regex": "MSELoss_output_0"}
+
+
+def _numpy_run(path, losses: list[float], targets: list[np.ndarray] | None = None, name: str = "MSELoss"):
+    """A numpy-hook trial: one TRAIN step per loss (``<name>_output_0``, with ``<name>_input_1`` if given)."""
+    steps = []
+    for i, v in enumerate(losses):
+        step = {f"{name}_output_0": v}
+        if targets is not None:
+            step[f"{name}_input_1"] = targets[i]
+        steps.append(step)
+    return epochs(str(path), [steps])
+
+
+def test_the_first_batchs_targets_set_the_level_and_the_rule_judges_once(tmp_path):
+    ones = np.ones((8, 2), dtype=np.float32)
+    trial = _numpy_run(tmp_path / "a", [3.9, 50.0], [ones, ones])
+    assert (
+        invoke_rule(InitialLossTooHigh(trial, **MSE)).fired == []
+    )  # 3.9 <= 4 x 1; a later rise is not judged
+    trial = _numpy_run(tmp_path / "b", [4.1, 1.0], [ones, ones])
+    assert invoke_rule(InitialLossTooHigh(trial, **MSE)).first_step == 0
+    # chance_loss or num_classes, when given, win: judged against factor (1.4)
+    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="3", **MSE)).fired == []
+    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="2", **MSE)).first_step == 0
+    assert invoke_rule(InitialLossTooHigh(trial, num_classes="20", **MSE)).fired == []  # 1.4 x ln 20 = 4.19
+
+
+def test_targets_with_no_scale_give_no_chance_level(tmp_path):
+    zeros = np.zeros((8, 1), dtype=np.float32)
+    trial = _numpy_run(tmp_path / "a", [5.0], [zeros])
+    summary = invoke_rule(InitialLossTooHigh(trial, **MSE))
+    assert summary.fired == []
+    assert summary.steps_skipped == 0  # the target was read: all zero, nothing to compare with
+    nan = np.full((8, 1), np.nan, dtype=np.float32)
+    assert invoke_rule(InitialLossTooHigh(_numpy_run(tmp_path / "b", [5.0], [nan]), **MSE)).fired == []
+
+
+def test_a_squared_error_saved_as_a_plain_scalar_says_to_give_chance_loss(tmp_path):
+    trial = epochs(str(tmp_path / "a"), [[{"loss": 9.0}, {"loss": 1.0}]])
+    rule = InitialLossTooHigh(trial, squared_error_regex="loss")
+    outcome = rule.evaluate(0)
+    assert outcome.skipped
+    assert "the target of loss" in outcome.details
+    assert "give chance_loss" in outcome.details
+    assert invoke_rule(InitialLossTooHigh(trial, squared_error_regex="loss", chance_loss="1")).first_step == 0
+
+
+def test_target_names():
+    assert target_of("MSELoss_output_0") == "MSELoss_input_1"
+    assert target_of("model/WeightedMSE_output_1") == "model/WeightedMSE_input_1"
+    assert target_of("loss") is None
+
+
+@pytest.mark.parametrize(("value"), ["1", "0.5", "nan"])
+def test_a_bad_squared_error_factor_names_the_parameter(value):
+    with pytest.raises(RuleParameterError, match="squared_error_factor"):
+        InitialLossTooHigh(None, squared_error_factor=value)
+
+
+def test_the_recommended_entry_judges_a_squared_error_with_its_default_factor(tmp_path):
+    (conf,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "InitialLossTooHigh"]
+    params = {k: v for k, v in conf["RuleParameters"].items() if k != "rule_to_invoke"}
+    ones = np.ones((8, 1), dtype=np.float32)
+    assert invoke_rule(
+        create_rule("InitialLossTooHigh", _numpy_run(tmp_path / "a", [4.5], [ones]), **params, **MSE)
+    ).fired
+    assert not invoke_rule(
+        create_rule("InitialLossTooHigh", _numpy_run(tmp_path / "b", [3.5], [ones]), **params, **MSE)
+    ).fired
