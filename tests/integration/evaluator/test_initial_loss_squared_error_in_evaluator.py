@@ -13,7 +13,9 @@ from tornasole.rules import create_rule, invoke_rule
 from tornasole.trials import create_trial
 
 STEPS = 6
-RULE = {"RuleConfigurationName": "InitialLossTooHigh", "RuleParameters": {"factor": "1.4"}}
+#: the squared-error check is opt-in: these runs turn it on at its measured factor
+PARAMS = {"factor": "1.4", "squared_error_factor": "4"}
+RULE = {"RuleConfigurationName": "InitialLossTooHigh", "RuleParameters": PARAMS}
 COLLECTIONS = {
     "losses": {"name": "losses", "include_regex": ["[Ll]oss_(?!input).*output"]},
     "loss_inputs": {"name": "loss_inputs", "include_regex": ["[Ll]oss_input_[01]$"]},
@@ -38,7 +40,7 @@ def test_a_squared_error_far_above_its_targets_mean_square_fires_in_the_evaluato
 ) -> None:
     status, details = _run(stack, first_loss_x=10.0)["InitialLossTooHigh"]
     assert status == "IssuesFound", details
-    offline = invoke_rule(create_rule("InitialLossTooHigh", create_trial(TRIAL), factor="1.4"))
+    offline = invoke_rule(create_rule("InitialLossTooHigh", create_trial(TRIAL), **PARAMS))
     assert offline.first_step == 0
     assert "step 0 " in details
     assert (
@@ -55,6 +57,6 @@ def test_a_start_at_the_targets_mean_square_is_quiet_in_the_evaluator(stack: Sta
 def test_a_run_without_its_target_is_not_judged_in_the_evaluator(stack: Stack) -> None:
     status, details = _run(stack, first_loss_x=10.0, save_target=False)["InitialLossTooHigh"]
     assert status == "NoIssuesFound", details
-    outcome = create_rule("InitialLossTooHigh", create_trial(TRIAL), factor="1.4").evaluate(0)
+    outcome = create_rule("InitialLossTooHigh", create_trial(TRIAL), **PARAMS).evaluate(0)
     assert outcome.skipped
     assert "MSELoss_input_1 at step 0 (the target of MSELoss_output_0" in outcome.details

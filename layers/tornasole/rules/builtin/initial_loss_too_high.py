@@ -24,7 +24,7 @@ The chance level, first found wins:
    the targets the loss was computed against at that step (``<Loss>_input_1``): the loss of predicting
    zero, what an untrained, well-initialised regression head outputs
    (:mod:`tornasole.rules.builtin.squared_error_chance` says why not the targets' variance). It is judged
-   with its own ``squared_error_factor``: the first loss is 1 + E[y^2]/E[t^2] times it for untrained
+   with its own ``squared_error_factor``, when set: the first loss is 1 + E[y^2]/E[t^2] times it for untrained
    outputs y uncorrelated with the targets t, so 4 means outputs whose root mean square exceeds sqrt(3) x
    the targets'. A run that saved no target is not judged, and the step says which tensor is missing.
 
@@ -39,6 +39,11 @@ of 16; with batches of 4, noisier: up to 12% with Glorot, 26% with He). An outpu
 initialised for a ReLU's input gives outputs larger than the targets: a start the criterion is about
 (Karpathy: initialise the last layer for the targets' scale), though such a run trains normally; set
 ``squared_error_factor`` higher (8) for it.
+
+Hence the squared-error check is opt-in: ``squared_error_factor`` is unset by default, and the recommended
+set leaves it so. Its cost on healthy starts the benchmark does not hold (He on every layer is a common
+loop over ``nn.Linear``; Glorot everywhere is Keras's default) is an alarm rate no default may carry; a
+user who initialises the output layer for the targets' scale sets it to 4.
 
 A loss with no chance level (a Keras ``loss`` with no ``num_classes``, an MSE that saved no target)
 is not judged. Why not judge the weights' scale instead (each 2-D weight's std x sqrt(fan-in) is
@@ -106,8 +111,8 @@ class InitialLossTooHigh(BuiltinRule):
         Param(
             "squared_error_factor",
             "float",
-            "4",
-            "fires when a squared-error loss read against its targets exceeds this x their mean square",
+            None,
+            "fires when a squared-error loss exceeds this x its targets' mean square (unset: not judged; 4)",
         ),
     )
 
@@ -121,7 +126,7 @@ class InitialLossTooHigh(BuiltinRule):
         self.require_at_least(1, "steps")
         self.require_at_least(2, "num_classes")
         for name in ("factor", "squared_error_factor"):
-            if not getattr(self, name) > 1:
+            if getattr(self, name) is not None and not getattr(self, name) > 1:
                 raise self.param_error(name, f"value {getattr(self, name)} must be > 1 (1 is chance itself)")
         if self.chance_loss is not None and not (self.chance_loss > 0 and math.isfinite(self.chance_loss)):
             raise self.param_error("chance_loss", f"value {self.chance_loss} must be a finite number > 0")
@@ -181,10 +186,11 @@ class InitialLossTooHigh(BuiltinRule):
         return None
 
     def _read_from_targets(self, name: str) -> bool:
-        """Whether loss ``name``'s chance level is its targets' mean square (a squared-error loss with no
-        ``chance_loss`` or ``num_classes`` given)."""
+        """Whether loss ``name``'s chance level is its targets' mean square (a squared-error loss, judged
+        because ``squared_error_factor`` is set, with no ``chance_loss`` or ``num_classes`` given)."""
         return (
-            self.chance_loss is None
+            self.squared_error_factor is not None
+            and self.chance_loss is None
             and self.num_classes is None
             and bool(self.squared_error_regex.match(name))
         )
