@@ -84,12 +84,12 @@ class TapsMixin:
     def _wants_loss_values(self, model: Any, compile_loss: Any) -> bool:
         """Whether an included collection asks for the compiled loss's outputs, targets or batch loss
         (:mod:`tornasole.keras.loss_tap`); a model without Keras 3's compiled loss warns once."""
-        names = [PREDICTIONS, f"{PREDICTIONS}_0", LABELS, f"{LABELS}_0"]  # one output, or the first of several
+        names = [PREDICTIONS, f"{PREDICTIONS}_0", LABELS, f"{LABELS}_0"]  # one output, or the first of two
         if compile_loss is None or not callable(getattr(compile_loss, "call", None)):
             if getattr(model, "compiled", False) and any(self._could_save(n) for n in names):
                 logger.warning(
-                    "Tornasole: this Keras model has no compiled loss the hook can tap (model._compile_loss): "
-                    "predictions, labels and batch_loss are not saved"
+                    "Tornasole: this Keras model has no compiled loss the hook can tap "
+                    "(model._compile_loss): predictions, labels and batch_loss are not saved"
                 )
             return False
         return any(self._could_save(n) for n in names + expected_batch_loss_names(compile_loss))

@@ -13,7 +13,9 @@ back in time, a learning rate that throws the weights about, inputs on a scale t
 Read from the trial: for each loss output ``<Loss>_output_<i>`` of the ``losses`` collection whose name
 ``loss_regex`` matches (squared-error losses only: ``MSELoss``, Keras's ``mean_squared_error``; R^2 means
 nothing for a cross-entropy), the loss module's inputs ``<Loss>_input_0`` (the prediction) and
-``<Loss>_input_1`` (the target), as smdebug's PyTorch hook names a registered loss module's inputs. Points
+``<Loss>_input_1`` (the target), as smdebug's PyTorch hook names a registered loss module's inputs; in a
+Keras trial the batch loss ``batch_loss/MeanSquaredError`` with ``predictions`` and ``labels``
+(:mod:`tornasole.rules.builtin.losses`). Points
 are validation passes (EVAL steps grouped by :func:`trial_phases`, each cut to the shortest pass's length
 and the newest judged once, whole: :func:`whole_passes`, as ValidationLossNotDecreasing reads them). A
 pass's R^2 pools its batches: SSE over every saved batch, SST about the per-column mean of all of the
@@ -33,18 +35,15 @@ What stays quiet, and why:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from tornasole.modes import EVAL
 from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import loss_feeds
 from tornasole.rules.builtin.overfit import trial_phases, whole_passes
 from tornasole.rules.params import Param
 
 __all__ = ["RegressionWorseThanMean", "pooled_r2"]
-
-_OUTPUT = re.compile(r"^(?P<loss>.+)_output_\d+$")
 
 
 def pooled_r2(pairs: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
@@ -101,7 +100,13 @@ class RegressionWorseThanMean(BuiltinRule):
     )
     COLLECTIONS = (
         ("losses", {"save_interval": "500"}),
-        ("loss_inputs", {"include_regex": "[Ll]oss_input_[01]$", "save_interval": "500"}),
+        (
+            "loss_inputs",
+            {
+                "include_regex": "[Ll]oss_input_[01]$|^(predictions|labels)$|^batch_loss/",
+                "save_interval": "500",
+            },
+        ),
     )
 
     def check_params(self) -> None:
@@ -117,15 +122,13 @@ class RegressionWorseThanMean(BuiltinRule):
         return None  # every validation pass since the start
 
     def _loss_input_pairs(self, step: int) -> list[tuple[str, str]]:
-        """``(<Loss>_input_0, <Loss>_input_1)`` of each loss output saved at ``step`` that ``loss_regex``
-        matches, both saved at ``step``."""
+        """``(prediction, target)`` of each loss saved at ``step`` that ``loss_regex`` matches, both saved
+        at ``step`` (:func:`loss_feeds`: PyTorch's ``<Loss>_input_0/1``, Keras's ``predictions``,
+        ``labels``)."""
         saved = set(self.base_trial.tensor_names(step=step))
         out = []
-        for name in self.names_at(step, ["losses"]):
-            m = _OUTPUT.match(name)
-            if m is None or not self.loss_regex.match(name):
-                continue
-            pair = (f"{m.group('loss')}_input_0", f"{m.group('loss')}_input_1")
+        for feed in loss_feeds(self, step, self.loss_regex):
+            pair = (feed.prediction, feed.target)
             if pair[0] in saved and pair[1] in saved and pair not in out:
                 out.append(pair)
         return out
