@@ -216,12 +216,14 @@ def test_softmax_before_a_from_logits_loss_fires_and_the_keras_idiom_is_quiet(ke
         assert invoke_rule(SoftmaxBeforeCrossEntropy(trial)).fired == [], name
 
 
-def _fit_regression(keras, out, *, scale, epochs=5):
+def _fit_regression(keras, out, *, scale, epochs=5, flat_target=False):
     model = tiny_model(keras, hidden=(8,), lr=0.05, optimizer="adam")
     for v in model.trainable_weights:
         if len(v.shape) == 2:
             v.assign(v.numpy() * scale)
     x, y = regression_data(32)
+    if flat_target:
+        y = y[:, 0]  # (N,) against the (N, 1) output: Keras's MSE brings them to one rank
     hook = _hook(out)
     model.fit(
         x,
@@ -237,15 +239,17 @@ def _fit_regression(keras, out, *, scale, epochs=5):
     return create_trial(str(out))
 
 
-def test_regression_worse_than_mean_judges_keras_validation_passes(keras_tf, tmp_path):
+@pytest.mark.parametrize("flat_target", [False, True])
+def test_regression_worse_than_mean_judges_keras_validation_passes(keras_tf, tmp_path, flat_target):
     keras, _ = keras_tf
-    broken = _fit_regression(keras, tmp_path / "x30", scale=30.0)
+    broken = _fit_regression(keras, tmp_path / "x30", scale=30.0, flat_target=flat_target)
+    assert broken.tensor("labels").value(0).shape == ((8,) if flat_target else (8, 1))
     fired = invoke_rule(RegressionWorseThanMean(broken)).fired
     assert fired
     assert "predictions against labels" in fired[0].details
     assert broken.mode(fired[0].step) == modes.EVAL
 
-    healthy = _fit_regression(keras, tmp_path / "x1", scale=1.0, epochs=8)
+    healthy = _fit_regression(keras, tmp_path / "x1", scale=1.0, epochs=8, flat_target=flat_target)
     summary = invoke_rule(RegressionWorseThanMean(healthy))
     assert summary.fired == []
     assert summary.steps_evaluated > 0

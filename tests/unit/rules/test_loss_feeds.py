@@ -10,6 +10,7 @@ from tornasole.modes import ModeKeys
 from tornasole.rules import invoke_rule
 from tornasole.rules.builtin.initial_loss_too_high import InitialLossTooHigh
 from tornasole.rules.builtin.losses import BINARY_CROSS_ENTROPY, CROSS_ENTROPY, loss_feed, loss_feeds
+from tornasole.rules.builtin.regression_worse_than_mean import RegressionWorseThanMean
 from tornasole.rules.builtin.softmax_before_cross_entropy import SoftmaxBeforeCrossEntropy
 
 COLLS = {"losses": ["(^|_)loss$"], "loss_inputs": ["^(predictions|labels)$|^batch_loss/"]}
@@ -105,3 +106,36 @@ def test_initial_loss_reads_the_keras_kind_and_the_class_count_from_predictions(
     # Keras's running mean alone names no kind: not judged without num_classes
     steps = {s: (m, ms, {"loss": t["loss"]}) for s, (m, ms, t) in _keras_steps("x", first_loss=9.0).items()}
     assert invoke_rule(InitialLossTooHigh(trial_factory(steps, COLLS))).fired == []
+
+
+def _regression_passes(names, target_shape, r2=-1.0):
+    """Epochs of 2 TRAIN steps then a validation pass of 2 EVAL steps, predictions with R^2 ``r2``."""
+    loss, pred_name, target_name = names
+    target = np.random.default_rng(3).normal(size=(16, 1)).astype(np.float32)
+    pred = (target + np.sqrt(1.0 - r2) * (target - target.mean(axis=0))).astype(np.float32)
+    steps, counts = {}, {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+    for s in range(20):
+        mode = ModeKeys.TRAIN if s % 4 < 2 else ModeKeys.EVAL
+        tensors = {
+            loss: np.array([1.0], np.float32),
+            pred_name: pred,
+            target_name: target.reshape(target_shape),
+        }
+        steps[s] = (mode, counts[mode], tensors)
+        counts[mode] += 1
+    return steps
+
+
+def test_regression_rule_reads_a_keras_target_one_axis_short_as_keras_does(trial_factory):
+    """Keras's MSE squeezes a (N,) target against a (N, 1) output; PyTorch's MSELoss broadcasts it (a bug
+    the rule leaves out of the pass rather than judge)."""
+    keras = ("batch_loss/MeanSquaredError", "predictions", "labels")
+    fired = invoke_rule(RegressionWorseThanMean(trial_factory(_regression_passes(keras, (16,)), COLLS))).fired
+    assert [f.step for f in fired] == [15, 19]
+    assert "predictions against labels" in fired[0].details
+    torch = ("MSELoss_output_0", "MSELoss_input_0", "MSELoss_input_1")
+    colls = {"losses": ["[Ll]oss_(?!input).*output"], "loss_inputs": ["[Ll]oss_input_[01]$"]}
+    summary = invoke_rule(RegressionWorseThanMean(trial_factory(_regression_passes(torch, (16,)), colls)))
+    assert summary.fired == []
+    same = invoke_rule(RegressionWorseThanMean(trial_factory(_regression_passes(torch, (16, 1)), colls)))
+    assert [f.step for f in same.fired] == [15, 19]

@@ -59,6 +59,9 @@ class LossFeed:
         ``NLLLoss``).
     class_axis : int
         The class axis of a batched prediction: 1 in PyTorch, -1 (channels last) in Keras.
+    same_rank : bool
+        The loss brings a target one trailing axis of size 1 short of the prediction to its rank (Keras's
+        losses: a ``(N,)`` target against a ``(N, 1)`` output); PyTorch's broadcast it instead.
     """
 
     loss: str
@@ -66,6 +69,7 @@ class LossFeed:
     target: str
     probabilities: bool = False
     class_axis: int = 1
+    same_rank: bool = False
 
 
 def loss_feed(name: str) -> LossFeed | None:
@@ -84,7 +88,7 @@ def loss_feed(name: str) -> LossFeed | None:
     keras = KERAS_BATCH_LOSS.match(name)
     if keras is not None:
         probabilities = "Crossentropy" in keras.group("kind") and not keras.group("logits")
-        return LossFeed(name, _KERAS_PREDICTION, _KERAS_TARGET, probabilities, -1)
+        return LossFeed(name, _KERAS_PREDICTION, _KERAS_TARGET, probabilities, -1, same_rank=True)
     torch = _TORCH_OUTPUT.match(name)
     if torch is not None:
         return LossFeed(name, f"{torch.group('loss')}_input_0", f"{torch.group('loss')}_input_1")
