@@ -62,7 +62,9 @@ def test_saved_values_are_the_model_outputs_targets_and_batch_loss(keras_tf, tmp
     hook = _hook(tmp_path)
     model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
     model.evaluate(x, y, batch_size=8, verbose=0, callbacks=[hook])
+    assert "call" in model._compile_loss.__dict__  # tapped while the hook is open
     hook.close()
+    assert "call" not in model._compile_loss.__dict__  # and handed back on close
     trial = create_trial(str(tmp_path))
 
     assert set(trial.tensor_names(collection="loss_inputs")) == {
