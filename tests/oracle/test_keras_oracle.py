@@ -40,8 +40,8 @@ def _write_keras_tree(out: Path) -> None:
     hook = Hook(
         str(out),
         save_config=SaveConfig(save_interval=2),
-        include_collections=["weights", "biases", "gradients", "optimizer_variables"],
-        include_regex="^d1/",
+        include_collections=["weights", "biases", "gradients", "optimizer_variables", "outputs"],
+        include_regex=["^d1/", "^batch_loss/"],
         reduction_config=ReductionConfig(reductions=["mean"], abs_reductions=["max"], save_raw_tensor=True),
     )
     model.fit(
@@ -78,6 +78,8 @@ def test_smdebug_reads_the_keras_tree_as_we_do(tmp_path: Path) -> None:
     assert theirs.data["modes"] == ["EVAL", "PREDICT", "TRAIN"]
     assert "gradients/net/d1/kernelGrad" in theirs.data["tensor_names"]
     assert "d1/outputs" in theirs.data["tensor_names"]
+    # smdebug's names for the model's outputs and targets, and the batch loss named after its kind
+    assert {"predictions", "labels", "batch_loss/MeanSquaredError"} <= set(theirs.data["tensor_names"])
     assert len(theirs.arrays) > 50
     problems = _compare(ours, theirs, set())
     assert not problems, "\n".join(problems[:40])

@@ -15,7 +15,9 @@ layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`.
 What the Monitor sees: the gradients Keras hands to ``optimizer.apply`` (copied into variables inside the
 compiled step), the weights after each step, the loss of each batch (Keras's running mean is turned back into
 the batch's own loss), the epoch's logs (``accuracy``, ``val_loss``, ``val_accuracy``) and, for the
-saturation criterion, the validation set's pre-activations of hidden tanh/sigmoid layers.
+saturation criterion, the validation set's pre-activations of hidden tanh/sigmoid layers. What the hook saves
+for the loss rules, as the PyTorch recipe saves its loss module's inputs: ``predictions``, ``labels`` and the
+batch's own compiled loss ``batch_loss/<Kind>`` (collection ``loss_inputs``).
 
 Not reproduced in Keras: the fp16 step a loss scaler skipped (Keras's ``LossScaleOptimizer`` decides
 overflow from its own scale, which a benchmark cannot set to overflow at one chosen step).
@@ -291,11 +293,14 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
             "metrics",
             "activations",
             "relu_output",
+            "loss_inputs",
         ],
         stop_check_interval=None,
     )
     hook.get_collection("activations").include(r".*(sigmoid|tanh)/inputs$")
     hook.get_collection("relu_output").include(r".*relu/outputs$")
+    # what the compiled loss is given and returns, as the PyTorch recipe saves its loss module's inputs
+    hook.get_collection("loss_inputs").include(r"^(predictions|labels)$|^batch_loss/")
     # the Labeller runs first: it sets the epoch's learning rate before the hook's epoch begins
     model.fit(
         epoch_shuffled(keras, xt, yt, batch, rng),

@@ -42,6 +42,7 @@ __all__ = [
     "TapSwitch",
     "GradientTap",
     "LayerTap",
+    "emit",
     "tensorflow_backend",
 ]
 
@@ -179,6 +180,37 @@ class GradientTap:
             object.__setattr__(self.optimizer, "apply", self._original)
 
 
+def emit(switch: TapSwitch, sink: Callable[[str, np.ndarray], None], name: str, value: Any) -> None:
+    """Hand ``value`` to ``sink`` as ``name`` on the steps ``switch`` copies (see the module docstring).
+
+    Inside a traced step a ``tf.numpy_function`` does the copy (behind a ``tf.cond`` on the flag when the
+    switch is not fixed); run eagerly, the tensor is copied at once. Symbolic Keras tensors (shape
+    inference) are ignored.
+    """
+    import tensorflow as tf
+
+    if not isinstance(value, tf.Tensor):
+        return  # symbolic KerasTensors while Keras builds or infers shapes
+    fixed = switch.fixed
+    if tf.executing_eagerly():
+        if fixed if fixed is not None else bool(switch.flag.numpy()):
+            sink(name, np.array(value.numpy()))
+        return
+
+    def push(arr: np.ndarray) -> np.bool_:
+        sink(name, np.array(arr))
+        return np.bool_(True)
+
+    if fixed is None:
+        tf.cond(
+            switch.flag,
+            lambda: tf.numpy_function(push, [value], tf.bool, stateful=True),
+            lambda: tf.constant(False),
+        )
+    elif fixed:
+        tf.numpy_function(push, [value], tf.bool, stateful=True)
+
+
 class LayerTap:
     """Hands a layer's first input and first output tensor to ``sink`` on the steps that save them."""
 
@@ -201,28 +233,7 @@ class LayerTap:
         object.__setattr__(layer, "call", self._wrap(layer.call))
 
     def _emit(self, name: str, value: Any) -> None:
-        import tensorflow as tf
-
-        if not isinstance(value, tf.Tensor):
-            return  # symbolic KerasTensors while Keras builds or infers shapes
-        fixed = self.switch.fixed
-        if tf.executing_eagerly():
-            if fixed if fixed is not None else bool(self.switch.flag.numpy()):
-                self.sink(name, np.array(value.numpy()))
-            return
-
-        def push(arr: np.ndarray) -> np.bool_:
-            self.sink(name, np.array(arr))
-            return np.bool_(True)
-
-        if fixed is None:
-            tf.cond(
-                self.switch.flag,
-                lambda: tf.numpy_function(push, [value], tf.bool, stateful=True),
-                lambda: tf.constant(False),
-            )
-        elif fixed:
-            tf.numpy_function(push, [value], tf.bool, stateful=True)
+        emit(self.switch, self.sink, name, value)
 
     def _wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
         import tensorflow as tf

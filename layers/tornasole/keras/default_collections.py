@@ -2,12 +2,13 @@
 
 Names are those of :mod:`tornasole.keras.hook`: ``weights/<variable path>``,
 ``gradients/<variable path>Grad``, ``optimizer_variables/<variable path>``,
-``loss``, metric names, ``<layer>/inputs`` and ``<layer>/outputs``.
+``loss``, metric names, ``<layer>/inputs`` and ``<layer>/outputs``, ``predictions`` and ``labels``
+(smdebug's ``outputs``: the model's outputs and targets, :mod:`tornasole.keras.loss_tap`).
 """
 
 from __future__ import annotations
 
-from tornasole.core.collection import CollectionKeys
+from tornasole.core.collection import Collection, CollectionKeys
 from tornasole.core.collection_manager import CollectionManager
 
 __all__ = ["KERAS_REGEXES", "keras_collections"]
@@ -21,7 +22,7 @@ KERAS_REGEXES = {
     CollectionKeys.LOSSES: r"(^|_)loss$",
     CollectionKeys.OPTIMIZER_VARIABLES: r"^optimizer_variables/",
     CollectionKeys.INPUTS: r"/inputs$",
-    CollectionKeys.OUTPUTS: r"/outputs$",
+    CollectionKeys.OUTPUTS: r"/outputs$|^(predictions|labels)(_\d+)?$",
     CollectionKeys.SCALARS: r"^scalar/",
 }
 
@@ -30,7 +31,9 @@ def keras_collections() -> CollectionManager:
     """The built-in collections of the Keras/TF hook, with the name regexes of the module docstring."""
     cm = CollectionManager()
     for name in (CollectionKeys.ALL, CollectionKeys.DEFAULT, *KERAS_REGEXES, CollectionKeys.METRICS):
-        coll = cm.get(name)
-        if name in KERAS_REGEXES and not coll.include_regex:
-            coll.include(KERAS_REGEXES[name])
+        if name in KERAS_REGEXES:
+            # replaces what CollectionManager.get gives outputs/inputs: PyTorch's _output_/_input_ regex
+            cm.add(Collection(name, include_regex=KERAS_REGEXES[name]))
+        else:
+            cm.get(name)
     return cm

@@ -23,7 +23,11 @@ Names (collection in brackets):
   ``val_mae`` ... (metrics) in its last validation step (EVAL)
   (:meth:`Hook._save_epoch_logs`);
 * ``<layer name>/inputs`` and ``<layer name>/outputs`` (inputs, outputs, or any
-  collection whose regex matches them, e.g. ``include_regex="dense_1"``).
+  collection whose regex matches them, e.g. ``include_regex="dense_1"``);
+* ``predictions`` and ``labels`` (outputs, as smdebug names them; ``_<i>`` per output of a model with
+  several) and ``batch_loss/<Kind>``, the batch's own compiled loss named after its kind (any collection
+  whose regex matches it): what the compiled loss is given and returns, in TRAIN and EVAL steps
+  (:mod:`tornasole.keras.loss_tap`).
 
 Backends (what is tested): TensorFlow supports every collection above. On
 PyTorch the hook is a plain callback and saves weights, biases, optimizer
@@ -62,6 +66,7 @@ from tornasole.modes import ModeKeys
 
 if TYPE_CHECKING:
     from tornasole.keras.capture import GradientTap, LayerTap
+    from tornasole.keras.loss_tap import LossTap
 
 __all__ = ["Hook", "keras_collections"]
 
@@ -106,6 +111,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         self._train_variants: tuple[Any, Any] | None = None  # fit's train function: taps on, taps off
         self._grad_tap: GradientTap | None = None
         self._layer_taps: list[LayerTap] = []
+        self._loss_tap: LossTap | None = None
         self._io_values: list[tuple[str, np.ndarray]] = []
         self._fresh: np.ndarray | None = None
         self._tapped_model: Any = None

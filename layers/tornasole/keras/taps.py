@@ -3,7 +3,7 @@
 See :mod:`tornasole.keras.capture` for the taps themselves. Mixed into
 :class:`tornasole.keras.hook.Hook`, whose state (``_saves``, ``_flag``,
 ``_switch``, ``_train_variants``, ``_grad_tap``, ``_layer_taps``,
-``_io_values``, ``_saving``, ``mode``) it uses.
+``_loss_tap``, ``_io_values``, ``_saving``, ``mode``) it uses.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from tornasole.core.collection import CollectionKeys
 from tornasole.keras.capture import GradientTap, LayerTap, TapSwitch, tensorflow_backend
+from tornasole.keras.loss_tap import LABELS, PREDICTIONS, LossTap, expected_batch_loss_names
 from tornasole.modes import ModeKeys
 
 __all__ = ["TapsMixin"]
@@ -47,7 +48,9 @@ class TapsMixin:
             for layer in layers
         ]
         io = [t for t in io if t[1] or t[2]]
-        if not (want_grads or io):
+        compile_loss = getattr(model, "_compile_loss", None)
+        want_loss = self._wants_loss_values(model, compile_loss)
+        if not (want_grads or io or want_loss):
             return False
         if not tensorflow_backend():
             if not self._warned_backend:
@@ -67,10 +70,29 @@ class TapsMixin:
             self._grad_tap = GradientTap(self._optimizer, self._switch)
         for layer, want_in, want_out in io:
             self._layer_taps.append(LayerTap(layer, self._switch, self._sink, want_in, want_out))
-        if io and getattr(model, "jit_compile", False):
-            logger.info("Tornasole: layer input/output taps need jit_compile=False; turning XLA off")
+        if want_loss:
+            self._loss_tap = LossTap(compile_loss, self._switch, self._sink, self._could_save)
+        if (io or want_loss) and getattr(model, "jit_compile", False):
+            logger.info("Tornasole: layer input/output and loss taps need jit_compile=False; turning XLA off")
             model.jit_compile = False
         return True
+
+    def _could_save(self, name: str) -> bool:
+        """Whether an included collection has ``name`` or a regex matching it (records nothing)."""
+        return any(name in c.tensor_names or c.matches_regex(name) for c in self._saves._to_save)
+
+    def _wants_loss_values(self, model: Any, compile_loss: Any) -> bool:
+        """Whether an included collection asks for the compiled loss's outputs, targets or batch loss
+        (:mod:`tornasole.keras.loss_tap`); a model without Keras 3's compiled loss warns once."""
+        names = [PREDICTIONS, f"{PREDICTIONS}_0", LABELS, f"{LABELS}_0"]  # one output, or the first of two
+        if compile_loss is None or not callable(getattr(compile_loss, "call", None)):
+            if getattr(model, "compiled", False) and any(self._could_save(n) for n in names):
+                logger.warning(
+                    "Tornasole: this Keras model has no compiled loss the hook can tap "
+                    "(model._compile_loss): predictions, labels and batch_loss are not saved"
+                )
+            return False
+        return any(self._could_save(n) for n in names + expected_batch_loss_names(compile_loss))
 
     def _make_train_variants(self, model: Any) -> None:
         """Make ``fit``'s train function twice, its taps copying and not: :meth:`_sync_taps` swaps them.
@@ -110,6 +132,9 @@ class TapsMixin:
         if self._grad_tap is not None:
             self._grad_tap.remove()
             self._grad_tap = None
+        if self._loss_tap is not None:
+            self._loss_tap.remove()
+            self._loss_tap = None
         for tap in self._layer_taps:
             tap.remove()
         self._layer_taps = []

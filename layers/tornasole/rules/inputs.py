@@ -164,7 +164,9 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "hook.register_loss(loss_fn) (saved by default) with hook.set_mode(modes.TRAIN), and "
             "include_collections=['gradients'] or num_classes / chance_loss; for a squared error "
             'hook.get_collection("loss_inputs").include("[Ll]oss_input_1$") and '
-            "include_collections=['loss_inputs'] or chance_loss",
+            "include_collections=['loss_inputs'] or chance_loss; Keras: a collection that "
+            'includes the batch loss and the outputs: hook.get_collection("loss_inputs").include('
+            '"^predictions$|^batch_loss/") and include_collections=["loss_inputs"]',
         )
     if rule_to_invoke == "StalledLoss":
         return RuleNeeds(
@@ -185,8 +187,9 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "the registered loss module's first input (<Loss>_input_0, the prediction it is fed) next to its "
             "output in the losses collection",
             "hook.register_loss(loss_fn) and a collection that includes the input: hook.get_collection("
-            '"loss_inputs").include("[Ll]oss_input_0$") and include_collections=["loss_inputs"]',
-            by_name=("loss_inputs", "inputs"),
+            '"loss_inputs").include("[Ll]oss_input_0$") and include_collections=["loss_inputs"] (Keras: '
+            '"^predictions$|^batch_loss/", the model\'s outputs and the batch loss of a from_logits loss)',
+            by_name=("loss_inputs", "inputs", "outputs"),
         )
     if rule_to_invoke == "RegressionWorseThanMean":
         return RuleNeeds(
@@ -194,8 +197,9 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             "and <Loss>_input_1, the target) next to its output in the losses collection",
             "hook.register_loss(loss_fn), a validation loop after hook.set_mode(modes.EVAL), and a "
             'collection that includes both inputs: hook.get_collection("loss_inputs").include('
-            '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"]',
-            by_name=("loss_inputs", "inputs"),
+            '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"] (Keras: fit with validation '
+            'data and "^(predictions|labels)$|^batch_loss/")',
+            by_name=("loss_inputs", "inputs", "outputs"),
         )
     if rule_to_invoke in ("ExplodingTensor", "UnchangedTensor", "AllZero", "TensorVariance"):
         return RuleNeeds(  # every saved tensor: nothing in particular to save, so nothing to warn of

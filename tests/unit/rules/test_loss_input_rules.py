@@ -134,7 +134,7 @@ def test_in_the_recommended_set_and_its_configuration_saves_the_loss_input():
     assert "SoftmaxBeforeCrossEntropy" in names
     cfg = rc.softmax_before_cross_entropy()
     colls = {c["CollectionName"]: c["CollectionParameters"] for c in cfg["CollectionConfigurations"]}
-    assert colls["loss_inputs"]["include_regex"] == "[Ll]oss_input_0$"
+    assert colls["loss_inputs"]["include_regex"] == "[Ll]oss_input_0$|^predictions$|^batch_loss/"
     needs = rule_needs("SoftmaxBeforeCrossEntropy", {})
     assert needs is not None
     assert "loss_inputs" in needs.how

@@ -216,7 +216,7 @@ def test_configuration_builder_registry_and_inputs():
     rule = conf["DebugRuleConfiguration"]["RuleParameters"]
     assert rule == {"rule_to_invoke": "RegressionWorseThanMean", "max_r2": "-0.25"}
     colls = {c["CollectionName"]: c["CollectionParameters"] for c in conf["CollectionConfigurations"]}
-    assert colls["loss_inputs"]["include_regex"] == "[Ll]oss_input_[01]$"
+    assert colls["loss_inputs"]["include_regex"] == "[Ll]oss_input_[01]$|^(predictions|labels)$|^batch_loss/"
     needs = rule_needs("RegressionWorseThanMean", {})
     assert "<Loss>_input_1" in needs.reads
     assert "[Ll]oss_input_[01]$" in needs.how

@@ -19,7 +19,9 @@ The chance level, first found wins:
    ln(C) for ``CrossEntropyLoss``/``NLLLoss``, where C is the width of the layer that feeds the loss:
    the leading dimension of the first gradient the trial saved after the loss at that step (backward
    runs from the loss, so the first gradient written belongs to the output layer: its bias has C
-   entries, its PyTorch weight C rows);
+   entries, its PyTorch weight C rows). The Keras hook's batch loss the same way
+   (``batch_loss/BinaryCrossentropy``: ln 2; ``batch_loss/[Sparse]CategoricalCrossentropy``: ln C, C the
+   last axis of the ``predictions`` saved with it; :mod:`tornasole.rules.builtin.losses`);
 4. for a squared-error loss (``squared_error_regex``: PyTorch's ``MSELoss`` unless set), the mean square of
    the targets the loss was computed against at that step (``<Loss>_input_1``): the loss of predicting
    zero, what an untrained, well-initialised regression head outputs
@@ -55,22 +57,16 @@ though, is at or below chance, never above: this criterion is safe for fine-tuni
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
 from tornasole.modes import GLOBAL, TRAIN
 from tornasole.rules.builtin.base import TENSOR_REGEX, BuiltinRule
-from tornasole.rules.builtin.losses import loss_names
+from tornasole.rules.builtin.losses import BINARY_CROSS_ENTROPY, CROSS_ENTROPY, loss_feed, loss_names
 from tornasole.rules.builtin.squared_error_chance import SQUARED_ERROR, squared_error_chance
 from tornasole.rules.params import Param
 
 __all__ = ["InitialLossTooHigh", "CROSS_ENTROPY", "BINARY_CROSS_ENTROPY"]
-
-#: Loss tensors the PyTorch hook names after a binary cross-entropy module (chance: ln 2).
-BINARY_CROSS_ENTROPY = re.compile(r"(^|.*[/_])BCE(WithLogits)?Loss(_output_0)?$")
-#: Loss tensors the PyTorch hook names after a categorical cross-entropy module (chance: ln C).
-CROSS_ENTROPY = re.compile(r"(^|.*[/_])(CrossEntropy|NLL)Loss(_output_0)?$")
 
 
 class InitialLossTooHigh(BuiltinRule):
@@ -119,7 +115,10 @@ class InitialLossTooHigh(BuiltinRule):
     COLLECTIONS = (
         ("losses", {"save_interval": "500"}),
         ("gradients", {"save_interval": "500"}),
-        ("loss_inputs", {"include_regex": "[Ll]oss_input_[01]$", "save_interval": "500"}),
+        (
+            "loss_inputs",
+            {"include_regex": "[Ll]oss_input_[01]$|^predictions$|^batch_loss/", "save_interval": "500"},
+        ),
     )
 
     def check_params(self) -> None:
@@ -142,7 +141,7 @@ class InitialLossTooHigh(BuiltinRule):
         mode = self.step_mode(step)
         if mode not in (TRAIN, GLOBAL):
             return False
-        for name in loss_names(self):
+        for name in loss_names(self, batch_losses=True):
             saved = self.same_mode_steps(name, step, mode)
             if len(saved) != self.steps or saved[-1] != step:
                 continue  # judged once: at the ``steps``-th saved loss of the mode
@@ -197,7 +196,14 @@ class InitialLossTooHigh(BuiltinRule):
 
     def _output_width(self, loss: str, step: int) -> int | None:
         """The leading dimension of the first gradient saved after ``loss`` at ``step`` (the output layer's:
-        backward starts at the loss); None when the trial cannot tell the order or saved none."""
+        backward starts at the loss); None when the trial cannot tell the order or saved none. A Keras
+        batch loss: the class axis (the last) of the ``predictions`` saved at ``step``."""
+        feed = loss_feed(loss)
+        if feed is not None and feed.class_axis == -1:
+            if feed.prediction not in self.base_trial.tensor_names(step=step):
+                return None
+            value = self.value(feed.prediction, step)
+            return int(value.shape[-1]) if value is not None and value.ndim >= 2 else None
         saved_order = getattr(self.base_trial, "saved_order", None)
         if saved_order is None:
             return None

@@ -13,7 +13,9 @@ back in time, a learning rate that throws the weights about, inputs on a scale t
 Read from the trial: for each loss output ``<Loss>_output_<i>`` of the ``losses`` collection whose name
 ``loss_regex`` matches (squared-error losses only: ``MSELoss``, Keras's ``mean_squared_error``; R^2 means
 nothing for a cross-entropy), the loss module's inputs ``<Loss>_input_0`` (the prediction) and
-``<Loss>_input_1`` (the target), as smdebug's PyTorch hook names a registered loss module's inputs. Points
+``<Loss>_input_1`` (the target), as smdebug's PyTorch hook names a registered loss module's inputs; in a
+Keras trial the batch loss ``batch_loss/MeanSquaredError`` with ``predictions`` and ``labels``
+(:mod:`tornasole.rules.builtin.losses`). Points
 are validation passes (EVAL steps grouped by :func:`trial_phases`, each cut to the shortest pass's length
 and the newest judged once, whole: :func:`whole_passes`, as ValidationLossNotDecreasing reads them). A
 pass's R^2 pools its batches: SSE over every saved batch, SST about the per-column mean of all of the
@@ -28,23 +30,21 @@ What stays quiet, and why:
 * any model that beats the mean, however slowly it got there (R^2 > 0);
 * classifiers: their losses are not matched by ``loss_regex``;
 * a run that saves no target (``<Loss>_input_1``): nothing is judged; a batch whose prediction and target
-  differ in shape (a broadcasting loss) or hold a non-finite value is left out of its pass.
+  differ in shape (a broadcasting loss) or hold a non-finite value is left out of its pass. Keras's losses
+  bring a ``(N,)`` target to a ``(N, 1)`` output's rank, and so does the rule for a Keras trial.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
 from tornasole.modes import EVAL
 from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import LossFeed, loss_feeds
 from tornasole.rules.builtin.overfit import trial_phases, whole_passes
 from tornasole.rules.params import Param
 
 __all__ = ["RegressionWorseThanMean", "pooled_r2"]
-
-_OUTPUT = re.compile(r"^(?P<loss>.+)_output_\d+$")
 
 
 def pooled_r2(pairs: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
@@ -101,7 +101,13 @@ class RegressionWorseThanMean(BuiltinRule):
     )
     COLLECTIONS = (
         ("losses", {"save_interval": "500"}),
-        ("loss_inputs", {"include_regex": "[Ll]oss_input_[01]$", "save_interval": "500"}),
+        (
+            "loss_inputs",
+            {
+                "include_regex": "[Ll]oss_input_[01]$|^(predictions|labels)$|^batch_loss/",
+                "save_interval": "500",
+            },
+        ),
     )
 
     def check_params(self) -> None:
@@ -116,22 +122,22 @@ class RegressionWorseThanMean(BuiltinRule):
     def history_steps(self) -> int | None:
         return None  # every validation pass since the start
 
-    def _loss_input_pairs(self, step: int) -> list[tuple[str, str]]:
-        """``(<Loss>_input_0, <Loss>_input_1)`` of each loss output saved at ``step`` that ``loss_regex``
-        matches, both saved at ``step``."""
+    def _loss_input_pairs(self, step: int) -> list[LossFeed]:
+        """The feed of each loss saved at ``step`` that ``loss_regex`` matches, its prediction and target
+        both saved at ``step`` (:func:`loss_feeds`: PyTorch's ``<Loss>_input_0/1``, Keras's
+        ``predictions``, ``labels``)."""
         saved = set(self.base_trial.tensor_names(step=step))
-        out = []
-        for name in self.names_at(step, ["losses"]):
-            m = _OUTPUT.match(name)
-            if m is None or not self.loss_regex.match(name):
-                continue
-            pair = (f"{m.group('loss')}_input_0", f"{m.group('loss')}_input_1")
-            if pair[0] in saved and pair[1] in saved and pair not in out:
-                out.append(pair)
+        out: list[LossFeed] = []
+        for feed in loss_feeds(self, step, self.loss_regex):
+            pair = (feed.prediction, feed.target)
+            if pair[0] in saved and pair[1] in saved and pair not in [(f.prediction, f.target) for f in out]:
+                out.append(feed)
         return out
 
-    def _pass_r2(self, pred: str, target: str, steps: list[int]) -> float | None:
-        """The pooled R^2 of one validation pass, computed once per pass (a saved step never changes)."""
+    def _pass_r2(self, pred: str, target: str, steps: list[int], same_rank: bool = False) -> float | None:
+        """The pooled R^2 of one validation pass, computed once per pass (a saved step never changes);
+        ``same_rank``: a target one trailing axis of size 1 short of the prediction is given that axis, as
+        the loss did (Keras)."""
         cache = self.__dict__.setdefault("_r2_cache", {})
         key = (pred, steps[0], len(steps))
         if key not in cache:
@@ -141,6 +147,8 @@ class RegressionWorseThanMean(BuiltinRule):
                 if p is None or t is None:
                     continue
                 p, t = np.asarray(p, dtype=np.float64), np.asarray(t, dtype=np.float64)
+                if same_rank and p.shape == (*t.shape, 1):
+                    t = t.reshape(p.shape)
                 if (
                     p.shape != t.shape
                     or p.ndim == 0
@@ -154,7 +162,8 @@ class RegressionWorseThanMean(BuiltinRule):
     def invoke_at_step(self, step: int) -> bool:
         if self.base_trial.mode(step) != EVAL:
             return False
-        for pred, target in self._loss_input_pairs(step):
+        for feed in self._loss_input_pairs(step):
+            pred, target = feed.prediction, feed.target
             gsteps = [s for s in self.base_trial.tensor(pred).steps() if s <= step]
             if not gsteps or gsteps[-1] != step:
                 continue
@@ -164,7 +173,7 @@ class RegressionWorseThanMean(BuiltinRule):
             passes = whole_passes(evals)
             if passes is None:
                 continue  # the newest pass is judged once, whole
-            newest = [self._pass_r2(pred, target, p) for p in passes[-self.consecutive :]]
+            newest = [self._pass_r2(pred, target, p, feed.same_rank) for p in passes[-self.consecutive :]]
             if any(r is None or r > self.max_r2 for r in newest):
                 continue
             shown = ", ".join(self.fmt(r) for r in newest)

@@ -35,12 +35,13 @@ from typing import Any
 import numpy as np
 
 from tornasole.exceptions import TensorUnavailable
+from tornasole.rules.builtin.losses import loss_feed
 
 __all__ = ["SQUARED_ERROR", "squared_error_chance", "target_of"]
 
-#: Loss tensors the PyTorch hook names after a mean-squared-error module (the default of the rule's
-#: ``squared_error_regex``).
-SQUARED_ERROR = r"(^|.*[/_])MSELoss(_output_0)?$"
+#: Loss tensors the PyTorch hook names after a mean-squared-error module, and the Keras hook's batch loss of a
+#: ``MeanSquaredError`` (the default of the rule's ``squared_error_regex``).
+SQUARED_ERROR = r"(^|.*[/_])MSELoss(_output_0)?$|^batch_loss/MeanSquaredError$"
 
 _OUTPUT = re.compile(r"^(?P<loss>.+)_output_\d+$")
 
@@ -53,9 +54,14 @@ def target_of(loss: str) -> str | None:
     --------
     >>> target_of("MSELoss_output_0")
     'MSELoss_input_1'
+    >>> target_of("batch_loss/MeanSquaredError")  # the Keras hook's batch loss and smdebug's label name
+    'labels'
     >>> target_of("loss") is None
     True
     """
+    feed = loss_feed(loss)
+    if feed is not None:
+        return feed.target
     m = _OUTPUT.match(loss)
     return None if m is None else f"{m.group('loss')}_input_1"
 
