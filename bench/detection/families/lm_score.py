@@ -7,6 +7,8 @@ Usage::
     python bench/detection/families/lm_score.py --classic-healthy      # the new rules on the seven classic
                                                                         # families' healthy runs
     python bench/detection/families/lm_score.py --seeds 0,1 --lofo     # and leave-one-family-out
+    python bench/detection/families/lm_score.py --reuse out.json       # re-score the trials a run kept
+                                                                        # (--out DIR --json out.json)
 
 Trains every case of :mod:`families.lm` (a causal transformer LM, a mixture-of-experts LM; healthy recipes,
 hard negatives and one injected failure per case), saves them with the PyTorch hook at every step, labels
@@ -275,6 +277,20 @@ def report(results: list[dict], sets: list[str]) -> dict:
     return numbers
 
 
+def reused_runs(path: str, seeds: list[int], cases: str) -> list[dict]:
+    """The runs of a previous ``--json`` output (their firings dropped) among ``seeds`` and ``cases``; every
+    trial folder must still exist (a run without ``--out`` removed them)."""
+    runs = [
+        {k: v for k, v in r.items() if k != "firings"}
+        for r in json.loads(Path(path).read_text())["runs"]
+        if r["seed"] in seeds and re.search(cases, r["case"])
+    ]
+    missing = [r["path"] for r in runs if not os.path.isdir(r["path"])]
+    if missing:
+        raise SystemExit(f"--reuse {path}: {len(missing)} trial folder(s) gone, e.g. {missing[0]}")
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
@@ -283,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="", help="only the cases whose name matches this regex (re.search)")
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
+    ap.add_argument(
+        "--reuse",
+        help="re-evaluate the runs of a previous --json output whose trials its --out kept (rules only)",
+    )
     ap.add_argument(
         "--classic-healthy", action="store_true", help="instead: the new rules on the classic healthy runs"
     )
@@ -297,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     root = args.out or tempfile.mkdtemp(prefix="tornasole-lm-families-")
     jobs = [(n, s, root) for n in LM_CASES if re.search(args.cases, n) for s in seeds]
     with get_context("fork").Pool(args.processes) as pool:
-        runs = pool.map(train_one, jobs, chunksize=1)
+        if args.reuse:
+            runs = reused_runs(args.reuse, seeds, args.cases)
+        else:
+            runs = pool.map(train_one, jobs, chunksize=1)
         trained = time.perf_counter()
         results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
     evaluated = time.perf_counter()
@@ -311,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
     if not args.out:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)  # with --reuse: the empty folder made above
     return 0
 
 

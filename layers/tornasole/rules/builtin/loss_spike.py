@@ -15,6 +15,18 @@ Two published criteria, either of which fires (set one's parameter to 0 to turn 
   Tornasole judges from ``min_window`` values on, so a run saved every few steps is judged before its
   128th save (a short window is noisier: raise ``min_window`` for noisy losses).
 
+**Where the z-score misleads** (``rise_factor``, off by default: 0). The z-score reads the window as
+roughly Gaussian. Where each saved loss is one sample's (batch 1) or a few samples', the window is skewed:
+most losses near 0, a few misclassified samples far above them. A healthy misclassified sample then sits
+6 standard deviations above the mean (``bench/detection``'s ``hard_batch1_sgd``: z 6.1-6.5, 2.6 to 10
+times the window's mean). With ``rise_factor``, the z-score fires only when the loss's rise above the
+window's mean is at least ``rise_factor`` times the largest rise *inside* the window: the spike must leave
+the range the run has shown, in the spirit of Megatron-LM's factor over the largest loss seen. On a
+Gaussian window of 128 the largest rise is about 2.6 standard deviations, so 6 sigma is about 2.3 times it;
+the healthy one-sample windows above give 1.1-2.4, a bad batch of random tokens on a language model's
+plateau 8.0-10.0 (``bench/detection/families/lm.py``). A window that still holds the run's early descent,
+or an earlier spike, raises the bar: the z-score then catches only a rise well beyond those.
+
 A non-finite loss fires too (Megatron checks it first, ``check_for_nan_in_loss``). Each loss tensor
 (the ``losses`` collection, ``collection_names``, ``tensor_regex``) is judged alone, at the saved
 steps of its own mode (a validation loss against validation losses).
@@ -73,10 +85,17 @@ class LossSpike(BuiltinRule):
         ),
         Param("window", "int", "128", "previous saved losses of the mode the z-score is computed over"),
         Param("min_window", "int", "32", "previous saved losses needed before the z-score judges"),
+        Param(
+            "rise_factor",
+            "float",
+            "0",
+            "the z-score fires only when the rise over the window's mean is at least this multiple of the "
+            "window's own largest rise (0: off)",
+        ),
     )
 
     def check_params(self) -> None:
-        self.require_at_least(0, "factor", "z_threshold")
+        self.require_at_least(0, "factor", "z_threshold", "rise_factor")
         self.require_at_least(1, "factor_samples", "window", "min_window")
         if self.min_window > self.window:
             raise self.param_error("min_window", f"value {self.min_window} must be <= window ({self.window})")
@@ -120,13 +139,24 @@ class LossSpike(BuiltinRule):
             previous = np.array([v for _, v in recent[:-1] if math.isfinite(v)], dtype=np.float64)
             if previous.size >= self.min_window:
                 mean, std = float(previous.mean()), float(previous.std())
-                if std >= 1e-10 and loss > mean + self.z_threshold * std:
+                largest_rise = float(previous.max()) - mean
+                if (
+                    std >= 1e-10
+                    and loss > mean + self.z_threshold * std
+                    and loss - mean >= self.rise_factor * largest_rise
+                ):
                     z = (loss - mean) / std
+                    beyond = (
+                        f", {self.fmt((loss - mean) / largest_rise)} x their largest rise "
+                        f"(rise_factor {self.fmt(self.rise_factor)})"
+                        if self.rise_factor and largest_rise > 0
+                        else ""
+                    )
                     self.report_issue(
                         f"{name} = {self.fmt(loss)} at step {step} is {self.fmt(z)} standard "
                         f"deviations above the mean of its previous {previous.size} saved values "
                         f"({self.fmt(mean)} +/- "
-                        f"{self.fmt(std)}; z_threshold {self.fmt(self.z_threshold)})",
+                        f"{self.fmt(std)}; z_threshold {self.fmt(self.z_threshold)}){beyond}",
                         tensor=name,
                         value=loss,
                         z_score=z,

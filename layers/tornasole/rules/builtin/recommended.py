@@ -101,6 +101,10 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # issue 29: a squared-error model worse than the targets' mean (validation R^2); designed on the
     # autoencoder family, a quarter of the targets' variance below the textbook R^2 <= 0 (docs/RULES.md)
     ("RegressionWorseThanMean", "RegressionWorseThanMean", {"max_r2": "-0.25"}),
+    # issues 29/30: the language models' bad batch and gradient-norm spike, made safe for small batches;
+    # designed on the lm and moe families and bench/detection's dev split (docs/RULES.md)
+    ("LossSpike", "LossSpike", {"rise_factor": "4"}),
+    ("GradientNormSpike", "GradientNormSpike", {"reference": "max"}),
 )
 
 
