@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from tornasole.core import llm_signals as signals
@@ -63,17 +64,22 @@ class StepStatistics:
         self._written = len(config.statistics)  # columns written per tensor (an added norm is not)
         self._losses: dict[str, list[Any]] = {}
         self._activations: dict[str, torch.Tensor] = {}
-        self._collected: tuple[list[str], torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None = (
-            None
-        )
+        # (names, statistics, totals): a CPU step's statistics and totals in one numpy array (each total
+        # ``(tag, None)``), else a [tensors, statistics] tensor and each total ``(tag, 0-d tensor)``
+        self._collected: tuple[list[str], Any, list[tuple[str, torch.Tensor | None]]] | None = None
         self._scaler_values: dict[str, torch.Tensor] = {}
         self._skipped_total: torch.Tensor | None = None
         self._tags: tuple[tuple[str, ...], list[str]] | None = None
 
     # -- between boundaries ------------------------------------------------------------------
     def observe_loss(self, name: str, value: torch.Tensor) -> None:
-        """A micro-batch's loss (a 1-element tensor); the step saves the mean of them."""
-        v = value.detach().reshape(()).float()
+        """A micro-batch's loss (a 1-element tensor); the step saves the mean of them.
+
+        A CPU loss is read at once (free there; summed as a Python float); on a device it stays there,
+        summed in float32, until the step's one copy.
+        """
+        v = value.detach()
+        v = float(v) if v.is_cpu and not v.is_complex() else v.reshape(()).float()
         acc = self._losses.get(name)
         if acc is None:
             self._losses[name] = [v, 1]
@@ -102,6 +108,19 @@ class StepStatistics:
             named += [("gradient/" + name, p.grad) for name, p in params if p.grad is not None]
         names = [n for n, _ in named]
         tensors = [t for _, t in named]
+        k = len(tensors)
+        totals: list[tuple[str, tuple[int, int]]] = []  # each total norm's tag and its rows
+        if cfg.total_norms:
+            if k > n_weights:
+                totals.append((GRAD_NORM, (n_weights, k)))
+            if n_weights:
+                totals.append((PARAM_NORM, (0, n_weights)))
+        if not self._activations:
+            # a CPU step: one call of the compiled loop gives the statistics and the totals, as numpy
+            flat = self._reducer.cpu_statistics(tensors, self._written, [rows for _, rows in totals])
+            if flat is not None:
+                self._collected = (names, flat, [(tag, None) for tag, _ in totals])
+                return
         parts = self._parts(tensors)
         if self._activations:
             names += list(self._activations)
@@ -109,17 +128,15 @@ class StepStatistics:
             parts = acts if parts is None else torch.cat([parts, acts.to(parts.device)])
             self._activations = {}
         if parts is None:
-            self._collected = ([], torch.zeros(0), None, None)
+            self._collected = ([], torch.zeros(0), [])
             return
         stats = self._reducer.finish(parts)
-        grad_total = param_total = None
-        if cfg.total_norms and tensors:
-            norms = stats[:, self._norm_col]
-            if n_weights:
-                param_total = torch.linalg.vector_norm(norms[:n_weights])
-            if len(tensors) > n_weights:
-                grad_total = torch.linalg.vector_norm(norms[n_weights : len(tensors)])
-        self._collected = (names, stats[:, : self._written], grad_total, param_total)
+        norms = stats[:, self._norm_col] if totals else None
+        self._collected = (
+            names,
+            stats[:, : self._written],
+            [(tag, torch.linalg.vector_norm(norms[start:stop])) for tag, (start, stop) in totals],
+        )
 
     def _parts(self, tensors: list[torch.Tensor]) -> torch.Tensor | None:
         if not tensors:
@@ -175,33 +192,34 @@ class StepStatistics:
 
     # -- at the boundary -------------------------------------------------------------------
     def assemble(self) -> tuple[torch.Tensor | None, list[str], dict[str, list[str]]]:
-        """The step's values as one flat float32 device tensor, its tags, and the tensor names by kind.
+        """The step's values as one flat float32 tensor, its tags, and the tensor names by kind.
 
-        Kinds: ``tensors`` (reduced), ``losses``, ``scalars``; the hook files the names into collections.
+        On a device the tensor is on that device (the hook copies it once); a CPU step's values
+        (numpy statistics, Python floats) are put into it directly. Kinds: ``tensors`` (reduced),
+        ``losses``, ``scalars``; the hook files the names into collections.
         """
-        values: list[torch.Tensor] = []
+        values: list[Any] = []  # numpy arrays (a CPU step's statistics and totals), floats, tensors
         tags: list[str] = []
         kinds: dict[str, list[str]] = {"tensors": [], "losses": [], "scalars": []}
         if self._collected is not None:
-            names, stats, grad_total, param_total = self._collected
+            names, stats, totals = self._collected
             if names:
-                values.append(stats.reshape(-1))
+                values.append(stats if isinstance(stats, np.ndarray) else stats.reshape(-1))
                 tags += self._tags_of(names)
                 kinds["tensors"] += names
-            device = stats.device
-            for tag, total in ((GRAD_NORM, grad_total), (PARAM_NORM, param_total)):
-                if total is not None:
-                    values.append(total.reshape(1).to(device, non_blocking=True))
-                    tags.append(tag)
-                    kinds["scalars"].append(tag)
+            for tag, total in totals:
+                if total is not None:  # else the total follows the statistics in their numpy array
+                    values.append(total)
+                tags.append(tag)
+                kinds["scalars"].append(tag)
         if self.config.loss:
             for name, (total, count) in self._losses.items():
-                values.append((total / count).reshape(1))
+                values.append(total / count)
                 tags.append(name)
                 kinds["losses"].append(name)
         if self.config.loss_scale:
             for tag, value in self._scaler_values.items():
-                values.append(value.reshape(1))
+                values.append(value)
                 tags.append(tag)
                 kinds["scalars"].append(tag)
         self._collected = None
@@ -209,9 +227,7 @@ class StepStatistics:
         self._scaler_values = {}
         if not values:
             return None, [], kinds
-        device = values[0].device
-        flat = torch.cat([v.to(device, non_blocking=True).float() for v in values])
-        return flat, tags, kinds
+        return _flat(values), tags, kinds
 
     def reset(self) -> None:
         """Forget what a step that is not saved gathered."""
@@ -219,3 +235,36 @@ class StepStatistics:
         self._losses = {}
         self._activations = {}
         self._scaler_values = {}
+
+
+def _flat(values: list[Any]) -> torch.Tensor:
+    """One float32 tensor of ``values`` (numpy arrays, Python floats, tensors of one or more values), in
+    order: on the host where every tensor is there (no torch operation but the wrapping), else on the
+    first device that holds one."""
+    device = next((v.device for v in values if isinstance(v, torch.Tensor) and not v.is_cpu), None)
+    if device is None:
+        sizes = [
+            v.size if isinstance(v, np.ndarray) else 1 if not isinstance(v, torch.Tensor) else v.numel()
+            for v in values
+        ]
+        out = np.empty(sum(sizes), dtype=np.float32)
+        at = 0
+        for v, n in zip(values, sizes):
+            if isinstance(v, np.ndarray):
+                out[at : at + n] = v.reshape(-1)
+            elif isinstance(v, torch.Tensor):
+                out[at : at + n] = v.detach().reshape(-1).float().numpy()
+            else:
+                out[at] = v
+            at += n
+        return torch.from_numpy(out)
+    return torch.cat(
+        [
+            torch.from_numpy(v).to(device, non_blocking=True).reshape(-1)
+            if isinstance(v, np.ndarray)
+            else v.reshape(-1).to(device, non_blocking=True).float()
+            if isinstance(v, torch.Tensor)
+            else torch.tensor([float(v)], dtype=torch.float32, device=device)
+            for v in values
+        ]
+    )
