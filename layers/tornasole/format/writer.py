@@ -144,6 +144,8 @@ class StepWriter:
         """:meth:`add_tensor` for many ``(tag, value, wall_time)``, in order, with the writer's mode
         and mode step (a hook's step: tens of small values, encoded in one pass; a ``None`` wall
         time is the time of that record's encoding)."""
+        if not items:
+            return
         step, mode_value, mode_step = self.step, self._mode_value, self.mode_step
         records, tensors, offset = self._records, self._tensors, self._size
         for (tag, value, wall_time), record in zip(

@@ -191,20 +191,28 @@ class StepStatistics:
         return self._tags[1]
 
     # -- at the boundary -------------------------------------------------------------------
-    def assemble(self) -> tuple[torch.Tensor | None, list[str], dict[str, list[str]]]:
-        """The step's values as one flat float32 tensor, its tags, and the tensor names by kind.
+    def assemble(
+        self, scalars: Sequence[tuple[str, Any]] = ()
+    ) -> tuple[np.ndarray | torch.Tensor | None, list[str], dict[str, list[str]]]:
+        """The step's values as one flat float32 array, its tags, and the tensor names by kind.
 
-        On a device the tensor is on that device (the hook copies it once); a CPU step's values
-        (numpy statistics, Python floats) are put into it directly. Kinds: ``tensors`` (reduced),
-        ``losses``, ``scalars``; the hook files the names into collections.
+        ``scalars`` are more ``(tag, value)`` of the step (the hook's learning rates: floats or
+        1-element tensors), put last. The values are one numpy array where all of them are on the host
+        (a CPU step: no torch operation), else one tensor on their device (the hook copies it once).
+        Kinds: ``tensors`` (reduced), ``losses``, ``scalars``; the hook files the names into collections.
         """
-        values: list[Any] = []  # numpy arrays (a CPU step's statistics and totals), floats, tensors
+        head: np.ndarray | torch.Tensor | None = None  # the per-tensor statistics (and a CPU step's totals)
+        values: list[Any] = []  # the step's scalars: floats and 1-element tensors
         tags: list[str] = []
         kinds: dict[str, list[str]] = {"tensors": [], "losses": [], "scalars": []}
         if self._collected is not None:
             names, stats, totals = self._collected
             if names:
-                values.append(stats if isinstance(stats, np.ndarray) else stats.reshape(-1))
+                if isinstance(stats, torch.Tensor):
+                    stats = stats.reshape(-1)
+                    if stats.is_cpu:
+                        stats = stats.numpy()
+                head = stats
                 tags += self._tags_of(names)
                 kinds["tensors"] += names
             for tag, total in totals:
@@ -217,17 +225,17 @@ class StepStatistics:
                 values.append(total / count)
                 tags.append(name)
                 kinds["losses"].append(name)
-        if self.config.loss_scale:
-            for tag, value in self._scaler_values.items():
-                values.append(value)
-                tags.append(tag)
-                kinds["scalars"].append(tag)
+        more = [*self._scaler_values.items(), *scalars] if self.config.loss_scale else scalars
+        for tag, value in more:
+            values.append(value)
+            tags.append(tag)
+            kinds["scalars"].append(tag)
         self._collected = None
         self._losses = {}
         self._scaler_values = {}
-        if not values:
+        if head is None and not values:
             return None, [], kinds
-        return _flat(values), tags, kinds
+        return _flat(head, values), tags, kinds
 
     def reset(self) -> None:
         """Forget what a step that is not saved gathered."""
@@ -237,34 +245,26 @@ class StepStatistics:
         self._scaler_values = {}
 
 
-def _flat(values: list[Any]) -> torch.Tensor:
-    """One float32 tensor of ``values`` (numpy arrays, Python floats, tensors of one or more values), in
-    order: on the host where every tensor is there (no torch operation but the wrapping), else on the
-    first device that holds one."""
-    device = next((v.device for v in values if isinstance(v, torch.Tensor) and not v.is_cpu), None)
+def _flat(head: np.ndarray | torch.Tensor | None, scalars: list[Any]) -> np.ndarray | torch.Tensor:
+    """``head`` (many values) then ``scalars`` (floats, 1-element tensors) in one float32 array: numpy
+    where everything is on the host, else a tensor on the first device that holds a value."""
+    device = head.device if isinstance(head, torch.Tensor) else None
     if device is None:
-        sizes = [
-            v.size if isinstance(v, np.ndarray) else 1 if not isinstance(v, torch.Tensor) else v.numel()
-            for v in values
-        ]
-        out = np.empty(sum(sizes), dtype=np.float32)
-        at = 0
-        for v, n in zip(values, sizes):
-            if isinstance(v, np.ndarray):
-                out[at : at + n] = v.reshape(-1)
-            elif isinstance(v, torch.Tensor):
-                out[at : at + n] = v.detach().reshape(-1).float().numpy()
-            else:
-                out[at] = v
-            at += n
-        return torch.from_numpy(out)
-    return torch.cat(
-        [
-            torch.from_numpy(v).to(device, non_blocking=True).reshape(-1)
-            if isinstance(v, np.ndarray)
-            else v.reshape(-1).to(device, non_blocking=True).float()
-            if isinstance(v, torch.Tensor)
-            else torch.tensor([float(v)], dtype=torch.float32, device=device)
-            for v in values
-        ]
+        device = next((v.device for v in scalars if isinstance(v, torch.Tensor) and not v.is_cpu), None)
+    if device is None:
+        n = 0 if head is None else head.size
+        out = np.empty(n + len(scalars), dtype=np.float32)
+        if n:
+            out[:n] = head
+        out[n:] = [float(v) for v in scalars]
+        return out
+    pieces = (
+        [] if head is None else [torch.from_numpy(head).to(device) if isinstance(head, np.ndarray) else head]
     )
+    pieces += [
+        v.reshape(1).to(device, non_blocking=True).float()
+        if isinstance(v, torch.Tensor)
+        else torch.tensor([float(v)], dtype=torch.float32, device=device)
+        for v in scalars
+    ]
+    return torch.cat(pieces)
