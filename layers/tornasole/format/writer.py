@@ -30,8 +30,8 @@ from tornasole.format.index import (
     IndexEntry,
     ShapeEntry,
     StepIndex,
-    encode_index,
     index_entry,
+    index_file_bytes,
     tensor_payload,
 )
 from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
@@ -86,17 +86,23 @@ class StepWriter:
         self._tensor_meta: tuple[ModeKeys, int] | None = None
         self._shape_meta: tuple[ModeKeys, int] | None = None
         # (first entry, entries, their JSON) of each scalar block: its index entries are formatted once
-        self._payloads: list[tuple[int, int, str]] = []
+        self._payloads: list[tuple[int, int, bytes]] = []
+        self._event_file_name: str | None = None
+        self._index_file_name: str | None = None
 
     @property
     def event_file_name(self) -> str:
         """Event file path relative to the trial directory."""
-        return event_file_name(self.step, self.worker)
+        if self._event_file_name is None:
+            self._event_file_name = event_file_name(self.step, self.worker)
+        return self._event_file_name
 
     @property
     def index_file_name(self) -> str:
         """Index file path relative to the trial directory."""
-        return index_file_name(self.step, self.worker)
+        if self._index_file_name is None:
+            self._index_file_name = index_file_name(self.step, self.worker)
+        return self._index_file_name
 
     @property
     def is_empty(self) -> bool:
@@ -190,7 +196,7 @@ class StepWriter:
         data, block = encoded
         if not block.entries:
             return
-        self._payloads.append((len(self._tensors), len(block.entries), block.payload))
+        self._payloads.append((len(self._tensors), len(block.entries), block.payload_bytes))
         self._records.append(data)
         self._size += len(data)
         self._tensors.extend(block.entries)
@@ -231,14 +237,20 @@ class StepWriter:
 
     def index_bytes(self) -> bytes:
         """The index file, byte-identical to smdebug's for the same records."""
-        if not self._payloads:
-            return encode_index(self.index())
+        meta = self._tensor_meta or self._shape_meta
+        if meta is None:
+            raise ValueError(f"step {self.step} worker {self.worker}: nothing was added, there is no index")
+        tensors = self._tensors
         pieces, done = [], 0
-        for first, count, payload in self._payloads:
-            pieces += [tensor_payload(self._tensors[done:first]), payload]
+        for first, count, payload in self._payloads:  # the scalar blocks' entries are JSON already
+            if first > done:
+                pieces.append(tensor_payload(tensors[done:first]).encode())
+            pieces.append(payload)
             done = first + count
-        pieces.append(tensor_payload(self._tensors[done:]))
-        return encode_index(self.index(), payload=", ".join([p for p in pieces if p]))
+        if done < len(tensors):
+            pieces.append(tensor_payload(tensors[done:]).encode())
+        efn = self.event_file_name if tensors else None
+        return index_file_bytes(meta[0], meta[1], efn, pieces, self._shapes)
 
 
 class TrialWriter:
@@ -274,9 +286,11 @@ class TrialWriter:
         self.storage = storage
         self._collections_written = False
         self._ended = False
+        # join(trial_dir, name) for the relative names of the format (no leading "/"): a concatenation
+        self._prefix = join(trial_dir, "x")[:-1]
 
     def _path(self, relative: str) -> str:
-        return join(self.trial_dir, relative)
+        return self._prefix + relative
 
     def step_writer(
         self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, mode_step: int | None = None

@@ -188,7 +188,7 @@ class LocalStorage(ThreadedReads):
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write ``data`` to a temporary sibling, then rename it over ``path`` (parents created)."""
-        target = to_local(path)
+        target = path if isinstance(path, str) and path[:1] == "/" else to_local(path)
         tmp = f"{target}.tmp.{_temp_suffix()}"
         # os.open/os.write: five system calls a file (open() adds fstat, ioctl and lseek; makedirs adds
         # a stat). A parent not known to exist is made first: a hook writes each step's event file
