@@ -34,7 +34,13 @@ from tornasole.format.index import (
     index_file_bytes,
     tensor_payload,
 )
-from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
+from tornasole.format.paths import (
+    END_MARKER,
+    collections_file_name,
+    event_dir_name,
+    event_file_name,
+    index_file_name,
+)
 from tornasole.format.scalar_block import encode_block
 from tornasole.modes import ModeKeys
 from tornasole.storage.paths import join
@@ -45,6 +51,9 @@ if TYPE_CHECKING:
 __all__ = ["StepWriter", "TrialWriter"]
 
 _index_entry = index_entry
+
+#: Event directories a :class:`TrialWriter` makes in one burst once steps come at a regular stride.
+DIRS_AHEAD = 16
 
 
 class StepWriter:
@@ -288,6 +297,9 @@ class TrialWriter:
         self._ended = False
         # join(trial_dir, name) for the relative names of the format (no leading "/"): a concatenation
         self._prefix = join(trial_dir, "x")[:-1]
+        self._last_step: int | None = None
+        self._stride: int | None = None
+        self._dirs_ahead: dict[int, str] = {}  # step -> its event directory, made ahead and not yet used
 
     def _path(self, relative: str) -> str:
         return self._prefix + relative
@@ -304,8 +316,41 @@ class TrialWriter:
         if step_writer.is_empty:
             return
         if step_writer.has_tensors:
+            self._make_event_dirs_ahead(step_writer.step)
             self.storage.write_atomic(self._path(step_writer.event_file_name), step_writer.event_bytes())
         self.storage.write_atomic(self._path(step_writer.index_file_name), step_writer.index_bytes())
+
+    def _make_event_dirs_ahead(self, step: int) -> None:
+        """Each step's event file has a directory of its own (smdebug's layout): where steps come at a
+        regular stride (every step, every N), the directories of the next :data:`DIRS_AHEAD` are made
+        in one burst (a storage with ``make_dirs``: local files), most of them warm instead of cold.
+
+        Directories made ahead for steps that did not come (the stride changed, training ended) are
+        removed when they are passed and at :meth:`close`; only empty ones are.
+        """
+        make = getattr(self.storage, "make_dirs", None)
+        if make is None:
+            return
+        stride = None if self._last_step is None else step - self._last_step
+        regular = stride is not None and stride > 0 and stride == self._stride
+        self._last_step, self._stride = step, stride
+        if self._dirs_ahead.pop(step, None) is not None or not regular:
+            return  # made ahead already; or no stride yet to predict from (write_atomic makes it)
+        self._remove_dirs_ahead(before=step)
+        dirs = {step + i * stride: self._path(event_dir_name(step + i * stride)) for i in range(DIRS_AHEAD)}
+        make(list(dirs.values()))
+        del dirs[step]
+        self._dirs_ahead.update(dirs)
+
+    def _remove_dirs_ahead(self, before: int | None = None) -> None:
+        stale = [s for s in self._dirs_ahead if before is None or s < before]
+        if stale:
+            self.storage.remove_empty_dirs([self._dirs_ahead.pop(s) for s in stale])
+
+    def close(self) -> None:
+        """Remove the event directories made ahead for steps that never came (empty ones only)."""
+        if self._dirs_ahead:
+            self._remove_dirs_ahead()
 
     def write_collections(self, collections: dict[str, dict[str, Any]], num_workers: int) -> None:
         """Write this worker's collections file (collection dicts by name); allowed once."""
@@ -320,6 +365,7 @@ class TrialWriter:
 
     def write_end_marker(self) -> None:
         """Write the empty ``training_job_end.ts``; after it this writer refuses to write."""
+        self.close()  # no empty step directory is left once training has ended
         self.storage.write_atomic(self._path(END_MARKER), b"")
         self._ended = True
 
