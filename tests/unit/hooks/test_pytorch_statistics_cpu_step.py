@@ -235,3 +235,33 @@ def test_statistics_a_step_writes_are_those_of_the_full_tensors(tmp_path: Path):
         assert float(trial.tensor("CrossEntropyLoss_output_0").value(step)) == pytest.approx(
             losses[step], rel=1e-6
         )
+
+
+def _lr_record(tmp_path: Path, lr) -> np.ndarray:
+    model = nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    hook = ts.Hook(str(tmp_path), statistics=ts.StatisticsConfig(statistics=("norm",)))
+    hook.register_module(model)
+    hook.register_optimizer(opt)
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    hook.close()
+    return np.asarray(create_trial(str(tmp_path)).tensor("scalar/lr/0").value(0))
+
+
+def test_the_learning_rate_keeps_its_dtype_in_or_beside_the_block(tmp_path: Path):
+    """A float learning rate is saved as float32 under the default dtype (inside the step's block) and
+    as float64 under a float64 default (its own record, as ``torch.tensor(lr)`` was); a tensor one as
+    float32."""
+    value = _lr_record(tmp_path / "float", 0.1)
+    assert value.dtype == np.float32
+    assert float(value) == np.float32(0.1)
+    assert _lr_record(tmp_path / "tensor", torch.tensor(0.25, dtype=torch.float64)).dtype == np.float32
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        wide = _lr_record(tmp_path / "wide", 0.1)
+    finally:
+        torch.set_default_dtype(previous)
+    assert wide.dtype == np.float64
+    assert float(wide) == 0.1
