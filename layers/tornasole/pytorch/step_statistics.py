@@ -264,7 +264,7 @@ def _flat(head: np.ndarray | torch.Tensor | None, scalars: list[Any]) -> np.ndar
     pieces += [
         v.reshape(1).to(device, non_blocking=True).float()
         if isinstance(v, torch.Tensor)
-        else torch.tensor([float(v)], dtype=torch.float32, device=device)
+        else torch.full((1,), float(v), dtype=torch.float32, device=device)  # a fill kernel: no copy, no sync
         for v in scalars
     ]
     return torch.cat(pieces)

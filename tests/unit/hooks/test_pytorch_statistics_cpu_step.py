@@ -265,3 +265,17 @@ def test_the_learning_rate_keeps_its_dtype_in_or_beside_the_block(tmp_path: Path
         torch.set_default_dtype(previous)
     assert wide.dtype == np.float64
     assert float(wide) == 0.1
+
+
+def test_a_device_steps_values_stay_on_the_device_with_the_hosts_floats_filled_in():
+    """On a device the step's floats (learning rates) become device values by a fill, not a copy from
+    the host (which would wait for the device's queue); the meta device checks the composition."""
+    from tornasole.pytorch.step_statistics import _flat
+
+    flat = _flat(torch.zeros(6, device="meta"), [torch.ones((), device="meta"), 0.5, torch.tensor(2.0)])
+    assert flat.device.type == "meta"
+    assert flat.shape == (9,)
+    assert flat.dtype == torch.float32
+    host = _flat(np.arange(3, dtype=np.float32), [0.5, torch.tensor(2.0, dtype=torch.float64)])
+    assert isinstance(host, np.ndarray)
+    np.testing.assert_array_equal(host, np.array([0, 1, 2, 0.5, 2.0], np.float32))
