@@ -329,7 +329,7 @@ class TrialWriter:
         removed when they are passed and at :meth:`close`; only empty ones are.
         """
         make = getattr(self.storage, "make_dirs", None)
-        if make is None:
+        if make is None or not hasattr(self.storage, "remove_empty_dirs"):
             return
         stride = None if self._last_step is None else step - self._last_step
         regular = stride is not None and stride > 0 and stride == self._stride
