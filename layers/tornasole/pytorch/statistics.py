@@ -292,12 +292,13 @@ class TensorStatistics:
     def finish(self, parts: torch.Tensor) -> torch.Tensor:
         """The statistics (columns in :attr:`statistics` order) of merged parts ``[k, 8]``.
 
-        On a CPU, where the compiled loop is built, one call of it (the same float32 arithmetic,
-        NaN included); elsewhere a few torch operations on the table.
+        On a CPU, where the compiled loop is built, one call of it (the same float32 formulas, NaN
+        included, with a correctly rounded sqrt where PyTorch's vectorised one can be 1 ulp off);
+        elsewhere a few torch operations on the table.
         """
         if parts.device.type == "cpu" and parts.dtype == torch.float32 and self._fused_reducer() is not None:
             assert isinstance(self._fused, FusedReducer)
-            stats, _ = self._fused.finish(parts.numpy(), self._codes)
+            stats, _ = self._fused.finish(parts.detach().numpy(), self._codes)
             return torch.from_numpy(stats)
         n = parts[:, _N]
         out = []
