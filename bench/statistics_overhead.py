@@ -22,10 +22,13 @@ has a CUDA torch (``--smdebug-path`` as in ``bench/hook_overhead_cuda.py``).
 
 ``--breakdown stats`` (or ``llm``) instead times where a hooked step's CPU goes, in each thread's own
 CPU time (``time.thread_time``, steady on a busy machine where wall times are not): the reductions
-(``TensorStatistics.parts``, inside ``StepStatistics.collect``), the step's assembly into records
+(``TensorStatistics.cpu_statistics``, a CPU step's one call of the compiled loop, or
+``TensorStatistics.parts``, inside ``StepStatistics.collect``), the step's assembly into records
 (``Hook._stats_finish_step``) on the training thread, and the writer thread's encoding
 (``StepWriter.add_tensors``, ``StepWriter.add_scalar_block``) and file writes
-(``TrialWriter.write_step``); medians over the steps.
+(``TrialWriter.write_step``); medians and means over the steps after the 5 warm-up steps (the means
+count the steps that make the next event directories in one burst), and the means' sum as a share of
+the no-hook step.
 
 Usage::
 
@@ -108,7 +111,7 @@ def _hook(kind: str, out: str):
     return ts.Hook(out, preset="llm"), True
 
 
-def _run(kind: str | None, steps: int, device: str) -> tuple[float, float]:
+def _run(kind: str | None, steps: int, device: str, after_warmup=None) -> tuple[float, float]:
     import torch
     from torch import nn
 
@@ -132,6 +135,8 @@ def _run(kind: str | None, steps: int, device: str) -> tuple[float, float]:
 
     for _ in range(5):
         step()  # warm-up (allocator, first calls), untimed
+    if after_warmup is not None:
+        after_warmup()
     if device == "cuda":
         torch.cuda.synchronize()
     start, cpu = time.perf_counter(), time.process_time()
@@ -172,6 +177,7 @@ def breakdown(kind: str, steps: int, device: str, threads: int) -> None:
     torch.set_num_threads(threads)
     phases = [
         ("reductions (TensorStatistics.parts)", stats_mode.TensorStatistics, "parts"),
+        ("one C call (TensorStatistics.cpu_statistics)", stats_mode.TensorStatistics, "cpu_statistics"),
         ("collect (reductions, totals, finish)", step_statistics.StepStatistics, "collect"),
         ("assembly into records (_stats_finish_step)", hook.Hook, "_stats_finish_step"),
         ("writer: encoding (add_tensors)", writer.StepWriter, "add_tensors"),
@@ -191,14 +197,27 @@ def breakdown(kind: str, steps: int, device: str, threads: int) -> None:
         return wrapper
 
     for label, owner, name in phases:
-        setattr(owner, name, timed(label, getattr(owner, name)))
-    _run(kind, steps, device)
+        if hasattr(owner, name):  # (an older tree, measured for comparison, lacks the newer phases)
+            setattr(owner, name, timed(label, getattr(owner, name)))
+
+    def steady() -> None:  # the warm-up steps' one-off work (the first layout, directories) is not counted
+        for values in times.values():
+            values.clear()
+
+    _run(kind, steps, device, after_warmup=steady)
     base = [_run(None, steps, device)[1] for _ in range(2)]
     base_ms = min(base) / steps * 1e3
-    print(f"{kind}: median thread CPU per step over {steps} steps (no-hook step: {base_ms:.2f} ms)")
+    print(f"{kind}: thread CPU per step over {steps} steps (no-hook step: {base_ms:.2f} ms), median and mean")
     for label, values in times.items():
         if values:
-            print(f"  {label:44s} {statistics.median(values) * 1e3:7.3f} ms  x{len(values)}")
+            median, mean = statistics.median(values) * 1e3, statistics.mean(values) * 1e3
+            print(f"  {label:46s} {median:7.3f} ms {mean:7.3f} ms  x{len(values)}")
+    # the phases that do not contain one another, summed per saved step (means: bursts included)
+    top = [label for label, _, name in phases if name not in ("parts", "cpu_statistics")]
+    saved = len(times["collect (reductions, totals, finish)"]) or 1
+    total = sum(sum(times[label]) for label in top) / saved * 1e3
+    share = total / base_ms
+    print(f"  {'hook work a step, all threads (means)':46s} {total:7.3f} ms = {share:.2%} of the step")
 
 
 def _summary(runs: dict, steps: int) -> list[str]:

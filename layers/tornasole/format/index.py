@@ -28,6 +28,7 @@ __all__ = [
     "StepIndex",
     "IndexDocument",
     "encode_index",
+    "index_file_bytes",
     "decode_index",
     "decode_index_document",
     "tensor_entry_error",
@@ -91,16 +92,48 @@ def encode_index(index: StepIndex, payload: str | None = None) -> bytes:
     >>> encode_index(idx)[:48]
     b'{"meta": {"mode": "TRAIN", "mode_step": 5, "even'
     """
-    meta: dict[str, Any] = {"mode": index.mode.name, "mode_step": index.mode_step}
-    if index.event_file_name is not None:
-        meta["event_file_name"] = index.event_file_name
     tensors = tensor_payload(index.tensors) if payload is None else payload
-    shapes = [
-        {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
-        for s in index.shapes
-    ]
-    head = f'{{"meta": {json.dumps(meta)}, "tensor_payload": [{tensors}], '
-    return f'{head}"shape_payload": {json.dumps(shapes)}}}'.encode()
+    return index_file_bytes(
+        index.mode, index.mode_step, index.event_file_name, [tensors.encode()], index.shapes
+    )
+
+
+def index_file_bytes(
+    mode: ModeKeys,
+    mode_step: int,
+    event_file_name: str | None,
+    payloads: Sequence[bytes],
+    shapes: Sequence[ShapeEntry],
+) -> bytes:
+    """:func:`encode_index` of an index whose tensor entries are JSON already, in pieces (each a
+    :func:`tensor_payload`, encoded; empty ones are skipped): the file is joined once, as bytes."""
+    if type(mode_step) is int:  # what json.dumps writes for the meta dict, formatted directly
+        meta = f'{{"mode": {_json_string(mode.name)}, "mode_step": {int.__repr__(mode_step)}'
+        if event_file_name is not None:
+            meta += f', "event_file_name": {_json_string(event_file_name)}'
+        meta += "}"
+    else:  # a bool or another int-like: json.dumps's own spelling
+        fields: dict[str, Any] = {"mode": mode.name, "mode_step": mode_step}
+        if event_file_name is not None:
+            fields["event_file_name"] = event_file_name
+        meta = json.dumps(fields)
+    shape_json = (
+        json.dumps(
+            [
+                {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
+                for s in shapes
+            ]
+        )
+        if shapes
+        else "[]"
+    )
+    return b"".join(
+        (
+            f'{{"meta": {meta}, "tensor_payload": ['.encode(),
+            b", ".join([p for p in payloads if p]),
+            f'], "shape_payload": {shape_json}}}'.encode(),
+        )
+    )
 
 
 def tensor_payload(entries: Sequence[IndexEntry]) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "step_str",
     "serialize_worker",
     "deserialize_worker",
+    "event_dir_name",
     "event_file_name",
     "index_file_name",
     "index_prefix_for_step",
@@ -89,6 +90,17 @@ def deserialize_worker(name: str) -> str:
     if name.startswith("_"):
         return name.replace("_", "/").replace("-", ":")
     return name
+
+
+def event_dir_name(step: int) -> str:
+    """``events/<STEP12>``: the directory of a step's event files (one per worker).
+
+    Examples
+    --------
+    >>> event_dir_name(5)
+    'events/000000000005'
+    """
+    return f"{EVENTS_DIR}/{step_str(step)}"
 
 
 def event_file_name(step: int, worker: str) -> str:

@@ -46,6 +46,7 @@ class ScalarBlockLayout:
     metadata_at: np.ndarray  # [records, metadata length] positions of each record's mode metadata
     entries: tuple[IndexEntry, ...]  # the index entries (offsets in the event file)
     payload: str  # their JSON, as encode_index writes it
+    payload_bytes: bytes  # the same, encoded (what the index file holds)
 
     def fill(self, head: bytes, values: np.ndarray, metadata: bytes) -> bytes:
         """The block's bytes for a step's head, values (float32, one per record) and metadata."""
@@ -77,13 +78,15 @@ def layout(tags: Sequence[str], head_size: int, metadata_size: int, offset: int)
         records.append(record)
         pos += len(record)
     template = np.frombuffer(b"".join(records), dtype=np.uint8).copy()
+    payload = tensor_payload(entries)
     found = ScalarBlockLayout(
         template=template,
         head_at=np.asarray(heads, dtype=np.intp)[:, None] + np.arange(head_size),
         value_at=np.asarray(values, dtype=np.intp)[:, None] + np.arange(4),
         metadata_at=np.asarray(metas, dtype=np.intp)[:, None] + np.arange(metadata_size),
         entries=tuple(entries),
-        payload=tensor_payload(entries),
+        payload=payload,
+        payload_bytes=payload.encode(),
     )
     with _lock:
         if len(_layouts) >= _LAYOUTS_LIMIT:

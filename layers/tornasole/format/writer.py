@@ -30,11 +30,17 @@ from tornasole.format.index import (
     IndexEntry,
     ShapeEntry,
     StepIndex,
-    encode_index,
     index_entry,
+    index_file_bytes,
     tensor_payload,
 )
-from tornasole.format.paths import END_MARKER, collections_file_name, event_file_name, index_file_name
+from tornasole.format.paths import (
+    END_MARKER,
+    collections_file_name,
+    event_dir_name,
+    event_file_name,
+    index_file_name,
+)
 from tornasole.format.scalar_block import encode_block
 from tornasole.modes import ModeKeys
 from tornasole.storage.paths import join
@@ -45,6 +51,9 @@ if TYPE_CHECKING:
 __all__ = ["StepWriter", "TrialWriter"]
 
 _index_entry = index_entry
+
+#: Event directories a :class:`TrialWriter` makes in one burst once steps come at a regular stride.
+DIRS_AHEAD = 16
 
 
 class StepWriter:
@@ -86,17 +95,23 @@ class StepWriter:
         self._tensor_meta: tuple[ModeKeys, int] | None = None
         self._shape_meta: tuple[ModeKeys, int] | None = None
         # (first entry, entries, their JSON) of each scalar block: its index entries are formatted once
-        self._payloads: list[tuple[int, int, str]] = []
+        self._payloads: list[tuple[int, int, bytes]] = []
+        self._event_file_name: str | None = None
+        self._index_file_name: str | None = None
 
     @property
     def event_file_name(self) -> str:
         """Event file path relative to the trial directory."""
-        return event_file_name(self.step, self.worker)
+        if self._event_file_name is None:
+            self._event_file_name = event_file_name(self.step, self.worker)
+        return self._event_file_name
 
     @property
     def index_file_name(self) -> str:
         """Index file path relative to the trial directory."""
-        return index_file_name(self.step, self.worker)
+        if self._index_file_name is None:
+            self._index_file_name = index_file_name(self.step, self.worker)
+        return self._index_file_name
 
     @property
     def is_empty(self) -> bool:
@@ -144,6 +159,8 @@ class StepWriter:
         """:meth:`add_tensor` for many ``(tag, value, wall_time)``, in order, with the writer's mode
         and mode step (a hook's step: tens of small values, encoded in one pass; a ``None`` wall
         time is the time of that record's encoding)."""
+        if not items:
+            return
         step, mode_value, mode_step = self.step, self._mode_value, self.mode_step
         records, tensors, offset = self._records, self._tensors, self._size
         for (tag, value, wall_time), record in zip(
@@ -188,7 +205,7 @@ class StepWriter:
         data, block = encoded
         if not block.entries:
             return
-        self._payloads.append((len(self._tensors), len(block.entries), block.payload))
+        self._payloads.append((len(self._tensors), len(block.entries), block.payload_bytes))
         self._records.append(data)
         self._size += len(data)
         self._tensors.extend(block.entries)
@@ -229,14 +246,20 @@ class StepWriter:
 
     def index_bytes(self) -> bytes:
         """The index file, byte-identical to smdebug's for the same records."""
-        if not self._payloads:
-            return encode_index(self.index())
+        meta = self._tensor_meta or self._shape_meta
+        if meta is None:
+            raise ValueError(f"step {self.step} worker {self.worker}: nothing was added, there is no index")
+        tensors = self._tensors
         pieces, done = [], 0
-        for first, count, payload in self._payloads:
-            pieces += [tensor_payload(self._tensors[done:first]), payload]
+        for first, count, payload in self._payloads:  # the scalar blocks' entries are JSON already
+            if first > done:
+                pieces.append(tensor_payload(tensors[done:first]).encode())
+            pieces.append(payload)
             done = first + count
-        pieces.append(tensor_payload(self._tensors[done:]))
-        return encode_index(self.index(), payload=", ".join([p for p in pieces if p]))
+        if done < len(tensors):
+            pieces.append(tensor_payload(tensors[done:]).encode())
+        efn = self.event_file_name if tensors else None
+        return index_file_bytes(meta[0], meta[1], efn, pieces, self._shapes)
 
 
 class TrialWriter:
@@ -272,9 +295,14 @@ class TrialWriter:
         self.storage = storage
         self._collections_written = False
         self._ended = False
+        # join(trial_dir, name) for the relative names of the format (no leading "/"): a concatenation
+        self._prefix = join(trial_dir, "x")[:-1]
+        self._last_step: int | None = None
+        self._stride: int | None = None
+        self._dirs_ahead: dict[int, str] = {}  # step -> its event directory, made ahead and not yet used
 
     def _path(self, relative: str) -> str:
-        return join(self.trial_dir, relative)
+        return self._prefix + relative
 
     def step_writer(
         self, step: int, mode: ModeKeys = ModeKeys.GLOBAL, mode_step: int | None = None
@@ -288,8 +316,41 @@ class TrialWriter:
         if step_writer.is_empty:
             return
         if step_writer.has_tensors:
+            self._make_event_dirs_ahead(step_writer.step)
             self.storage.write_atomic(self._path(step_writer.event_file_name), step_writer.event_bytes())
         self.storage.write_atomic(self._path(step_writer.index_file_name), step_writer.index_bytes())
+
+    def _make_event_dirs_ahead(self, step: int) -> None:
+        """Each step's event file has a directory of its own (smdebug's layout): where steps come at a
+        regular stride (every step, every N), the directories of the next :data:`DIRS_AHEAD` are made
+        in one burst (a storage with ``make_dirs``: local files), most of them warm instead of cold.
+
+        Directories made ahead for steps that did not come (the stride changed, training ended) are
+        removed when they are passed and at :meth:`close`; only empty ones are.
+        """
+        make = getattr(self.storage, "make_dirs", None)
+        if make is None or not hasattr(self.storage, "remove_empty_dirs"):
+            return
+        stride = None if self._last_step is None else step - self._last_step
+        regular = stride is not None and stride > 0 and stride == self._stride
+        self._last_step, self._stride = step, stride
+        if self._dirs_ahead.pop(step, None) is not None or not regular:
+            return  # made ahead already; or no stride yet to predict from (write_atomic makes it)
+        self._remove_dirs_ahead(before=step)
+        dirs = {step + i * stride: self._path(event_dir_name(step + i * stride)) for i in range(DIRS_AHEAD)}
+        make(list(dirs.values()))
+        del dirs[step]
+        self._dirs_ahead.update(dirs)
+
+    def _remove_dirs_ahead(self, before: int | None = None) -> None:
+        stale = [s for s in self._dirs_ahead if before is None or s < before]
+        if stale:
+            self.storage.remove_empty_dirs([self._dirs_ahead.pop(s) for s in stale])
+
+    def close(self) -> None:
+        """Remove the event directories made ahead for steps that never came (empty ones only)."""
+        if self._dirs_ahead:
+            self._remove_dirs_ahead()
 
     def write_collections(self, collections: dict[str, dict[str, Any]], num_workers: int) -> None:
         """Write this worker's collections file (collection dicts by name); allowed once."""
@@ -304,6 +365,7 @@ class TrialWriter:
 
     def write_end_marker(self) -> None:
         """Write the empty ``training_job_end.ts``; after it this writer refuses to write."""
+        self.close()  # no empty step directory is left once training has ended
         self.storage.write_atomic(self._path(END_MARKER), b"")
         self._ended = True
 

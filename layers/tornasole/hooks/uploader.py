@@ -133,6 +133,8 @@ class AsyncTrialWriter:
         if self._thread is not None:
             self._queue.put(_STOP)
             self._thread.join()
+        for trial_writer in self._writers.values():
+            trial_writer.close()  # the step directories it made ahead for steps that never came
         if self.failures > 1:
             logger.warning("Tornasole: %d writes to %s failed in total", self.failures, self.trial_dir)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = ["TorchCapture"]
@@ -35,8 +36,13 @@ class TorchCapture:
     def __init__(self) -> None:
         self._streams: set[Any] = set()
 
-    def capture(self, t: torch.Tensor) -> torch.Tensor:
-        """A host tensor holding ``t``'s value at this moment (possibly still being copied)."""
+    def capture(self, t: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """A host tensor holding ``t``'s value at this moment (possibly still being copied).
+
+        A numpy array (a CPU step's statistics, made for this step and handed over) is already that.
+        """
+        if isinstance(t, np.ndarray):
+            return t
         t = t.detach()
         converted = False
         if t.dtype == torch.bfloat16:

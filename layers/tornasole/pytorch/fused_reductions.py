@@ -27,11 +27,19 @@ pass only where the mean dominates, as ``statistics._cpu_moments`` decides;
 norm, min, max, zeros). Its min/max ignore NaN, so a caller must fall back to
 PyTorch's reductions where a sum is not finite (``reduce`` returns ``None``;
 :meth:`TensorStatistics.parts` then reduces the whole step with PyTorch).
+
+The statistics are finished from the parts in the same library (``finish_statistics``: std, max_abs,
+zero_fraction in float32, as torch computes them, with correctly rounded ``sqrt``), and so are the
+total norms (summed in float64): a CPU step of statistics mode is one call (``tensor_statistics``)
+that writes its values into one numpy array. Inside a training loop a small torch operation costs
+10-15 us, its caches cold after the step's own work (``bench/statistics_overhead.py``), so the two
+dozen that finished a step cost more than the loop's pass over the tensors.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -42,17 +50,21 @@ import subprocess
 import sys
 import tempfile
 import threading
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
-__all__ = ["FusedReducer", "load", "COLUMNS"]
+__all__ = ["FusedReducer", "load", "COLUMNS", "STATISTIC_CODES"]
 
 logger = logging.getLogger(__name__)
 
 #: the columns of :meth:`FusedReducer.reduce`'s result
 COLUMNS = ("count", "mean", "m2", "norm", "min", "max", "zeros", "nonfinite")
+#: the statistics :meth:`FusedReducer.finish` computes from them, by code (their index here)
+STATISTIC_CODES = ("norm", "max_abs", "mean", "std", "min", "max", "zero_fraction", "nonfinite_count")
 
 _SOURCE = r"""
 #include <stdint.h>
@@ -126,6 +138,55 @@ int64_t tensor_parts(int64_t k, const float *const *xs, const int64_t *ns, float
     }
     return bad;
 }
+
+/* stats[m*t + j]: statistic codes[j] (the order of STATISTIC_CODES) of the parts of tensor t, in float32
+   as torch computes them from the parts (std = sqrt(M2 / (n - 1)); a NaN in either of min, max makes
+   max_abs NaN, as torch.maximum); then totals[i] = the L2 norm of the norms of tensors ranges[2i] to
+   ranges[2i+1] - 1, summed in float64 (the total norm of a group is the root of the sum of its tensors'
+   squared norms). */
+void finish_statistics(int64_t k, const float *parts, int64_t m, const int32_t *codes, float *stats,
+                       int64_t nt, const int64_t *ranges, float *totals) {
+    for (int64_t t = 0; t < k; t++) {
+        const float *p = parts + 8 * t;
+        float *o = stats + m * t;
+        for (int64_t j = 0; j < m; j++) {
+            float v, a, b;
+            switch (codes[j]) {
+            case 0: v = p[3]; break;
+            case 1:
+                a = fabsf(p[4]); b = fabsf(p[5]);
+                v = a != a ? a : b != b ? b : a > b ? a : b;
+                break;
+            case 2: v = p[1]; break;
+            case 3: v = sqrtf(p[2] / (p[0] - 1.0f)); break;
+            case 4: v = p[4]; break;
+            case 5: v = p[5]; break;
+            case 6: v = p[6] / p[0]; break;
+            default: v = p[7]; break;
+            }
+            o[j] = v;
+        }
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        double sq = 0.0;
+        for (int64_t t = ranges[2 * i]; t < ranges[2 * i + 1]; t++) {
+            double norm = parts[8 * t + 3];
+            sq += norm * norm;
+        }
+        totals[i] = (float)sqrt(sq);
+    }
+}
+
+/* tensor_parts into parts, then (where every sum was finite) finish_statistics: a CPU step's statistics
+   and total norms in one call. Returns tensor_parts' count of tensors with a non-finite sum (then
+   nothing is finished). */
+int64_t tensor_statistics(int64_t k, const float *const *xs, const int64_t *ns, float *parts, int64_t m,
+                          const int32_t *codes, float *stats, int64_t nt, const int64_t *ranges,
+                          float *totals) {
+    int64_t bad = tensor_parts(k, xs, ns, parts);
+    if (!bad) finish_statistics(k, parts, m, codes, stats, nt, ranges, totals);
+    return bad;
+}
 """
 
 _FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
@@ -141,9 +202,16 @@ class FusedReducer:
     """The compiled loop, callable on contiguous float32 CPU tensors."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
-        self._fn = library.tensor_parts
-        self._fn.restype = ctypes.c_int64
-        self._fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        self._parts = library.tensor_parts
+        self._parts.restype = i64
+        self._parts.argtypes = [i64, ptr, ptr, ptr]
+        self._finish = library.finish_statistics
+        self._finish.restype = None
+        self._finish.argtypes = [i64, ptr, i64, ptr, ptr, i64, ptr, ptr]
+        self._statistics = library.tensor_statistics
+        self._statistics.restype = i64
+        self._statistics.argtypes = [i64, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr]
 
     def reduce(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
         """``[len(tensors), 8]`` float32: the :data:`COLUMNS` of each tensor, in one pass over each.
@@ -163,10 +231,97 @@ class FusedReducer:
             ptrs.append(t.data_ptr())
             sizes.append(t.numel())
         out = torch.empty((k, len(COLUMNS)), dtype=torch.float32)
-        # ``tensors`` keeps each tensor (and its memory) alive during the call
-        if k and self._fn(k, (ctypes.c_void_p * k)(*ptrs), (ctypes.c_int64 * k)(*sizes), out.data_ptr()):
+        # ``tensors`` keeps each tensor (and its memory) alive during the call, the names the arrays
+        pointers, counts = array("Q", ptrs), array("q", sizes)
+        if k and self._parts(k, _address(pointers), _address(counts), out.data_ptr()):
             return None
         return out
+
+    def finish(
+        self, parts: np.ndarray, codes: Sequence[int], ranges: Sequence[tuple[int, int]] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The statistics ``codes`` (indices into :data:`STATISTIC_CODES`) of ``parts`` ``[k, 8]``
+        (:data:`COLUMNS`), ``[k, len(codes)]`` float32, and the total norm of each ``(start, stop)``
+        range of rows: the same values as ``TensorStatistics.finish`` in torch (NaN included), the
+        totals summed in float64."""
+        parts = np.ascontiguousarray(parts, dtype=np.float32)
+        if parts.ndim != 2 or parts.shape[1] != len(COLUMNS):
+            raise ValueError(f"FusedReducer.finish: expected parts [k, {len(COLUMNS)}], got {parts.shape}")
+        k, m = parts.shape[0], len(codes)
+        ranges_array = _ranges(ranges, k, "finish")
+        out = np.empty(k * m + len(ranges), dtype=np.float32)
+        codes_array = _codes(tuple(codes))
+        base = out.ctypes.data
+        self._finish(
+            k,
+            parts.ctypes.data,
+            m,
+            _address(codes_array),
+            base,
+            len(ranges),
+            _address(ranges_array),
+            base + 4 * k * m,
+        )
+        return out[: k * m].reshape(k, m), out[k * m :]
+
+    def statistics(
+        self,
+        pointers: Sequence[int],
+        sizes: Sequence[int],
+        codes: Sequence[int],
+        ranges: Sequence[tuple[int, int]] = (),
+    ) -> np.ndarray | None:
+        """:meth:`reduce` and :meth:`finish` in one call, for a CPU step: ``[k * len(codes)]`` float32,
+        the statistics of each tensor in turn, then the total norm of each ``(start, stop)`` range of
+        tensors; ``None`` as :meth:`reduce`.
+
+        ``pointers`` and ``sizes`` are the ``data_ptr()`` and ``numel()`` of contiguous float32 CPU
+        tensors that the caller checked and keeps alive during the call.
+        """
+        k, m, nt = len(pointers), len(codes), len(ranges)
+        if len(sizes) != k:
+            raise ValueError(f"FusedReducer.statistics: {k} pointers but {len(sizes)} sizes")
+        rows = _ranges(ranges, k, "statistics")
+        buffer = np.empty(k * (len(COLUMNS) + m) + nt, dtype=np.float32)  # the parts, then the result
+        base = buffer.ctypes.data
+        stats = base + 4 * k * len(COLUMNS)
+        # named: an array passed by address must outlive the call
+        xs, ns, statistic_codes = array("Q", pointers), array("q", sizes), _codes(tuple(codes))
+        bad = self._statistics(
+            k,
+            _address(xs),
+            _address(ns),
+            base,
+            m,
+            _address(statistic_codes),
+            stats,
+            nt,
+            _address(rows),
+            stats + 4 * k * m,
+        )
+        return None if bad else buffer[k * len(COLUMNS) :]
+
+
+def _ranges(ranges: Sequence[tuple[int, int]], k: int, caller: str) -> array:
+    """The flat ``start, stop`` pairs of ``ranges``, each within ``k`` rows (read unchecked by the loop)."""
+    for start, stop in ranges:
+        if not 0 <= start <= stop <= k:
+            raise ValueError(f"FusedReducer.{caller}: range ({start}, {stop}) is not within {k} rows")
+    return array("q", [i for r in ranges for i in r])
+
+
+def _address(values: array) -> int:
+    """The address of an ``array``'s items (valid while it is alive and not resized)."""
+    return values.buffer_info()[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _codes(codes: tuple[int, ...]) -> array:
+    if any(not 0 <= c < len(STATISTIC_CODES) for c in codes):
+        raise ValueError(
+            f"FusedReducer: statistic codes {codes} are not all in 0..{len(STATISTIC_CODES) - 1}"
+        )
+    return array("i", codes)
 
 
 def load() -> FusedReducer | None:

@@ -465,7 +465,8 @@ class Hook(_CoreHook):
                     "Tornasole: statistics mode saves gradient statistics only with hook.register_optimizer()"
                 )
             stats.collect(self._all_params())
-        flat, tags, kinds = stats.assemble()
+        rates, wide_rates = self._learning_rates() if self.statistics.learning_rate else ([], [])
+        flat, tags, kinds = stats.assemble(rates)
         if not self._writes:
             return
         now = time.time()
@@ -473,20 +474,30 @@ class Hook(_CoreHook):
         if flat is not None:
             # one record of the whole step: the writer encodes its tags from a layout made once
             pending.append(("b", tags, self._tc.capture(flat), now))
-        if self.statistics.learning_rate:
-            for k, opt in enumerate(self._optimizers):
-                for g, group in enumerate(opt.param_groups):
-                    lr = group.get("lr")
-                    if lr is not None:
-                        tag = learning_rate_name(k, g)
-                        value = (
-                            lr.detach().float().cpu().reshape(())
-                            if torch.is_tensor(lr)
-                            else torch.tensor(float(lr))
-                        )
-                        pending.append(("t", tag, value, now))
-                        kinds["scalars"].append(tag)
+        for tag, value in wide_rates:
+            pending.append(("t", tag, value, now))
+            kinds["scalars"].append(tag)
         self._file_statistics(kinds)
+
+    def _learning_rates(self) -> tuple[list[tuple[str, Any]], list[tuple[str, torch.Tensor]]]:
+        """Each param group's learning rate: float32 ones (a float under the default float32 dtype, a
+        tensor) join the step's block; a float under another default dtype keeps its own record of that
+        dtype (``torch.tensor(lr)``)."""
+        rates: list[tuple[str, Any]] = []
+        wide: list[tuple[str, torch.Tensor]] = []
+        narrow = torch.get_default_dtype() == torch.float32
+        for k, opt in enumerate(self._optimizers):
+            for g, group in enumerate(opt.param_groups):
+                lr = group.get("lr")
+                if lr is None:
+                    continue
+                if torch.is_tensor(lr):
+                    rates.append((learning_rate_name(k, g), lr.detach().reshape(())))
+                elif narrow:
+                    rates.append((learning_rate_name(k, g), float(lr)))
+                else:
+                    wide.append((learning_rate_name(k, g), torch.tensor(float(lr))))
+        return rates, wide
 
     def _file_statistics(self, kinds: dict[str, list[str]]) -> None:
         """List new statistics names in their collections (the collections file names them)."""

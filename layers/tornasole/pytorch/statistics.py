@@ -42,11 +42,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from tornasole.exceptions import ConfigurationError
 from tornasole.pytorch.fused_reductions import COLUMNS as FUSED_COLUMNS
-from tornasole.pytorch.fused_reductions import FusedReducer
+from tornasole.pytorch.fused_reductions import STATISTIC_CODES, FusedReducer
 from tornasole.pytorch.fused_reductions import load as load_fused_reducer
 
 __all__ = ["StatisticsConfig", "STATISTICS", "statistic_reduction", "TensorStatistics", "llm_preset"]
@@ -181,6 +182,7 @@ class TensorStatistics:
         self._zeros = _ZEROS in needs
         self._nonfinite = _NONFINITE in needs
         self._counts: dict[tuple[Any, tuple[int, ...]], torch.Tensor] = {}
+        self._codes = tuple(STATISTIC_CODES.index(s) for s in self.statistics)
 
     def parts(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         """The mergeable parts of each (local) tensor: ``[len(tensors), 8]`` float32 on their device."""
@@ -241,6 +243,34 @@ class TensorStatistics:
                 cols[_NONFINITE] = counts - column([torch.isfinite(x).sum() for x in full])
         return torch.stack(cols, dim=1)
 
+    def cpu_statistics(
+        self, tensors: Sequence[torch.Tensor], columns: int, totals: Sequence[tuple[int, int]] = ()
+    ) -> np.ndarray | None:
+        """A CPU step's statistics and total norms from one call of the compiled loop, or ``None``.
+
+        ``[len(tensors) * columns + len(totals)]`` float32: the first ``columns`` of
+        :attr:`statistics` of each tensor in turn (what :meth:`finish` of :meth:`parts` gives), then the
+        L2 norm of the norms of each ``(start, stop)`` range of ``tensors``. ``None`` where this path
+        does not apply: no compiled loop, a tensor that is not a plain CPU tensor (on a device, a
+        sharded ``DTensor``), or a NaN or Inf in a tensor (PyTorch's reductions keep its propagation):
+        the caller then takes :meth:`parts` and :meth:`finish`. A step of the same tensors costs a few
+        attribute reads per tensor and one call: no torch operation.
+        """
+        fused = self._fused_reducer()
+        if fused is None or not tensors:
+            return None
+        pointers, sizes, converted = [], [], []
+        f32 = torch.float32
+        for t in tensors:
+            if type(t) not in _PLAIN or not t.is_cpu:
+                return None
+            if t.dtype is not f32 or not t.is_contiguous():
+                t = _flat_float(t)
+                converted.append(t)  # alive until the call returns
+            pointers.append(t.data_ptr())
+            sizes.append(t.numel())
+        return fused.statistics(pointers, sizes, self._codes[:columns], totals)
+
     def _fused_reducer(self) -> FusedReducer | None:
         if isinstance(self._fused, str):
             self._fused = load_fused_reducer()
@@ -260,7 +290,16 @@ class TensorStatistics:
         return self._fused.reduce(xs)  # [k, 8]: the parts, in this module's column order
 
     def finish(self, parts: torch.Tensor) -> torch.Tensor:
-        """The statistics (columns in :attr:`statistics` order) of merged parts ``[k, 8]``."""
+        """The statistics (columns in :attr:`statistics` order) of merged parts ``[k, 8]``.
+
+        On a CPU, where the compiled loop is built, one call of it (the same float32 formulas, NaN
+        included, with a correctly rounded sqrt where PyTorch's vectorised one can be 1 ulp off);
+        elsewhere a few torch operations on the table.
+        """
+        if parts.device.type == "cpu" and parts.dtype == torch.float32 and self._fused_reducer() is not None:
+            assert isinstance(self._fused, FusedReducer)
+            stats, _ = self._fused.finish(parts.detach().numpy(), self._codes)
+            return torch.from_numpy(stats)
         n = parts[:, _N]
         out = []
         for s in self.statistics:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from tornasole.core import llm_signals as signals
@@ -63,17 +64,22 @@ class StepStatistics:
         self._written = len(config.statistics)  # columns written per tensor (an added norm is not)
         self._losses: dict[str, list[Any]] = {}
         self._activations: dict[str, torch.Tensor] = {}
-        self._collected: tuple[list[str], torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None = (
-            None
-        )
+        # (names, statistics, totals): a CPU step's statistics and totals in one numpy array (each total
+        # ``(tag, None)``), else a [tensors, statistics] tensor and each total ``(tag, 0-d tensor)``
+        self._collected: tuple[list[str], Any, list[tuple[str, torch.Tensor | None]]] | None = None
         self._scaler_values: dict[str, torch.Tensor] = {}
         self._skipped_total: torch.Tensor | None = None
         self._tags: tuple[tuple[str, ...], list[str]] | None = None
 
     # -- between boundaries ------------------------------------------------------------------
     def observe_loss(self, name: str, value: torch.Tensor) -> None:
-        """A micro-batch's loss (a 1-element tensor); the step saves the mean of them."""
-        v = value.detach().reshape(()).float()
+        """A micro-batch's loss (a 1-element tensor); the step saves the mean of them.
+
+        A CPU loss is read at once (free there; summed as a Python float); on a device it stays there,
+        summed in float32, until the step's one copy.
+        """
+        v = value.detach()
+        v = float(v) if v.is_cpu and not v.is_complex() else v.reshape(()).float()
         acc = self._losses.get(name)
         if acc is None:
             self._losses[name] = [v, 1]
@@ -102,6 +108,19 @@ class StepStatistics:
             named += [("gradient/" + name, p.grad) for name, p in params if p.grad is not None]
         names = [n for n, _ in named]
         tensors = [t for _, t in named]
+        k = len(tensors)
+        totals: list[tuple[str, tuple[int, int]]] = []  # each total norm's tag and its rows
+        if cfg.total_norms:
+            if k > n_weights:
+                totals.append((GRAD_NORM, (n_weights, k)))
+            if n_weights:
+                totals.append((PARAM_NORM, (0, n_weights)))
+        if not self._activations:
+            # a CPU step: one call of the compiled loop gives the statistics and the totals, as numpy
+            flat = self._reducer.cpu_statistics(tensors, self._written, [rows for _, rows in totals])
+            if flat is not None:
+                self._collected = (names, flat, [(tag, None) for tag, _ in totals])
+                return
         parts = self._parts(tensors)
         if self._activations:
             names += list(self._activations)
@@ -109,17 +128,15 @@ class StepStatistics:
             parts = acts if parts is None else torch.cat([parts, acts.to(parts.device)])
             self._activations = {}
         if parts is None:
-            self._collected = ([], torch.zeros(0), None, None)
+            self._collected = ([], torch.zeros(0), [])
             return
         stats = self._reducer.finish(parts)
-        grad_total = param_total = None
-        if cfg.total_norms and tensors:
-            norms = stats[:, self._norm_col]
-            if n_weights:
-                param_total = torch.linalg.vector_norm(norms[:n_weights])
-            if len(tensors) > n_weights:
-                grad_total = torch.linalg.vector_norm(norms[n_weights : len(tensors)])
-        self._collected = (names, stats[:, : self._written], grad_total, param_total)
+        norms = stats[:, self._norm_col] if totals else None
+        self._collected = (
+            names,
+            stats[:, : self._written],
+            [(tag, torch.linalg.vector_norm(norms[start:stop])) for tag, (start, stop) in totals],
+        )
 
     def _parts(self, tensors: list[torch.Tensor]) -> torch.Tensor | None:
         if not tensors:
@@ -174,44 +191,51 @@ class StepStatistics:
         return self._tags[1]
 
     # -- at the boundary -------------------------------------------------------------------
-    def assemble(self) -> tuple[torch.Tensor | None, list[str], dict[str, list[str]]]:
-        """The step's values as one flat float32 device tensor, its tags, and the tensor names by kind.
+    def assemble(
+        self, scalars: Sequence[tuple[str, Any]] = ()
+    ) -> tuple[np.ndarray | torch.Tensor | None, list[str], dict[str, list[str]]]:
+        """The step's values as one flat float32 array, its tags, and the tensor names by kind.
 
+        ``scalars`` are more ``(tag, value)`` of the step (the hook's learning rates: floats or
+        1-element tensors), put last. The values are one numpy array where all of them are on the host
+        (a CPU step: no torch operation), else one tensor on their device (the hook copies it once).
         Kinds: ``tensors`` (reduced), ``losses``, ``scalars``; the hook files the names into collections.
         """
-        values: list[torch.Tensor] = []
+        head: np.ndarray | torch.Tensor | None = None  # the per-tensor statistics (and a CPU step's totals)
+        values: list[Any] = []  # the step's scalars: floats and 1-element tensors
         tags: list[str] = []
         kinds: dict[str, list[str]] = {"tensors": [], "losses": [], "scalars": []}
         if self._collected is not None:
-            names, stats, grad_total, param_total = self._collected
+            names, stats, totals = self._collected
             if names:
-                values.append(stats.reshape(-1))
+                if isinstance(stats, torch.Tensor):
+                    stats = stats.reshape(-1)
+                    if stats.is_cpu:
+                        stats = stats.numpy()
+                head = stats
                 tags += self._tags_of(names)
                 kinds["tensors"] += names
-            device = stats.device
-            for tag, total in ((GRAD_NORM, grad_total), (PARAM_NORM, param_total)):
-                if total is not None:
-                    values.append(total.reshape(1).to(device, non_blocking=True))
-                    tags.append(tag)
-                    kinds["scalars"].append(tag)
-        if self.config.loss:
-            for name, (total, count) in self._losses.items():
-                values.append((total / count).reshape(1))
-                tags.append(name)
-                kinds["losses"].append(name)
-        if self.config.loss_scale:
-            for tag, value in self._scaler_values.items():
-                values.append(value.reshape(1))
+            for tag, total in totals:
+                if total is not None:  # else the total follows the statistics in their numpy array
+                    values.append(total)
                 tags.append(tag)
                 kinds["scalars"].append(tag)
+        if self.config.loss:
+            for name, (total, count) in self._losses.items():
+                values.append(total / count)
+                tags.append(name)
+                kinds["losses"].append(name)
+        more = [*self._scaler_values.items(), *scalars] if self.config.loss_scale else scalars
+        for tag, value in more:
+            values.append(value)
+            tags.append(tag)
+            kinds["scalars"].append(tag)
         self._collected = None
         self._losses = {}
         self._scaler_values = {}
-        if not values:
+        if head is None and not values:
             return None, [], kinds
-        device = values[0].device
-        flat = torch.cat([v.to(device, non_blocking=True).float() for v in values])
-        return flat, tags, kinds
+        return _flat(head, values), tags, kinds
 
     def reset(self) -> None:
         """Forget what a step that is not saved gathered."""
@@ -219,3 +243,28 @@ class StepStatistics:
         self._losses = {}
         self._activations = {}
         self._scaler_values = {}
+
+
+def _flat(head: np.ndarray | torch.Tensor | None, scalars: list[Any]) -> np.ndarray | torch.Tensor:
+    """``head`` (many values) then ``scalars`` (floats, 1-element tensors) in one float32 array: numpy
+    where everything is on the host, else a tensor on the first device that holds a value."""
+    device = head.device if isinstance(head, torch.Tensor) else None
+    if device is None:
+        device = next((v.device for v in scalars if isinstance(v, torch.Tensor) and not v.is_cpu), None)
+    if device is None:
+        n = 0 if head is None else head.size
+        out = np.empty(n + len(scalars), dtype=np.float32)
+        if n:
+            out[:n] = head
+        out[n:] = [float(v) for v in scalars]
+        return out
+    pieces = (
+        [] if head is None else [torch.from_numpy(head).to(device) if isinstance(head, np.ndarray) else head]
+    )
+    pieces += [
+        v.reshape(1).to(device, non_blocking=True).float()
+        if isinstance(v, torch.Tensor)
+        else torch.full((1,), float(v), dtype=torch.float32, device=device)  # a fill kernel: no copy, no sync
+        for v in scalars
+    ]
+    return torch.cat(pieces)

@@ -91,6 +91,8 @@ class MappedFiles:
 
     def forget(self, path: str) -> None:
         """Drop the mapping of ``path``: the next :meth:`view` maps the file now there."""
+        if path not in self._views:  # never mapped (a writer's new file): no lock
+            return
         with self._lock:
             self._views.pop(path, None)
             self._files.pop(path, None)

@@ -124,6 +124,8 @@ class OpenFiles:
 
     def forget(self, path: str) -> None:
         """Stop caching ``path`` (its owner is about to replace or delete it)."""
+        if path not in self._entries:  # a writer's new file: no lock (a read opening it now is as late)
+            return
         with self._lock:
             entry = self._entries.get(path)
             if entry is not None:

@@ -155,8 +155,8 @@ def test_each_step_is_copied_off_the_device_once(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(TorchCapture, "capture", counting)
     _train(tmp_path, steps=4, statistics=True)
-    # 4 parameters and 4 gradients x 6 statistics, 2 totals, 1 loss: one flat tensor a step
-    assert calls == [(8 * 6 + 3,)] * 4
+    # 4 parameters and 4 gradients x 6 statistics, 2 totals, 1 loss, the learning rate: one array a step
+    assert calls == [(8 * 6 + 4,)] * 4
 
 
 def test_full_tensors_keep_their_own_schedule_beside_statistics(tmp_path: Path):
