@@ -83,3 +83,32 @@ def test_smdebug_reads_every_statistic_of_a_statistics_mode_trial(tmp_path: Path
     for key in scalars:
         name, step = key.split("|")
         np.testing.assert_array_equal(theirs.arrays[key], ours.tensor(name).value(int(step)), key)
+
+
+STEPS = """
+from smdebug.trials import create_trial
+t = create_trial(INPUT["path"])
+emit({"steps": t.steps(), "names": sorted(t.tensor_names())})
+"""
+
+
+def test_a_killed_runs_empty_step_folders_are_no_steps_to_either_reader(tmp_path: Path):
+    """The local writer makes step folders ahead in bursts; a run killed before they are removed leaves
+    them empty. Readers find steps by their index files, so both readers see only the steps written."""
+    from tornasole.format.writer import DIRS_AHEAD, TrialWriter
+    from tornasole.storage.local import LocalStorage
+
+    tw = TrialWriter(str(tmp_path), storage=LocalStorage())
+    for step in range(3):
+        sw = tw.step_writer(step)
+        sw.add_tensor("x", np.float32(step), wall_time=1.0)
+        tw.write_step(sw)
+    tw.write_collections({}, num_workers=1)
+    # killed here: no close, no end marker; the folders made ahead for steps 3.. stay, empty
+    events = tmp_path / "events"
+    left = sorted(d.name for d in events.iterdir() if d.is_dir() and not any(d.iterdir()))
+    assert len(left) == DIRS_AHEAD - 1
+    assert create_trial(str(tmp_path)).steps() == [0, 1, 2]
+    theirs = run_smdebug(STEPS, inputs={"path": str(tmp_path)})
+    assert theirs.data["steps"] == [0, 1, 2]
+    assert theirs.data["names"] == ["x"]
