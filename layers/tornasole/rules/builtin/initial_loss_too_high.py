@@ -54,7 +54,7 @@ is not judged.
 Two tiers for a cross-entropy (or a given level). ``factor`` 1.4 was set on the families benchmark, whose
 models start at PyTorch's default initialisation (healthy 0.9-1.22 x chance). Glorot (Keras's default)
 and He on every layer, the output layer too, start small healthy classifiers above 1.4 x chance on 0-14%
-and 22-55% of seeds, up to 2.5x and 6.2x (He normal, 1000 seeds; batches of 8-64;
+and 22-58% of seeds, up to 2.5x and 6.2x (He normal, 1000 seeds; batches of 8-64;
 ``bench/detection/families/init_ratios.py``). So:
 
 1. above ``any_init_factor`` (8) x chance it fires whatever the weights (unnormalised inputs leave them
