@@ -104,7 +104,8 @@ def weight_scale(name: str, value: np.ndarray) -> float | None:
 
 
 class InitialLossTooHigh(BuiltinRule):
-    """Fires when the first training loss exceeds ``factor`` x the loss of an untrained classifier.
+    """Fires when the first training loss exceeds ``any_init_factor`` x the loss of an untrained classifier,
+    or ``factor`` x it with weights beyond any standard initialisation.
 
     Examples
     --------
