@@ -211,10 +211,12 @@ def test_the_first_batchs_targets_set_the_level_and_the_rule_judges_once(tmp_pat
     )  # 3.9 <= 4 x 1; a later rise is not judged
     trial = _numpy_run(tmp_path / "b", [4.1, 1.0], [ones, ones])
     assert invoke_rule(InitialLossTooHigh(trial, **MSE)).first_step == 0
-    # chance_loss or num_classes, when given, win: judged against factor (1.4)
-    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="3", **MSE)).fired == []
-    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="2", **MSE)).first_step == 0
-    assert invoke_rule(InitialLossTooHigh(trial, num_classes="20", **MSE)).fired == []  # 1.4 x ln 20 = 4.19
+    # chance_loss or num_classes, when given, win: judged against factor (1.4; no weights saved here, so
+    # against any_init_factor, set to 1.4)
+    one = {"any_init_factor": "1.4", **MSE}
+    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="3", **one)).fired == []
+    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="2", **one)).first_step == 0
+    assert invoke_rule(InitialLossTooHigh(trial, num_classes="20", **one)).fired == []  # 1.4 x ln 20 = 4.19
 
 
 def test_targets_with_no_scale_give_no_chance_level(tmp_path):

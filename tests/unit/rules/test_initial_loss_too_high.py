@@ -85,9 +85,10 @@ def test_fires_on_a_classifier_initialised_at_eight_times_the_default_scale(tmp_
     (first,) = summary.fired
     assert first.step == 0
     assert first.values["tensor"] == "CrossEntropyLoss_output_0"
-    # the chance level is read from the trial: ln 4, four classes (the output layer's width)
-    assert first.values["threshold"] == pytest.approx(1.4 * math.log(CLASSES), rel=1e-6)
-    assert first.values["value"] > 2 * math.log(CLASSES)
+    # the chance level is read from the trial: ln 4, four classes (the output layer's width); this start is
+    # above any_init_factor (8) x chance, so it fires whatever the weights
+    assert first.values["threshold"] == pytest.approx(8 * math.log(CLASSES), rel=1e-6)
+    assert first.values["value"] > 8 * math.log(CLASSES)
     assert "ln 4: 4 classes, the width of the output layer" in first.details
 
 
@@ -131,6 +132,7 @@ def test_a_binary_cross_entropy_is_judged_against_ln_2(tmp_path):
         )
         summaries[scale] = invoke_rule(InitialLossTooHigh(trial)).fired
     assert summaries[1.0] == []
+    # 1.4-8x ln 2 at x8 here: the weights (median std x sqrt(fan-in) ~4.6) make it fire at factor 1.4
     assert summaries[8.0][0].values["threshold"] == pytest.approx(1.4 * math.log(2), rel=1e-6)
     assert "ln 2, a binary cross-entropy" in summaries[8.0][0].details
 
@@ -145,16 +147,19 @@ def test_a_loss_with_no_chance_level_is_not_judged_until_one_is_given(tmp_path):
     assert invoke_rule(InitialLossTooHigh(trial)).fired == []  # "loss" names no kind
     assert invoke_rule(InitialLossTooHigh(trial, chance_loss="1.0")).first_step == 0
     assert invoke_rule(InitialLossTooHigh(trial, num_classes="1000")).fired == []  # ln 1000 = 6.9
-    assert invoke_rule(InitialLossTooHigh(trial, num_classes="10")).first_step == 0
+    assert invoke_rule(InitialLossTooHigh(trial, num_classes="10")).fired == []  # 3.9x: no weights saved
+    assert invoke_rule(InitialLossTooHigh(trial, num_classes="10", any_init_factor="1.4")).first_step == 0
 
 
 def test_steps_averages_the_first_losses_and_judges_once(tmp_path):
     trial = _numpy_run(tmp_path / "a", [2.0, 5.0, 5.0, 50.0])
     # the first loss alone is below 1.4 x 2; the first two average 3.5, above: judged at the second step
-    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="2")).fired == []
-    assert invoke_rule(InitialLossTooHigh(trial, chance_loss="2", steps="2")).first_step == 1
+    # (no weights saved: any_init_factor alone judges, set to 1.4 here)
+    one = {"chance_loss": "2", "any_init_factor": "1.4"}
+    assert invoke_rule(InitialLossTooHigh(trial, **one)).fired == []
+    assert invoke_rule(InitialLossTooHigh(trial, steps="2", **one)).first_step == 1
     # a later rise (step 3) is never this rule's: the validation loss of 100 is not judged either
-    assert [o.step for o in invoke_rule(InitialLossTooHigh(trial, chance_loss="2", steps="2")).fired] == [1]
+    assert [o.step for o in invoke_rule(InitialLossTooHigh(trial, steps="2", **one)).fired] == [1]
 
 
 def test_non_finite_first_losses_are_left_to_exploding_tensor(tmp_path):
@@ -174,8 +179,8 @@ def test_bad_parameters_name_the_parameter(name, value):
 def test_the_recommended_set_runs_it_with_string_parameters(tmp_path):
     (conf,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "InitialLossTooHigh"]
     params = {k: v for k, v in conf["RuleParameters"].items() if k != "rule_to_invoke"}
-    assert params == {"factor": "1.4"}
-    trial = _numpy_run(tmp_path / "a", [5.0, 1.0])
+    assert params == {"factor": "1.4", "any_init_factor": "8", "init_scale": "3"}
+    trial = _numpy_run(tmp_path / "a", [10.0, 1.0])  # 9.1x ln 3: above any_init_factor, no weights needed
     assert invoke_rule(create_rule("InitialLossTooHigh", trial, num_classes="3", **params)).first_step == 0
     assert invoke_rule(create_rule("InitialLossTooHigh", trial, num_classes="50", **params)).fired == []
 
@@ -192,7 +197,7 @@ def test_the_serverless_evaluator_fires_at_the_first_step_and_judges_no_later_on
     from tornasole.evaluator.models import RuleConfig
     from tornasole.evaluator.runner import StepFiles, StepRunner
 
-    _numpy_run(tmp_path / "a", [5.0, 1.0, 1.0])  # global steps 0-2 TRAIN, 3 EVAL
+    _numpy_run(tmp_path / "a", [10.0, 1.0, 1.0])  # global steps 0-2 TRAIN, 3 EVAL
     rules = [RuleConfig(name="Init", rule_to_invoke="InitialLossTooHigh", parameters={"num_classes": "3"})]
     asked: list[tuple[int, int]] = []
 
@@ -204,7 +209,7 @@ def test_the_serverless_evaluator_fires_at_the_first_step_and_judges_no_later_on
     (first,) = runner.run("job", str(tmp_path / "a"), StepFiles(0, ("worker_0",)), rules, history)
     assert first.error is None
     assert first.fired
-    assert "is 4.551x the chance level 1.099 (ln 3, num_classes)" in first.details
+    assert "is 9.102x the chance level 1.099 (ln 3, num_classes) (> any_init_factor 8)" in first.details
     (later,) = runner.run("job", str(tmp_path / "a"), StepFiles(2, ("worker_0",)), rules, history)
     assert later.error is None
     assert not later.fired
@@ -218,7 +223,7 @@ def test_a_later_loss_is_never_taken_for_the_first(tmp_path):
     from tornasole.evaluator.models import RuleConfig
     from tornasole.evaluator.runner import StepFiles, StepRunner
 
-    _numpy_run(tmp_path / "a", [1.0, 5.0])  # a healthy start, then a jump at TRAIN step 1
+    _numpy_run(tmp_path / "a", [1.0, 10.0])  # a healthy start, then a jump at TRAIN step 1
     rules = [RuleConfig(name="Init", rule_to_invoke="InitialLossTooHigh", parameters={"num_classes": "3"})]
     (outcome,) = StepRunner().run(
         "job", str(tmp_path / "a"), StepFiles(1, ("worker_0",)), rules, lambda depth, lead: []

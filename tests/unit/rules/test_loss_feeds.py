@@ -93,14 +93,15 @@ def test_softmax_rule_judges_from_logits_keras_losses_only(trial_factory):
 
 
 def test_initial_loss_reads_the_keras_kind_and_the_class_count_from_predictions(trial_factory):
+    one = {"any_init_factor": "1.4"}  # these traces save no weights: the single factor judges
     high = trial_factory(_keras_steps("batch_loss/SparseCategoricalCrossentropy", first_loss=3.0), COLLS)
-    fired = invoke_rule(InitialLossTooHigh(high)).fired
+    fired = invoke_rule(InitialLossTooHigh(high, **one)).fired
     assert [f.step for f in fired] == [0]
     assert "ln 4: 4 classes" in fired[0].details
     near = trial_factory(_keras_steps("batch_loss/SparseCategoricalCrossentropy", first_loss=1.5), COLLS)
-    assert invoke_rule(InitialLossTooHigh(near)).fired == []  # 1.08 x ln 4
+    assert invoke_rule(InitialLossTooHigh(near, **one)).fired == []  # 1.08 x ln 4
     binary = trial_factory(_keras_steps("batch_loss/BinaryCrossentropy", first_loss=1.0, classes=1), COLLS)
-    fired = invoke_rule(InitialLossTooHigh(binary)).fired
+    fired = invoke_rule(InitialLossTooHigh(binary, **one)).fired
     assert fired
     assert "ln 2, a binary cross-entropy" in fired[0].details
     # Keras's running mean alone names no kind: not judged without num_classes

@@ -95,7 +95,11 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("DataReplay", "DataReplay", {}),
     ("AttentionLogitGrowth", "AttentionLogitGrowth", {}),
     # issue 29: initialisation x8 (designed on the cnn and rnn families; docs/RULES.md)
-    ("InitialLossTooHigh", "InitialLossTooHigh", {"factor": "1.4"}),
+    (
+        "InitialLossTooHigh",
+        "InitialLossTooHigh",
+        {"factor": "1.4", "any_init_factor": "8", "init_scale": "3"},
+    ),
     # issue 29: the loss's input read from the trial; designed on the cnn and transformer families
     ("SoftmaxBeforeCrossEntropy", "SoftmaxBeforeCrossEntropy", {}),
     # issue 29: a squared-error model worse than the targets' mean (validation R^2); designed on the
