@@ -61,3 +61,15 @@ def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "TORNASOLE_CONFIG_FILE_PATH",
     ):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def reducer():
+    """The fused CPU statistics loop, built: the machines the suite runs on have a C compiler, so its
+    absence is a failure, never a skip (imported here lazily: most hook tests need no torch)."""
+    from tornasole.pytorch import fused_reductions
+
+    built = fused_reductions.load()
+    if built is None:
+        pytest.fail("the fused reduction did not build (see the warning logged by fused_reductions.load)")
+    return built

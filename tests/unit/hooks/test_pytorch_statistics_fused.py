@@ -18,14 +18,6 @@ from tornasole.pytorch.statistics import DEFAULT_STATISTICS, STATISTICS, TensorS
 ALL = tuple(STATISTICS)
 
 
-@pytest.fixture(scope="module")
-def reducer() -> fused_reductions.FusedReducer:
-    built = fused_reductions.load()
-    if built is None:  # the machines the suite runs on have a C compiler: its absence is a failure here
-        pytest.fail("the fused reduction did not build (see the warning logged by fused_reductions.load)")
-    return built
-
-
 def _both(tensors: list[torch.Tensor], reducer, statistics=ALL) -> tuple[torch.Tensor, torch.Tensor]:
     fused = TensorStatistics(statistics, fused=reducer)
     reference = TensorStatistics(statistics, fused=None)
