@@ -27,7 +27,8 @@ JOBS = {"tornasole-demo-healthy": False, "tornasole-demo-broken": True}
 # (ExplodingTensor), the ReLUs die (DeadRelu), the tanh inputs saturate (SaturatedActivation) and the
 # first update is 10^5 times the weights (WeightUpdateRatio), and from then on neither the validation nor
 # the training accuracy moves (SlowConvergence); NonFiniteOrigin names the first saved tensor that went
-# non-finite. LossNotDecreasing stays quiet: a NaN loss is ExplodingTensor's to report.
+# non-finite; the loss's jump from 1.2 to 2e9 at the first saved step after it is a spike (LossSpike,
+# Megatron-LM's 10x the largest seen). LossNotDecreasing stays quiet: a NaN loss is ExplodingTensor's.
 EXPECTED = {
     "tornasole-demo-healthy": dict.fromkeys(DEFAULT_RULES, "NoIssuesFound"),
     "tornasole-demo-broken": {
@@ -38,6 +39,7 @@ EXPECTED = {
         "WeightUpdateRatio": "IssuesFound",
         "SlowConvergence": "IssuesFound",
         "NonFiniteOrigin": "IssuesFound",
+        "LossSpike": "IssuesFound",
     },
 }
 
