@@ -21,14 +21,11 @@ __all__ = ["recommended_rules", "recommended_rules_that_cannot_apply", "RECOMMEN
 #: ``(configuration name, rule, parameters)``; parameters as strings, as a rule configuration carries them.
 RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("ExplodingTensor", "ExplodingTensor", {"skip_scaler_overflow": "True"}),
-    # norm ratio and first norm at 2e-3 (AUTOTRAINER: 1e-3, 1e-4): a deep sigmoid stack behind LayerNorms;
-    # designed on the softmax and binary families (docs/RULES.md)
     (
         "VanishingGradient",
         "VanishingGradient",
         {
-            "norm_ratio_threshold": "0.002",
-            "first_norm_threshold": "0.002",
+            "norm_ratio_threshold": "0.001",
             "loss_drop_percent": "80",
             "loss_window": "3",
             "skip_all_zero": "True",

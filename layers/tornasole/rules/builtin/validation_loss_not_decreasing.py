@@ -58,12 +58,7 @@ GRU and the transformer of the model-family benchmark) was 1.6%. The numbers on 
 chosen on: ``bench/RESULTS.md``. The recommended set judges at four passes, with
 ``first_pass_below_start_percent``: on the families benchmark and the original benchmark's calibration and
 development splits no run built healthy is flagged at the fourth pass that is not at the fifth, and the
-runs that never generalise are reported an epoch sooner. Why not 5%, which the binary family's permuted
-labels on a 128-sample validation set ask for (the best of their next three passes came 4.4% below the
-first, by noise alone): on the original benchmark's calibration and development splits it fires on six
-more runs built healthy (slow sigmoid starters, a tiny data set's twin, a large initialisation's twin:
-2.8-4.1% by their fourth pass), five of them alarmed by no other rule (``bench/RESULTS.md``, branch
-harmful).
+runs that never generalise are reported an epoch sooner.
 """
 
 from __future__ import annotations

@@ -19,20 +19,6 @@ reaches 1e-7. First and last layers: the tensors matched by
 tensors not named ``*bias`` in natural name order (``fc2`` before ``fc10``,
 ``layers.0`` before ``layers.1``), first and last of that order.
 
-Why the recommended set reads the ratio at 2e-3 with a first-layer norm below
-2e-3 (designed on the softmax and binary families of ``bench/detection/families``):
-a deep sigmoid stack behind LayerNorms keeps its first layer's gradient norm
-near 1e-3, as each normalisation divides the gradient it passes back by the
-spread of its input, while the ratio to the output layer's stays at 1e-3 to
-2e-3 for the first epoch and mostly below 2e-2 after; AUTOTRAINER's absolute
-1e-4 never holds there and its 1e-3 ratio only at isolated saved steps, which a
-network with a normalisation layer must show twice running
-(``persist_only_with_norm``). On that benchmark no run built healthy comes
-within 20x of the ratio at two consecutive saved steps (the lowest, 4.5e-2, an
-autoencoder with batches of 4); the deep sigmoid stacks of the softmax, binary
-and autoencoder families fall within it (the regression family's, behind
-BatchNorms, keeps a ratio near 0.1 and did no harm).
-
 Loss gate (Tornasole's addition, off unless ``loss_drop_percent`` is set):
 the rule stays quiet at a step where the training loss has already come down
 by at least that % from its start (mean of the first ``loss_window`` saved
