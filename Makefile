@@ -94,6 +94,22 @@ check-moto-versions: setup
 	  echo "moto $$v: the local mode's tests passed"; \
 	done
 
+# The Keras hook's taps on private Keras attributes on other Keras releases (their contract:
+# layers/tornasole/keras/versions.py). Each release is installed beside the development venv's packages
+# (pip --target, no dependencies: seconds) and put first on the path; the taps are turned on with
+# TORNASOLE_KERAS_UNCHECKED=1. make check-keras-versions KERAS_VERSIONS="3.16.0": how one joins CHECKED_KERAS.
+KERAS_VERSIONS ?= 3.15.1
+KERAS_TAP_TESTS := tests/frameworks/test_keras_hook.py tests/frameworks/test_keras_capture.py \
+  tests/frameworks/test_keras_loss_values.py
+.PHONY: check-keras-versions
+check-keras-versions: setup
+	set -e; for v in $(KERAS_VERSIONS); do \
+	  $(BIN)/python -m pip install -q --no-deps --target build/keras/$$v "keras==$$v"; \
+	  PYTHONPATH=build/keras/$$v TORNASOLE_KERAS_UNCHECKED=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+	    $(KERAS_TAP_TESTS); \
+	  echo "keras $$v: the Keras hook's tap tests passed"; \
+	done
+
 test-moto-newest: setup
 	@set -e; newest=$$(scripts/moto_venv.sh $(BIN)/python build/moto/newest "moto[server]>=5" | tail -1); \
 	if build/moto/newest/bin/python -c "import sys; from tornasole.local.moto_patches.versions import \

@@ -22,6 +22,9 @@ READ_THREADS = "TORNASOLE_READ_THREADS"
 MOTO_SPEED_PATCHES = "TORNASOLE_MOTO_SPEED_PATCHES"
 # Local mode: 1 applies its correctness patches on a moto outside the checked versions (to check one).
 MOTO_UNCHECKED = "TORNASOLE_MOTO_UNCHECKED"
+# Keras hook: 1 turns its taps on private Keras attributes on for a release outside the checked ones
+# (tornasole.keras.versions), to check one.
+KERAS_UNCHECKED = "TORNASOLE_KERAS_UNCHECKED"
 # Evaluator / handler settings.
 STATE_TABLE = "TORNASOLE_STATE_TABLE"
 EVENT_BUS = "TORNASOLE_EVENT_BUS"

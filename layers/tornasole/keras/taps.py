@@ -17,6 +17,7 @@ import numpy as np
 from tornasole.core.collection import CollectionKeys
 from tornasole.keras.capture import GradientTap, LayerTap, TapSwitch, tensorflow_backend
 from tornasole.keras.loss_tap import LABELS, PREDICTIONS, LossTap, expected_batch_loss_names
+from tornasole.keras.versions import private_tap_enabled
 from tornasole.modes import ModeKeys
 
 __all__ = ["TapsMixin"]
@@ -35,9 +36,7 @@ class TapsMixin:
             for c in self._saves._to_save
         )
         layers = [
-            layer
-            for layer in model._flatten_layers(include_self=False, recursive=True)
-            if not isinstance(layer, keras.layers.InputLayer)
+            layer for layer in self._tappable_layers(model) if not isinstance(layer, keras.layers.InputLayer)
         ]
         io = [
             (
@@ -77,6 +76,28 @@ class TapsMixin:
             model.jit_compile = False
         return True
 
+    def _tappable_layers(self, model: Any) -> list[Any]:
+        """Every layer of ``model``, nested ones too (Keras's private ``_flatten_layers``): none on a Keras
+        release the layer taps were not checked against (:mod:`tornasole.keras.versions`)."""
+        if not self._wants_layer_values(model) or not private_tap_enabled("layers"):
+            return []
+        return list(model._flatten_layers(include_self=False, recursive=True))
+
+    def _wants_layer_values(self, model: Any) -> bool:
+        """Whether an included collection wants the inputs or outputs of a layer reachable through the
+        public ``layers`` of the model and its nested models (asked before the private walk, so that a
+        hook saving no layer values says nothing about the layer taps)."""
+        stack, seen = list(getattr(model, "layers", [])), set()
+        while stack:
+            layer = stack.pop()
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            if any(self._could_save(f"{layer.name}/{io}") for io in ("inputs", "outputs")):
+                return True
+            stack.extend(getattr(layer, "layers", []))
+        return False
+
     def _could_save(self, name: str) -> bool:
         """Whether an included collection has ``name`` or a regex matching it (records nothing)."""
         return any(name in c.tensor_names or c.matches_regex(name) for c in self._saves._to_save)
@@ -92,7 +113,8 @@ class TapsMixin:
                     "(model._compile_loss): predictions, labels and batch_loss are not saved"
                 )
             return False
-        return any(self._could_save(n) for n in names + expected_batch_loss_names(compile_loss))
+        wanted = any(self._could_save(n) for n in names + expected_batch_loss_names(compile_loss))
+        return wanted and private_tap_enabled("loss")
 
     def _make_train_variants(self, model: Any) -> None:
         """Make ``fit``'s train function twice, its taps copying and not: :meth:`_sync_taps` swaps them.
