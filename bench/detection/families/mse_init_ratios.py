@@ -158,7 +158,7 @@ def from_seeds(seeds: int, batches: tuple[int, ...], target_scale: float = 1.0, 
                 shares = " ".join(f">{f}: {np.mean(r > f):5.1%}" for f in FACTORS)
                 print(
                     f"{arch:9s} {how:11s} batch {b:2d}: max {r.max():8.2f} p99 {np.quantile(r, 0.99):7.2f} "
-                    f"min {r.min():5.2f}  {shares}  | scale: median <= {max(medians):.2f}, "
+                    f"min {r.min():5.2f}  {shares}  | scale: median {min(medians):.2f}-{max(medians):.2f}, "
                     f"tensor <= {max(singles):.2f}",
                     flush=True,
                 )

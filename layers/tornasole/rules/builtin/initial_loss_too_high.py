@@ -66,7 +66,7 @@ The same two tiers for a squared error, whose level, unlike ln C, moves with the
    outputs as loud as the targets (Karpathy: initialise the last layer for the targets' scale). Without
    the gate no factor was safe (He on every layer starts 3-28% of those healthy regressors above 4 x the
    level); with it, standard starts never reach it: their median weight scale is at most 1.54 (He, with
-   noise; Glorot at a ReLU gain 1.48; a single tensor up to 2.42), x8 is 4.5-4.9. Designed on the
+   noise; Glorot at a ReLU gain 1.48; a single tensor up to 2.42), x8 4.3-4.9 (1,000 seeds). Designed on the
    families benchmark's ``regression``: built-healthy 0.98-1.22 x the level, initialisation x8 5.8-8.6
    (its BatchNorm absorbs all but the output layer's scale); over 1,000 seeds of that model at x8, 99.7%
    start above 2 with a first batch of 16 (93% above 4). Held out: ``regression_keras`` (Keras's kernel
