@@ -160,11 +160,11 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
         return RuleNeeds(
             "the losses collection in TRAIN mode from the first step, and for a cross-entropy with no "
             "num_classes the gradients collection (the output layer's width), for a squared error the "
-            "target the loss module was given (<Loss>_input_1)",
+            "target the loss module was given (<Loss>_input_1) and the weights collection (their scale)",
             "hook.register_loss(loss_fn) (saved by default) with hook.set_mode(modes.TRAIN), and "
             "include_collections=['gradients'] or num_classes / chance_loss; for a squared error "
             'hook.get_collection("loss_inputs").include("[Ll]oss_input_1$") and '
-            "include_collections=['loss_inputs'] or chance_loss; Keras: a collection that "
+            "include_collections=['loss_inputs', 'weights'] or chance_loss; Keras: a collection that "
             'includes the batch loss and the outputs: hook.get_collection("loss_inputs").include('
             '"^predictions$|^batch_loss/") and include_collections=["loss_inputs"]',
         )

@@ -179,7 +179,7 @@ def test_bad_parameters_name_the_parameter(name, value):
 def test_the_recommended_set_runs_it_with_string_parameters(tmp_path):
     (conf,) = [c for c in recommended_rules() if c["RuleConfigurationName"] == "InitialLossTooHigh"]
     params = {k: v for k, v in conf["RuleParameters"].items() if k != "rule_to_invoke"}
-    assert params == {"factor": "1.4", "any_init_factor": "8", "init_scale": "3"}
+    assert params == {"factor": "1.4", "any_init_factor": "8", "init_scale": "3", "squared_error_factor": "2"}
     trial = _numpy_run(tmp_path / "a", [10.0, 1.0])  # 9.1x ln 3: above any_init_factor, no weights needed
     assert invoke_rule(create_rule("InitialLossTooHigh", trial, num_classes="3", **params)).first_step == 0
     assert invoke_rule(create_rule("InitialLossTooHigh", trial, num_classes="50", **params)).fired == []
