@@ -39,7 +39,7 @@ import numpy as np
 
 from tornasole.core.llm_signals import GRAD_NORM, GRAD_NORM_TOTAL, signal_regex
 from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.series import names_matching, scalar_at
+from tornasole.rules.builtin.series import RecentMemo, names_matching, scalar_at
 from tornasole.rules.params import Param
 
 __all__ = ["GradientNormSpike"]
@@ -76,8 +76,12 @@ class GradientNormSpike(BuiltinRule):
     COLLECTIONS = (("gradients", {"save_interval": "1"}),)
 
     def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
-        self._norms: dict[tuple[str, int], float | None] = {}
         super().__init__(base_trial, other_trials=other_trials, **params)
+        # step -> {tensor: its norm} and step -> the computed total, for the steps of the recent windows
+        # (each is read ``window`` times: RecentMemo says why); both modes' windows fit
+        steps = 2 * (self.window + 1 + OTHER_MODE_ROOM)
+        self._norms = RecentMemo(steps)
+        self._totals = RecentMemo(steps)
 
     def check_params(self) -> None:
         if self.reference not in ("median", "max"):
@@ -101,10 +105,10 @@ class GradientNormSpike(BuiltinRule):
     def _norm_of(self, name: str, step: int) -> float | None:
         """A scalar ``grad_norm/<p>`` as saved; a gradient tensor's L2 norm from its values or ``l2``.
         Remembered: every step's window reads the same saved norms again."""
-        key = (name, step)
-        if key not in self._norms:
-            self._norms[key] = self._read_norm(name, step)
-        return self._norms[key]
+        at_step = self._norms.get(step, dict)
+        if name not in at_step:
+            at_step[name] = self._read_norm(name, step)
+        return at_step[name]
 
     def _read_norm(self, name: str, step: int) -> float | None:
         if signal_regex(GRAD_NORM, any_suffix=True).match(name):
@@ -115,6 +119,9 @@ class GradientNormSpike(BuiltinRule):
         return scalar_at(self, name, step, "l2")
 
     def _computed_total(self, step: int) -> float | None:
+        return self._totals.get(step, lambda: self._read_total(step))
+
+    def _read_total(self, step: int) -> float | None:
         norms = [self._norm_of(n, step) for n in self._gradients(step)]
         norms = [n for n in norms if n is not None]
         return math.sqrt(sum(n * n for n in norms)) if norms else None

@@ -35,12 +35,14 @@ steps of its own mode (a validation loss against validation losses).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.builtin.losses import loss_names
-from tornasole.rules.builtin.series import series
+from tornasole.rules.builtin.series import RecentMemo, series
 from tornasole.rules.params import Param
 
 __all__ = ["LossSpike"]
@@ -94,6 +96,24 @@ class LossSpike(BuiltinRule):
         ),
     )
 
+    def __init__(self, base_trial: Any, other_trials: Any = None, **params: Any) -> None:
+        super().__init__(base_trial, other_trials=other_trials, **params)
+        # the window's values (read ``window`` times each: RecentMemo says why), a few losses' worth
+        self._recent = RecentMemo(8 * (self.window + 1 + OTHER_MODE_ROOM))
+        # the first ``factor_samples`` values of each loss, the factor's reference at every step
+        self._first: dict[tuple[str, int], float | None] = {}
+
+    def scalar(self, name: str, step: int, trial: Any = None, mode: ModeKeys = GLOBAL) -> float | None:
+        if trial is not None or mode != GLOBAL:
+            return super().scalar(name, step, trial, mode)
+        return self._recent.get((name, step), lambda: BuiltinRule.scalar(self, name, step))
+
+    def _first_scalar(self, name: str, step: int) -> float | None:
+        key = (name, step)
+        if key not in self._first:
+            self._first[key] = BuiltinRule.scalar(self, name, step)
+        return self._first[key]
+
     def check_params(self) -> None:
         self.require_at_least(0, "factor", "z_threshold", "rise_factor")
         self.require_at_least(1, "factor_samples", "window", "min_window")
@@ -122,9 +142,8 @@ class LossSpike(BuiltinRule):
             return True
         if self.factor:
             first_steps = [s for s in self.same_mode_steps(name, step)[: self.factor_samples] if s != step]
-            first = [
-                v for v in (self.scalar(name, s) for s in first_steps) if v is not None and math.isfinite(v)
-            ]
+            read = (self._first_scalar(name, s) for s in first_steps)
+            first = [v for v in read if v is not None and math.isfinite(v)]
             if first and max(first) > 0 and loss > self.factor * max(first):
                 self.report_issue(
                     f"{name} = {self.fmt(loss)} at step {step} > factor {self.fmt(self.factor)} x "

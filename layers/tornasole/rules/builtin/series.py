@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.rules.builtin.base import as_float
 
-__all__ = ["names_matching", "scalar_at", "series", "is_finite"]
+__all__ = ["names_matching", "scalar_at", "series", "is_finite", "RecentMemo"]
 
 
 def names_matching(rule: Any, step: int, pattern: re.Pattern) -> list[str]:
@@ -55,3 +56,39 @@ def series(
 
 def is_finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
+
+
+class RecentMemo:
+    """Values computed for recent ``(name, step)`` keys, the oldest dropped beyond ``capacity``.
+
+    Why: a rule that judges each step against a window of the previous ones (LossSpike, GradientNormSpike)
+    reads every saved value ``window`` times over a run; remembering the window's values makes a run's
+    evaluation linear in its length, and the bound keeps a long run's memory flat. Steps are evaluated in
+    order, so the first key in is the first out of use.
+
+    Examples
+    --------
+    >>> memo = RecentMemo(2)
+    >>> [memo.get(("loss", s), lambda: s * 10) for s in (0, 1, 0, 2, 0)]
+    [0, 10, 0, 20, 0]
+    >>> len(memo)
+    2
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._values: dict[Any, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
+        if key in self._values:
+            return self._values[key]
+        value = compute()
+        self._values[key] = value
+        if len(self._values) > self.capacity:
+            del self._values[next(iter(self._values))]
+        return value
