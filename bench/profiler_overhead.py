@@ -14,7 +14,8 @@ thread), the issue's targets beside them:
    also measures the cost directly: the time spent inside every profiler callback on the training
    thread (step boundaries, the forward hook, the gradient hook, the optimizer's pre/post hooks), in
    the thread's CPU time (the clock reads' own cost included: an over-estimate; PyTorch's dispatch to
-   the extra hooks is not in it).
+   the extra hooks is not in it), as a share of a step's wall time and of the training thread's CPU
+   time a step (the one a loaded machine does not inflate).
 
 smdebug's profiler is not measured beside it: its framework profiler needs smdebug's PyTorch hook and the
 smdebug venv (``.venv-smdebug``) has no torch; its system metrics come from SageMaker's closed daemon, not
@@ -213,7 +214,7 @@ def callback_cost(steps: int, width: int) -> dict[str, float]:
     clock = _CallbackClock()
     try:
         config = ProfilerConfig(system_metrics=False, dataloader=False)
-        wall, _ = _loop(ts.Hook(str(out), profiler=config), steps, width)
+        wall, cpu = _loop(ts.Hook(str(out), profiler=config), steps, width)
     finally:
         clock.restore()
         shutil.rmtree(out, ignore_errors=True)
@@ -226,12 +227,19 @@ def callback_cost(steps: int, width: int) -> dict[str, float]:
     clock_us = 2 * (time.thread_time_ns() - start) / reads / 1000
     net_us = max(per_step_us - clock_us * clock.calls / steps, 0.0)
     step_us = 1e6 * wall / steps
+    # Also against the training thread's own CPU a step: on a shared machine a step's wall time holds
+    # the time other processes ran, which the callbacks' CPU time does not, so the wall share shrinks
+    # as the load grows; the CPU share does not.
+    cpu_step_us = 1e6 * cpu / steps
     return {
         "calls_per_step": clock.calls / steps,
         "us_per_step": per_step_us,
         "net_us_per_step": net_us,
+        "step_us": step_us,
         "pct": 100 * per_step_us / step_us,
         "net_pct": 100 * net_us / step_us,
+        "cpu_step_us": cpu_step_us,
+        "net_cpu_pct": 100 * net_us / cpu_step_us,
     }
 
 
@@ -252,15 +260,17 @@ def main() -> None:
     )
     cost = step_timing_cost(args.steps, args.repeats, args.width)
     print(
-        f"step timing: {cost['step_us']:.0f} us a step; +{cost['added_us_per_step']:.1f} us CPU a step = "
+        f"step timing: {cost['step_us']:.0f} us a step; {cost['added_us_per_step']:+.1f} us CPU a step = "
         f"{cost['cpu_pct']:+.2f} % training-thread CPU, {cost['wall_pct']:+.2f} % wall (target <= 1 %; "
         f"run-to-run spread {cost['spread_pct']:.1f} %)"
     )
     direct = callback_cost(args.steps, args.width)
     print(
         f"step timing, measured inside its callbacks: {direct['calls_per_step']:.0f} calls, "
-        f"{direct['us_per_step']:.1f} us a step = {direct['pct']:.2f} % of step time; less the clock's own "
-        f"reads {direct['net_us_per_step']:.1f} us = {direct['net_pct']:.2f} % (target <= 1 %)"
+        f"{direct['us_per_step']:.1f} us a step = {direct['pct']:.2f} % of step time "
+        f"({direct['step_us']:.0f} us wall); less the clock's own reads {direct['net_us_per_step']:.1f} us "
+        f"= {direct['net_pct']:.2f} % of wall, {direct['net_cpu_pct']:.2f} % of the training thread's "
+        f"{direct['cpu_step_us']:.0f} us CPU a step (target <= 1 %)"
     )
     print(
         "smdebug's profiler: not measured (.venv-smdebug has no torch for its PyTorch hook's profiler; "

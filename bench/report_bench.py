@@ -12,6 +12,7 @@ Usage: PYTHONPATH=layers python bench/report_bench.py [STEPS] [--skip-trial]
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import sys
@@ -28,7 +29,13 @@ from tornasole.reports import job_report_html, trial_report_html  # noqa: E402
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 10_000
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "steps", nargs="?", type=int, default=10_000, help="steps of the trial (default 10000)"
+    )
+    parser.add_argument("--skip-trial", action="store_true", help="time the job's report alone")
+    args = parser.parse_args()
+    steps = args.steps
     with tempfile.TemporaryDirectory() as tmp:
         trial = os.path.join(tmp, "run")
         t = time.perf_counter()
@@ -55,7 +62,7 @@ def main() -> None:
         t = time.perf_counter()
         html = job_report_html(detail, {"VanishingGradient": list(range(0, steps, 7))})
         print(f"job:   {time.perf_counter() - t:.2f} s, {len(html.encode()) / 1e6:.2f} MB")
-        if "--skip-trial" not in sys.argv:
+        if not args.skip_trial:
             t = time.perf_counter()
             html = trial_report_html(trial)
             print(f"trial: {time.perf_counter() - t:.2f} s, {len(html.encode()) / 1e6:.2f} MB")
