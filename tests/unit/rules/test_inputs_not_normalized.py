@@ -244,3 +244,53 @@ def test_the_registry_builds_it_from_string_parameters(trial_factory):
     trial = trial_factory({0: {"inputs": np.full((128, 2), 300.0, np.float32)}})
     rule = create_rule("InputsNotNormalized", trial, threshold="40", percentile="90", threshold_samples="100")
     assert invoke_rule(rule).first_step == 0
+
+
+def test_saving_the_models_input_keeps_the_output_layer_found_from_the_saved_order(tmp_path):
+    """The PyTorch hook writes the model's own input as its forward pass begins, so the layer that feeds the
+    loss is still the activation saved last before it: SaturatedActivation's ``skip_output_layer`` finds
+    it. Written after the forward pass (as a module's post-forward hook), the model's input came between
+    the output sigmoid and the loss, every layer was judged, and a confident BCE classifier alarmed."""
+    import torch
+    from torch import nn
+
+    from tornasole.pytorch import Hook, SaveConfig
+    from tornasole.rules.builtin.saturated_activation import SaturatedActivation
+    from tornasole.trials import create_trial
+
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.fc1_tanh = nn.Tanh()
+            self.out = nn.Linear(8, 1)
+            self.out_sigmoid = nn.Sigmoid()
+
+        def forward(self, x: Any) -> Any:
+            return self.out_sigmoid(self.out(self.fc1_tanh(self.fc1(x))))
+
+    torch.manual_seed(0)
+    model = Classifier()
+    with torch.no_grad():
+        model.out.weight.mul_(400.0)  # a confident output layer: most logits beyond +-5
+    path = str(tmp_path / "confident")
+    hook = Hook(
+        path,
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["losses", "activations", "model_input"],
+    )
+    hook.get_collection("activations").include(".*(sigmoid|tanh)_input_0")
+    hook.get_collection("model_input").include(DEFAULT_MODEL_INPUT_REGEX)
+    loss_fn = nn.BCELoss()
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    x = torch.randn(64, 4)
+    loss_fn(model(x), (x[:, :1] > 0).float())
+    hook.close()
+    trial = create_trial(path, collections_timeout=0.1, poll_interval=0.01)
+    order = [n for n in trial.saved_order(0) if not n.startswith("Classifier_fc") and "." not in n]
+    assert order.index("Classifier_input_0") < order.index("fc1_tanh_input_0")
+    rule = SaturatedActivation(trial, skip_output_layer="True", fraction_saturated="50")
+    names = rule.selected(0)
+    assert rule.output_layer(0, names) == "out_sigmoid_input_0"
+    assert invoke_rule(rule).fired == []
