@@ -294,3 +294,37 @@ def test_saving_the_models_input_keeps_the_output_layer_found_from_the_saved_ord
     names = rule.selected(0)
     assert rule.output_layer(0, names) == "out_sigmoid_input_0"
     assert invoke_rule(rule).fired == []
+
+
+def test_the_rules_collection_configuration_makes_a_pytorch_hook_save_the_input_every_100_steps(tmp_path):
+    """SageMaker's payload: the rule configuration's CollectionConfigurations become the job's
+    DebugHookConfig; a hook created from it saves the model's input (and no submodule's) at steps 0, 100,
+    200 only, and the rule judges that trial."""
+    import json
+
+    import torch
+    from torch import nn
+
+    from tornasole.pytorch import Hook
+    from tornasole.trials import create_trial
+
+    out = tmp_path / "tensors"
+    config = {
+        "LocalPath": str(out),
+        "CollectionConfigurations": rc.inputs_not_normalized()["CollectionConfigurations"],
+    }
+    path = tmp_path / "debughookconfig.json"
+    path.write_text(json.dumps(config))
+    hook = Hook.create_from_json_file(str(path), stop_check_interval=None)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    hook.register_module(model)
+    torch.manual_seed(0)
+    for _ in range(201):
+        model(torch.randn(40, 3) * 100)
+    hook.close()
+    trial = create_trial(str(out), collections_timeout=0.1, poll_interval=0.01)
+    saved = {n for n in trial.tensor_names() if "_input_" in n}
+    assert saved == {"Sequential_input_0"}
+    assert trial.tensor("Sequential_input_0").steps() == [0, 100, 200]
+    summary = invoke_rule(InputsNotNormalized(trial))
+    assert summary.first_step == 200  # 40 samples a saved step: 120 by step 200 (threshold_samples 100)
