@@ -231,6 +231,7 @@ def test_the_rule_configuration_asks_the_hook_for_the_models_input_sparsely():
 
 def test_registration_says_what_to_save_when_nothing_saves_the_input():
     needs = rule_needs("InputsNotNormalized", {})
+    assert repr(DEFAULT_MODEL_INPUT_REGEX) in needs.reads  # rules.inputs spells the rule's default out
     assert "model_input" in needs.how
     assert "_input_0" in needs.reads
     rules = [("InputsNotNormalized", "InputsNotNormalized", {})]
