@@ -329,3 +329,13 @@ def test_the_rules_collection_configuration_makes_a_pytorch_hook_save_the_input_
     assert trial.tensor("Sequential_input_0").steps() == [0, 100, 200]
     summary = invoke_rule(InputsNotNormalized(trial))
     assert summary.first_step == 200  # 40 samples a saved step: 120 by step 200 (threshold_samples 100)
+
+
+def test_it_judges_the_newest_samples_so_a_normalisation_lost_mid_run_is_seen(trial_factory):
+    """19 saved steps of standardised batches, then batches x100: judged over everything seen, the x100
+    entries would be 5% of them, under the 90th percentile; judged over the newest 100 samples, they fire."""
+    steps = {s: {"Net_input_0": RNG.normal(size=(100, 4)).astype(np.float32)} for s in range(19)}
+    steps[19] = {"Net_input_0": (RNG.normal(size=(100, 4)) * 100).astype(np.float32)}
+    summary = invoke_rule(InputsNotNormalized(trial_factory(steps)))
+    assert summary.first_step == 19
+    assert summary.fired[0].values["samples"] == 100

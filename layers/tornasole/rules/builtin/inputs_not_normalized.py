@@ -30,9 +30,11 @@ left out) and the Keras hook's ``inputs`` (``inputs_<i>`` per input). Inputs of 
 and validation data go through the same network). Non-float inputs are skipped (token ids into an
 embedding, integer labels, masks), and so are non-finite entries (ExplodingTensor's concern). Samples are
 counted along axis 0; the rule judges once ``threshold_samples`` samples were seen and from then on at
-every step, over everything seen so far. Each saved step's magnitudes are kept as a histogram of
-log10 |x| (40 bins a decade, 1e-8 to 1e12: a 6% resolution, memory bounded by the bins, not the data);
-the decision reads the lower edge of the percentile's bin, so it never overstates the scale.
+every step, over the newest saved steps that hold at least ``threshold_samples`` samples (so a long job
+reads a bounded number of input tensors per evaluated step, and a pipeline that loses its normalisation
+mid-run is seen). Each saved step's magnitudes are kept as a histogram of log10 |x| (40 bins a decade,
+1e-8 to 1e12: a 6% resolution, memory bounded by the bins, not the data); the decision reads the lower
+edge of the percentile's bin, so it never overstates the scale.
 """
 
 from __future__ import annotations
@@ -137,12 +139,14 @@ class InputsNotNormalized(BuiltinRule):
     def invoke_at_step(self, step: int) -> bool:
         for name in self.names_at(step, regex=self.regex):
             samples, hist = 0, None
-            for s in self.base_trial.tensor(name).prev_steps(step):
+            for s in reversed(self.base_trial.tensor(name).prev_steps(step)):
                 st = self._stats(name, s)
                 if st is None:
                     continue
                 samples += st[0]
                 hist = st[1] if hist is None else hist + st[1]
+                if samples >= self.threshold_samples:
+                    break
             if hist is None or samples < self.threshold_samples:
                 continue
             scale = magnitude_percentile(hist, self.percentile)
