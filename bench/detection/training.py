@@ -8,7 +8,8 @@ loop that logs its accuracy saves it (Keras's hook saves its metrics by default)
 ``epoch_accuracy``, the epoch's training accuracy (every training batch's predictions, as it trained: what
 a Keras history calls ``accuracy``), saved once per epoch at the epoch's last TRAIN step in the
 ``epoch_end`` collection, which is saved at every step it is given a tensor (smdebug's Keras hook likewise
-saves an epoch's logs at the epoch's end whatever the interval). TRAIN steps are saved every
+saves an epoch's logs at the epoch's end whatever the interval), and (from issue 29's InputsNotNormalized)
+``Mlp_input_0``, the batch the model is fed, in the ``model_input`` collection. TRAIN steps are saved every
 ``SAVE_INTERVAL`` steps, EVAL steps every step (one validation pass of a few batches per epoch).
 """
 
@@ -24,6 +25,8 @@ from labels import Monitor
 SAVE_INTERVAL = 4
 EVAL_BATCH = 64
 N_VAL = 256
+#: The batch the model is fed, as the PyTorch hook names a registered model's input (InputsNotNormalized).
+MODEL_INPUT = "Mlp_input_0"
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,7 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
                 if layer.bias.grad is not None:
                     all_grads[f"fc{i}.bias"] = np_(layer.bias.grad)
             monitor.train_step(step, lv, grads, weights, all_grads, {})
+            hook.save_tensor(MODEL_INPUT, np_(xt[idx]), "model_input")
             hook.save_tensor("loss", np.float32(lv), "losses")
             hook.save_tensor("accuracy", np.float32(batch_correct / len(idx)), "metrics")
             if b + len(idx) >= spec.n_train:  # the epoch's training accuracy, once, at its last batch
@@ -262,6 +266,7 @@ def run(case: str, spec: Spec, seed: int, out_dir: str) -> RunResult:
                 val_losses.append(lv)
                 batch_correct = int((logits.argmax(dim=1) == yv[b : b + EVAL_BATCH]).sum())
                 correct += batch_correct
+                hook.save_tensor(MODEL_INPUT, np_(xv[b : b + EVAL_BATCH]), "model_input")
                 hook.save_tensor("loss", np.float32(lv), "losses")
                 hook.save_tensor("accuracy", np.float32(batch_correct / EVAL_BATCH), "metrics")
                 for name, t in pre.items():

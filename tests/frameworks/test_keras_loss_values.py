@@ -93,8 +93,8 @@ def test_saved_values_are_the_model_outputs_targets_and_batch_loss(keras_tf, tmp
 
 def test_the_outputs_collection_saves_predictions_labels_and_layer_outputs(keras_tf, tmp_path):
     """smdebug's ``outputs`` for Keras users: the model's outputs and targets (and, here, each layer's
-    output); ``inputs`` each layer's input. Before, the two collections carried PyTorch's ``_output_`` and
-    ``_input_`` regexes and saved no Keras tensor."""
+    output); ``inputs`` the model's input (smdebug's ``inputs``) and each layer's. Before, the two
+    collections carried PyTorch's ``_output_`` and ``_input_`` regexes and saved no Keras tensor."""
     keras, _ = keras_tf
     model = tiny_model(keras, hidden=(3,))
     x, y = regression_data(8)
@@ -109,7 +109,7 @@ def test_the_outputs_collection_saves_predictions_labels_and_layer_outputs(keras
         "out/outputs",
     }
     np.testing.assert_array_equal(trial.tensor("labels").value(1), y[4:8])
-    assert set(trial.tensor_names(collection="inputs")) == {"d1/inputs", "out/inputs"}
+    assert set(trial.tensor_names(collection="inputs")) == {"inputs", "d1/inputs", "out/inputs"}
 
 
 def test_nothing_is_tapped_when_no_collection_asks(keras_tf, tmp_path):

@@ -17,7 +17,8 @@ compiled step), the weights after each step, the loss of each batch (Keras's run
 the batch's own loss), the epoch's logs (``accuracy``, ``val_loss``, ``val_accuracy``) and, for the
 saturation criterion, the validation set's pre-activations of hidden tanh/sigmoid layers. What the hook saves
 for the loss rules, as the PyTorch recipe saves its loss module's inputs: ``predictions``, ``labels`` and the
-batch's own compiled loss ``batch_loss/<Kind>`` (collection ``loss_inputs``).
+batch's own compiled loss ``batch_loss/<Kind>`` (collection ``loss_inputs``), and what the model is fed,
+``inputs`` (collection ``model_input``).
 
 Not reproduced in Keras: the fp16 step a loss scaler skipped (Keras's ``LossScaleOptimizer`` decides
 overflow from its own scale, which a benchmark cannot set to overflow at one chosen step).
@@ -294,6 +295,7 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
             "activations",
             "relu_output",
             "loss_inputs",
+            "model_input",
         ],
         stop_check_interval=None,
     )
@@ -301,6 +303,8 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     hook.get_collection("relu_output").include(r".*relu/outputs$")
     # what the compiled loss is given and returns, as the PyTorch recipe saves its loss module's inputs
     hook.get_collection("loss_inputs").include(r"^(predictions|labels)$|^batch_loss/")
+    # what the model is fed (``inputs``, smdebug's name), for InputsNotNormalized: its default regex
+    hook.get_collection("model_input").include(r"^[A-Z]\w*(?<!Loss)_input_0$|^inputs(_\d+)?$")
     # the Labeller runs first: it sets the epoch's learning rate before the hook's epoch begins
     model.fit(
         epoch_shuffled(keras, xt, yt, batch, rng),

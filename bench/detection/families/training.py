@@ -7,8 +7,9 @@ named ``*_sigmoid``/``*_tanh``), ``relu_output`` (outputs of modules named ``*_r
 (``accuracy``, collection ``metrics``) and the epoch's training accuracy (``epoch_accuracy``, collection
 ``epoch_end``, at the epoch's last TRAIN step) for classifiers (a regression or an autoencoder saves no
 accuracy, as their loops do not); ``loss_inputs``: the registered loss module's first input
-(``CrossEntropyLoss_input_0``, what the model feeds the loss). TRAIN steps every ``SAVE_INTERVAL``, EVAL
-steps every step.
+(``CrossEntropyLoss_input_0``, what the model feeds the loss); ``model_input``: the registered model's
+own input (``Mlp_input_0``, ``ConvNet_input_0``: what the data pipeline feeds it). TRAIN steps every
+``SAVE_INTERVAL``, EVAL steps every step.
 
 Labels (:class:`labels.Monitor`) see what the optimiser applied: the trainable parameters (a layer frozen
 on purpose with ``requires_grad=False`` is no layer the criteria judge), and not the gradients of a step a
@@ -277,6 +278,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             "relu_output",
             "metrics",
             "loss_inputs",
+            "model_input",
             *(["scalars"] if spec.save_lr else []),
         ],
         stop_check_interval=None,
@@ -286,6 +288,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     hook.get_collection("epoch_end").save_config = SaveConfig(save_interval=1)
     # the registered loss module's inputs (_0 the prediction it is fed, _1 the target), as smdebug names them
     hook.get_collection("loss_inputs").include(r"[Ll]oss_input_[01]$")
+    # what the model is fed (``<ModelClass>_input_0``), for InputsNotNormalized: its default regex
+    hook.get_collection("model_input").include(r"^[A-Z]\w*(?<!Loss)_input_0$|^inputs(_\d+)?$")
     hook.register_module(model)
     hook.register_loss(loss_mod)
 

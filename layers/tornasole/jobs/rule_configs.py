@@ -329,6 +329,11 @@ def regression_worse_than_mean(**rule_parameters: Any) -> dict[str, Any]:
     return _config("RegressionWorseThanMean", rule_parameters)
 
 
+def inputs_not_normalized(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.InputsNotNormalized` (Tornasole's)."""
+    return _config("InputsNotNormalized", rule_parameters)
+
+
 #: ``smdebug_rulesconfig``'s collection table, as it ships it (``relu_output``/``relu_input`` without the
 #: ``CollectionName`` wrapper, exactly as there).
 _COLLECTION_TABLE: dict[str, dict[str, Any]] = {

@@ -3,7 +3,8 @@
 Names are those of :mod:`tornasole.keras.hook`: ``weights/<variable path>``,
 ``gradients/<variable path>Grad``, ``optimizer_variables/<variable path>``,
 ``loss``, metric names, ``<layer>/inputs`` and ``<layer>/outputs``, ``predictions`` and ``labels``
-(smdebug's ``outputs``: the model's outputs and targets, :mod:`tornasole.keras.loss_tap`).
+(smdebug's ``outputs``: the model's outputs and targets, :mod:`tornasole.keras.loss_tap`), ``inputs``
+(smdebug's name for the model's input, :mod:`tornasole.keras.input_tap`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ KERAS_REGEXES = {
     CollectionKeys.GRADIENTS: r"^gradients/",
     CollectionKeys.LOSSES: r"(^|_)loss$",
     CollectionKeys.OPTIMIZER_VARIABLES: r"^optimizer_variables/",
-    CollectionKeys.INPUTS: r"/inputs$",
+    CollectionKeys.INPUTS: r"/inputs$|^inputs(_\d+)?$",
     CollectionKeys.OUTPUTS: r"/outputs$|^(predictions|labels)(_\d+)?$",
     CollectionKeys.SCALARS: r"^scalar/",
 }

@@ -27,7 +27,9 @@ Names (collection in brackets):
 * ``predictions`` and ``labels`` (outputs, as smdebug names them; ``_<i>`` per output of a model with
   several) and ``batch_loss/<Kind>``, the batch's own compiled loss named after its kind (any collection
   whose regex matches it): what the compiled loss is given and returns, in TRAIN and EVAL steps
-  (:mod:`tornasole.keras.loss_tap`).
+  (:mod:`tornasole.keras.loss_tap`);
+* ``inputs`` (``inputs_<i>`` per input of a model with several; collection inputs, smdebug's name): what
+  the model is fed, in every mode (:mod:`tornasole.keras.input_tap`).
 
 Backends (what is tested): TensorFlow supports every collection above. On
 PyTorch the hook is a plain callback and saves weights, biases, optimizer
@@ -66,6 +68,7 @@ from tornasole.modes import ModeKeys
 
 if TYPE_CHECKING:
     from tornasole.keras.capture import GradientTap, LayerTap
+    from tornasole.keras.input_tap import ModelInputTap
     from tornasole.keras.loss_tap import LossTap
 
 __all__ = ["Hook", "keras_collections"]
@@ -112,6 +115,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         self._grad_tap: GradientTap | None = None
         self._layer_taps: list[LayerTap] = []
         self._loss_tap: LossTap | None = None
+        self._input_tap: ModelInputTap | None = None
         self._io_values: list[tuple[str, np.ndarray]] = []
         self._fresh: np.ndarray | None = None
         self._tapped_model: Any = None

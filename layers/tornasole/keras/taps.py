@@ -3,7 +3,7 @@
 See :mod:`tornasole.keras.capture` for the taps themselves. Mixed into
 :class:`tornasole.keras.hook.Hook`, whose state (``_saves``, ``_flag``,
 ``_switch``, ``_train_variants``, ``_grad_tap``, ``_layer_taps``,
-``_loss_tap``, ``_io_values``, ``_saving``, ``mode``) it uses.
+``_loss_tap``, ``_input_tap``, ``_io_values``, ``_saving``, ``mode``) it uses.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from tornasole.core.collection import CollectionKeys
 from tornasole.keras.capture import GradientTap, LayerTap, TapSwitch, tensorflow_backend
+from tornasole.keras.input_tap import MODEL_INPUTS, ModelInputTap
 from tornasole.keras.loss_tap import LABELS, PREDICTIONS, LossTap, expected_batch_loss_names
 from tornasole.keras.versions import private_tap_enabled
 from tornasole.modes import ModeKeys
@@ -49,7 +50,8 @@ class TapsMixin:
         io = [t for t in io if t[1] or t[2]]
         compile_loss = getattr(model, "_compile_loss", None)
         want_loss = self._wants_loss_values(model, compile_loss)
-        if not (want_grads or io or want_loss):
+        want_input = any(self._could_save(n) for n in (MODEL_INPUTS, f"{MODEL_INPUTS}_0"))
+        if not (want_grads or io or want_loss or want_input):
             return False
         if not tensorflow_backend():
             if not self._warned_backend:
@@ -71,7 +73,9 @@ class TapsMixin:
             self._layer_taps.append(LayerTap(layer, self._switch, self._sink, want_in, want_out))
         if want_loss:
             self._loss_tap = LossTap(compile_loss, self._switch, self._sink, self._could_save)
-        if (io or want_loss) and getattr(model, "jit_compile", False):
+        if want_input:
+            self._input_tap = ModelInputTap(model, self._switch, self._sink, self._could_save)
+        if (io or want_loss or want_input) and getattr(model, "jit_compile", False):
             logger.info("Tornasole: layer input/output and loss taps need jit_compile=False; turning XLA off")
             model.jit_compile = False
         return True
@@ -157,6 +161,9 @@ class TapsMixin:
         if self._loss_tap is not None:
             self._loss_tap.remove()
             self._loss_tap = None
+        if self._input_tap is not None:
+            self._input_tap.remove()
+            self._input_tap = None
         for tap in self._layer_taps:
             tap.remove()
         self._layer_taps = []

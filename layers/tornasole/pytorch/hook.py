@@ -105,6 +105,7 @@ class Hook(_CoreHook):
         self._step_handles: list[Any] = []
         self._io_counts: dict[str, int] = {}
         self._firing: _Model | None = None
+        self._model_inputs: Any = None  # the firing model's forward arguments while its step begins
         self._broken = False
         self._modules_seen = -1  # Collection.modules_version last resolved
         self._resolved_modules: set[tuple[int, int]] = set()
@@ -281,7 +282,11 @@ class Hook(_CoreHook):
                     self._stats_finish_step()
                     self._stats_steps += 1
             self._firing = model
-            self._begin_step()
+            self._model_inputs = _inputs
+            try:
+                self._begin_step()
+            finally:
+                self._model_inputs = None
             if self._step_timer is not None:  # after _begin_step: the forward pass is inside the step
                 self._forward_start_us = now_us()
 
@@ -373,13 +378,18 @@ class Hook(_CoreHook):
                             param.register_hook(_Callback(self._grad_hook(gname), self))
                         )
             for mname, module in model.submodules:
-                self._watch_io(mname, module)
+                self._watch_io(mname, module, inputs=module is not model.module)
+            if self._model_inputs is not None and self._wanted(f"{model.name}_input_0"):
+                # the model's own input, as the forward pass reaches it: first in the step's saved order,
+                # not after every module it runs (a rule reading that order, SaturatedActivation's output
+                # layer, finds the layer that feeds the loss last before the loss)
+                self._write_io(model.name, "_input_", self._model_inputs)
         if self._stats is None or not self.statistics.loss:  # statistics mode saves the loss every step
             for lname, loss in self._losses:
                 self._watch_io(lname, loss)
 
-    def _watch_io(self, mname: str, module: nn.Module) -> None:
-        want_in = self._wanted(f"{mname}_input_0")
+    def _watch_io(self, mname: str, module: nn.Module, inputs: bool = True) -> None:
+        want_in = inputs and self._wanted(f"{mname}_input_0")
         want_out = self._wanted(f"{mname}_output_0")
         if not (want_in or want_out):
             return

@@ -201,6 +201,16 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             'data and "^(predictions|labels)$|^batch_loss/")',
             by_name=("loss_inputs", "inputs", "outputs"),
         )
+    if rule_to_invoke == "InputsNotNormalized":
+        regex = _regex(p, "regex", r"^[A-Z]\w*(?<!Loss)_input_0$|^inputs(_\d+)?$")
+        return RuleNeeds(
+            f"the model's own input (tensors matching {regex!r}: PyTorch's <ModelClass>_input_0, Keras's "
+            "inputs)",
+            f'a collection that includes it: hook.get_collection("model_input").include({regex!r}) and '
+            'include_collections=["model_input"] (CollectionConfigurations: model_input with include_regex '
+            f"{regex}; inputs are large: a save_interval of 100 or more)",
+            by_name=("model_input", "inputs"),
+        )
     if rule_to_invoke in ("ExplodingTensor", "UnchangedTensor", "AllZero", "TensorVariance"):
         return RuleNeeds(  # every saved tensor: nothing in particular to save, so nothing to warn of
             "every saved tensor (or those of its collection_names / tensor_regex)",

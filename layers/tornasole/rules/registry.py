@@ -70,6 +70,8 @@ BUILTIN_RULES: dict[str, str] = {
     "SoftmaxBeforeCrossEntropy": "softmax_before_cross_entropy",
     # issue 29: a squared-error model no better than the targets' mean (R^2 <= 0) on validation data
     "RegressionWorseThanMean": "regression_worse_than_mean",
+    # issue 29: the model's inputs far off unit scale (DeepFD's "drop the input normalisation")
+    "InputsNotNormalized": "inputs_not_normalized",
 }
 
 #: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.

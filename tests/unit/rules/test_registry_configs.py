@@ -33,9 +33,9 @@ def trial(trial_factory):
 def test_all_table_rules_are_registered():
     # SageMaker's 21 and Tornasole's OscillatingLoss, OscillatingAccuracy, StalledLoss, SlowConvergence,
     # ZeroGradients, ValidationLossNotDecreasing, the nine of issue 30 (LossSpike ...
-    # AttentionLogitGrowth), and issue 29's InitialLossTooHigh, SoftmaxBeforeCrossEntropy and
-    # RegressionWorseThanMean
-    assert len(rule_names()) == 39
+    # AttentionLogitGrowth), and issue 29's InitialLossTooHigh, SoftmaxBeforeCrossEntropy,
+    # RegressionWorseThanMean and InputsNotNormalized
+    assert len(rule_names()) == 40
     for name in rule_names():
         assert get_rule(name).__name__ == name
 

@@ -107,6 +107,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # designed on the lm and moe families and bench/detection's dev split (docs/RULES.md)
     ("LossSpike", "LossSpike", {"rise_factor": "5"}),
     ("GradientNormSpike", "GradientNormSpike", {"reference": "max"}),
+    # issue 29: the model's inputs far off unit scale (DeepFD's input mutant); designed on the cnn and
+    # regression families, the threshold above bench/detection's healthy unscaled inputs (docs/RULES.md)
+    ("InputsNotNormalized", "InputsNotNormalized", {"threshold": "40"}),
 )
 
 
@@ -147,7 +150,7 @@ def recommended_rules_that_cannot_apply(hook_config: Mapping[str, Any] | None) -
     >>> [r["RuleConfigurationName"] for r in recommended_rules_that_cannot_apply(hook)]
     ... # doctest: +NORMALIZE_WHITESPACE
     ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients', 'SoftmaxBeforeCrossEntropy',
-     'RegressionWorseThanMean']
+     'RegressionWorseThanMean', 'InputsNotNormalized']
     """
     from tornasole.rules.inputs import unreadable_rules
 
