@@ -36,6 +36,9 @@ loss of 0 a ratio means nothing (validation 0.0004 against training 0.0001 is
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 from tornasole.modes import EVAL, TRAIN
@@ -70,11 +73,23 @@ def trial_phases(trial: object, steps: list[int]) -> list[tuple[object, list[int
     Why: with TRAIN saved every few steps, an epoch of few batches may have no saved TRAIN step; the
     validation passes before and after it are then adjacent saved steps of one mode, and grouping by
     saved modes alone made them one "validation phase" (a mean over two passes, one pass fewer).
+
+    The answer is read-only (callers share it). Rules ask at every evaluated step with the steps so far, so
+    the phases of a list whose prefix was answered before continue from that answer (:class:`_PhaseMemo`):
+    rebuilding them from the first step each time made a rule over a long run quadratic in its length.
     """
-    out: list[tuple[object, list[int]]] = []
-    prev: tuple[int, object, int | None] | None = None
+    return _PHASES.phases(trial, steps)
+
+
+_Last = tuple[int, object, "int | None"]
+
+
+def _extend_phases(
+    trial: object, out: list[tuple[object, list[int]]], steps: list[int], prev: _Last | None
+) -> _Last | None:
+    """Append the phases of ``steps`` to ``out`` (whose last step was ``prev``); returns the new last."""
     for step in steps:
-        mode, mode_step = trial.mode(step), trial.mode_step(step)
+        mode, mode_step = trial.mode(step), trial.mode_step(step)  # type: ignore[attr-defined]
         contiguous = (
             prev is not None
             and prev[1] == mode
@@ -85,7 +100,54 @@ def trial_phases(trial: object, steps: list[int]) -> list[tuple[object, list[int
         else:
             out.append((mode, [step]))
         prev = (step, mode, mode_step)
-    return out
+    return prev
+
+
+class _PhaseMemo:
+    """The last few answers of :func:`trial_phases` per trial (one per signal a rule follows), each kept
+    with the steps it answered; a trial that cannot be weakly referenced is answered afresh."""
+
+    ENTRIES = 8
+
+    def __init__(self) -> None:
+        self._by_trial: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def phases(self, trial: object, steps: list[int]) -> list[tuple[object, list[int]]]:
+        try:
+            with self._lock:
+                entries = self._by_trial.setdefault(trial, [])
+        except TypeError:
+            out: list[tuple[object, list[int]]] = []
+            _extend_phases(trial, out, steps, None)
+            return out
+        with self._lock:
+            best = None
+            for entry in entries:
+                known = entry[0]
+                longer = best is None or len(known) > len(best[0])
+                if longer and len(known) <= len(steps) and steps[: len(known)] == known:
+                    best = entry
+        if best is not None and len(best[0]) == len(steps):
+            return best[1]
+        if best is None:
+            out, prev, start = [], None, 0
+        else:
+            known, answered, prev = best
+            start = len(known)
+            # a new outer list and a new last phase: the answer handed out before must not change
+            out = answered[:-1] + [(answered[-1][0], list(answered[-1][1]))] if answered else []
+        prev = _extend_phases(trial, out, steps[start:], prev)
+        entry = (list(steps), out, prev)
+        with self._lock:
+            if best is not None and best in entries:
+                entries.remove(best)
+            entries.append(entry)
+            del entries[: -self.ENTRIES]
+        return out
+
+
+_PHASES = _PhaseMemo()
 
 
 def whole_passes(passes: list[list[int]]) -> list[list[int]] | None:
