@@ -224,7 +224,7 @@ def test_the_rule_configuration_asks_the_hook_for_the_models_input_sparsely():
     conf = rc.inputs_not_normalized()
     (coll,) = conf["CollectionConfigurations"]
     assert coll["CollectionName"] == "model_input"
-    expected = {"include_regex": DEFAULT_MODEL_INPUT_REGEX, "save_interval": "100"}
+    expected = {"include_regex": DEFAULT_MODEL_INPUT_REGEX, "save_interval": "100", "save_steps": "0,1,2,3"}
     assert coll["CollectionParameters"] == expected
     assert conf["DebugRuleConfiguration"]["RuleParameters"] == {"rule_to_invoke": "InputsNotNormalized"}
 
@@ -297,10 +297,12 @@ def test_saving_the_models_input_keeps_the_output_layer_found_from_the_saved_ord
     assert invoke_rule(rule).fired == []
 
 
-def test_the_rules_collection_configuration_makes_a_pytorch_hook_save_the_input_every_100_steps(tmp_path):
+def test_the_rules_collection_configuration_saves_the_input_at_the_first_steps_and_every_100th(tmp_path):
     """SageMaker's payload: the rule configuration's CollectionConfigurations become the job's
-    DebugHookConfig; a hook created from it saves the model's input (and no submodule's) at steps 0, 100,
-    200 only, and the rule judges that trial."""
+    DebugHookConfig; a hook created from it saves the model's input (and no submodule's) at steps 0-3,
+    100 and 200 only, and the rule judges that trial from its third step. At every 100th step alone (the
+    configuration before steps 0-3 were added) it judged at step 200, and a run of 150 steps of 32-sample
+    batches would never have reached threshold_samples."""
     import json
 
     import torch
@@ -326,9 +328,9 @@ def test_the_rules_collection_configuration_makes_a_pytorch_hook_save_the_input_
     trial = create_trial(str(out), collections_timeout=0.1, poll_interval=0.01)
     saved = {n for n in trial.tensor_names() if "_input_" in n}
     assert saved == {"Sequential_input_0"}
-    assert trial.tensor("Sequential_input_0").steps() == [0, 100, 200]
+    assert trial.tensor("Sequential_input_0").steps() == [0, 1, 2, 3, 100, 200]
     summary = invoke_rule(InputsNotNormalized(trial))
-    assert summary.first_step == 200  # 40 samples a saved step: 120 by step 200 (threshold_samples 100)
+    assert summary.first_step == 2  # 40 samples a saved step: 120 by step 2 (threshold_samples 100)
 
 
 def test_it_judges_the_newest_samples_so_a_normalisation_lost_mid_run_is_seen(trial_factory):
