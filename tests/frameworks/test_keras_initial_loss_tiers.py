@@ -9,10 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from tornasole.core.save_config import SaveConfig
+from tests.frameworks.conftest import fit_saving_loss_inputs, two_dense_model
 from tornasole.rules import invoke_rule
 from tornasole.rules.builtin.initial_loss_too_high import InitialLossTooHigh
-from tornasole.trials import create_trial
 
 CLASSES = 3
 BATCH = 16
@@ -25,19 +24,16 @@ def _data(n: int = 64):
 
 
 def _model(keras, init: str, seed: int, scale: float = 1.0):
-    keras.utils.set_random_seed(seed)
-    model = keras.Sequential(
-        [
-            keras.Input((4,)),
-            keras.layers.Dense(16, activation="relu", kernel_initializer=init, name="d1"),
-            keras.layers.Dense(CLASSES, activation="softmax", kernel_initializer=init, name="out"),
-        ],
+    return two_dense_model(
+        keras,
+        init=init,
+        seed=seed,
+        hidden=16,
+        outputs=CLASSES,
+        output_activation="softmax",
         name="clf",
+        scale=scale,
     )
-    for v in model.trainable_weights:
-        if len(v.shape) == 2:
-            v.assign(v.numpy() * scale)
-    return model
 
 
 def _first_ratio(keras, model) -> float:
@@ -47,19 +43,10 @@ def _first_ratio(keras, model) -> float:
 
 
 def _fit(keras, model, out):
-    from tornasole.keras import Hook
-
-    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
-    hook = Hook(
-        str(out),
-        save_config=SaveConfig(save_interval=1),
-        include_collections=["losses", "loss_inputs", "weights"],
-    )
-    hook.get_collection("loss_inputs").include(r"^(predictions|labels)$|^batch_loss/")
     x, y = _data()
-    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
-    hook.close()
-    return create_trial(str(out))
+    return fit_saving_loss_inputs(
+        keras, model, out, x, y, loss="sparse_categorical_crossentropy", lr=0.01, batch=BATCH
+    )
 
 
 @pytest.mark.parametrize("init", ["glorot_uniform", "he_normal"])

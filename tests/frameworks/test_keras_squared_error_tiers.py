@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tornasole.core.save_config import SaveConfig
+from tests.frameworks.conftest import fit_saving_loss_inputs, two_dense_model
 from tornasole.rules import invoke_rule
 from tornasole.rules.builtin.initial_loss_too_high import InitialLossTooHigh
-from tornasole.trials import create_trial
 
 BATCH = 16
 
@@ -25,19 +24,7 @@ def _data(n: int = 64):
 def _model(keras, init: str, seed: int, scale: float = 1.0):
     """4 -> 64 -> 1: a narrow input into a wide layer, where fan-in read on the wrong axis (64 for 4) would
     make a standard kernel look 4x too large."""
-    keras.utils.set_random_seed(seed)
-    model = keras.Sequential(
-        [
-            keras.Input((4,)),
-            keras.layers.Dense(64, activation="relu", kernel_initializer=init, name="d1"),
-            keras.layers.Dense(1, kernel_initializer=init, name="out"),
-        ],
-        name="reg",
-    )
-    for v in model.trainable_weights:
-        if len(v.shape) == 2:
-            v.assign(v.numpy() * scale)
-    return model
+    return two_dense_model(keras, init=init, seed=seed, hidden=64, outputs=1, name="reg", scale=scale)
 
 
 def _first_ratio(model) -> float:
@@ -47,19 +34,8 @@ def _first_ratio(model) -> float:
 
 
 def _fit(keras, model, out):
-    from tornasole.keras import Hook
-
-    model.compile(optimizer=keras.optimizers.SGD(0.001), loss="mean_squared_error")
-    hook = Hook(
-        str(out),
-        save_config=SaveConfig(save_interval=1),
-        include_collections=["losses", "loss_inputs", "weights"],
-    )
-    hook.get_collection("loss_inputs").include(r"^(predictions|labels)$|^batch_loss/")
     x, y = _data()
-    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
-    hook.close()
-    return create_trial(str(out))
+    return fit_saving_loss_inputs(keras, model, out, x, y, loss="mean_squared_error", lr=0.001, batch=BATCH)
 
 
 def test_a_he_start_above_the_factor_stays_quiet(keras_tf, tmp_path):

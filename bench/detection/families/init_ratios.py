@@ -147,7 +147,45 @@ def _cross_entropy(out: np.ndarray, y: np.ndarray, probabilities: bool) -> float
     return float(-np.mean(logp[np.arange(len(y)), y]))
 
 
+def _classifier_seed(framework: str, init: str, x: np.ndarray, y: np.ndarray, hidden: tuple, scales: list):
+    """:func:`families.seed_ratios.first_batch_ratios`'s ``start`` for one classifier set-up: the seed's
+    untrained model (its largest weights' scale appended to ``scales``) and its first cross-entropy / ln C
+    on each first batch of one permutation of the data per seed."""
+    classes = len(set(y))
+
+    def start(seed: int):
+        if framework == "keras":
+            import keras
+
+            keras.utils.set_random_seed(seed)
+            model, weights = _keras_model(x.shape[1], hidden, classes, init)
+
+            def forward(batch, model=model):
+                return np.asarray(model(batch, training=False))
+
+            probabilities = True
+        else:
+            import torch
+
+            torch.manual_seed(seed)
+            forward, weights = _torch_model(x.shape[1], hidden, classes, init)
+            probabilities = False
+        scales.append(max(_scales(weights)))
+        order = np.random.default_rng(seed).permutation(len(x))
+
+        def ratio(batch: int) -> float:
+            sel = order[:batch]
+            loss = _cross_entropy(forward(x[sel]), y[sel], probabilities)
+            return loss / math.log(classes)
+
+        return ratio
+
+    return start
+
+
 def from_seeds(seeds: int, frameworks: list[str], inits: list[str] | None = None) -> None:
+    from families.seed_ratios import first_batch_ratios
+
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     setups = []
@@ -159,35 +197,14 @@ def from_seeds(seeds: int, frameworks: list[str], inits: list[str] | None = None
         setups = [s for s in setups if s[1] in inits]
     overall = defaultdict(list)
     for name, x, y, hiddens in _datasets():
-        classes = len(set(y))
         for framework, init in setups:
             for hidden in hiddens:
-                ratios, scales = defaultdict(list), []
-                for seed in range(seeds):
-                    if framework == "keras":
-                        import keras
-
-                        keras.utils.set_random_seed(seed)
-                        model, weights = _keras_model(x.shape[1], hidden, classes, init)
-
-                        def forward(batch, model=model):
-                            return np.asarray(model(batch, training=False))
-
-                        probabilities = True
-                    else:
-                        import torch
-
-                        torch.manual_seed(seed)
-                        forward, weights = _torch_model(x.shape[1], hidden, classes, init)
-                        probabilities = False
-                    scales.append(max(_scales(weights)))
-                    order = np.random.default_rng(seed).permutation(len(x))
-                    for batch in BATCHES:
-                        sel = order[:batch]
-                        loss = _cross_entropy(forward(x[sel]), y[sel], probabilities)
-                        ratios[batch].append(loss / math.log(classes))
+                scales = []
+                ratios = first_batch_ratios(
+                    seeds, BATCHES, _classifier_seed(framework, init, x, y, hidden, scales)
+                )
                 for batch in BATCHES:
-                    r = np.array(ratios[batch])
+                    r = ratios[batch]
                     overall[(framework, init, batch)].append(r.max())
                     above = " ".join(f">{lv}: {(r > lv).sum()}" for lv in LEVELS)
                     print(

@@ -113,47 +113,65 @@ def _median_scale(model) -> tuple[float, float]:
     return float(np.median(scales)), float(max(scales))
 
 
+def _regression_seed(arch: str, how: str, x, y, classes: int, n_train: int, medians: list, singles: list):
+    """:func:`families.seed_ratios.first_batch_ratios`'s ``start`` for one model and initialisation: the
+    seed's untrained model (its weights' scales appended to ``medians`` and ``singles``) and its first
+    squared error / E[t^2] on each first batch of one ``torch.randperm`` of the training rows per seed."""
+    import torch
+    from torch import nn
+
+    from families.training import FAMILIES, FamilySpec, build
+
+    recipe = FAMILIES["regression"]
+
+    def start(seed: int):
+        torch.manual_seed(seed)
+        if arch == "plain":
+            model = nn.Sequential(
+                nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)
+            )
+        else:
+            model = build(FamilySpec("regression"), recipe, x.shape[1], classes)
+        _initialise(model, how)
+        median, single = _median_scale(model)
+        medians.append(median)
+        singles.append(single)
+        model.train()
+        order = torch.randperm(n_train)
+
+        def ratio(b: int) -> float:
+            idx = order[:b]
+            with torch.no_grad():
+                first = float(((model(x[idx]).double() - y[idx].double()) ** 2).mean())
+            return first / _levels(y[idx].numpy())[1]
+
+        return ratio
+
+    return start
+
+
 def from_seeds(seeds: int, batches: tuple[int, ...], target_scale: float = 1.0, inits=INITS) -> None:
     """Per model, initialisation and first-batch size: the ratio first loss / E[t^2] over ``seeds`` seeds
     (largest, 99th percentile, share above each factor) and the weights' scale (largest median over the
     seeds, largest single tensor). ``target_scale`` multiplies the (standardised) targets."""
     import torch
-    from torch import nn
 
     from families import data
-    from families.training import FAMILIES, FamilySpec, build
+    from families.seed_ratios import first_batch_ratios
 
     torch.set_num_threads(1)
-    recipe = FAMILIES["regression"]
     x, y, classes, n_val = data.diabetes(np.random.default_rng(0))
     x, y = torch.tensor(x), torch.tensor(y) * target_scale
     n_train = len(x) - n_val
     largest = {}
     for arch in ("batchnorm", "plain"):
         for how in inits:
-            ratios = {b: [] for b in batches}
             medians, singles = [], []
-            for seed in range(seeds):
-                torch.manual_seed(seed)
-                if arch == "plain":
-                    model = nn.Sequential(
-                        nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)
-                    )
-                else:
-                    model = build(FamilySpec("regression"), recipe, x.shape[1], classes)
-                _initialise(model, how)
-                median, single = _median_scale(model)
-                medians.append(median)
-                singles.append(single)
-                model.train()
-                order = torch.randperm(n_train)
-                for b in batches:
-                    idx = order[:b]
-                    with torch.no_grad():
-                        first = float(((model(x[idx]).double() - y[idx].double()) ** 2).mean())
-                    ratios[b].append(first / _levels(y[idx].numpy())[1])
+            ratios = first_batch_ratios(
+                seeds, batches, _regression_seed(arch, how, x, y, classes, n_train, medians, singles)
+            )
             for b in batches:
-                r = np.array(ratios[b])
+                r = ratios[b]
                 largest[(arch, how)] = max(largest.get((arch, how), 0.0), float(r.max()))
                 shares = " ".join(f">{f}: {np.mean(r > f):5.1%}" for f in FACTORS)
                 print(

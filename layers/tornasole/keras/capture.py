@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from tornasole.keras.instance_wrap import InstanceWrap
+
 __all__ = [
     "to_numpy",
     "read_numpy",
@@ -122,7 +124,7 @@ class TapSwitch:
             self.fixed = previous
 
 
-class GradientTap:
+class GradientTap(InstanceWrap):
     """Copies the gradients given to ``optimizer.apply`` into variables on the steps that save them."""
 
     def __init__(self, optimizer: Any, switch: TapSwitch) -> None:
@@ -131,8 +133,7 @@ class GradientTap:
         # one slot per trainable variable, made on the first apply (subclassed models build late)
         self.slots: dict[str, Any] = {}
         self.order: list[str] = []
-        self._original = optimizer.__dict__.get("apply")
-        object.__setattr__(optimizer, "apply", self._wrap(optimizer.apply))
+        self._install(optimizer, "apply")
 
     def _slot(self, var: Any) -> Any:
         import tensorflow as tf
@@ -173,12 +174,6 @@ class GradientTap:
         """``(variable name, gradient)`` of the last flagged step, in trainable-weight order."""
         return [(name, read_numpy(self.slots[name])) for name in self.order]
 
-    def remove(self) -> None:
-        if self._original is None:
-            self.optimizer.__dict__.pop("apply", None)
-        else:
-            object.__setattr__(self.optimizer, "apply", self._original)
-
 
 def emit(switch: TapSwitch, sink: Callable[[str, np.ndarray], None], name: str, value: Any) -> None:
     """Hand ``value`` to ``sink`` as ``name`` on the steps ``switch`` copies (see the module docstring).
@@ -211,7 +206,7 @@ def emit(switch: TapSwitch, sink: Callable[[str, np.ndarray], None], name: str, 
         tf.numpy_function(push, [value], tf.bool, stateful=True)
 
 
-class LayerTap:
+class LayerTap(InstanceWrap):
     """Hands a layer's first input and first output tensor to ``sink`` on the steps that save them."""
 
     def __init__(
@@ -229,8 +224,7 @@ class LayerTap:
             f"{layer.name}/inputs" if want_input else None,
             f"{layer.name}/outputs" if want_output else None,
         )
-        self._original = layer.__dict__.get("call")
-        object.__setattr__(layer, "call", self._wrap(layer.call))
+        self._install(layer, "call")
 
     def _emit(self, name: str, value: Any) -> None:
         emit(self.switch, self.sink, name, value)
@@ -252,9 +246,3 @@ class LayerTap:
             return out
 
         return call_and_tap
-
-    def remove(self) -> None:
-        if self._original is None:
-            self.layer.__dict__.pop("call", None)
-        else:
-            object.__setattr__(self.layer, "call", self._original)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tornasole.keras.capture import TapSwitch, emit
+from tornasole.keras.instance_wrap import InstanceWrap
 from tornasole.keras.loss_tap import output_names
 
 __all__ = ["MODEL_INPUTS", "ModelInputTap"]
@@ -28,7 +29,7 @@ __all__ = ["MODEL_INPUTS", "ModelInputTap"]
 MODEL_INPUTS = "inputs"
 
 
-class ModelInputTap:
+class ModelInputTap(InstanceWrap):
     """Hands the model's input tensors to ``sink`` on the steps that save them.
 
     ``wanted(name)`` says whether a saved collection could want ``name``; it is asked when the call is
@@ -46,8 +47,7 @@ class ModelInputTap:
         self.switch = switch
         self.sink = sink
         self.wanted = wanted
-        self._original = model.__dict__.get("call")
-        object.__setattr__(model, "call", self._wrap(model.call))
+        self._install(model, "call")
 
     def _wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
         import tensorflow as tf
@@ -61,9 +61,3 @@ class ModelInputTap:
             return call(*args, **kwargs)
 
         return call_and_tap
-
-    def remove(self) -> None:
-        if self._original is None:
-            self.model.__dict__.pop("call", None)
-        else:
-            object.__setattr__(self.model, "call", self._original)

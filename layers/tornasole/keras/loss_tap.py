@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from tornasole.keras.capture import TapSwitch, emit
+from tornasole.keras.instance_wrap import InstanceWrap
 
 __all__ = ["PREDICTIONS", "LABELS", "BATCH_LOSS_PREFIX", "loss_kind", "output_names", "LossTap"]
 
@@ -143,7 +144,7 @@ def expected_batch_loss_names(compile_loss: Any) -> list[str]:
     return [BATCH_LOSS_PREFIX + kind] if kind else []
 
 
-class LossTap:
+class LossTap(InstanceWrap):
     """Hands the compiled loss's targets, outputs and value to ``sink`` on the steps that save them.
 
     ``wanted(name)`` says whether a saved collection could want ``name``; it is asked when the loss
@@ -161,8 +162,7 @@ class LossTap:
         self.switch = switch
         self.sink = sink
         self.wanted = wanted
-        self._original = compile_loss.__dict__.get("call")
-        object.__setattr__(compile_loss, "call", self._wrap(compile_loss.call))
+        self._install(compile_loss, "call")
 
     def _wrap(self, call: Callable[..., Any]) -> Callable[..., Any]:
         import tensorflow as tf
@@ -182,9 +182,3 @@ class LossTap:
             return value
 
         return call_and_tap
-
-    def remove(self) -> None:
-        if self._original is None:
-            self.compile_loss.__dict__.pop("call", None)
-        else:
-            object.__setattr__(self.compile_loss, "call", self._original)

@@ -9,6 +9,7 @@ See :mod:`tornasole.keras.capture` for the taps themselves. Mixed into
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -24,6 +25,18 @@ from tornasole.modes import ModeKeys
 __all__ = ["TapsMixin"]
 
 logger = logging.getLogger(__name__)
+
+
+def _public_layers(model: Any) -> Iterator[Any]:
+    """Each layer reachable through the public ``layers`` of ``model`` and of the models nested in it, once
+    (a layer shared by two branches, or a walk that comes back to a layer, is not visited again)."""
+    stack, seen = list(getattr(model, "layers", [])), set()
+    while stack:
+        layer = stack.pop()
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            yield layer
+            stack.extend(getattr(layer, "layers", []))
 
 
 class TapsMixin:
@@ -91,16 +104,11 @@ class TapsMixin:
         """Whether an included collection wants the inputs or outputs of a layer reachable through the
         public ``layers`` of the model and its nested models (asked before the private walk, so that a
         hook saving no layer values says nothing about the layer taps)."""
-        stack, seen = list(getattr(model, "layers", [])), set()
-        while stack:
-            layer = stack.pop()
-            if id(layer) in seen:
-                continue
-            seen.add(id(layer))
-            if any(self._could_save(f"{layer.name}/{io}") for io in ("inputs", "outputs")):
-                return True
-            stack.extend(getattr(layer, "layers", []))
-        return False
+        return any(
+            self._could_save(f"{layer.name}/{io}")
+            for layer in _public_layers(model)
+            for io in ("inputs", "outputs")
+        )
 
     def _could_save(self, name: str) -> bool:
         """Whether an included collection has ``name`` or a regex matching it (records nothing)."""

@@ -381,15 +381,15 @@ class StepTable:
             return list(found)
 
     def _mode_steps(self, name: str, mode: ModeKeys, complete_only: bool) -> list[int]:
-        with self.lock:
-            steps = self._tensor_steps.get(name, ())
-            if complete_only and not self.all_loaded:  # is_complete of each, without its lock
-                last, recs, full = self._last_complete, self._steps, self._has_all_workers
-                steps = [g for g in steps if g <= last or full(recs[g])]
-            if mode == GLOBAL:
-                return sorted(steps)
-            recs = self._steps
-            return sorted(recs[g].mode_step for g in steps if recs[g].mode == mode)
+        # Protected by self.lock (the table's RLock), which its one caller, tensor_mode_steps, holds.
+        steps = self._tensor_steps.get(name, ())
+        if complete_only and not self.all_loaded:  # is_complete of each, without its lock
+            last, recs, full = self._last_complete, self._steps, self._has_all_workers
+            steps = [g for g in steps if g <= last or full(recs[g])]
+        if mode == GLOBAL:
+            return sorted(steps)
+        recs = self._steps
+        return sorted(recs[g].mode_step for g in steps if recs[g].mode == mode)
 
     def entries(self, name: str, step: int) -> dict[str, TensorEntry]:
         """Per-worker entries of ``name`` at global ``step`` (empty if none)."""
