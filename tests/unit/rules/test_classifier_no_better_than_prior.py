@@ -52,8 +52,7 @@ def test_null_entropies_are_those_of_the_class_frequencies():
     # soft targets: the entropy of their mean (0.5): ln 2
     assert binary_null_entropy(np.array([[0.2], [0.8]])).tolist() == pytest.approx([math.log(2)])
     # classes 0, 0, 1, 2: -(0.5 ln 0.5 + 2 x 0.25 ln 0.25) = 1.039721
-    ids = np.eye(3)[[0, 0, 1, 2]]
-    assert categorical_null_entropy(ids) == pytest.approx(1.0397207708)
+    assert categorical_null_entropy(np.array([2, 1, 1])) == pytest.approx(1.0397207708)
 
 
 def test_binary_cross_entropies_read_probabilities_and_logits_as_the_losses_do():
@@ -92,7 +91,7 @@ def test_categorical_cross_entropies_read_each_kind_and_target_form():
     for pred, inputs in [(np.log(probs) + 3.0, "logits"), (np.log(probs), "log_probabilities")]:
         ce, t = categorical_cross_entropies(pred, np.array([0, 1]), inputs, 1)
         assert ce.tolist() == pytest.approx(want)
-        assert t.tolist() == [[1, 0, 0], [0, 1, 0]]
+        assert t.tolist() == [1, 1, 0]  # the class totals
     # Keras: probabilities (class axis -1), one-hot targets or sparse ids with a trailing axis of 1
     onehot = np.eye(3)[[0, 1]]
     ce, _ = categorical_cross_entropies(probs, onehot, "probabilities", -1, keras=True)
@@ -103,10 +102,15 @@ def test_categorical_cross_entropies_read_each_kind_and_target_form():
     seq = np.log(np.stack([probs.T, probs.T]))  # (2, 3, 2)
     ce, t = categorical_cross_entropies(seq, np.array([[0, 1], [0, 1]]), "log_probabilities", 1)
     assert ce.tolist() == pytest.approx(want * 2)
-    assert t.shape == (4, 3)
+    assert t.tolist() == [2, 2, 0]
     # PyTorch's ignore_index -100 counts in no loss
     ce, t = categorical_cross_entropies(np.log(probs), np.array([0, -100]), "log_probabilities", 1)
     assert ce.tolist() == pytest.approx(want[:1])
+    assert t.tolist() == [1, 0, 0]
+    # soft targets: their sums per class
+    ce, t = categorical_cross_entropies(np.log(probs), np.array([[0.5, 0.5, 0], [0, 1, 0]]), "logits", 1)
+    assert ce.tolist() == pytest.approx([-(0.5 * math.log(0.5) + 0.5 * math.log(0.25)), -math.log(0.8)])
+    assert t.tolist() == [0.5, 1.5, 0.0]
 
 
 @pytest.mark.parametrize(

@@ -95,18 +95,20 @@ def binary_null_entropy(targets: np.ndarray) -> np.ndarray:
     return _xlogy_entropy(q) + _xlogy_entropy(1.0 - q)
 
 
-def categorical_null_entropy(targets: np.ndarray) -> float:
-    """The null model's cross-entropy per sample for ``targets`` (``(samples, classes)``, rows one-hot or
-    distributions): the entropy of the mean class distribution (nats).
+def categorical_null_entropy(class_totals: np.ndarray) -> float:
+    """The null model's cross-entropy per sample for targets whose per-class totals are ``class_totals``
+    (``(classes,)``: how many samples of each class, or the sums of soft targets): the entropy of the class
+    frequencies (nats).
 
     Examples
     --------
-    >>> round(categorical_null_entropy(np.eye(4)), 4)  # four classes, once each: ln 4
+    >>> round(categorical_null_entropy(np.array([1, 1, 1, 1])), 4)  # four classes, once each: ln 4
     1.3863
-    >>> categorical_null_entropy(np.array([[0.0, 1.0], [0.0, 1.0]]))
+    >>> categorical_null_entropy(np.array([0.0, 2.0]))
     0.0
     """
-    return float(_xlogy_entropy(np.asarray(targets, dtype=np.float64).mean(axis=0)).sum())
+    totals = np.asarray(class_totals, dtype=np.float64)
+    return float(_xlogy_entropy(totals / totals.sum()).sum())
 
 
 def binary_cross_entropies(
@@ -153,22 +155,24 @@ def binary_cross_entropies(
 def categorical_cross_entropies(
     prediction: np.ndarray, target: np.ndarray, inputs: str, class_axis: int, keras: bool = False
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-sample cross-entropies of one batch, ``(samples,)``, and its targets as distributions,
-    ``(samples, classes)``; None when the batch cannot be read (shapes that do not pair, a non-finite value,
-    a class id out of range or not whole, a distribution target outside [0, 1]).
+    """Per-sample cross-entropies of one batch, ``(samples,)``, and its targets' per-class totals,
+    ``(classes,)`` (class counts; sums of soft targets); None when the batch cannot be read (shapes that
+    do not pair, a non-finite value, a class id out of range or not whole, a distribution target outside
+    [0, 1]).
 
     ``inputs``: ``"logits"``, ``"log_probabilities"`` (``NLLLoss``) or ``"probabilities"`` (Keras,
     normalised over the class axis and clipped to [1e-7, 1 - 1e-7] as Keras does). The target holds class
     ids (the prediction's shape without the class axis; PyTorch's ``ignore_index`` -100 left out; with
     ``keras`` a trailing axis of size 1 is dropped, as its sparse loss does) or distributions (the
-    prediction's shape). Further axes (a sequence) become more samples.
+    prediction's shape). Further axes (a sequence) become more samples. Why totals and not a one-hot
+    matrix: a language model's targets over a vocabulary of 50,000 would make it the size of the logits.
 
     Examples
     --------
     >>> logits = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]]))
     >>> ce, t = categorical_cross_entropies(logits, np.array([0, 1]), "logits", 1)
     >>> ce.round(4).tolist(), t.tolist()
-    ([0.6931, 0.2231], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    ([0.6931, 0.2231], [1.0, 1.0, 0.0])
     >>> categorical_cross_entropies(logits, np.array([0, 3]), "logits", 1) is None  # class 3 of 3
     True
     """
@@ -198,7 +202,7 @@ def categorical_cross_entropies(
         t = np.moveaxis(t.astype(np.float64), axis, -1).reshape(-1, n_classes)
         if not np.all(np.isfinite(t)) or t.min() < 0 or t.max() > 1:
             return None
-        return -(t * log_p).sum(axis=1), t
+        return -(t * log_p).sum(axis=1), t.sum(axis=0)
     if t.shape != id_shape:
         return None
     ids = t.astype(np.float64).reshape(-1)
@@ -209,14 +213,14 @@ def categorical_cross_entropies(
     ids, log_p = ids[keep], log_p[keep]
     if ids.size == 0 or ids.min() < 0 or ids.max() >= n_classes:
         return None
-    onehot = np.zeros((len(ids), n_classes))
-    onehot[np.arange(len(ids)), ids] = 1.0
-    return -log_p[np.arange(len(ids)), ids], onehot
+    totals = np.bincount(ids, minlength=n_classes).astype(np.float64)
+    return -log_p[np.arange(len(ids)), ids], totals
 
 
 def pooled_pseudo_r2(batches: list[tuple[np.ndarray, np.ndarray]], binary: bool) -> float | None:
     """McFadden's pseudo-R^2 of a pass's ``batches`` (``(cross-entropies, targets)`` as
-    :func:`binary_cross_entropies` or :func:`categorical_cross_entropies` give them), pooled: 1 - the summed
+    :func:`binary_cross_entropies` gives them, or ``(cross-entropies, class totals)`` as
+    :func:`categorical_cross_entropies` does; all of one width), pooled: 1 - the summed
     cross-entropy / the summed null cross-entropy, the null model predicting the pass's own class
     frequencies (per column for ``binary``; columns of one class are left out). None when there is no batch
     or the targets hold one class only.
@@ -235,14 +239,15 @@ def pooled_pseudo_r2(batches: list[tuple[np.ndarray, np.ndarray]], binary: bool)
     if not batches:
         return None
     ce = np.concatenate([c for c, _ in batches])
-    targets = np.concatenate([t for _, t in batches])
     if binary:
+        targets = np.concatenate([t for _, t in batches])
         null = binary_null_entropy(targets)
         cols = null > 0
         if not np.any(cols):
             return None
         return 1.0 - float(ce[:, cols].sum()) / (len(targets) * float(null[cols].sum()))
-    null_total = len(targets) * categorical_null_entropy(targets)
+    totals = np.sum([t for _, t in batches], axis=0)
+    null_total = float(totals.sum()) * categorical_null_entropy(totals) if totals.sum() > 0 else 0.0
     if not null_total > 0:
         return None
     return 1.0 - float(ce.sum()) / null_total
@@ -268,8 +273,7 @@ def cross_entropy_kind(loss: str) -> tuple[bool, str] | None:
 
 
 class ClassifierNoBetterThanPrior(BuiltinRule):
-    """Fires when a cross-entropy classifier's validation pseudo-R^2 is <= ``max_pseudo_r2`` in
-    ``consecutive`` passes.
+    """Fires when a classifier's validation pseudo-R^2 is <= ``max_pseudo_r2`` in ``consecutive`` passes.
 
     Examples
     --------
@@ -364,8 +368,8 @@ class ClassifierNoBetterThanPrior(BuiltinRule):
                     got = categorical_cross_entropies(p, t, inputs, feed.class_axis, keras=keras)
                 if got is not None:
                     batches.append(got)
-            if binary and batches and len({c.shape[1] for c, _ in batches}) > 1:
-                batches = [b for b in batches if b[0].shape[1] == batches[0][0].shape[1]]
+            if batches:  # one width (output columns, classes) per pass: the first batch's
+                batches = [b for b in batches if b[1].shape[-1] == batches[0][1].shape[-1]]
             cache[key] = pooled_pseudo_r2(batches, binary)
         return cache[key]
 
