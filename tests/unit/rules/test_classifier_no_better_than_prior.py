@@ -120,8 +120,11 @@ def test_categorical_cross_entropies_read_each_kind_and_target_form():
         np.array([0.0, 1.5]),  # not a whole class id
         np.array([[0.5, 0.5, 0.5], [2.0, 0.0, 0.0]]),  # a distribution target outside [0, 1]
         np.array([0, 1, 2]),  # three ids for two rows
+        np.array([0.0, 1e30]),  # an id beyond int64 (it would wrap to a negative if cast first)
+        np.array([0.0, -1e30]),
     ],
 )
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no wrapped cast on the way to None
 def test_categorical_targets_not_valid_for_the_loss_are_none(target):
     assert categorical_cross_entropies(np.zeros((2, 3)), target, "logits", 1) is None
 

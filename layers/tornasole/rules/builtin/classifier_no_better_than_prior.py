@@ -208,6 +208,8 @@ def categorical_cross_entropies(
     ids = t.astype(np.float64).reshape(-1)
     if not np.all(np.isfinite(ids)) or not np.all(ids == np.round(ids)):
         return None
+    if ids.size == 0 or ids.max() >= n_classes or ids.min() < min(TORCH_IGNORE_INDEX, 0):
+        return None  # checked before the cast: a float id beyond int64 would wrap
     ids = ids.astype(np.int64)
     keep = ids != TORCH_IGNORE_INDEX if not keras else np.ones(len(ids), dtype=bool)
     ids, log_p = ids[keep], log_p[keep]
