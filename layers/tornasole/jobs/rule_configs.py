@@ -329,6 +329,11 @@ def regression_worse_than_mean(**rule_parameters: Any) -> dict[str, Any]:
     return _config("RegressionWorseThanMean", rule_parameters)
 
 
+def classifier_no_better_than_prior(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.ClassifierNoBetterThanPrior` (Tornasole's)."""
+    return _config("ClassifierNoBetterThanPrior", rule_parameters)
+
+
 def inputs_not_normalized(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.InputsNotNormalized` (Tornasole's)."""
     return _config("InputsNotNormalized", rule_parameters)

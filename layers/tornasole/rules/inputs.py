@@ -201,6 +201,16 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             'data and "^(predictions|labels)$|^batch_loss/")',
             by_name=("loss_inputs", "inputs", "outputs"),
         )
+    if rule_to_invoke == "ClassifierNoBetterThanPrior":
+        return RuleNeeds(
+            "the registered cross-entropy loss module's inputs in EVAL mode (<Loss>_input_0, the prediction, "
+            "and <Loss>_input_1, the target) next to its output in the losses collection",
+            "hook.register_loss(loss_fn), a validation loop after hook.set_mode(modes.EVAL), and a "
+            'collection that includes both inputs: hook.get_collection("loss_inputs").include('
+            '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"] (Keras: fit with validation '
+            'data and "^(predictions|labels)$|^batch_loss/")',
+            by_name=("loss_inputs", "inputs", "outputs"),
+        )
     if rule_to_invoke == "InputsNotNormalized":
         regex = _regex(p, "regex", r"^[A-Z]\w*(?<!Loss)_input_0$|^inputs(_\d+)?$")
         return RuleNeeds(

@@ -72,6 +72,8 @@ BUILTIN_RULES: dict[str, str] = {
     "RegressionWorseThanMean": "regression_worse_than_mean",
     # issue 29: the model's inputs far off unit scale (DeepFD's "drop the input normalisation")
     "InputsNotNormalized": "inputs_not_normalized",
+    # issue 29: a cross-entropy classifier no better than the class prior (McFadden's pseudo-R^2 <= 0)
+    "ClassifierNoBetterThanPrior": "classifier_no_better_than_prior",
 }
 
 #: Names that stand for a built-in rule with preset parameters: ``name -> (rule, {parameter: value})``.

@@ -110,6 +110,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # issue 29: the model's inputs far off unit scale (DeepFD's input mutant); designed on the cnn and
     # regression families, the threshold above bench/detection's healthy unscaled inputs (docs/RULES.md)
     ("InputsNotNormalized", "InputsNotNormalized", {"threshold": "40"}),
+    # issue 29: a cross-entropy classifier no better than the class prior (McFadden's pseudo-R^2); designed
+    # on the binary family, 5% of the prior's entropy above the textbook pseudo-R^2 <= 0 (docs/RULES.md)
+    ("ClassifierNoBetterThanPrior", "ClassifierNoBetterThanPrior", {"max_pseudo_r2": "0.05"}),
 )
 
 
@@ -150,7 +153,7 @@ def recommended_rules_that_cannot_apply(hook_config: Mapping[str, Any] | None) -
     >>> [r["RuleConfigurationName"] for r in recommended_rules_that_cannot_apply(hook)]
     ... # doctest: +NORMALIZE_WHITESPACE
     ['VanishingGradient', 'DeadRelu', 'SaturatedActivation', 'ZeroGradients', 'SoftmaxBeforeCrossEntropy',
-     'RegressionWorseThanMean', 'InputsNotNormalized']
+     'RegressionWorseThanMean', 'InputsNotNormalized', 'ClassifierNoBetterThanPrior']
     """
     from tornasole.rules.inputs import unreadable_rules
 

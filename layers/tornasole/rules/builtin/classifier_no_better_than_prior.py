@@ -1,0 +1,404 @@
+"""ClassifierNoBetterThanPrior: after several validation passes, a cross-entropy classifier still does no
+better than the null model that predicts the class frequencies, whatever its inputs.
+
+Criterion: McFadden's pseudo-R^2 (McFadden 1974, "Conditional logit analysis of qualitative choice
+behavior"), 1 - LL(model) / LL(null), where LL(null) is the log-likelihood of the null model that predicts
+every sample's class with the observed class frequencies. In cross-entropy terms: 1 - CE / CE_null, CE the
+model's pooled cross-entropy and CE_null the entropy of the class frequencies. 0 means the model's
+predictions are worth no more than the class prior: Karpathy's input-independent baseline ("A Recipe for
+Training Neural Networks", 2019), which a model must beat. It is the cross-entropy counterpart of
+RegressionWorseThanMean's R^2, and the prior-aware form of AUTOTRAINER's slow convergence (maximum accuracy
+below 0.6), which cannot see a model stuck at a majority class of 0.63.
+
+Read from the trial, for each loss of kind binary cross-entropy or cross-entropy
+(:data:`~tornasole.rules.builtin.losses.BINARY_CROSS_ENTROPY`,
+:data:`~tornasole.rules.builtin.losses.CROSS_ENTROPY`) whose name ``loss_regex`` matches: its prediction
+and target (:func:`~tornasole.rules.builtin.losses.loss_feeds`: PyTorch's ``<Loss>_input_0``/``_1``, Keras's
+``predictions``/``labels``). The cross-entropy is computed **from the prediction and the target**, never
+read from the saved loss: a ``reduction="sum"``, class weights or label smoothing change the loss's value,
+not what the model predicts. The loss's kind says how to read the prediction:
+
+* ``BCELoss`` and Keras's ``BinaryCrossentropy``: probabilities (clipped as the losses clip them: PyTorch
+  floors the log at -100, Keras clips to [1e-7, 1 - 1e-7]); ``BCEWithLogitsLoss`` and ``_from_logits``:
+  logits. Every output column is its own binary problem (multi-label), with its own null model;
+* ``CrossEntropyLoss`` and ``_from_logits``: logits; ``NLLLoss``: log-probabilities; Keras's
+  ``CategoricalCrossentropy``: probabilities (normalised over the class axis, then clipped, as Keras does).
+  The target is class indices (one axis fewer than the prediction; PyTorch's default ``ignore_index`` -100
+  left out) or a distribution over the classes (one-hot or soft, the prediction's shape). The class axis is
+  1 in PyTorch, -1 in Keras; any further axes (a sequence) are more samples.
+
+Points are validation passes (EVAL steps grouped by :func:`trial_phases`, each cut to the shortest pass's
+length and the newest judged once, whole: :func:`whole_passes`). A pass pools its batches: CE over every
+sample of every saved batch, CE_null the entropy of the whole pass's own class frequencies (per column for
+a binary loss; columns of one class only are left out).
+
+Fires at an EVAL step once there are ``min_passes`` passes when each of the newest ``consecutive`` passes
+has pseudo-R^2 <= ``max_pseudo_r2``. Why patience: a slow starter (a warmup, a small learning rate) sits at
+the prior for its first passes; why ``consecutive``: one bad pass of a noisy run is not a verdict.
+
+What stays quiet, and why:
+
+* any classifier that beats the class prior by more than ``max_pseudo_r2`` of its entropy;
+* a pass whose targets hold one class only: the prior predicts it perfectly (CE_null = 0), nothing to beat;
+* a batch whose prediction and target do not match in shape, that holds a non-finite value, or whose
+  targets are not valid for the loss (class ids out of range or not whole, soft targets outside [0, 1]):
+  left out of its pass;
+* squared-error losses (RegressionWorseThanMean judges them) and losses whose kind the name does not say.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tornasole.modes import EVAL
+from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.losses import BINARY_CROSS_ENTROPY, CROSS_ENTROPY, LossFeed, loss_feeds
+from tornasole.rules.builtin.overfit import trial_phases, whole_passes
+from tornasole.rules.params import Param
+
+__all__ = [
+    "ClassifierNoBetterThanPrior",
+    "binary_cross_entropies",
+    "categorical_cross_entropies",
+    "binary_null_entropy",
+    "categorical_null_entropy",
+    "pooled_pseudo_r2",
+]
+
+#: PyTorch's ``CrossEntropyLoss``/``NLLLoss`` default ``ignore_index``: such targets count in no loss.
+TORCH_IGNORE_INDEX = -100
+_KERAS_EPSILON = 1e-7  # Keras's backend epsilon: its cross-entropies clip probabilities to [eps, 1 - eps]
+_TORCH_LOG_FLOOR = -100.0  # BCELoss clamps its log terms at -100
+
+
+def _xlogy_entropy(q: np.ndarray) -> np.ndarray:
+    """-q ln q, 0 where q is 0."""
+    out = np.zeros_like(q, dtype=np.float64)
+    pos = q > 0
+    out[pos] = -q[pos] * np.log(q[pos])
+    return out
+
+
+def binary_null_entropy(targets: np.ndarray) -> np.ndarray:
+    """The null model's cross-entropy per sample, per column of ``targets`` (``(samples, columns)``, each
+    in [0, 1]): the binary entropy of the column's mean, the cross-entropy of the constant prediction that
+    is its class frequency (nats).
+
+    Examples
+    --------
+    >>> binary_null_entropy(np.array([[1.0, 1.0], [0.0, 1.0]])).round(4).tolist()
+    [0.6931, 0.0]
+    """
+    q = np.asarray(targets, dtype=np.float64).mean(axis=0)
+    return _xlogy_entropy(q) + _xlogy_entropy(1.0 - q)
+
+
+def categorical_null_entropy(class_totals: np.ndarray) -> float:
+    """The null model's cross-entropy per sample for targets whose per-class totals are ``class_totals``
+    (``(classes,)``: how many samples of each class, or the sums of soft targets): the entropy of the class
+    frequencies (nats).
+
+    Examples
+    --------
+    >>> round(categorical_null_entropy(np.array([1, 1, 1, 1])), 4)  # four classes, once each: ln 4
+    1.3863
+    >>> categorical_null_entropy(np.array([0.0, 2.0]))
+    0.0
+    """
+    totals = np.asarray(class_totals, dtype=np.float64)
+    return float(_xlogy_entropy(totals / totals.sum()).sum())
+
+
+def binary_cross_entropies(
+    prediction: np.ndarray, target: np.ndarray, inputs: str, keras: bool = False
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-element binary cross-entropies of one batch and its targets, both ``(samples, columns)``, or
+    None when the batch cannot be read (shapes differ, a value is not finite, a target outside [0, 1]).
+
+    ``inputs``: ``"probabilities"`` (clipped as the loss clips them: ``keras`` to [1e-7, 1 - 1e-7], PyTorch
+    a log floored at -100) or ``"logits"``.
+
+    Examples
+    --------
+    >>> ce, t = binary_cross_entropies(np.array([0.5, 0.9]), np.array([1.0, 0.0]), "probabilities")
+    >>> ce.round(4).tolist(), t.tolist()
+    ([[0.6931], [2.3026]], [[1.0], [0.0]])
+    >>> ce, _ = binary_cross_entropies(np.array([[0.0]]), np.array([[1.0]]), "logits")
+    >>> ce.round(4).tolist()
+    [[0.6931]]
+    >>> binary_cross_entropies(np.zeros((4, 1)), np.zeros(4), "logits") is None  # (4, 1) against (4,)
+    True
+    """
+    p, t = np.asarray(prediction, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    if p.shape != t.shape or p.ndim == 0 or p.size == 0:
+        return None
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))) or t.min() < 0 or t.max() > 1:
+        return None
+    if inputs == "logits":
+        log_p = -np.logaddexp(0.0, -p)  # log sigmoid(x)
+        log_1p = -np.logaddexp(0.0, p)  # log (1 - sigmoid(x))
+    else:
+        if p.min() < 0 or p.max() > 1:
+            return None  # BCELoss refuses probabilities outside [0, 1]
+        if keras:
+            p = np.clip(p, _KERAS_EPSILON, 1.0 - _KERAS_EPSILON)
+        with np.errstate(divide="ignore"):
+            log_p = np.maximum(np.log(p), _TORCH_LOG_FLOOR)
+            log_1p = np.maximum(np.log1p(-p), _TORCH_LOG_FLOOR)
+    ce = -(t * log_p + (1.0 - t) * log_1p)
+    rows = len(p) if p.ndim > 1 else p.size
+    return ce.reshape(rows, -1), t.reshape(rows, -1)
+
+
+def categorical_cross_entropies(
+    prediction: np.ndarray, target: np.ndarray, inputs: str, class_axis: int, keras: bool = False
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-sample cross-entropies of one batch, ``(samples,)``, and its targets' per-class totals,
+    ``(classes,)`` (class counts; sums of soft targets); None when the batch cannot be read (shapes that
+    do not pair, a non-finite value, a class id out of range or not whole, a distribution target outside
+    [0, 1]).
+
+    ``inputs``: ``"logits"``, ``"log_probabilities"`` (``NLLLoss``) or ``"probabilities"`` (Keras,
+    normalised over the class axis and clipped to [1e-7, 1 - 1e-7] as Keras does). The target holds class
+    ids (the prediction's shape without the class axis; PyTorch's ``ignore_index`` -100 left out; with
+    ``keras`` a trailing axis of size 1 is dropped, as its sparse loss does) or distributions (the
+    prediction's shape). Further axes (a sequence) become more samples. Why totals and not a one-hot
+    matrix: a language model's targets over a vocabulary of 50,000 would make it the size of the logits.
+
+    Examples
+    --------
+    >>> logits = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]]))
+    >>> ce, t = categorical_cross_entropies(logits, np.array([0, 1]), "logits", 1)
+    >>> ce.round(4).tolist(), t.tolist()
+    ([0.6931, 0.2231], [1.0, 1.0, 0.0])
+    >>> categorical_cross_entropies(logits, np.array([0, 3]), "logits", 1) is None  # class 3 of 3
+    True
+    """
+    p, t = np.asarray(prediction, dtype=np.float64), np.asarray(target)
+    if p.ndim < 2 or p.size == 0 or not np.all(np.isfinite(p)):
+        return None
+    axis = class_axis % p.ndim
+    n_classes = p.shape[axis]
+    p = np.moveaxis(p, axis, -1).reshape(-1, n_classes)
+    if inputs == "logits":
+        log_p = p - np.max(p, axis=1, keepdims=True)
+        log_p = log_p - np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+    elif inputs == "log_probabilities":
+        log_p = p
+    else:
+        if p.min() < 0:
+            return None
+        total = p.sum(axis=1, keepdims=True)
+        if not np.all(total > 0):
+            return None
+        log_p = np.log(np.clip(p / total, _KERAS_EPSILON, 1.0 - _KERAS_EPSILON))
+    full_shape = np.asarray(prediction).shape
+    id_shape = full_shape[:axis] + full_shape[axis + 1 :]
+    if keras and t.shape == (*id_shape, 1) and t.shape != full_shape:
+        t = t.reshape(id_shape)
+    if t.shape == full_shape:  # distributions over the classes
+        t = np.moveaxis(t.astype(np.float64), axis, -1).reshape(-1, n_classes)
+        if not np.all(np.isfinite(t)) or t.min() < 0 or t.max() > 1:
+            return None
+        return -(t * log_p).sum(axis=1), t.sum(axis=0)
+    if t.shape != id_shape:
+        return None
+    ids = t.astype(np.float64).reshape(-1)
+    if not np.all(np.isfinite(ids)) or not np.all(ids == np.round(ids)):
+        return None
+    if ids.size == 0 or ids.max() >= n_classes or ids.min() < min(TORCH_IGNORE_INDEX, 0):
+        return None  # checked before the cast: a float id beyond int64 would wrap
+    ids = ids.astype(np.int64)
+    keep = ids != TORCH_IGNORE_INDEX if not keras else np.ones(len(ids), dtype=bool)
+    ids, log_p = ids[keep], log_p[keep]
+    if ids.size == 0 or ids.min() < 0 or ids.max() >= n_classes:
+        return None
+    totals = np.bincount(ids, minlength=n_classes).astype(np.float64)
+    return -log_p[np.arange(len(ids)), ids], totals
+
+
+def pooled_pseudo_r2(batches: list[tuple[np.ndarray, np.ndarray]], binary: bool) -> float | None:
+    """McFadden's pseudo-R^2 of a pass's ``batches`` (``(cross-entropies, targets)`` as
+    :func:`binary_cross_entropies` gives them, or ``(cross-entropies, class totals)`` as
+    :func:`categorical_cross_entropies` does; all of one width), pooled: 1 - the summed
+    cross-entropy / the summed null cross-entropy, the null model predicting the pass's own class
+    frequencies (per column for ``binary``; columns of one class are left out). None when there is no batch
+    or the targets hold one class only.
+
+    Examples
+    --------
+    >>> t = np.array([[1.0], [1.0], [1.0], [0.0]])
+    >>> prior = binary_cross_entropies(np.full((4, 1), 0.75), t, "probabilities")
+    >>> round(pooled_pseudo_r2([prior], binary=True), 6)  # predicting the class frequency: 0
+    0.0
+    >>> good = binary_cross_entropies(np.array([[0.9], [0.9], [0.9], [0.1]]), t, "probabilities")
+    >>> round(pooled_pseudo_r2([good], binary=True), 4)  # 1 - (-ln 0.9) / H(0.75)
+    0.8126
+    >>> pooled_pseudo_r2([binary_cross_entropies(np.full((2, 1), 0.5), np.ones((2, 1)), "logits")], True)
+    """
+    if not batches:
+        return None
+    ce = np.concatenate([c for c, _ in batches])
+    if binary:
+        targets = np.concatenate([t for _, t in batches])
+        null = binary_null_entropy(targets)
+        cols = null > 0
+        if not np.any(cols):
+            return None
+        return 1.0 - float(ce[:, cols].sum()) / (len(targets) * float(null[cols].sum()))
+    totals = np.sum([t for _, t in batches], axis=0)
+    null_total = float(totals.sum()) * categorical_null_entropy(totals) if totals.sum() > 0 else 0.0
+    if not null_total > 0:
+        return None
+    return 1.0 - float(ce.sum()) / null_total
+
+
+def cross_entropy_kind(loss: str) -> tuple[bool, str] | None:
+    """``(binary, inputs)`` of a cross-entropy loss tensor's name, or None for any other loss.
+
+    Examples
+    --------
+    >>> cross_entropy_kind("BCEWithLogitsLoss_output_0"), cross_entropy_kind("NLLLoss_output_0")
+    ((True, 'logits'), (False, 'log_probabilities'))
+    >>> cross_entropy_kind("batch_loss/CategoricalCrossentropy"), cross_entropy_kind("MSELoss_output_0")
+    ((False, 'probabilities'), None)
+    """
+    if BINARY_CROSS_ENTROPY.match(loss):
+        return True, "logits" if re.search(r"WithLogits|_from_logits$", loss) else "probabilities"
+    if CROSS_ENTROPY.match(loss):
+        if loss.startswith("batch_loss/"):
+            return False, "logits" if loss.endswith("_from_logits") else "probabilities"
+        return False, "log_probabilities" if re.search(r"NLLLoss(_output_\d+)?$", loss) else "logits"
+    return None
+
+
+class ClassifierNoBetterThanPrior(BuiltinRule):
+    """Fires when a classifier's validation pseudo-R^2 is <= ``max_pseudo_r2`` in ``consecutive`` passes.
+
+    Examples
+    --------
+    >>> # invoke_rule(ClassifierNoBetterThanPrior(trial, min_passes="4", max_pseudo_r2="0"))
+    """
+
+    LIKELY_CAUSE = (
+        "{tensor}: the classifier predicts no better than the class frequencies on validation data after "
+        "several epochs: labels misaligned with or shuffled against the inputs, inputs not reaching the "
+        "model (all zeros, a wrong column), or a learning rate so low or high that nothing is learned"
+    )
+    SUGGESTED_FIX = (
+        "check that the data pipeline pairs each input with its own label (shuffle inputs and labels "
+        "together) and feeds the model the intended features, then try the learning rate 10x lower and "
+        "10x higher"
+    )
+
+    PARAMETERS = (
+        Param(
+            "loss_regex",
+            "regex",
+            r".*(BCE|CrossEntropy|NLL|[Cc]rossentropy)",
+            "loss outputs (losses collection, re.match) of a cross-entropy loss",
+        ),
+        Param("min_passes", "int", "4", "validation passes before judging"),
+        Param(
+            "max_pseudo_r2",
+            "float",
+            "0",
+            "a pass with McFadden's pseudo-R^2 at or below this is no better than the class prior",
+        ),
+        Param("consecutive", "int", "2", "newest passes that must all be at or below max_pseudo_r2"),
+    )
+    COLLECTIONS = (
+        ("losses", {"save_interval": "500"}),
+        (
+            "loss_inputs",
+            {
+                "include_regex": "[Ll]oss_input_[01]$|^(predictions|labels)$|^batch_loss/",
+                "save_interval": "500",
+            },
+        ),
+    )
+
+    def check_params(self) -> None:
+        self.require_at_least(1, "min_passes", "consecutive")
+        if self.consecutive > self.min_passes:
+            raise self.param_error(
+                "consecutive", f"value {self.consecutive} must be <= min_passes ({self.min_passes})"
+            )
+        if not self.max_pseudo_r2 < 1:
+            raise self.param_error(
+                "max_pseudo_r2", f"value {self.max_pseudo_r2} must be < 1 (the pseudo-R^2 is at most 1)"
+            )
+
+    def history_steps(self) -> int | None:
+        return None  # every validation pass since the start
+
+    def _cross_entropy_feeds(self, step: int) -> list[tuple[LossFeed, bool, str]]:
+        """Each cross-entropy loss saved at ``step`` that ``loss_regex`` matches, with its prediction and
+        target both saved at ``step``, and its kind (:func:`cross_entropy_kind`)."""
+        saved = set(self.base_trial.tensor_names(step=step))
+        out: list[tuple[LossFeed, bool, str]] = []
+        seen: set[tuple[str, str]] = set()
+        for feed in loss_feeds(self, step, self.loss_regex):
+            kind = cross_entropy_kind(feed.loss)
+            pair = (feed.prediction, feed.target)
+            if kind is None or pair[0] not in saved or pair[1] not in saved or pair in seen:
+                continue
+            seen.add(pair)
+            out.append((feed, *kind))
+        return out
+
+    def pass_pseudo_r2(self, feed: LossFeed, binary: bool, inputs: str, steps: list[int]) -> float | None:
+        """The pooled pseudo-R^2 of one validation pass, computed once per pass (a saved step never
+        changes)."""
+        cache = self.__dict__.setdefault("_pseudo_r2_cache", {})
+        key = (feed.prediction, feed.loss, steps[0], len(steps))
+        if key not in cache:
+            keras = feed.same_rank
+            batches = []
+            for s in steps:
+                p, t = self.value(feed.prediction, s), self.value(feed.target, s)
+                if p is None or t is None:
+                    continue
+                p, t = np.asarray(p), np.asarray(t)
+                if binary:
+                    if keras and p.shape == (*t.shape, 1):
+                        t = t.reshape(p.shape)
+                    got = binary_cross_entropies(p, t, inputs, keras=keras)
+                else:
+                    got = categorical_cross_entropies(p, t, inputs, feed.class_axis, keras=keras)
+                if got is not None:
+                    batches.append(got)
+            if batches:  # one width (output columns, classes) per pass: the first batch's
+                batches = [b for b in batches if b[1].shape[-1] == batches[0][1].shape[-1]]
+            cache[key] = pooled_pseudo_r2(batches, binary)
+        return cache[key]
+
+    def invoke_at_step(self, step: int) -> bool:
+        if self.base_trial.mode(step) != EVAL:
+            return False
+        for feed, binary, inputs in self._cross_entropy_feeds(step):
+            gsteps = [s for s in self.base_trial.tensor(feed.prediction).steps() if s <= step]
+            if not gsteps or gsteps[-1] != step:
+                continue
+            evals = [st for mode, st in trial_phases(self.base_trial, gsteps) if mode == EVAL]
+            if len(evals) < self.min_passes:
+                continue
+            passes = whole_passes(evals)
+            if passes is None:
+                continue  # the newest pass is judged once, whole
+            newest = [self.pass_pseudo_r2(feed, binary, inputs, p) for p in passes[-self.consecutive :]]
+            if any(r is None or r > self.max_pseudo_r2 for r in newest):
+                continue
+            shown = ", ".join(self.fmt(r) for r in newest)
+            self.report_issue(
+                f"{feed.prediction} against {feed.target} ({feed.loss}): validation pseudo-R^2 {shown} in "
+                f"the newest {self.consecutive} of {len(passes)} passes, at or below max_pseudo_r2 "
+                f"{self.fmt(self.max_pseudo_r2)}: the classifier predicts no better than the class "
+                "frequencies",
+                tensor=feed.prediction,
+                steps=[s for p in passes[-self.consecutive :] for s in p],
+            )
+            return True
+        return False
