@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
 
@@ -20,8 +21,6 @@ from families.training import FAMILIES, build, run  # noqa: E402
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
-
-torch = pytest.importorskip("torch")
 
 
 def _digits_shaped(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
