@@ -32,10 +32,12 @@ _NOT_IN_KERAS = {"fp16_skipped_step"}
 _AUDIT_CASES = {"warm_restarts", "one_cycle", "wide_sparse_relu", "heavy_dropout"}
 
 #: Families whose inputs are real-valued features an unscaled pipeline could feed raw.
-_SCALED_INPUTS = {"cnn", "binary", "softmax", "regression", "rnn", "autoencoder"}
-_MLPS = {"binary", "softmax", "regression", "autoencoder"}
-_CLASSIFIERS = {"cnn", "binary", "softmax", "rnn", "transformer"}
-_MULTICLASS = {"cnn", "softmax", "rnn", "transformer"}
+_SCALED_INPUTS = {"cnn", "binary", "softmax", "regression", "rnn", "autoencoder", "resmlp", "iris"}
+#: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
+#: blocks whose sigmoid branch is 16 wide).
+_MLPS = {"binary", "softmax", "regression", "autoencoder", "resmlp", "iris"}
+_CLASSIFIERS = {"cnn", "binary", "softmax", "rnn", "transformer", "resmlp", "iris"}
+_MULTICLASS = {"cnn", "softmax", "rnn", "transformer", "resmlp", "iris"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -74,9 +76,9 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 
 #: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
-_RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3}
-_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256}
-_DROPOUT = {"binary", "softmax", "regression"}
+_RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3}
+_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128}
+_DROPOUT = {"binary", "softmax", "regression", "resmlp"}
 
 
 def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:

@@ -70,7 +70,7 @@ def build_keras(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
         )
 
     fan_in = in_dim
-    for i in range(1, spec.depth + 1):
+    for i in range(1, spec.blocks + 1):
         layers.append(dense(w, fan_in, f"fc{i}"))
         fan_in = w
         if spec.family == "regression":

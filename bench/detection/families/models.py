@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
+ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
 
 
 class Mlp(nn.Module):
@@ -50,6 +50,47 @@ class Mlp(nn.Module):
                 x = getattr(self, n)(x)
         x = self.out(x)
         return getattr(self, self.out_act)(x) if self.out_act else x
+
+
+class ResMlp(nn.Module):
+    """A modern residual MLP classifier (pre-LayerNorm residual blocks, as in a transformer's feed-forward
+    half): an input layer ``stem`` to ``d``, then ``depth`` blocks
+    ``x + block<i>_fc2(block<i>_drop(block<i>_<act>(block<i>_fc1(block<i>_norm(x)))))`` expanding to
+    ``hidden``, a final LayerNorm ``norm`` and the output layer ``out``. The layers are flat attributes (as
+    in :class:`Mlp`) so the hook's names are ``block1_gelu_output_0``, ``block1_sigmoid_input_0``."""
+
+    def __init__(
+        self,
+        in_dim: int = 64,
+        classes: int = 10,
+        d: int = 64,
+        hidden: int = 128,
+        depth: int = 3,
+        act: str = "gelu",
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.stem = nn.Linear(in_dim, d)
+        self.blocks: list[tuple[str, ...]] = []
+        for i in range(1, depth + 1):
+            names = (f"block{i}_norm", f"block{i}_fc1", f"block{i}_{act}", f"block{i}_drop", f"block{i}_fc2")
+            setattr(self, names[0], nn.LayerNorm(d))
+            setattr(self, names[1], nn.Linear(d, hidden))
+            setattr(self, names[2], ACTS[act]())
+            setattr(self, names[3], nn.Dropout(dropout))
+            setattr(self, names[4], nn.Linear(hidden, d))
+            self.blocks.append(names)
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, classes)
+
+    def forward(self, x: Any) -> Any:
+        x = self.stem(x)
+        for names in self.blocks:
+            h = x
+            for n in names:
+                h = getattr(self, n)(h)
+            x = x + h
+        return self.out(self.norm(x))
 
 
 class ConvNet(nn.Module):

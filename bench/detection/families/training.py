@@ -29,7 +29,7 @@ import numpy as np
 from labels import Monitor
 
 from families import data
-from families.models import ConvNet, GruNet, Mlp, TinyTransformer
+from families.models import ConvNet, GruNet, Mlp, ResMlp, TinyTransformer
 
 SAVE_INTERVAL = 4
 EVAL_BATCH = 64
@@ -50,6 +50,8 @@ class Recipe:
     schedule: str = ""  # "" | cosine | step | sgdr | onecycle (the last two step every optimiser step)
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
+    depth: int = 2  # hidden blocks (MLPs, residual blocks) or convolutions, unless a case sets its own
+    label_smoothing: float = 0.0  # CrossEntropyLoss's label_smoothing
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -73,6 +75,24 @@ FAMILIES: dict[str, Recipe] = {
         warmup_epochs=1,
         n_train=640,
     ),
+    # Held-out families (branch newfam), defined before any rule was scored on them: a modern residual MLP
+    # (pre-LayerNorm blocks, GELU, dropout, label smoothing, AdamW, warmup + cosine) on the digits' classes,
+    # and a plain ReLU MLP under SGD with momentum on iris (150 samples, a 30-sample validation set).
+    "resmlp": Recipe(
+        "digits_flat_classes",
+        "classify",
+        "adamw",
+        2e-3,
+        32,
+        8,
+        weight_decay=0.05,
+        schedule="cosine",
+        warmup_epochs=1,
+        n_train=960,
+        depth=3,
+        label_smoothing=0.1,
+    ),
+    "iris": Recipe("iris", "classify", "sgd", 0.05, 8, 30, momentum=0.9),
 }
 
 
@@ -89,7 +109,7 @@ class FamilySpec:
     schedule: str | None = None
     warmup_epochs: int | None = None
     hidden_act: str | None = None  # DeepFD: change the activation function
-    depth: int = 2  # hidden blocks (MLPs) or convolutions
+    depth: int | None = None  # hidden blocks (MLPs, residual blocks) or convolutions; None: the recipe's
     width: int | None = None
     weight_scale: float = 1.0  # DeepFD: change the weight initialisation
     input_scale: float = 1.0  # DeepFD: drop the input normalisation (x this)
@@ -109,6 +129,11 @@ class FamilySpec:
     save_lr: bool = False  # save the learning rate every saved TRAIN step as ``scalar/lr/0``
     framework: str = "pytorch"  # pytorch (this module) | keras (:mod:`families.keras_training`)
 
+    @property
+    def blocks(self) -> int:
+        """The number of hidden blocks this case trains: its own ``depth``, else its recipe's."""
+        return FAMILIES[self.family].depth if self.depth is None else self.depth
+
 
 @dataclass
 class RunResult:
@@ -127,21 +152,27 @@ class RunResult:
 
 def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
     """The model of ``spec.family`` with the spec's mutations."""
-    act = spec.hidden_act or ("tanh" if spec.family == "softmax" else "relu")
+    act = spec.hidden_act or {"softmax": "tanh", "resmlp": "gelu"}.get(spec.family, "relu")
     width = spec.width
     if spec.family == "cnn":
-        return ConvNet(act=act, width=width or 8, depth=spec.depth)
+        return ConvNet(act=act, width=width or 8, depth=spec.blocks)
     if spec.family == "rnn":
         return GruNet(hidden=width or 24, classes=classes)
     if spec.family == "transformer":
         return TinyTransformer(d=width or 32, classes=classes)
+    if spec.family == "resmlp":
+        return ResMlp(
+            in_dim, classes, hidden=width or 128, depth=spec.blocks, act=act, dropout=spec.dropout or 0.1
+        )
+    if spec.family == "iris":
+        return Mlp([in_dim, *([width or 16] * spec.blocks), classes], act, dropout=spec.dropout)
     w = width or 32
     if spec.family == "binary":
-        return Mlp([in_dim, *([w] * spec.depth), 1], act, dropout=spec.dropout or 0.2, out_act="sigmoid")
+        return Mlp([in_dim, *([w] * spec.blocks), 1], act, dropout=spec.dropout or 0.2, out_act="sigmoid")
     if spec.family == "softmax":
-        return Mlp([in_dim, *([w] * spec.depth), classes], act, norm="layer", dropout=spec.dropout)
+        return Mlp([in_dim, *([w] * spec.blocks), classes], act, norm="layer", dropout=spec.dropout)
     if spec.family == "regression":
-        return Mlp([in_dim, *([w] * spec.depth), 1], act, norm="batch", dropout=spec.dropout)
+        return Mlp([in_dim, *([w] * spec.blocks), 1], act, norm="batch", dropout=spec.dropout)
     # autoencoder: 64 -> w -> 16 -> w -> 64, sigmoid pixels
     return Mlp([in_dim, w, 16, w, in_dim], act, out_act="sigmoid")
 
@@ -255,7 +286,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     else:
         opt = torch.optim.Adam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     if task == "classify":
-        loss_mod: Any = nn.CrossEntropyLoss()
+        loss_mod: Any = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     elif task == "binary":
         loss_mod = nn.BCELoss()
     else:
