@@ -255,3 +255,36 @@ def test_regression_worse_than_mean_judges_keras_validation_passes(keras_tf, tmp
     summary = invoke_rule(RegressionWorseThanMean(healthy))
     assert summary.fired == []
     assert summary.steps_evaluated > 0
+
+
+def test_predict_saves_the_models_outputs_as_predictions(keras_tf, tmp_path):
+    """``predict`` computes no loss, so the compiled-loss tap sees nothing there: the PREDICT steps'
+    ``predictions`` are the outputs Keras hands its callbacks (``logs["outputs"]``), batch by batch, and
+    no ``labels``. Before, a PREDICT step saved no output at all. A model with two outputs gets
+    ``predictions_<i>``."""
+    keras, _ = keras_tf
+    model = tiny_model(keras, hidden=(3,))
+    x, _ = regression_data(12)
+    hook = _hook(tmp_path, collections=("outputs",), regex=None)
+    want = model.predict(x, batch_size=4, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = create_trial(str(tmp_path))
+    assert trial.tensor_names(collection="outputs", mode=modes.PREDICT) == [
+        "d1/outputs",
+        "out/outputs",
+        "predictions",
+    ]
+    pred = trial.tensor("predictions")
+    assert pred.steps(mode=modes.PREDICT) == [0, 1, 2]
+    saved = np.concatenate([pred.value(s, mode=modes.PREDICT) for s in (0, 1, 2)])
+    np.testing.assert_allclose(saved, want, rtol=1e-6)
+    assert "labels" not in trial.tensor_names()
+
+    inp = keras.Input((4,))
+    two = keras.Model(inp, [keras.layers.Dense(1, name="a")(inp), keras.layers.Dense(2, name="b")(inp)])
+    hook2 = _hook(tmp_path / "two", collections=("outputs",), regex=None)
+    got = two.predict(x[:4], batch_size=4, verbose=0, callbacks=[hook2])
+    hook2.close()
+    trial2 = create_trial(str(tmp_path / "two"))
+    np.testing.assert_allclose(trial2.tensor("predictions_1").value(0, mode=modes.PREDICT), got[1], rtol=1e-6)
+    assert trial2.tensor("predictions_0").value(0, mode=modes.PREDICT).shape == (4, 1)

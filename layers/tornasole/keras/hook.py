@@ -27,7 +27,8 @@ Names (collection in brackets):
 * ``predictions`` and ``labels`` (outputs, as smdebug names them; ``_<i>`` per output of a model with
   several) and ``batch_loss/<Kind>``, the batch's own compiled loss named after its kind (any collection
   whose regex matches it): what the compiled loss is given and returns, in TRAIN and EVAL steps
-  (:mod:`tornasole.keras.loss_tap`);
+  (:mod:`tornasole.keras.loss_tap`); in PREDICT steps ``predictions`` are the model's outputs that
+  ``predict`` hands to its callbacks (no loss is computed there, so no ``labels``);
 * ``inputs`` (``inputs_<i>`` per input of a model with several; collection inputs, smdebug's name): what
   the model is fed, in every mode (:mod:`tornasole.keras.input_tap`).
 
@@ -63,6 +64,7 @@ from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
 from tornasole.keras.capture import read_numpy, to_numpy, variable_name
 from tornasole.keras.default_collections import keras_collections
+from tornasole.keras.loss_tap import PREDICTIONS, output_names
 from tornasole.keras.taps import TapsMixin
 from tornasole.modes import ModeKeys
 
@@ -229,7 +231,7 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         if self._step_timer is not None:
             self._step_timer.end()
         if self._saving:
-            self._guard(self._batch_end, None)
+            self._guard(self._predict_batch_end, logs)
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._in_epoch = True
@@ -334,6 +336,19 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         self._save_model_state(self.model)
         for key, value in (logs or {}).items():
             self._save_log_value(str(key), value)
+
+    def _predict_batch_end(self, logs: Any) -> None:
+        """A PREDICT step: what ``_batch_end`` saves, and the model's outputs as ``predictions``
+        (``predictions_<i>`` per output of a model with several, flattened in Keras's order). Keras hands
+        them to callbacks as the batch logs' ``outputs`` (every backend's ``predict``); the logs carry no
+        metric there, so nothing else of them is saved."""
+        self._batch_end(None)
+        outputs = logs.get("outputs") if isinstance(logs, dict) else None
+        if outputs is None:
+            return
+        flat = keras.tree.flatten(outputs)
+        for name, value in zip(output_names(PREDICTIONS, len(flat)), flat, strict=True):
+            self._save_named(name, value)
 
     def _save_model_state(self, model: Any) -> None:
         if model is not None:

@@ -25,10 +25,10 @@ How: the model's compiled loss (Keras 3's ``model._compile_loss``, what ``comput
 ``train_step`` and ``test_step``) has its ``call`` wrapped on the instance; its arguments are the targets
 and the outputs, its result the loss. They reach the hook through :func:`tornasole.keras.capture.emit` on
 the steps that save, in TRAIN (``fit``) and EVAL (``evaluate``, ``fit``'s validation) modes; ``predict``
-computes no loss and saves none of them. The attribute is private: the tap runs only on the Keras
-releases it was checked against (:mod:`tornasole.keras.versions`; on another, one warning says what is not
-saved), and a model without it saves none of them, with one warning. Only the TensorFlow backend has the
-taps.
+computes no loss (its ``predictions`` come from the batch logs instead: :mod:`tornasole.keras.hook`). The
+attribute is private: the tap runs only on the Keras releases it was checked against
+(:mod:`tornasole.keras.versions`; on another, one warning says what is not saved), and a model without it
+saves none of them, with one warning. Only the TensorFlow backend has the taps.
 """
 
 from __future__ import annotations
