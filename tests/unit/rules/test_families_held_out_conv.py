@@ -210,8 +210,8 @@ def test_a_convbn_keras_run_is_a_bn_cnn_saved_by_the_keras_hook(tmp_path, monkey
     assert "gradients/net/conv1/kernelGrad" in names
     assert "conv1_relu/outputs" in trial.tensor_names(collection="relu_output")
     assert "batch_loss/SparseCategoricalCrossentropy_from_logits" in names  # the loss kind, on logits
-    # step 4: a full batch of 32 (what the tap holds at step 0 of a run whose last batch is partial is not
-    # this test's subject)
+    # step 4: a full batch of 32 (Keras's PyDataset adapter does not feed item 0 first, so step 0 can be
+    # the epoch's partial last batch: bench/journal/families.md, branch newfam2)
     assert trial.tensor("inputs").value(4, mode=TRAIN).shape == (32, 8, 8, 1)
     assert trial.tensor("predictions").value(4, mode=TRAIN).shape == (32, 10)
     # the validation accuracy Keras logs, per epoch: the BN CNN learns the brightness classes (chance 0.1)
