@@ -15,14 +15,15 @@ re-implemented from the published taxonomies (not copied):
 ``CASES`` maps ``<family>/<case>`` to ``(kind, family, FamilySpec)``; ``kind`` is what the case was built to
 be, the label of each run still comes from the published criteria measured while it trains (per seed).
 The families of :data:`families.keras_training.KERAS_FAMILIES` run again in Keras as ``<family>_keras``
-(every case but the fp16 step a loss scaler skipped); ``SCORED_FAMILIES`` lists every family scored.
+(every case but the fp16 step a loss scaler skipped and the audit cases, bar convbn's dropout), those of
+``KERAS_ONLY`` in Keras only; ``SCORED_FAMILIES`` lists every family scored.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from families.keras_training import KERAS_FAMILIES
+from families.keras_training import KERAS_FAMILIES, KERAS_ONLY
 from families.training import FAMILIES, FamilySpec
 
 CASES: dict[str, tuple[str, str, FamilySpec]] = {}
@@ -32,12 +33,23 @@ _NOT_IN_KERAS = {"fp16_skipped_step"}
 _AUDIT_CASES = {"warm_restarts", "one_cycle", "wide_sparse_relu", "heavy_dropout"}
 
 #: Families whose inputs are real-valued features an unscaled pipeline could feed raw.
-_SCALED_INPUTS = {"cnn", "binary", "softmax", "regression", "rnn", "autoencoder", "resmlp", "iris"}
+_SCALED_INPUTS = {
+    "cnn",
+    "binary",
+    "softmax",
+    "regression",
+    "rnn",
+    "autoencoder",
+    "resmlp",
+    "iris",
+    "conv1d",
+    "convbn",
+}
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
-#: blocks whose sigmoid branch is 16 wide).
-_MLPS = {"binary", "softmax", "regression", "autoencoder", "resmlp", "iris"}
-_CLASSIFIERS = {"cnn", "binary", "softmax", "rnn", "transformer", "resmlp", "iris"}
-_MULTICLASS = {"cnn", "softmax", "rnn", "transformer", "resmlp", "iris"}
+#: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32).
+_MLPS = {"binary", "softmax", "regression", "autoencoder", "resmlp", "iris", "conv1d", "convbn"}
+_CLASSIFIERS = {"cnn", "binary", "softmax", "rnn", "transformer", "resmlp", "iris", "conv1d", "convbn"}
+_MULTICLASS = {"cnn", "softmax", "rnn", "transformer", "resmlp", "iris", "conv1d", "convbn"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -77,8 +89,11 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 #: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
 _RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3}
-_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128}
-_DROPOUT = {"binary", "softmax", "regression", "resmlp"}
+_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64}
+_DROPOUT = {"binary", "softmax", "regression", "resmlp", "convbn"}
+#: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
+#: output layer) is one layer in Keras.
+_KERAS_AUDIT = {"convbn": {"heavy_dropout"}}
 
 
 def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:
@@ -109,11 +124,16 @@ def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySp
 
 
 for _family in FAMILIES:
+    if _family in KERAS_ONLY:
+        continue
     for _name, (_kind, _spec) in _cases_of(_family).items():
         CASES[f"{_family}/{_name}"] = (_kind, _family, _spec)
 for _family in KERAS_FAMILIES:
     for _name, (_kind, _spec) in _cases_of(_family).items():
-        if _name not in _NOT_IN_KERAS | _AUDIT_CASES:
+        if _name not in (_NOT_IN_KERAS | _AUDIT_CASES) - _KERAS_AUDIT.get(_family, set()):
             CASES[f"{_family}_keras/{_name}"] = (_kind, f"{_family}_keras", replace(_spec, framework="keras"))
 
-SCORED_FAMILIES: tuple[str, ...] = (*FAMILIES, *(f"{f}_keras" for f in KERAS_FAMILIES))
+SCORED_FAMILIES: tuple[str, ...] = (
+    *(f for f in FAMILIES if f not in KERAS_ONLY),
+    *(f"{f}_keras" for f in KERAS_FAMILIES),
+)

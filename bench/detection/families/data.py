@@ -1,9 +1,11 @@
 """Data of the families benchmark: scikit-learn's bundled data sets (they ship in the wheel; nothing
-downloads) and two synthetic sequence tasks. Every loader returns standardised float32 inputs, targets, the
-number of classes (0 for a real-valued target) and the validation size; the split is seeded.
+downloads) and three synthetic sequence tasks. Every loader returns standardised float32 inputs, targets,
+the number of classes (0 for a real-valued target) and the validation size; the split is seeded.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -37,6 +39,12 @@ def digits_flat_classes(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
     """The digits as 64-vectors in [0, 1] with their 10-class target (the residual MLP classifier's data)."""
     x, y, classes, n_val = digits(rng)
     return x.reshape(len(x), 64), y, classes, n_val
+
+
+def digits_channels_last(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The digits as Keras images: shape (N, 8, 8, 1), pixels in [0, 1], 10 classes."""
+    x, y, classes, n_val = digits(rng)
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)), y, classes, n_val
 
 
 def breast_cancer(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -93,3 +101,15 @@ def first_token(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, 
     x = rng.integers(0, 6, size=(n, 8))
     counts = np.stack([(x[:, :4] == v).sum(axis=1) for v in range(6)], axis=1)
     return x.astype(np.int64), counts.argmax(axis=1).astype(np.int64), 6, 256
+
+
+def noisy_sines(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic: 1,200 sequences of 32 steps, 1 channel (shape (N, 1, 32), channels first for Conv1d),
+    ``sin(2 pi f t / 32 + phase) + N(0, 0.5)``; the class is the frequency f in {1, 2, 3} (class f - 1),
+    the phase uniform in [0, 2 pi)."""
+    n, steps = 1200, 32
+    y = rng.integers(0, 3, size=n).astype(np.int64)
+    phase = rng.uniform(0.0, 2 * math.pi, size=(n, 1))
+    t = np.arange(steps)[None, :]
+    x = np.sin(2 * math.pi * (y[:, None] + 1) * t / steps + phase) + rng.normal(0.0, 0.5, size=(n, steps))
+    return x.astype(np.float32)[:, None, :], y, 3, 256

@@ -10,7 +10,9 @@ PyTorch traces only is calibrated on one naming and one loss signal.
 
 The families that have a Keras variant (:data:`KERAS_FAMILIES`) use the PyTorch family's recipe, data,
 split, epochs, batch size, schedule and faults; the model is the same architecture built from Keras
-layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`.
+layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`. The held-out ``convbn``
+(:data:`KERAS_ONLY`) has no PyTorch twin: its recipe (in :data:`families.training.FAMILIES`) is trained in
+Keras only, with Keras's own ``CosineDecay`` schedule and a ``SparseCategoricalCrossentropy`` on logits.
 
 What the Monitor sees: the gradients Keras hands to ``optimizer.apply`` (copied into variables inside the
 compiled step), the weights after each step, the loss of each batch (Keras's running mean is turned back into
@@ -46,7 +48,65 @@ from families.training import (
 
 #: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
 #: meets the rules on that framework's traces).
-KERAS_FAMILIES = ("binary", "regression")
+KERAS_FAMILIES = ("binary", "regression", "convbn")
+#: Families trained in Keras only (their recipe in :data:`families.training.FAMILIES` has no PyTorch run):
+#: ``convbn``, held out (branch newfam2).
+KERAS_ONLY = ("convbn",)
+
+
+def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
+    """The held-out ``convbn`` family on (8, 8, 1) images: ``depth`` blocks ``conv<i>`` (3x3, "same"; 16
+    channels in the first, 32 after, or ``width`` and ``2 * width``) -> ``conv<i>_bn`` (Keras's
+    BatchNormalization defaults) -> ``conv<i>_<act>``, then ``GlobalAveragePooling2D``, an optional
+    ``Dropout`` (the ``heavy_dropout`` case) and ``out``, a ``Dense(10)`` of logits (``out_softmax`` after it
+    in the ``softmax_before_cross_entropy`` fault). Keras's default initialisers: a Keras-native recipe."""
+    act = spec.hidden_act or "relu"
+    width = spec.width or 16
+    layers: list[Any] = [keras.Input((8, 8, 1))]
+    for i in range(1, spec.blocks + 1):
+        layers += [
+            keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"),
+            keras.layers.BatchNormalization(momentum=0.9, name=f"conv{i}_bn"),
+            keras.layers.Activation(act, name=f"conv{i}_{act}"),
+        ]
+    layers.append(keras.layers.GlobalAveragePooling2D(name="pool"))
+    if spec.dropout:
+        layers.append(keras.layers.Dropout(spec.dropout, name="drop"))
+    layers.append(keras.layers.Dense(10, name="out"))
+    if spec.double_softmax:
+        layers.append(keras.layers.Softmax(name="out_softmax"))
+    model = keras.Sequential(layers, name="net")
+    if spec.weight_scale != 1.0:  # DeepFD: the kernels (conv and dense) x the scale
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * spec.weight_scale)
+    return model
+
+
+def cosine_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epochs: int) -> Any:
+    """The recipe's rate under ``keras.optimizers.schedules.CosineDecay`` over the run: a linear warmup from 0
+    over ``warmup_epochs`` (its ``warmup_steps``/``warmup_target``), then a cosine decay to 0 at the run's
+    last step; the ``scheduler_zeroes_lr`` fault sets it to 0 after epoch ``lr_zero_after_epoch``, as
+    :func:`families.training._lr_at` does. Stepped by the optimiser's own iteration counter."""
+    recipe = FAMILIES[spec.family]
+    lr = recipe.lr * spec.lr_mult
+    warm = (recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs) * steps_per_epoch
+    cosine = keras.optimizers.schedules.CosineDecay(
+        0.0 if warm else lr,
+        max(1, epochs * steps_per_epoch - warm),
+        warmup_target=lr if warm else None,
+        warmup_steps=warm,
+    )
+    if spec.lr_zero_after_epoch is None:
+        return cosine
+    zero_from = (spec.lr_zero_after_epoch + 1) * steps_per_epoch
+
+    class ZeroedAfter(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step: Any) -> Any:
+            rate = cosine(step)
+            return keras.ops.where(keras.ops.greater_equal(step, zero_from), keras.ops.zeros_like(rate), rate)
+
+    return ZeroedAfter()
 
 
 def build_keras(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
@@ -159,11 +219,21 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         yt = np.where(flip, rng.integers(0, classes, size=yt.shape).astype(yt.dtype), yt)
     if spec.shuffle_labels:
         yt = yt[rng.permutation(n_train)]
-    model = build_keras(keras, spec, x.shape[-1])
+    model = (
+        build_keras_convbn(keras, spec) if spec.family == "convbn" else build_keras(keras, spec, x.shape[-1])
+    )
     first = model.layers[0]
     if spec.freeze_first:
         first.trainable = False
-    lr = recipe.lr * spec.lr_mult
+    epochs = spec.epochs or recipe.epochs
+    batch = spec.batch or recipe.batch
+    # a cosine recipe runs Keras's own CosineDecay; the others' rate is set each epoch by the Labeller
+    schedule = (
+        cosine_schedule(keras, spec, math.ceil(n_train / batch), epochs)
+        if recipe.schedule == "cosine"
+        else None
+    )
+    lr = recipe.lr * spec.lr_mult if schedule is None else schedule
     opt_name = spec.opt or recipe.opt
     momentum = recipe.momentum if spec.momentum is None else spec.momentum
     accumulate = spec.accumulate if spec.accumulate > 1 else None
@@ -175,13 +245,14 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         )
     else:
         opt = keras.optimizers.Adam(lr, gradient_accumulation_steps=accumulate)
-    loss = "binary_crossentropy" if task == "binary" else "mse"
-    metrics = ["accuracy"] if task == "binary" else []
+    if task == "classify":
+        loss: Any = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    else:
+        loss = "binary_crossentropy" if task == "binary" else "mse"
+    metrics = ["accuracy"] if task in ("binary", "classify") else []
     model.compile(optimizer=opt, loss=loss, metrics=metrics)
 
-    epochs = spec.epochs or recipe.epochs
-    batch = spec.batch or recipe.batch
-    monitor = Monitor(epochs=epochs, oscillation=task == "binary")
+    monitor = Monitor(epochs=epochs, oscillation=task in ("binary", "classify"))
     result = RunResult(case, seed, out_dir, {}, None)
     first_vars = {id(v) for v in first.trainable_weights}
     kernels = [v for v in model.trainable_weights if len(v.shape) >= 2]
@@ -233,7 +304,8 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
 
     class Labeller(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            opt.learning_rate.assign(_lr_at(spec, recipe, epoch, epochs))
+            if schedule is None:
+                opt.learning_rate.assign(_lr_at(spec, recipe, epoch, epochs))
             state["seen"], state["sum"] = 0, 0.0
 
         def on_train_batch_end(self, batch_i: int, logs: Any = None) -> None:
@@ -258,7 +330,7 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             logs = logs or {}
             vl = float(logs.get("val_loss", float("inf")))
-            if task == "binary":
+            if task in ("binary", "classify"):
                 val_score = float(logs.get("val_accuracy", 0.0))
                 train_acc = float(logs.get("accuracy", 0.0))
             else:

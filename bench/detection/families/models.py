@@ -147,3 +147,30 @@ class TinyTransformer(nn.Module):
     def forward(self, x: Any) -> Any:
         h = self.encoder(self.embed(x) + self.pos)
         return self.out(self.norm(h).mean(dim=1))
+
+
+class Conv1dNet(nn.Module):
+    """A 1-D convolutional classifier over a (N, 1, length) sequence: ``conv1`` (``width`` channels, kernel
+    5) -> ``conv1_bn`` (BatchNorm1d) -> ``conv1_<act>``, then ``depth - 1`` blocks ``conv<i>`` (``2 * width``
+    channels, kernel 5) -> ``conv<i>_<act>`` without a norm, a global average pool over time and the output
+    layer ``out``. ``depth`` 6 with ``act`` sigmoid is the deep sigmoid mutation applied to the convs."""
+
+    def __init__(self, act: str = "relu", width: int = 16, depth: int = 2, classes: int = 3) -> None:
+        super().__init__()
+        self.layers: list[str] = ["conv1", "conv1_bn", f"conv1_{act}"]
+        self.conv1 = nn.Conv1d(1, width, 5, padding=2)
+        self.conv1_bn = nn.BatchNorm1d(width)
+        setattr(self, f"conv1_{act}", ACTS[act]())
+        c = width
+        for i in range(2, depth + 1):
+            setattr(self, f"conv{i}", nn.Conv1d(c, 2 * width, 5, padding=2))
+            setattr(self, f"conv{i}_{act}", ACTS[act]())
+            self.layers += [f"conv{i}", f"conv{i}_{act}"]
+            c = 2 * width
+        self.pool = nn.AdaptiveAvgPool1d(1)
+        self.out = nn.Linear(c, classes)
+
+    def forward(self, x: Any) -> Any:
+        for n in self.layers:
+            x = getattr(self, n)(x)
+        return self.out(torch.flatten(self.pool(x), 1))

@@ -29,7 +29,7 @@ import numpy as np
 from labels import Monitor
 
 from families import data
-from families.models import ConvNet, GruNet, Mlp, ResMlp, TinyTransformer
+from families.models import Conv1dNet, ConvNet, GruNet, Mlp, ResMlp, TinyTransformer
 
 SAVE_INTERVAL = 4
 EVAL_BATCH = 64
@@ -52,6 +52,7 @@ class Recipe:
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
     depth: int = 2  # hidden blocks (MLPs, residual blocks) or convolutions, unless a case sets its own
     label_smoothing: float = 0.0  # CrossEntropyLoss's label_smoothing
+    nesterov: bool = False  # SGD's Nesterov momentum
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -93,6 +94,34 @@ FAMILIES: dict[str, Recipe] = {
         label_smoothing=0.1,
     ),
     "iris": Recipe("iris", "classify", "sgd", 0.05, 8, 30, momentum=0.9),
+    # Held-out families (branch newfam2), defined before any rule was scored on them: a 1-D CNN (BatchNorm
+    # after the first conv) on noisy sines under SGD with Nesterov momentum, weight decay and a step schedule,
+    # and (Keras only, :data:`families.keras_training.KERAS_ONLY`) a 2-D CNN with BatchNorm after both convs,
+    # global average pooling, Adam with warmup + cosine decay, on the digits as channels-last images.
+    "conv1d": Recipe(
+        "noisy_sines",
+        "classify",
+        "sgd",
+        0.05,
+        32,
+        10,
+        momentum=0.9,
+        weight_decay=5e-4,
+        schedule="step",
+        n_train=640,
+        nesterov=True,
+    ),
+    "convbn": Recipe(
+        "digits_channels_last",
+        "classify",
+        "adam",
+        2e-3,
+        32,
+        8,
+        schedule="cosine",
+        warmup_epochs=1,
+        n_train=960,
+    ),
 }
 
 
@@ -164,6 +193,8 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         return ResMlp(
             in_dim, classes, hidden=width or 128, depth=spec.blocks, act=act, dropout=spec.dropout or 0.1
         )
+    if spec.family == "conv1d":
+        return Conv1dNet(act=act, width=width or 16, depth=spec.blocks, classes=classes)
     if spec.family == "iris":
         return Mlp([in_dim, *([width or 16] * spec.blocks), classes], act, dropout=spec.dropout)
     w = width or 32
@@ -280,7 +311,13 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     opt_name = spec.opt or recipe.opt
     momentum = recipe.momentum if spec.momentum is None else spec.momentum
     if opt_name == "sgd":
-        opt = torch.optim.SGD(trainable, lr=recipe.lr, momentum=momentum, weight_decay=recipe.weight_decay)
+        opt = torch.optim.SGD(
+            trainable,
+            lr=recipe.lr,
+            momentum=momentum,
+            weight_decay=recipe.weight_decay,
+            nesterov=recipe.nesterov and momentum > 0,
+        )
     elif opt_name == "adamw":
         opt = torch.optim.AdamW(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     else:
