@@ -180,7 +180,8 @@ class FunctionSpec:
 
 @dataclass(frozen=True)
 class StackSpec:
-    """Everything the CDK app and the local mode need to build the same resources."""
+    """Everything the CDK app and the local mode need to build the same resources. The functions' specs
+    are frozen, so one default instance serves every StackSpec."""
 
     table: TableSpec = field(default_factory=TableSpec)
     bus: BusSpec = field(default_factory=BusSpec)
@@ -192,47 +193,37 @@ class StackSpec:
     metrics_namespace: str = "Tornasole"
     service_name: str = "tornasole-evaluator"
     layer_dir: str = "layers"
-    on_object_created: FunctionSpec = field(
-        default_factory=lambda: FunctionSpec(
-            "OnObjectCreated",
-            "functions/on_object_created",
-            description="S3 ObjectCreated (index, collections, end marker, tornasole_job.json) -> evaluate",
-        )
+    on_object_created: FunctionSpec = FunctionSpec(
+        "OnObjectCreated",
+        "functions/on_object_created",
+        description="S3 ObjectCreated (index, collections, end marker, tornasole_job.json) -> evaluate",
     )
-    publish_events: FunctionSpec = field(
-        default_factory=lambda: FunctionSpec(
-            "PublishEvents",
-            "functions/publish_events",
-            memory_mb=256,
-            timeout_s=60,
-            description="DynamoDB stream (outbox items) -> EventBridge / SNS",
-        )
+    publish_events: FunctionSpec = FunctionSpec(
+        "PublishEvents",
+        "functions/publish_events",
+        memory_mb=256,
+        timeout_s=60,
+        description="DynamoDB stream (outbox items) -> EventBridge / SNS",
     )
-    scheduled_check: FunctionSpec = field(
-        default_factory=lambda: FunctionSpec(
-            "ScheduledCheck",
-            "functions/scheduled_check",
-            description="Schedule: stalled-training checks, completion, outbox re-drive",
-        )
+    scheduled_check: FunctionSpec = FunctionSpec(
+        "ScheduledCheck",
+        "functions/scheduled_check",
+        description="Schedule: stalled-training checks, completion, outbox re-drive",
     )
     # SageMaker's "Training Job State Change" events (default bus) -> the job of that name ends.
-    sagemaker_state_change: FunctionSpec = field(
-        default_factory=lambda: FunctionSpec(
-            "SageMakerStateChange",
-            "functions/sagemaker_state_change",
-            memory_mb=512,
-            timeout_s=120,
-            description="SageMaker Training Job State Change (aws.sagemaker) -> end the job of that name",
-        )
+    sagemaker_state_change: FunctionSpec = FunctionSpec(
+        "SageMakerStateChange",
+        "functions/sagemaker_state_change",
+        memory_mb=512,
+        timeout_s=120,
+        description="SageMaker Training Job State Change (aws.sagemaker) -> end the job of that name",
     )
     # The rule sandbox: invoked by the evaluator, not by a trigger (hence not in ``functions``).
-    custom_rule: FunctionSpec = field(
-        default_factory=lambda: FunctionSpec(
-            "CustomRule",
-            "functions/custom_rule",
-            timeout_s=120,
-            description="Rule sandbox: one custom rule at one step, with job-scoped read-only credentials",
-        )
+    custom_rule: FunctionSpec = FunctionSpec(
+        "CustomRule",
+        "functions/custom_rule",
+        timeout_s=120,
+        description="Rule sandbox: one custom rule at one step, with job-scoped read-only credentials",
     )
     # DynamoDB stream -> publish_events: batch settings. Report batch item failures (the handler returns
     # ``batchItemFailures``) and filter the stream to outbox inserts (``stream_filter_pattern``).

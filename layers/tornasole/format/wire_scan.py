@@ -51,6 +51,15 @@ def varint_rest(buf, pos: int, first: int) -> tuple[int, int]:
             return -1, pos
 
 
+def _after_key(h: bytes, pos: int) -> tuple[int, int]:
+    """The varint after the one-byte key at ``pos`` (a length-delimited field's length, or a varint
+    field's value) and the position after it; -1 for a varint too long (:func:`varint_rest`)."""
+    n = h[pos + 1]
+    if n < 0x80:
+        return n, pos + 2
+    return varint_rest(h, pos + 2, n)
+
+
 def value_start(h: bytes, end: int) -> int:
     """Where Summary.Value's fields start in ``h`` (Event{wall_time?, step?, summary{value{...}}}), or -1.
 
@@ -72,52 +81,41 @@ def value_start(h: bytes, end: int) -> int:
         key = h[pos]
     if key != _SUMMARY:
         return -1
-    n = h[pos + 1]
-    pos += 2
-    if n >= 0x80:  # lengths of a few KB: two-byte varints, decoded here
-        b = h[pos]
-        if b < 0x80:
-            n = (n & 0x7F) | (b << 7)
-            pos += 1
-        else:
-            n, pos = varint_rest(h, pos, n)
-            if n < 0:
-                return -1
-    if pos + n != end or h[pos] != _VALUE:
-        return -1
-    n = h[pos + 1]
-    pos += 2
-    if n >= 0x80:
-        b = h[pos]
-        if b < 0x80:
-            n = (n & 0x7F) | (b << 7)
-            pos += 1
-        else:
-            n, pos = varint_rest(h, pos, n)
-            if n < 0:
-                return -1
-    if pos + n != end:
-        return -1
-    return pos
+    # The Summary, then its one Value, each ending where the Event ends. This runs once per record:
+    # the lengths are read in place (a loop costs nothing measurable here, a call per length does).
+    inner = _VALUE
+    while True:
+        n = h[pos + 1]
+        pos += 2
+        if n >= 0x80:  # lengths of a few KB: two-byte varints, decoded here
+            b = h[pos]
+            if b < 0x80:
+                n = (n & 0x7F) | (b << 7)
+                pos += 1
+            else:
+                n, pos = varint_rest(h, pos, n)
+                if n < 0:
+                    return -1
+        if pos + n != end:
+            return -1
+        if inner is None:
+            return pos
+        if h[pos] != inner:
+            return -1
+        inner = None
 
 
 def scan_value(h: bytes, pos: int, end: int, tag: bytes):
     """Summary.Value's tag and TensorProto (dtype, tensor_shape?, tensor_content), field by field."""
     if h[pos] != _TAG:
         return None
-    n = h[pos + 1]
-    pos += 2
-    if n >= 0x80:
-        n, pos = varint_rest(h, pos, n)
+    n, pos = _after_key(h, pos)
     if n != len(tag) or h[pos : pos + n] != tag:
         return None
     pos += n
     if pos >= end or h[pos] != _TENSOR:
         return None
-    n = h[pos + 1]
-    pos += 2
-    if n >= 0x80:
-        n, pos = varint_rest(h, pos, n)
+    n, pos = _after_key(h, pos)
     tensor_end = pos + n
     if n <= 0 or tensor_end > end or h[pos] != _DTYPE:
         return None
@@ -129,10 +127,7 @@ def scan_value(h: bytes, pos: int, end: int, tag: bytes):
     shape: tuple[int, ...] | None = ()
     key = h[pos] if pos < tensor_end else -1
     if key == _SHAPE:
-        n = h[pos + 1]
-        pos += 2
-        if n >= 0x80:
-            n, pos = varint_rest(h, pos, n)
+        n, pos = _after_key(h, pos)
         shape_end = pos + n
         if n < 0 or shape_end >= tensor_end:
             return None
@@ -143,10 +138,7 @@ def scan_value(h: bytes, pos: int, end: int, tag: bytes):
         key = h[pos]
     if key != _CONTENT:
         return None
-    n = h[pos + 1]
-    pos += 2
-    if n >= 0x80:
-        n, pos = varint_rest(h, pos, n)
+    n, pos = _after_key(h, pos)
     if n <= 0 or pos + n != tensor_end:
         return None
     count = 1
@@ -163,26 +155,17 @@ def _scan_shape(h: bytes, pos: int, end: int) -> tuple[int, ...] | None:
     while pos < end:
         if h[pos] != _DIM:
             return None
-        n = h[pos + 1]
-        pos += 2
-        if n >= 0x80:
-            n, pos = varint_rest(h, pos, n)
+        n, pos = _after_key(h, pos)
         dim_end = pos + n
         if n < 0 or dim_end > end:
             return None
         size = 0
         if pos < dim_end and h[pos] == _DIM_SIZE:
-            size = h[pos + 1]
-            pos += 2
-            if size >= 0x80:
-                size, pos = varint_rest(h, pos, size)
-                if size < 0:
-                    return None
+            size, pos = _after_key(h, pos)
+            if size < 0:
+                return None
         if pos < dim_end and h[pos] == _DIM_NAME:
-            n = h[pos + 1]
-            pos += 2
-            if n >= 0x80:
-                n, pos = varint_rest(h, pos, n)
+            n, pos = _after_key(h, pos)
             if n < 0 or pos + n != dim_end or not _utf8(h[pos : pos + n]):
                 return None
             pos += n

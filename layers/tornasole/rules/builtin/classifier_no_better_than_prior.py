@@ -52,10 +52,8 @@ import re
 
 import numpy as np
 
-from tornasole.modes import EVAL
-from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.losses import BINARY_CROSS_ENTROPY, CROSS_ENTROPY, LossFeed, loss_feeds
-from tornasole.rules.builtin.overfit import trial_phases, whole_passes
+from tornasole.rules.builtin.losses import BINARY_CROSS_ENTROPY, CROSS_ENTROPY, LossFeed
+from tornasole.rules.builtin.pass_scores import PassScoreRule
 from tornasole.rules.params import Param
 
 __all__ = [
@@ -274,7 +272,7 @@ def cross_entropy_kind(loss: str) -> tuple[bool, str] | None:
     return None
 
 
-class ClassifierNoBetterThanPrior(BuiltinRule):
+class ClassifierNoBetterThanPrior(PassScoreRule):
     """Fires when a classifier's validation pseudo-R^2 is <= ``max_pseudo_r2`` in ``consecutive`` passes.
 
     Examples
@@ -309,96 +307,37 @@ class ClassifierNoBetterThanPrior(BuiltinRule):
         ),
         Param("consecutive", "int", "2", "newest passes that must all be at or below max_pseudo_r2"),
     )
-    COLLECTIONS = (
-        ("losses", {"save_interval": "500"}),
-        (
-            "loss_inputs",
-            {
-                "include_regex": "[Ll]oss_input_[01]$|^(predictions|labels)$|^batch_loss/",
-                "save_interval": "500",
-            },
-        ),
-    )
 
-    def check_params(self) -> None:
-        self.require_at_least(1, "min_passes", "consecutive")
-        if self.consecutive > self.min_passes:
-            raise self.param_error(
-                "consecutive", f"value {self.consecutive} must be <= min_passes ({self.min_passes})"
-            )
-        if not self.max_pseudo_r2 < 1:
-            raise self.param_error(
-                "max_pseudo_r2", f"value {self.max_pseudo_r2} must be < 1 (the pseudo-R^2 is at most 1)"
-            )
+    BOUND_PARAM = "max_pseudo_r2"
+    SCORE_NAME = "the pseudo-R^2"
 
-    def history_steps(self) -> int | None:
-        return None  # every validation pass since the start
+    def judges(self, feed: LossFeed) -> bool:
+        return cross_entropy_kind(feed.loss) is not None
 
-    def _cross_entropy_feeds(self, step: int) -> list[tuple[LossFeed, bool, str]]:
-        """Each cross-entropy loss saved at ``step`` that ``loss_regex`` matches, with its prediction and
-        target both saved at ``step``, and its kind (:func:`cross_entropy_kind`)."""
-        saved = set(self.base_trial.tensor_names(step=step))
-        out: list[tuple[LossFeed, bool, str]] = []
-        seen: set[tuple[str, str]] = set()
-        for feed in loss_feeds(self, step, self.loss_regex):
-            kind = cross_entropy_kind(feed.loss)
-            pair = (feed.prediction, feed.target)
-            if kind is None or pair[0] not in saved or pair[1] not in saved or pair in seen:
-                continue
-            seen.add(pair)
-            out.append((feed, *kind))
-        return out
+    def score_pass(self, feed: LossFeed, steps: list[int]) -> float | None:
+        """The pooled pseudo-R^2 of one validation pass; the loss's kind (:func:`cross_entropy_kind`) says
+        how to read its prediction."""
+        binary, inputs = cross_entropy_kind(feed.loss)
+        keras = feed.same_rank
+        batches = []
+        for p, t in self.pass_batches(feed, steps):
+            p, t = np.asarray(p), np.asarray(t)
+            if binary:
+                if keras and p.shape == (*t.shape, 1):
+                    t = t.reshape(p.shape)
+                got = binary_cross_entropies(p, t, inputs, keras=keras)
+            else:
+                got = categorical_cross_entropies(p, t, inputs, feed.class_axis, keras=keras)
+            if got is not None:
+                batches.append(got)
+        if batches:  # one width (output columns, classes) per pass: the first batch's
+            batches = [b for b in batches if b[1].shape[-1] == batches[0][1].shape[-1]]
+        return pooled_pseudo_r2(batches, binary)
 
-    def pass_pseudo_r2(self, feed: LossFeed, binary: bool, inputs: str, steps: list[int]) -> float | None:
-        """The pooled pseudo-R^2 of one validation pass, computed once per pass (a saved step never
-        changes)."""
-        cache = self.__dict__.setdefault("_pseudo_r2_cache", {})
-        key = (feed.prediction, feed.loss, steps[0], len(steps))
-        if key not in cache:
-            keras = feed.same_rank
-            batches = []
-            for s in steps:
-                p, t = self.value(feed.prediction, s), self.value(feed.target, s)
-                if p is None or t is None:
-                    continue
-                p, t = np.asarray(p), np.asarray(t)
-                if binary:
-                    if keras and p.shape == (*t.shape, 1):
-                        t = t.reshape(p.shape)
-                    got = binary_cross_entropies(p, t, inputs, keras=keras)
-                else:
-                    got = categorical_cross_entropies(p, t, inputs, feed.class_axis, keras=keras)
-                if got is not None:
-                    batches.append(got)
-            if batches:  # one width (output columns, classes) per pass: the first batch's
-                batches = [b for b in batches if b[1].shape[-1] == batches[0][1].shape[-1]]
-            cache[key] = pooled_pseudo_r2(batches, binary)
-        return cache[key]
-
-    def invoke_at_step(self, step: int) -> bool:
-        if self.base_trial.mode(step) != EVAL:
-            return False
-        for feed, binary, inputs in self._cross_entropy_feeds(step):
-            gsteps = [s for s in self.base_trial.tensor(feed.prediction).steps() if s <= step]
-            if not gsteps or gsteps[-1] != step:
-                continue
-            evals = [st for mode, st in trial_phases(self.base_trial, gsteps) if mode == EVAL]
-            if len(evals) < self.min_passes:
-                continue
-            passes = whole_passes(evals)
-            if passes is None:
-                continue  # the newest pass is judged once, whole
-            newest = [self.pass_pseudo_r2(feed, binary, inputs, p) for p in passes[-self.consecutive :]]
-            if any(r is None or r > self.max_pseudo_r2 for r in newest):
-                continue
-            shown = ", ".join(self.fmt(r) for r in newest)
-            self.report_issue(
-                f"{feed.prediction} against {feed.target} ({feed.loss}): validation pseudo-R^2 {shown} in "
-                f"the newest {self.consecutive} of {len(passes)} passes, at or below max_pseudo_r2 "
-                f"{self.fmt(self.max_pseudo_r2)}: the classifier predicts no better than the class "
-                "frequencies",
-                tensor=feed.prediction,
-                steps=[s for p in passes[-self.consecutive :] for s in p],
-            )
-            return True
-        return False
+    def finding(self, feed: LossFeed, scores: str, passes: int) -> str:
+        return (
+            f"{feed.prediction} against {feed.target} ({feed.loss}): validation pseudo-R^2 {scores} in "
+            f"the newest {self.consecutive} of {passes} passes, at or below max_pseudo_r2 "
+            f"{self.fmt(self.max_pseudo_r2)}: the classifier predicts no better than the class "
+            "frequencies"
+        )

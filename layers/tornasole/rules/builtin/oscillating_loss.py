@@ -32,9 +32,9 @@ import math
 
 import numpy as np
 
-from tornasole.modes import EVAL, GLOBAL, TRAIN, ModeKeys
+from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.losses import loss_names
+from tornasole.rules.builtin.losses import loss_names, pick_mode
 from tornasole.rules.builtin.overfit import trial_phases
 from tornasole.rules.params import Param
 
@@ -98,14 +98,6 @@ class OscillatingLoss(BuiltinRule):
     def history_steps(self) -> int | None:
         return None  # every phase of the run so far
 
-    def _mode(self, tensor: object) -> ModeKeys | None:
-        if self.mode is not None:
-            return self.mode
-        for m in (EVAL, TRAIN, GLOBAL):
-            if tensor.steps(mode=m):
-                return m
-        return None
-
     def _points(self, name: str, step: int, mode: ModeKeys) -> list[tuple[list[int], float]]:
         """``(global steps, mean loss)`` per phase (or group) up to ``step``."""
         trial = self.base_trial
@@ -128,7 +120,7 @@ class OscillatingLoss(BuiltinRule):
     def invoke_at_step(self, step: int) -> bool:
         for name in loss_names(self, self.tensor_regex is None):
             tensor = self.base_trial.tensor(name)
-            mode = self._mode(tensor)
+            mode = pick_mode(tensor, self.mode)
             if (
                 mode is None
                 or step not in tensor.steps()

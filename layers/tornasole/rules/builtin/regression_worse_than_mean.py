@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tornasole.modes import EVAL
-from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.losses import LossFeed, loss_feeds
-from tornasole.rules.builtin.overfit import trial_phases, whole_passes
+from tornasole.rules.builtin.losses import LossFeed
+from tornasole.rules.builtin.pass_scores import PassScoreRule
 from tornasole.rules.params import Param
 
 __all__ = ["RegressionWorseThanMean", "pooled_r2"]
@@ -70,7 +68,7 @@ def pooled_r2(pairs: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
     return 1.0 - float(((preds - targets) ** 2).sum()) / sst
 
 
-class RegressionWorseThanMean(BuiltinRule):
+class RegressionWorseThanMean(PassScoreRule):
     """Fires when a squared-error model's validation R^2 is <= ``max_r2`` in ``consecutive`` passes.
 
     Examples
@@ -99,90 +97,26 @@ class RegressionWorseThanMean(BuiltinRule):
         Param("max_r2", "float", "0", "a pass with R^2 at or below this is no better than the mean"),
         Param("consecutive", "int", "2", "newest passes that must all be at or below max_r2"),
     )
-    COLLECTIONS = (
-        ("losses", {"save_interval": "500"}),
-        (
-            "loss_inputs",
-            {
-                "include_regex": "[Ll]oss_input_[01]$|^(predictions|labels)$|^batch_loss/",
-                "save_interval": "500",
-            },
-        ),
-    )
 
-    def check_params(self) -> None:
-        self.require_at_least(1, "min_passes", "consecutive")
-        if self.consecutive > self.min_passes:
-            raise self.param_error(
-                "consecutive", f"value {self.consecutive} must be <= min_passes ({self.min_passes})"
-            )
-        if not self.max_r2 < 1:
-            raise self.param_error("max_r2", f"value {self.max_r2} must be < 1 (R^2 is at most 1)")
+    BOUND_PARAM = "max_r2"
+    SCORE_NAME = "R^2"
 
-    def history_steps(self) -> int | None:
-        return None  # every validation pass since the start
-
-    def _loss_input_pairs(self, step: int) -> list[LossFeed]:
-        """The feed of each loss saved at ``step`` that ``loss_regex`` matches, its prediction and target
-        both saved at ``step`` (:func:`loss_feeds`: PyTorch's ``<Loss>_input_0/1``, Keras's
-        ``predictions``, ``labels``)."""
-        saved = set(self.base_trial.tensor_names(step=step))
-        out: list[LossFeed] = []
-        for feed in loss_feeds(self, step, self.loss_regex):
-            pair = (feed.prediction, feed.target)
-            if pair[0] in saved and pair[1] in saved and pair not in [(f.prediction, f.target) for f in out]:
-                out.append(feed)
-        return out
-
-    def _pass_r2(self, pred: str, target: str, steps: list[int], same_rank: bool = False) -> float | None:
-        """The pooled R^2 of one validation pass, computed once per pass (a saved step never changes);
-        ``same_rank``: a target one trailing axis of size 1 short of the prediction is given that axis, as
-        the loss did (Keras)."""
-        cache = self.__dict__.setdefault("_r2_cache", {})
-        key = (pred, steps[0], len(steps))
-        if key not in cache:
-            pairs = []
-            for s in steps:
-                p, t = self.value(pred, s), self.value(target, s)
-                if p is None or t is None:
-                    continue
-                p, t = np.asarray(p, dtype=np.float64), np.asarray(t, dtype=np.float64)
-                if same_rank and p.shape == (*t.shape, 1):
-                    t = t.reshape(p.shape)
-                if (
-                    p.shape != t.shape
-                    or p.ndim == 0
-                    or not (np.all(np.isfinite(p)) and np.all(np.isfinite(t)))
-                ):
-                    continue
-                pairs.append((p, t))
-            cache[key] = pooled_r2(pairs)
-        return cache[key]
-
-    def invoke_at_step(self, step: int) -> bool:
-        if self.base_trial.mode(step) != EVAL:
-            return False
-        for feed in self._loss_input_pairs(step):
-            pred, target = feed.prediction, feed.target
-            gsteps = [s for s in self.base_trial.tensor(pred).steps() if s <= step]
-            if not gsteps or gsteps[-1] != step:
+    def score_pass(self, feed: LossFeed, steps: list[int]) -> float | None:
+        """The pooled R^2 of one validation pass; a target one trailing axis of size 1 short of the
+        prediction is given that axis where the loss did so (``feed.same_rank``: Keras)."""
+        pairs = []
+        for p, t in self.pass_batches(feed, steps):
+            p, t = np.asarray(p, dtype=np.float64), np.asarray(t, dtype=np.float64)
+            if feed.same_rank and p.shape == (*t.shape, 1):
+                t = t.reshape(p.shape)
+            if p.shape != t.shape or p.ndim == 0 or not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))):
                 continue
-            evals = [st for mode, st in trial_phases(self.base_trial, gsteps) if mode == EVAL]
-            if len(evals) < self.min_passes:
-                continue
-            passes = whole_passes(evals)
-            if passes is None:
-                continue  # the newest pass is judged once, whole
-            newest = [self._pass_r2(pred, target, p, feed.same_rank) for p in passes[-self.consecutive :]]
-            if any(r is None or r > self.max_r2 for r in newest):
-                continue
-            shown = ", ".join(self.fmt(r) for r in newest)
-            self.report_issue(
-                f"{pred} against {target}: validation R^2 {shown} in the newest {self.consecutive} of "
-                f"{len(passes)} passes, at or below max_r2 {self.fmt(self.max_r2)}: the model predicts no "
-                "better than the targets' mean",
-                tensor=pred,
-                steps=[s for p in passes[-self.consecutive :] for s in p],
-            )
-            return True
-        return False
+            pairs.append((p, t))
+        return pooled_r2(pairs)
+
+    def finding(self, feed: LossFeed, scores: str, passes: int) -> str:
+        return (
+            f"{feed.prediction} against {feed.target}: validation R^2 {scores} in the newest "
+            f"{self.consecutive} of {passes} passes, at or below max_r2 {self.fmt(self.max_r2)}: the model "
+            "predicts no better than the targets' mean"
+        )

@@ -8,7 +8,8 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/debugger-built-in-profiler-rules
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 from tornasole.rules.params import Param
 from tornasole.rules.profiler.base import (
@@ -43,16 +44,46 @@ def _gpu_key(sample: Sample, gpu: str) -> str:
     return f"{sample.node}/{gpu}"
 
 
+def _gpu_readings(
+    state: dict[str, Any], samples: list[Sample], make: Callable[[], Any], memory: bool = False
+) -> Iterator[tuple[Sample, str, float, Any]]:
+    """``(sample, gpu, value, slot)`` for each GPU's utilisation (``memory``: its memory) in ``samples``,
+    ``slot`` that GPU's entry of ``state["gpus"]`` (made by ``make``); a GPU past :data:`MAX_SERIES` is
+    counted by :func:`series_slot`, not yielded."""
+    gpus = state.setdefault("gpus", {})
+    for s in samples:
+        for gpu, value in (s.gpu_memory if memory else s.gpu).items():
+            slot = series_slot(gpus, _gpu_key(s, gpu), state, make)
+            if slot is not None:
+                yield s, gpu, value, slot
+
+
+def _bottleneck_params(host_threshold: Param) -> tuple[Param, ...]:
+    """SageMaker's parameters of a bottleneck rule, in its order; ``host_threshold`` says when the host is
+    busy (the one parameter the two rules do not share)."""
+    return (
+        Param("threshold", "float", "50", "percent of samples with a bottleneck beyond which the rule fires"),
+        Param("gpu_threshold", "float", "10", "GPU utilisation (%) below which a GPU is idle"),
+        host_threshold,
+        patience_param(),
+        scan_interval_param(),
+    )
+
+
 class _BottleneckRule(ProfilerRule):
-    """CPUBottleneck and IOBottleneck: the share of samples where a GPU idles while the host is busy."""
+    """CPUBottleneck and IOBottleneck: the share of samples where a GPU idles while the host is busy, busy
+    meaning the sample's ``HOST_MEASURE`` (a :class:`Sample` field, in %) above ``HOST_THRESHOLD``."""
 
     KINDS = frozenset({SYSTEM})
-    PERCENT_PARAMS = ("threshold", "gpu_threshold")
     POSITIVE_PARAMS = ("patience", "scan_interval_us")
+    HOST_MEASURE: ClassVar[str] = ""
+    HOST_THRESHOLD: ClassVar[str] = ""
     WHAT = ""
 
-    def busy(self, sample: Sample) -> bool | None:  # pragma: no cover
-        raise NotImplementedError
+    def busy(self, sample: Sample) -> bool | None:
+        """Whether the host was busy at ``sample``; None when the sample does not measure it."""
+        value = getattr(sample, self.HOST_MEASURE)
+        return None if value is None else value > self.params[self.HOST_THRESHOLD]
 
     def update_system(self, state: dict[str, Any], samples: list[Sample]) -> None:
         for s in samples:
@@ -83,14 +114,11 @@ class CPUBottleneck(_BottleneckRule):
     (https://docs.aws.amazon.com/sagemaker/latest/dg/debugger-built-in-profiler-rules.html)."""
 
     NAME = "CPUBottleneck"
-    PARAMETERS = (
-        Param("threshold", "float", "50", "percent of samples with a bottleneck beyond which the rule fires"),
-        Param("gpu_threshold", "float", "10", "GPU utilisation (%) below which a GPU is idle"),
-        Param("cpu_threshold", "float", "90", "CPU utilisation (%) above which the CPU is busy"),
-        patience_param(),
-        scan_interval_param(),
+    PARAMETERS = _bottleneck_params(
+        Param("cpu_threshold", "float", "90", "CPU utilisation (%) above which the CPU is busy")
     )
-    PERCENT_PARAMS = ("threshold", "gpu_threshold", "cpu_threshold")
+    HOST_MEASURE, HOST_THRESHOLD = "cpu_total", "cpu_threshold"
+    PERCENT_PARAMS = ("threshold", "gpu_threshold", HOST_THRESHOLD)
     WHAT = "GPU idle while the CPU was busy"
     CAUSE = "the CPU cannot prepare batches as fast as the GPU consumes them (preprocessing on the CPU)"
     FIX = (
@@ -99,23 +127,17 @@ class CPUBottleneck(_BottleneckRule):
     )
     SUMMARY = "GPU idle while the CPU is above cpu_threshold for more than threshold% of samples"
 
-    def busy(self, sample: Sample) -> bool | None:
-        return None if sample.cpu_total is None else sample.cpu_total > self.params["cpu_threshold"]
-
 
 class IOBottleneck(_BottleneckRule):
     """A GPU idles while the CPU waits on I/O (above ``io_threshold``) in more than ``threshold`` percent of
     the samples. AWS: IOBottleneck (https://docs.aws.amazon.com/sagemaker/latest/dg/debugger-built-in-profiler-rules.html)."""
 
     NAME = "IOBottleneck"
-    PARAMETERS = (
-        Param("threshold", "float", "50", "percent of samples with a bottleneck beyond which the rule fires"),
-        Param("gpu_threshold", "float", "10", "GPU utilisation (%) below which a GPU is idle"),
-        Param("io_threshold", "float", "50", "I/O wait (%) above which the host waits on I/O"),
-        patience_param(),
-        scan_interval_param(),
+    PARAMETERS = _bottleneck_params(
+        Param("io_threshold", "float", "50", "I/O wait (%) above which the host waits on I/O")
     )
-    PERCENT_PARAMS = ("threshold", "gpu_threshold", "io_threshold")
+    HOST_MEASURE, HOST_THRESHOLD = "io_wait", "io_threshold"
+    PERCENT_PARAMS = ("threshold", "gpu_threshold", HOST_THRESHOLD)
     WHAT = "GPU idle while the CPU waited on I/O"
     CAUSE = "training data is read from slow storage (network file system, S3 streaming) as it is needed"
     FIX = (
@@ -123,9 +145,6 @@ class IOBottleneck(_BottleneckRule):
         "shard it into larger files, or read with more parallel workers"
     )
     SUMMARY = "GPU idle while I/O wait is above io_threshold for more than threshold% of samples"
-
-    def busy(self, sample: Sample) -> bool | None:
-        return None if sample.io_wait is None else sample.io_wait > self.params["io_threshold"]
 
 
 class LowGPUUtilization(ProfilerRule):
@@ -153,13 +172,9 @@ class LowGPUUtilization(ProfilerRule):
     SUMMARY = "a GPU's p95 utilisation below threshold_p95, or p5 below threshold_p5 (fluctuation)"
 
     def update_system(self, state: dict[str, Any], samples: list[Sample]) -> None:
-        gpus = state.setdefault("gpus", {})
-        for s in samples:
-            for gpu, value in s.gpu.items():
-                slot = series_slot(gpus, _gpu_key(s, gpu), state, lambda: {"n": 0, "w": ""})
-                if slot is not None:
-                    slot["n"] += 1
-                    slot["w"] = window_push(slot["w"], [value], self.params["window"])
+        for _, _, value, slot in _gpu_readings(state, samples, lambda: {"n": 0, "w": ""}):
+            slot["n"] += 1
+            slot["w"] = window_push(slot["w"], [value], self.params["window"])
 
     def finding(self, state: dict[str, Any]) -> ProfilerFinding:
         low, fluctuating, judged = [], [], 0
@@ -217,7 +232,6 @@ class BatchSize(ProfilerRule):
 
     def update_system(self, state: dict[str, Any], samples: list[Sample]) -> None:
         nodes = state.setdefault("cpu", {})
-        gpus = state.setdefault("gpus", {})
         size = self.params["window"]
         for s in samples:
             if s.cpu_total is not None:
@@ -225,13 +239,11 @@ class BatchSize(ProfilerRule):
                 if slot is not None:
                     slot["n"] += 1
                     slot["w"] = window_push(slot["w"], [s.cpu_total], size)
-            for gpu, value in s.gpu.items():
-                slot = series_slot(gpus, _gpu_key(s, gpu), state, lambda: {"n": 0, "w": "", "m": ""})
-                if slot is not None:
-                    slot["n"] += 1
-                    slot["w"] = window_push(slot["w"], [value], size)
-                    if gpu in s.gpu_memory:
-                        slot["m"] = window_push(slot["m"], [s.gpu_memory[gpu]], size)
+        for s, gpu, value, slot in _gpu_readings(state, samples, lambda: {"n": 0, "w": "", "m": ""}):
+            slot["n"] += 1
+            slot["w"] = window_push(slot["w"], [value], size)
+            if gpu in s.gpu_memory:
+                slot["m"] = window_push(slot["m"], [s.gpu_memory[gpu]], size)
 
     def finding(self, state: dict[str, Any]) -> ProfilerFinding:
         p = self.params
@@ -281,36 +293,33 @@ class GPUMemoryIncrease(ProfilerRule):
     SUMMARY = "moving average of GPU memory rises by more than increase points"
 
     def update_system(self, state: dict[str, Any], samples: list[Sample]) -> None:
-        gpus = state.setdefault("gpus", {})
         size = self.params["window"]
-        for s in samples:
-            for gpu, value in s.gpu_memory.items():
-                key = _gpu_key(s, gpu)
-                slot = series_slot(gpus, key, state, lambda: {"n": 0, "sum": 0.0, "k": 0, "prev": None})
-                if slot is None:
-                    continue
-                slot["n"] += 1
-                slot["sum"] += value
-                slot["k"] += 1
-                if slot["k"] < size:
-                    continue
-                mean = slot["sum"] / slot["k"]
-                prev = slot["prev"]
-                if (
-                    prev is not None
-                    and slot["n"] >= self.params["patience"]
-                    and mean - prev > self.params["increase"]
-                ):
-                    worst = state.get("worst")
-                    if worst is None or mean - prev > worst["by"]:
-                        state["worst"] = {
-                            "gpu": key,
-                            "from": round(prev, 2),
-                            "to": round(mean, 2),
-                            "by": round(mean - prev, 2),
-                            "at": s.timestamp,
-                        }
-                slot.update(prev=mean, sum=0.0, k=0)
+        windows = _gpu_readings(
+            state, samples, lambda: {"n": 0, "sum": 0.0, "k": 0, "prev": None}, memory=True
+        )
+        for s, gpu, value, slot in windows:
+            slot["n"] += 1
+            slot["sum"] += value
+            slot["k"] += 1
+            if slot["k"] < size:
+                continue
+            mean = slot["sum"] / slot["k"]
+            prev = slot["prev"]
+            if (
+                prev is not None
+                and slot["n"] >= self.params["patience"]
+                and mean - prev > self.params["increase"]
+            ):
+                worst = state.get("worst")
+                if worst is None or mean - prev > worst["by"]:
+                    state["worst"] = {
+                        "gpu": _gpu_key(s, gpu),
+                        "from": round(prev, 2),
+                        "to": round(mean, 2),
+                        "by": round(mean - prev, 2),
+                        "at": s.timestamp,
+                    }
+            slot.update(prev=mean, sum=0.0, k=0)
 
     def finding(self, state: dict[str, Any]) -> ProfilerFinding:
         worst = state.get("worst")
@@ -345,12 +354,8 @@ class LoadBalancing(ProfilerRule):
     SUMMARY = "two GPUs of a node with utilisation histograms further apart than threshold"
 
     def update_system(self, state: dict[str, Any], samples: list[Sample]) -> None:
-        gpus = state.setdefault("gpus", {})
-        for s in samples:
-            for gpu, value in s.gpu.items():
-                hist = series_slot(gpus, _gpu_key(s, gpu), state, lambda: [0] * (self.BINS + 1))
-                if hist is not None:
-                    hist[min(self.BINS, max(0, int(value * self.BINS / 100)))] += 1
+        for _, _, value, hist in _gpu_readings(state, samples, lambda: [0] * (self.BINS + 1)):
+            hist[min(self.BINS, max(0, int(value * self.BINS / 100)))] += 1
 
     def finding(self, state: dict[str, Any]) -> ProfilerFinding:
         by_node: dict[str, list[tuple[str, list[int]]]] = {}
