@@ -99,3 +99,15 @@ def test_fade_out_factor_is_validated(trial_factory):
     trial = trial_factory(_adam_like([0.0] * (4 * STEPS)), {"weights": ["^weights/"]})
     with pytest.raises(RuleParameterError, match="fade_out_factor"):
         WeightUpdateRatio(trial, fade_out_factor="-1")
+
+
+def test_weight_update_ratio_still_fires_on_a_rate_too_low_ever_to_move_the_weights_visibly(trial_factory):
+    # lr_too_low: every step moves each entry by at most a few units in the last place, so the ratios sit at
+    # float32's resolution from the start, and now and then round to 0: no visible update ever shrank
+    rng = np.random.default_rng(1)
+    rates = list(rng.uniform(0.0, 6e-8, size=4 * STEPS))
+    trace = _adam_like(rates)
+    trial = trial_factory(trace, {"weights": ["^weights/"]})
+    fired = invoke_rule(WeightUpdateRatio(trial, **_params("WeightUpdateRatio"))).fired
+    assert fired
+    assert fired[0].step == invoke_rule(WeightUpdateRatio(trial, skip_frozen="True")).fired[0].step

@@ -35,7 +35,11 @@ weight near 1 can represent (one unit in the last place is ``eps`` relative), so
 Keras's ``CosineDecay`` to 0 (families benchmark, convbn_keras at batch 4) the ratios of a BatchNorm scale
 fall 5e-6, 1e-6, 3e-7, 5e-8, then 0. A scheduler bug that zeroes the rate stops the weights after
 full-size updates (9e-4, then 0, on the same family), and parameters the optimiser never sees never moved
-(no ratio above the threshold): both still fire.
+(no ratio above the threshold): both still fire. So does a rate too low ever to move the weights visibly:
+the fade-out needs a ratio above the bound within the same ``fade_out_steps`` (updates that shrank; a
+LayerNorm weight under the families' ``lr_too_low`` moves by 2e-7 to 3e-7 of itself from the start). A
+momentum optimiser whose rate a bug zeroed keeps moving the weights by its decaying velocity (0.9 a step
+under SGD's momentum 0.9): that is a fade-out too, and the rule fires once it has ended.
 """
 
 from __future__ import annotations
@@ -145,25 +149,27 @@ class WeightUpdateRatio(BuiltinRule):
     def _faded_out(self, name: str, step: int, mode: ModeKeys) -> float | None:
         """With ``fade_out_factor``: the ratio between consecutive saved steps of the mode, read back from
         ``step`` over ``fade_out_steps`` steps, was last at or above ``small_threshold`` at a value no larger
-        than ``fade_out_factor`` x the weight's dtype resolution: that ratio then (the updates faded out);
-        None when it was larger (a stop), the weight is not floating point, or no ratio there reached the
-        threshold (the weight never moved there)."""
+        than ``fade_out_factor`` x the weight's dtype resolution, after a ratio above that bound in the same
+        steps: that last ratio then (the updates were visible, then faded out); None when it was larger (a
+        stop), no ratio there rose above the bound (a rate too low ever to move the weights visibly), the
+        weight is not floating point, or no ratio there reached the threshold (it never moved there)."""
         steps = self.same_mode_steps(name, step, mode)[-(self.fade_out_steps + 1) :]
         values = [self.value(name, s) for s in steps]
         if len(values) < 2 or any(v is None for v in values):
             return None
         if not np.issubdtype(np.asarray(values[-1]).dtype, np.floating):
             return None
-        resolution = float(np.finfo(np.asarray(values[-1]).dtype).eps)
-        for w0, w in reversed(list(zip(values, values[1:]))):
+        bound = self.fade_out_factor * float(np.finfo(np.asarray(values[-1]).dtype).eps)
+        ratios = []
+        for w0, w in zip(values, values[1:]):
             w0_64, w_64 = np.asarray(w0, np.float64).ravel(), np.asarray(w, np.float64).ravel()
             if w0_64.shape != w_64.shape:
                 return None
-            ratio = float(np.linalg.norm(w_64 - w0_64) / (np.linalg.norm(w0_64) + self.epsilon))
-            if ratio < self.small_threshold:
-                continue
-            return ratio if np.isfinite(ratio) and ratio <= self.fade_out_factor * resolution else None
-        return None
+            ratios.append(float(np.linalg.norm(w_64 - w0_64) / (np.linalg.norm(w0_64) + self.epsilon)))
+        if not all(np.isfinite(ratios)) or max(ratios) <= bound:
+            return None  # never above the resolution there: a rate too low to move the weights, not a fade
+        last = next((r for r in reversed(ratios) if r >= self.small_threshold), None)
+        return last if last is not None and last <= bound else None
 
     def advice(self) -> tuple[str, str] | None:
         """Large updates and updates that vanish have opposite causes: say which one fired."""
