@@ -67,6 +67,7 @@ def test_weight_update_ratio_passes_over_a_cosine_to_zero(trial_factory):
     trial = trial_factory(_adam_like(_cosine_to_zero()), {"weights": ["^weights/"]})
     params = _params("WeightUpdateRatio")
     assert params["fade_out_factor"] == "10"
+    assert params["fade_out_steps"] == "32"
     before = invoke_rule(WeightUpdateRatio(trial, skip_frozen="True")).fired
     assert before
     assert before[0].step > 4 * (STEPS - 20)  # "updates vanished" at the schedule's tail

@@ -75,7 +75,11 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "fade_out_steps": "32",
         },
     ),
-    ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True", "fade_out_factor": "10"}),
+    (
+        "WeightUpdateRatio",
+        "WeightUpdateRatio",
+        {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32"},
+    ),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),
     ("ZeroGradients", "ZeroGradients", {}),
     (
