@@ -30,7 +30,16 @@ CASES: dict[str, tuple[str, str, FamilySpec]] = {}
 #: Keras cannot make one chosen step overflow its loss scale (see :mod:`families.keras_training`).
 _NOT_IN_KERAS = {"fp16_skipped_step"}
 #: Hard negatives of issue 29's audit (:func:`_audit_cases`), trained in PyTorch only.
-_AUDIT_CASES = {"warm_restarts", "one_cycle", "wide_sparse_relu", "heavy_dropout"}
+_AUDIT_CASES = {
+    "warm_restarts",
+    "one_cycle",
+    "wide_sparse_relu",
+    "heavy_dropout",
+    "cosine_to_zero",
+    "warmup_from_zero",
+    "cosine_to_zero_small_batch",
+    "warmup_from_zero_small_batch",
+}
 
 #: Families whose inputs are real-valued features an unscaled pipeline could feed raw.
 _SCALED_INPUTS = {
@@ -104,9 +113,17 @@ def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySp
     * ``one_cycle``: the one-cycle policy (Smith & Topin 2017, ``OneCycleLR``), a rise then an anneal;
     * ``wide_sparse_relu``: a ReLU layer 8x the recipe's width whose hidden biases start at -0.5, so most
       outputs are 0 (a sparse representation) while the layer trains;
-    * ``heavy_dropout``: dropout 0.5, so the training loss (with dropout) sits above the validation loss.
+    * ``heavy_dropout``: dropout 0.5, so the training loss (with dropout) sits above the validation loss;
+    * ``cosine_to_zero``: a per-step cosine to exactly 0 (``CosineAnnealingLR(T_max=every optimiser step)``,
+      ``eta_min`` 0, no warmup), so the last steps' rates are ~0 and the weights stop moving at the end;
+    * ``warmup_from_zero``: a linear warmup from 0 per optimiser step over the first 2 epochs, then the
+      recipe's own schedule, so the loss barely moves at first.
 
-    The two schedule cases save their learning rate (``scalar/lr/0``) for the learning-rate rules.
+    The last two go to every PyTorch family: any recipe may take a schedule (today's recipes warm up and
+    anneal per step whatever the model), and the recipes here either have one (cnn, softmax, regression,
+    transformer, resmlp, conv1d) or train at a constant rate a user could schedule (binary, rnn,
+    autoencoder, iris).
+    The schedule cases save their learning rate (``scalar/lr/0``) for the learning-rate rules.
     """
     out: dict[str, tuple[str, FamilySpec]] = {}
     if family in _RESTARTS:
@@ -120,6 +137,26 @@ def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySp
         out["wide_sparse_relu"] = ("healthy", replace(base, width=_WIDE_RELU[family], relu_bias=-0.5))
     if family in _DROPOUT:
         out["heavy_dropout"] = ("healthy", replace(base, dropout=0.5))
+    if family in FAMILIES and family not in KERAS_ONLY:
+        out["cosine_to_zero"] = (
+            "healthy",
+            replace(base, schedule="cosine_step", warmup_epochs=0, save_lr=True),
+        )
+        out["warmup_from_zero"] = (
+            "healthy",
+            replace(base, warmup_epochs=2, warmup_from_zero=True, save_lr=True),
+        )
+        # the same at noisy_small_batch's batch 4 (lr x0.5): 8x the optimiser steps, as convbn_keras's
+        # noisy_small_batch, so the cosine's last rates fall to ~1e-7 and the warmup lasts hundreds of steps
+        small = replace(base, batch=4, lr_mult=0.5)
+        out["cosine_to_zero_small_batch"] = (
+            "healthy",
+            replace(small, schedule="cosine_step", warmup_epochs=0, save_lr=True),
+        )
+        out["warmup_from_zero_small_batch"] = (
+            "healthy",
+            replace(small, warmup_epochs=2, warmup_from_zero=True, save_lr=True),
+        )
     return out
 
 

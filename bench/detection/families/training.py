@@ -47,7 +47,9 @@ class Recipe:
     epochs: int
     momentum: float = 0.0
     weight_decay: float = 0.0
-    schedule: str = ""  # "" | cosine | step | sgdr | onecycle (the last two step every optimiser step)
+    schedule: str = (
+        ""  # "" | cosine | step | sgdr | onecycle | cosine_step (the last three per optimiser step)
+    )
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
     depth: int = 2  # hidden blocks (MLPs, residual blocks) or convolutions, unless a case sets its own
@@ -156,6 +158,9 @@ class FamilySpec:
     cycle_epochs: int = 0  # SGDR (schedule "sgdr"): epochs of each cosine cycle before a warm restart
     relu_bias: float = 0.0  # added to the hidden layers' initial biases (< 0: sparse ReLU outputs)
     save_lr: bool = False  # save the learning rate every saved TRAIN step as ``scalar/lr/0``
+    warmup_from_zero: bool = (
+        False  # the warmup_epochs rise linearly from 0 per optimiser step (not per epoch)
+    )
     framework: str = "pytorch"  # pytorch (this module) | keras (:mod:`families.keras_training`)
 
     @property
@@ -245,8 +250,10 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
 def _step_scheduler(spec: FamilySpec, recipe: Recipe, opt: Any, steps_per_epoch: int, epochs: int) -> Any:
     """PyTorch's own per-step scheduler for ``sgdr`` (``CosineAnnealingWarmRestarts``: Loshchilov & Hutter,
     ICLR'17, a cosine cycle of ``cycle_epochs`` then a restart at the base rate) and ``onecycle``
-    (``OneCycleLR``: Smith & Topin 2017, a rise to the base rate over 30% of the run, then a cosine anneal);
-    None for the per-epoch schedules of :func:`_lr_at`."""
+    (``OneCycleLR``: Smith & Topin 2017, a rise to the base rate over 30% of the run, then a cosine anneal)
+    and ``cosine_step`` (``CosineAnnealingLR(T_max=every optimiser step of the run)``, ``eta_min`` 0: the
+    per-step cosine of today's recipes, whose last rates are ~0); None for the per-epoch schedules of
+    :func:`_lr_at`."""
     import torch
 
     sched = recipe.schedule if spec.schedule is None else spec.schedule
@@ -259,7 +266,17 @@ def _step_scheduler(spec: FamilySpec, recipe: Recipe, opt: Any, steps_per_epoch:
         )
     if sched == "onecycle":
         return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps_per_epoch * epochs)
+    if sched == "cosine_step":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps_per_epoch * epochs)
     return None
+
+
+def _warmup_from_zero(spec: FamilySpec, recipe: Recipe, opt_step: int, opt_steps_per_epoch: int) -> float:
+    """The rate of optimiser step ``opt_step`` inside a linear warmup from exactly 0 to the recipe's rate over
+    ``warmup_epochs`` epochs of optimiser steps (the first step's rate is 0), as transformers' recipes warm
+    up (Goyal et al. 2017, "gradual warmup"; Keras's ``CosineDecay(warmup_steps=...)`` starts at 0 too)."""
+    warm = recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs
+    return recipe.lr * spec.lr_mult * opt_step / max(1, warm * opt_steps_per_epoch)
 
 
 def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
@@ -380,7 +397,10 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     batch = spec.batch or recipe.batch
     step = train_done = 0
     steps_per_epoch = math.ceil(n_train / batch)
-    per_step = _step_scheduler(spec, recipe, opt, steps_per_epoch, epochs)
+    opt_steps_per_epoch = math.ceil(steps_per_epoch / spec.accumulate)
+    per_step = _step_scheduler(spec, recipe, opt, opt_steps_per_epoch, epochs)
+    warm_epochs = recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs
+    opt_steps = 0
 
     def forward(xb: Any) -> Any:
         out = model(xb)
@@ -406,6 +426,9 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             losses.append(lv)
             scores.append(sc * len(idx))
             weights_n += len(idx)
+            if spec.warmup_from_zero and epoch < warm_epochs:
+                for group in opt.param_groups:
+                    group["lr"] = _warmup_from_zero(spec, recipe, opt_steps, opt_steps_per_epoch)
             if spec.save_lr:
                 hook.save_tensor(learning_rate_name(0, 0), np.float32(opt.param_groups[0]["lr"]), "scalars")
             if classes:
@@ -432,6 +455,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             elif (bi + 1) % spec.accumulate == 0 or b + batch >= n_train:  # the epoch's remainder too
                 opt.step()
                 opt.zero_grad()
+                opt_steps += 1
                 if per_step is not None:
                     per_step.step()
             result.train_before.append(train_done)

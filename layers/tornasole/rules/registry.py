@@ -83,7 +83,13 @@ BUILTIN_RULES: dict[str, str] = {
 ALIASES: dict[str, tuple[str, dict[str, str]]] = {
     "UnchangedWeights": (
         "UnchangedTensor",
-        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True", "fade_out_factor": "10"},
+        {
+            "collection_names": "weights",
+            "num_steps": "3",
+            "skip_frozen": "True",
+            "fade_out_factor": "10",
+            "fade_out_steps": "32",
+        },
     ),
 }
 

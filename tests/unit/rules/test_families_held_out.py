@@ -62,6 +62,11 @@ def test_the_held_out_families_take_the_generators_faults_and_hard_negatives():
         "grad_accumulation",
         "fp16_skipped_step",
         "noisy_labels",
+        # every PyTorch family's schedule hard negatives (branch schedneg)
+        "cosine_to_zero",
+        "warmup_from_zero",
+        "cosine_to_zero_small_batch",
+        "warmup_from_zero_small_batch",
     }
     resmlp, iris = _cases("resmlp"), _cases("iris")
     assert {n for n, k in resmlp.items() if k == "broken"} == common_broken

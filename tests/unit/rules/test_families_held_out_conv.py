@@ -58,6 +58,11 @@ def test_the_conv_families_take_the_generators_faults_and_hard_negatives():
     assert {n for n, k in conv1d.items() if k == "healthy"} == COMMON_HEALTHY | {
         "fp16_skipped_step",
         "wide_sparse_relu",
+        # every PyTorch family's schedule hard negatives (branch schedneg)
+        "cosine_to_zero",
+        "warmup_from_zero",
+        "cosine_to_zero_small_batch",
+        "warmup_from_zero_small_batch",
     }
     # Keras: no fp16 skipped step, no audit case but the one-layer dropout
     assert {n for n, k in convbn.items() if k == "healthy"} == COMMON_HEALTHY | {"heavy_dropout"}

@@ -28,7 +28,13 @@ def test_the_recommended_alias_is_the_recommended_entry() -> None:
     assert ALIASES["UnchangedWeights"] == entry
     assert resolve_alias("UnchangedWeights", {"num_steps": "7"}) == (
         "UnchangedTensor",
-        {"collection_names": "weights", "num_steps": "7", "skip_frozen": "True", "fade_out_factor": "10"},
+        {
+            "collection_names": "weights",
+            "num_steps": "7",
+            "skip_frozen": "True",
+            "fade_out_factor": "10",
+            "fade_out_steps": "32",
+        },
     )
     assert resolve_alias("DeadRelu", {"a": "1"}) == ("DeadRelu", {"a": "1"})
 

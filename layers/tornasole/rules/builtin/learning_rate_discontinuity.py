@@ -8,8 +8,9 @@ alone between the evaluated step and the previous saved step of the mode; it fir
 
 * a **drop**: the rate fell by more than ``max_drop_factor`` times (a warmup restart, a schedule reset
   to 0), unless the previous rate was already below ``min_lr_fraction`` of the peak seen, or the fall
-  is no larger than ``max_drop_factor`` times the previous step's fall (the last steps of a cosine or
-  linear decay to 0 fall by large ratios, but by small amounts);
+  is no larger than ``max_drop_factor`` times the rate's previous fall (the last steps of a cosine or
+  linear decay to 0 fall by large ratios, but by small amounts; a schedule stepped per epoch holds the
+  rate between its falls, and its previous fall is the one before that flat stretch);
 * a **rise after the peak**: the rate rose by more than ``rise_tolerance`` (as a fraction) while an
   earlier saved rate was already higher than the previous one by that much (the schedule was past its
   peak). Warmup's rise, which has no earlier peak, never fires. Nor does a **warm restart**: a rise
@@ -96,12 +97,21 @@ class LearningRateDiscontinuity(BuiltinRule):
         return any(prev < p <= step for p in self.planned_steps or ())
 
     def _smooth_fall(self, values: list, lr: float, prev_lr: float) -> bool:
-        """The fall is no larger than ``max_drop_factor`` times the previous step's fall: a decay to 0
-        (linear decay's last step halves, then zeroes the rate, by equal decrements)."""
-        before = values[-3] if len(values) >= 3 else None
-        if before is None or before <= prev_lr:
+        """The fall is no larger than ``max_drop_factor`` times the rate's previous change, when that was a
+        fall: a decay to 0 (linear decay's last step halves, then zeroes the rate, by equal decrements).
+
+        The previous change is the last one before the saved steps at ``prev_lr``: a schedule stepped once
+        per epoch (PyTorch's ``scheduler.step()`` after each epoch) holds the rate for an epoch's saved
+        steps, so the fall before the flat stretch is its previous step, not the zero change inside it. Its
+        cosine's last epochs fall by more than 3x each (the softmax family's 15 epochs: 5.7e-4 to 1.5e-4
+        of a peak of 1e-2, after 2.2e-3 to 5.7e-4), by less than the epoch before."""
+        j = len(values) - 2
+        while j >= 1 and values[j - 1] is not None and values[j - 1] == values[j]:
+            j -= 1
+        before = values[j - 1] if j >= 1 else None
+        if before is None or values[j] is None or before <= values[j]:
             return False
-        return prev_lr - lr <= self.max_drop_factor * (before - prev_lr)
+        return prev_lr - lr <= self.max_drop_factor * (before - values[j])
 
     def _judge(self, name: str, step: int) -> bool:
         steps = self.same_mode_steps(name, step)[-(self.window + 1) :]

@@ -67,9 +67,19 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     (
         "UnchangedWeights",
         "UnchangedTensor",
-        {"collection_names": "weights", "num_steps": "3", "skip_frozen": "True", "fade_out_factor": "10"},
+        {
+            "collection_names": "weights",
+            "num_steps": "3",
+            "skip_frozen": "True",
+            "fade_out_factor": "10",
+            "fade_out_steps": "32",
+        },
     ),
-    ("WeightUpdateRatio", "WeightUpdateRatio", {"skip_frozen": "True"}),
+    (
+        "WeightUpdateRatio",
+        "WeightUpdateRatio",
+        {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32"},
+    ),
     ("OscillatingAccuracy", "OscillatingAccuracy", {}),
     ("ZeroGradients", "ZeroGradients", {}),
     (

@@ -25,6 +25,21 @@ must also hold between the evaluated step and the saved step that many saved
 steps back in its mode. Gradient accumulation updates the weights every few
 batches, so two saved steps inside one accumulation window are equal on a
 healthy run; a layer that never learns stays equal across any window.
+
+``fade_out_factor`` (0, off, by default): a weight whose ratio fell below ``small_threshold`` after its
+last ratio above it (within ``fade_out_steps`` saved steps of the mode) was already at most
+``fade_out_factor`` x the resolution of its dtype (``numpy.finfo(dtype).eps``, 1.2e-7 for float32) is
+passed over: its updates faded out, they did not stop. Why: a schedule that ends at 0 (PyTorch's
+``CosineAnnealingLR`` with ``eta_min`` 0, Keras's ``CosineDecay``) shrinks the updates below what a float32
+weight near 1 can represent (one unit in the last place is ``eps`` relative), so they round to nothing: on
+Keras's ``CosineDecay`` to 0 (families benchmark, convbn_keras at batch 4) the ratios of a BatchNorm scale
+fall 5e-6, 1e-6, 3e-7, 5e-8, then 0. A scheduler bug that zeroes the rate stops the weights after
+full-size updates (9e-4, then 0, on the same family), and parameters the optimiser never sees never moved
+(no ratio above the threshold): both still fire. So does a rate too low ever to move the weights visibly:
+the fade-out needs a ratio above the bound within the same ``fade_out_steps`` (updates that shrank; a
+LayerNorm weight under the families' ``lr_too_low`` moves by 2e-7 to 3e-7 of itself from the start). A
+momentum optimiser whose rate a bug zeroed keeps moving the weights by its decaying velocity (0.9 a step
+under SGD's momentum 0.9): that is a fade-out too, and the rule fires once it has ended.
 """
 
 from __future__ import annotations
@@ -75,11 +90,24 @@ class WeightUpdateRatio(BuiltinRule):
             "pass over a weight saved with no gradient at a step that saved other gradients (a layer frozen "
             "on purpose, requires_grad=False)",
         ),
+        Param(
+            "fade_out_factor",
+            "float",
+            "0",
+            "pass over a weight whose last ratio at or above small_threshold (within fade_out_steps saved "
+            "steps) was at most this many times its dtype's resolution (numpy.finfo eps): updates that faded "
+            "out at a schedule's tail, not a stop; 0 turns this off",
+        ),
+        Param(
+            "fade_out_steps", "int", "16", "saved steps before the evaluated one that fade_out_factor reads"
+        ),
     )
     COLLECTIONS = (("weights", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
-        self.require_at_least(1, "num_steps", "small_window")
+        self.require_at_least(1, "num_steps", "small_window", "fade_out_steps")
+        if self.fade_out_factor < 0:
+            raise self.param_error("fade_out_factor", f"value {self.fade_out_factor} must be >= 0")
 
     def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
         """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""
@@ -101,7 +129,10 @@ class WeightUpdateRatio(BuiltinRule):
     def history_steps(self) -> int | None:
         # the previous TRAIN step may lie behind a validation phase: leave room for one (one per window step)
         back = max(1 if self.num_steps is None else self.num_steps, self.small_window)
-        return back + EVAL_PHASE_ROOM * self.small_window
+        if self.fade_out_factor > 0:
+            back = max(back, self.fade_out_steps + 1)
+        # fade_out_steps saved TRAIN steps may span several validation phases: room for a few
+        return back + EVAL_PHASE_ROOM * max(self.small_window, 4 if self.fade_out_factor > 0 else 1)
 
     def _small_over_window(self, name: str, step: int, mode: ModeKeys) -> bool:
         """``small_window`` > 1: the weights moved less than ``small_threshold`` across that many saved steps
@@ -114,6 +145,31 @@ class WeightUpdateRatio(BuiltinRule):
             return False
         ratio = float(np.linalg.norm((w - w0).ravel()) / (np.linalg.norm(w0.ravel()) + self.epsilon))
         return ratio < self.small_threshold
+
+    def _faded_out(self, name: str, step: int, mode: ModeKeys) -> float | None:
+        """With ``fade_out_factor``: the ratio between consecutive saved steps of the mode, read back from
+        ``step`` over ``fade_out_steps`` steps, was last at or above ``small_threshold`` at a value no larger
+        than ``fade_out_factor`` x the weight's dtype resolution, after a ratio above that bound in the same
+        steps: that last ratio then (the updates were visible, then faded out); None when it was larger (a
+        stop), no ratio there rose above the bound (a rate too low ever to move the weights visibly), the
+        weight is not floating point, or no ratio there reached the threshold (it never moved there)."""
+        steps = self.same_mode_steps(name, step, mode)[-(self.fade_out_steps + 1) :]
+        values = [self.value(name, s) for s in steps]
+        if len(values) < 2 or any(v is None for v in values):
+            return None
+        if not np.issubdtype(np.asarray(values[-1]).dtype, np.floating):
+            return None
+        bound = self.fade_out_factor * float(np.finfo(np.asarray(values[-1]).dtype).eps)
+        ratios = []
+        for w0, w in zip(values, values[1:]):
+            w0_64, w_64 = np.asarray(w0, np.float64).ravel(), np.asarray(w, np.float64).ravel()
+            if w0_64.shape != w_64.shape:
+                return None
+            ratios.append(float(np.linalg.norm(w_64 - w0_64) / (np.linalg.norm(w0_64) + self.epsilon)))
+        if not all(np.isfinite(ratios)) or max(ratios) <= bound:
+            return None  # never above the resolution there: a rate too low to move the weights, not a fade
+        last = next((r for r in reversed(ratios) if r >= self.small_threshold), None)
+        return last if last is not None and last <= bound else None
 
     def advice(self) -> tuple[str, str] | None:
         """Large updates and updates that vanish have opposite causes: say which one fired."""
@@ -144,6 +200,8 @@ class WeightUpdateRatio(BuiltinRule):
             small = ratio < self.small_threshold and (
                 self.small_window == 1 or self._small_over_window(name, step, mode)
             )
+            if small and self.fade_out_factor > 0 and self._faded_out(name, step, mode) is not None:
+                small = False
             if ratio > self.large_threshold or small:
                 bound = (
                     f"> large_threshold {self.fmt(self.large_threshold)}"
