@@ -26,12 +26,12 @@ def _mode_of(step: int) -> ModeKeys:
     return ModeKeys.EVAL if step % 10 == 9 else ModeKeys.TRAIN
 
 
-def _run(stack: Stack, rate) -> dict[str, tuple[str, str]]:
+def _run(stack: Stack, rate, steps: int = STEPS) -> dict[str, tuple[str, str]]:
     """A BatchNorm scale (16 float32 entries near 1) that each TRAIN step moves by ``rate(train_step)`` per
     entry in a random direction (an Adam-like step)."""
     rng = np.random.default_rng(3)
     w = (1.0 + 0.05 * rng.normal(size=16)).astype(np.float32)
-    train_steps = sum(_mode_of(s) == ModeKeys.TRAIN for s in range(STEPS))
+    train_steps = sum(_mode_of(s) == ModeKeys.TRAIN for s in range(steps))
     done = 0
 
     def tensors(step: int) -> dict[str, np.ndarray]:
@@ -42,7 +42,7 @@ def _run(stack: Stack, rate) -> dict[str, tuple[str, str]]:
             done += 1
         return {"weights/bn.gamma": w.copy()}
 
-    return run_in_evaluator(stack, RULES, STEPS, tensors, collections=COLLECTIONS, mode_of=_mode_of)
+    return run_in_evaluator(stack, RULES, steps, tensors, collections=COLLECTIONS, mode_of=_mode_of)
 
 
 def _cosine_to_zero(t: int, total: int) -> float:
@@ -57,7 +57,7 @@ def test_a_cosine_to_zero_is_quiet_in_the_evaluator(stack: Stack) -> None:
 
 
 def test_a_rate_zeroed_after_full_size_updates_fires_in_the_evaluator_as_offline(stack: Stack) -> None:
-    got = _run(stack, lambda t, _total: 5e-4 if t < 20 else 0.0)
+    got = _run(stack, lambda t, _total: 5e-4 if t < 20 else 0.0, steps=32)  # fires by step 23: no need for 90
     # global steps 0-8 and 10-18 train, 9 validates: TRAIN step 20 (the first without an update) is
     # global step 22; three equal saved TRAIN steps (19, 20, 21) end at global step 23
     assert_each_fires_as_offline(got, RULES, {"WeightUpdateRatio": 22, "UnchangedWeights": 23})
