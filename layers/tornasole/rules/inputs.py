@@ -79,6 +79,20 @@ def _include(names: Iterable[str]) -> str:
 _OWN_REGEX = frozenset({"DeadRelu", "SaturatedActivation", "SlowConvergence", "OscillatingAccuracy"})
 
 
+def _eval_loss_inputs(loss_kind: str) -> RuleNeeds:
+    """What a rule scoring each validation pass from the loss's own inputs needs: the prediction and the
+    target, saved next to the loss in EVAL mode."""
+    return RuleNeeds(
+        f"the registered {loss_kind} loss module's inputs in EVAL mode (<Loss>_input_0, the prediction, "
+        "and <Loss>_input_1, the target) next to its output in the losses collection",
+        "hook.register_loss(loss_fn), a validation loop after hook.set_mode(modes.EVAL), and a "
+        'collection that includes both inputs: hook.get_collection("loss_inputs").include('
+        '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"] (Keras: fit with validation '
+        'data and "^(predictions|labels)$|^batch_loss/")',
+        by_name=("loss_inputs", "inputs", "outputs"),
+    )
+
+
 def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> RuleNeeds | None:
     """What the built-in ``rule_to_invoke`` reads with these parameters; None for a rule not described
     here (a custom rule, or a built-in that reads whatever was saved)."""
@@ -192,25 +206,9 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             by_name=("loss_inputs", "inputs", "outputs"),
         )
     if rule_to_invoke == "RegressionWorseThanMean":
-        return RuleNeeds(
-            "the registered squared-error loss module's inputs in EVAL mode (<Loss>_input_0, the prediction, "
-            "and <Loss>_input_1, the target) next to its output in the losses collection",
-            "hook.register_loss(loss_fn), a validation loop after hook.set_mode(modes.EVAL), and a "
-            'collection that includes both inputs: hook.get_collection("loss_inputs").include('
-            '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"] (Keras: fit with validation '
-            'data and "^(predictions|labels)$|^batch_loss/")',
-            by_name=("loss_inputs", "inputs", "outputs"),
-        )
+        return _eval_loss_inputs("squared-error")
     if rule_to_invoke == "ClassifierNoBetterThanPrior":
-        return RuleNeeds(
-            "the registered cross-entropy loss module's inputs in EVAL mode (<Loss>_input_0, the prediction, "
-            "and <Loss>_input_1, the target) next to its output in the losses collection",
-            "hook.register_loss(loss_fn), a validation loop after hook.set_mode(modes.EVAL), and a "
-            'collection that includes both inputs: hook.get_collection("loss_inputs").include('
-            '"[Ll]oss_input_[01]$") and include_collections=["loss_inputs"] (Keras: fit with validation '
-            'data and "^(predictions|labels)$|^batch_loss/")',
-            by_name=("loss_inputs", "inputs", "outputs"),
-        )
+        return _eval_loss_inputs("cross-entropy")
     if rule_to_invoke == "InputsNotNormalized":
         regex = _regex(p, "regex", r"^[A-Z]\w*(?<!Loss)_input_0$|^inputs(_\d+)?$")
         return RuleNeeds(
