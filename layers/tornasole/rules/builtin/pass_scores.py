@@ -13,6 +13,7 @@ changes). A rule fires at an EVAL step once there are ``min_passes`` passes when
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -68,14 +69,14 @@ class PassScoreRule(BuiltinRule):
         """Whether the rule scores ``feed`` at all (every loss ``loss_regex`` matches, unless overridden)."""
         return True
 
+    @abstractmethod
     def score_pass(self, feed: LossFeed, steps: list[int]) -> float | None:
         """The pooled score of the validation pass of ``steps`` (None: not judged)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def finding(self, feed: LossFeed, scores: str, passes: int) -> str:
         """The finding's message: ``scores`` the newest passes' scores, shown; ``passes`` how many passes
         there are."""
-        raise NotImplementedError
 
     def pass_batches(self, feed: LossFeed, steps: list[int]) -> Iterator[tuple[Any, Any]]:
         """``(prediction, target)`` of each of ``steps`` at which both were saved, as read."""
