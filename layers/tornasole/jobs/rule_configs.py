@@ -84,6 +84,7 @@ __all__ = [
     "attention_logit_growth",
     "initial_loss_too_high",
     "softmax_before_cross_entropy",
+    "early_loss_divergence",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -332,6 +333,11 @@ def regression_worse_than_mean(**rule_parameters: Any) -> dict[str, Any]:
 def classifier_no_better_than_prior(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.ClassifierNoBetterThanPrior` (Tornasole's)."""
     return _config("ClassifierNoBetterThanPrior", rule_parameters)
+
+
+def early_loss_divergence(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.EarlyLossDivergence` (Tornasole's own rule)."""
+    return _config("EarlyLossDivergence", rule_parameters)
 
 
 def inputs_not_normalized(**rule_parameters: Any) -> dict[str, Any]:
