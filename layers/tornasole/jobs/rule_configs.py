@@ -25,7 +25,7 @@ that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``oscillating_
 ``stalled_loss``, ``slow_convergence``, ``zero_gradients``, ``validation_loss_not_decreasing``, and issue
 30's ``loss_spike``, ``gradient_norm_spike``, ``non_finite_origin``, ``loss_scale_collapse``,
 ``learning_rate_discontinuity``, ``expert_imbalance``, ``attention_entropy_collapse``; issue 29's
-``initial_loss_too_high``) follow the same shape.
+``initial_loss_too_high``, ``early_loss_divergence``) follow the same shape.
 """
 
 from __future__ import annotations
