@@ -33,7 +33,10 @@ its first epoch is not judged a fault; without it, it fires at the divergence. A
 is a later step's (the evaluator's window of a long run) is not judged, nor a trial without modes when
 confirming (it has no validation pass), nor non-finite losses (ExplodingTensor's finding) and squared errors
 (their level moves with the targets' units, and a healthy regression's noisy first batches reach 2.7x its
-first loss on the families benchmark).
+first loss on the families benchmark). The serverless evaluator loads the run's first
+8 x (``within_steps`` + 1) + 8 saved steps for it: where the first ``within_steps`` saved TRAIN steps and the
+validation passes between them are more saved steps than that (passes of dozens of saved batches), the
+evaluator sees part of a pass and can differ from ``invoke_rule`` over the whole trial.
 
 Designed on the families benchmark's ``resmlp`` (x100: 2.08x and 2.19x its start at the second saved step,
 the first validation pass at 1.13x and 1.03x chance, healthy 0.35x; healthy runs and hard negatives at most
