@@ -53,12 +53,24 @@ _SCALED_INPUTS = {
     "iris",
     "conv1d",
     "convbn",
+    "wine",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32).
-_MLPS = {"binary", "softmax", "regression", "autoencoder", "resmlp", "iris", "conv1d", "convbn"}
-_CLASSIFIERS = {"cnn", "binary", "softmax", "rnn", "transformer", "resmlp", "iris", "conv1d", "convbn"}
-_MULTICLASS = {"cnn", "softmax", "rnn", "transformer", "resmlp", "iris", "conv1d", "convbn"}
+_MLPS = {"binary", "softmax", "regression", "autoencoder", "resmlp", "iris", "conv1d", "convbn", "wine"}
+_CLASSIFIERS = {
+    "cnn",
+    "binary",
+    "softmax",
+    "rnn",
+    "transformer",
+    "resmlp",
+    "iris",
+    "conv1d",
+    "convbn",
+    "wine",
+}
+_MULTICLASS = {"cnn", "softmax", "rnn", "transformer", "resmlp", "iris", "conv1d", "convbn", "wine"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -97,9 +109,9 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 
 #: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
-_RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3}
+_RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3, "wine": 10}
 _WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64}
-_DROPOUT = {"binary", "softmax", "regression", "resmlp", "convbn"}
+_DROPOUT = {"binary", "softmax", "regression", "resmlp", "convbn", "wine"}
 #: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
 #: output layer) is one layer in Keras.
 _KERAS_AUDIT = {"convbn": {"heavy_dropout"}}

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
+ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU, "silu": nn.SiLU}
 
 
 class Mlp(nn.Module):

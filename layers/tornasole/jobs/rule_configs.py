@@ -25,7 +25,7 @@ that ``smdebug_rulesconfig`` does not know (``oscillating_loss``, ``oscillating_
 ``stalled_loss``, ``slow_convergence``, ``zero_gradients``, ``validation_loss_not_decreasing``, and issue
 30's ``loss_spike``, ``gradient_norm_spike``, ``non_finite_origin``, ``loss_scale_collapse``,
 ``learning_rate_discontinuity``, ``expert_imbalance``, ``attention_entropy_collapse``; issue 29's
-``initial_loss_too_high``) follow the same shape.
+``initial_loss_too_high``, ``early_loss_divergence``) follow the same shape.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ __all__ = [
     "attention_logit_growth",
     "initial_loss_too_high",
     "softmax_before_cross_entropy",
+    "early_loss_divergence",
     "get_collection",
     "is_valid_action_object",
     "Action",
@@ -332,6 +333,11 @@ def regression_worse_than_mean(**rule_parameters: Any) -> dict[str, Any]:
 def classifier_no_better_than_prior(**rule_parameters: Any) -> dict[str, Any]:
     """Rule configuration of :class:`~tornasole.rules.generic.ClassifierNoBetterThanPrior` (Tornasole's)."""
     return _config("ClassifierNoBetterThanPrior", rule_parameters)
+
+
+def early_loss_divergence(**rule_parameters: Any) -> dict[str, Any]:
+    """Rule configuration of :class:`~tornasole.rules.generic.EarlyLossDivergence` (Tornasole's own rule)."""
+    return _config("EarlyLossDivergence", rule_parameters)
 
 
 def inputs_not_normalized(**rule_parameters: Any) -> dict[str, Any]:

@@ -182,6 +182,15 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             'includes the batch loss and the outputs: hook.get_collection("loss_inputs").include('
             '"^predictions$|^batch_loss/") and include_collections=["loss_inputs"]',
         )
+    if rule_to_invoke == "EarlyLossDivergence":
+        return RuleNeeds(
+            "a cross-entropy in the losses collection in TRAIN mode from the first step, and with no "
+            "num_classes the gradients collection (the output layer's width; a binary cross-entropy: none)",
+            "hook.register_loss(loss_fn) (saved by default) with hook.set_mode(modes.TRAIN), and "
+            "include_collections=['gradients'] or num_classes / chance_loss; Keras: a collection that "
+            'includes the batch loss and the outputs: hook.get_collection("loss_inputs").include('
+            '"^predictions$|^batch_loss/") and include_collections=["loss_inputs"]',
+        )
     if rule_to_invoke == "StalledLoss":
         return RuleNeeds(
             "losses in EVAL mode (validation passes)",

@@ -56,6 +56,8 @@ BUILTIN_RULES: dict[str, str] = {
     "ValidationLossNotDecreasing": "validation_loss_not_decreasing",
     # issue 29: a badly scaled initialisation, read from the first loss (Karpathy's "verify loss @ init")
     "InitialLossTooHigh": "initial_loss_too_high",
+    # issue 29: a loss that climbs far above its start early on (Bengio 2012: the learning rate too high)
+    "EarlyLossDivergence": "early_loss_divergence",
     # today's training failures (issue 30): signals named in tornasole.core.llm_signals
     "LossSpike": "loss_spike",
     "GradientNormSpike": "gradient_norm_spike",

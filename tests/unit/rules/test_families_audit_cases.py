@@ -40,6 +40,7 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
         "transformer/warm_restarts",
         "cnn/warm_restarts",
         "resmlp/warm_restarts",  # a held-out family (branch newfam)
+        "wine/warm_restarts",  # a held-out family (branch lrhigh)
     }
     assert {n for n in found if n.endswith("/one_cycle")} == {"softmax/one_cycle", "transformer/one_cycle"}
 

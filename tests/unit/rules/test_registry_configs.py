@@ -34,8 +34,8 @@ def test_all_table_rules_are_registered():
     # SageMaker's 21 and Tornasole's OscillatingLoss, OscillatingAccuracy, StalledLoss, SlowConvergence,
     # ZeroGradients, ValidationLossNotDecreasing, the nine of issue 30 (LossSpike ...
     # AttentionLogitGrowth), and issue 29's InitialLossTooHigh, SoftmaxBeforeCrossEntropy,
-    # RegressionWorseThanMean, InputsNotNormalized and ClassifierNoBetterThanPrior
-    assert len(rule_names()) == 41
+    # RegressionWorseThanMean, InputsNotNormalized, ClassifierNoBetterThanPrior and EarlyLossDivergence
+    assert len(rule_names()) == 42
     for name in rule_names():
         assert get_rule(name).__name__ == name
 

@@ -93,7 +93,14 @@ from tornasole.rules.builtin.losses import BINARY_CROSS_ENTROPY, CROSS_ENTROPY, 
 from tornasole.rules.builtin.squared_error_chance import SQUARED_ERROR, squared_error_chance
 from tornasole.rules.params import Param
 
-__all__ = ["InitialLossTooHigh", "CROSS_ENTROPY", "BINARY_CROSS_ENTROPY", "EMBEDDING", "weight_scale"]
+__all__ = [
+    "InitialLossTooHigh",
+    "CROSS_ENTROPY",
+    "BINARY_CROSS_ENTROPY",
+    "EMBEDDING",
+    "weight_scale",
+    "output_width",
+]
 
 # embedding tables by their usual names (PyTorch ``embed``/``embedding``, GPT-2's ``wte``/``wpe``; Keras
 # ``weights/<...>/embeddings``): a lookup's rows are outputs, not sums over a fan-in
@@ -318,24 +325,29 @@ class InitialLossTooHigh(BuiltinRule):
         )
 
     def _output_width(self, loss: str, step: int) -> int | None:
-        """The leading dimension of the first gradient saved after ``loss`` at ``step`` (the output layer's:
-        backward starts at the loss); None when the trial cannot tell the order or saved none. A Keras
-        batch loss: the class axis (the last) of the ``predictions`` saved at ``step``."""
-        feed = loss_feed(loss)
-        if feed is not None and feed.class_axis == -1:
-            if feed.prediction not in self.base_trial.tensor_names(step=step):
-                return None
-            value = self.value(feed.prediction, step)
-            return int(value.shape[-1]) if value is not None and value.ndim >= 2 else None
-        saved_order = getattr(self.base_trial, "saved_order", None)
-        if saved_order is None:
+        return output_width(self, loss, step)
+
+
+def output_width(rule: BuiltinRule, loss: str, step: int) -> int | None:
+    """The number of classes a cross-entropy ``loss`` saved at ``step`` is over, read by ``rule``: the leading
+    dimension of the first gradient saved after ``loss`` at ``step`` (the output layer's: backward starts at
+    the loss); None when the trial cannot tell the order or saved none. A Keras batch loss: the class axis
+    (the last) of the ``predictions`` saved at ``step``."""
+    feed = loss_feed(loss)
+    if feed is not None and feed.class_axis == -1:
+        if feed.prediction not in rule.base_trial.tensor_names(step=step):
             return None
-        grads = set(self.names_at(step, ["gradients"]))
-        seen_loss = False
-        for tensor in saved_order(step):
-            if tensor == loss:
-                seen_loss = True
-            elif seen_loss and tensor in grads:
-                value = self.value(tensor, step)
-                return int(value.shape[0]) if value is not None and value.ndim >= 1 else None
+        value = rule.value(feed.prediction, step)
+        return int(value.shape[-1]) if value is not None and value.ndim >= 2 else None
+    saved_order = getattr(rule.base_trial, "saved_order", None)
+    if saved_order is None:
         return None
+    grads = set(rule.names_at(step, ["gradients"]))
+    seen_loss = False
+    for tensor in saved_order(step):
+        if tensor == loss:
+            seen_loss = True
+        elif seen_loss and tensor in grads:
+            value = rule.value(tensor, step)
+            return int(value.shape[0]) if value is not None and value.ndim >= 1 else None
+    return None

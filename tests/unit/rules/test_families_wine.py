@@ -1,0 +1,108 @@
+"""The held-out ``wine`` family (branch lrhigh) builds what its recipe says: a SiLU MLP [13, 64, 64, 3] with
+BatchNorm1d after each hidden Linear and dropout 0.2, plain cross-entropy, Adam 3e-3 (weight decay 1e-4),
+batch 16, ``OneCycleLR`` stepped per batch, 40 epochs, on the wines with a stratified 40-sample validation
+set; it takes the generator's faults and hard negatives. The data set is replaced by a synthetic one of its
+shape (the test venv has no scikit-learn)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
+
+from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
+from families.training import FAMILIES, build, run  # noqa: E402
+
+from tornasole.modes import TRAIN  # noqa: E402
+from tornasole.trials import create_trial  # noqa: E402
+
+
+def _wine_shaped(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Three standardised Gaussian blobs in 13 features, 178 samples, 40 held out."""
+    y = rng.integers(0, 3, size=178).astype(np.int64)
+    x = (rng.standard_normal((178, 13)) + 2.0 * np.eye(3, 13)[y]).astype(np.float32)
+    return (x - x.mean(axis=0)) / x.std(axis=0), y, 3, 40
+
+
+def test_wine_is_scored_and_takes_the_common_faults_and_hard_negatives():
+    assert "wine" in SCORED_FAMILIES
+    cases = {name.split("/", 1)[1]: kind for name, (kind, fam, _) in CASES.items() if fam == "wine"}
+    assert {n for n, k in cases.items() if k == "broken"} == {
+        "lr_too_high",
+        "lr_too_low",
+        "init_too_large",
+        "first_layer_not_optimised",
+        "scheduler_zeroes_lr",
+        "labels_shuffled",
+        "softmax_before_cross_entropy",
+        "inputs_not_normalised",
+        "deep_sigmoid",
+    }
+    assert {n for n, k in cases.items() if k == "healthy"} == {
+        "healthy",
+        "healthy_long",
+        "noisy_small_batch",
+        "slow_warmup",
+        "frozen_first_on_purpose",
+        "grad_accumulation",
+        "fp16_skipped_step",
+        "noisy_labels",
+        "cosine_to_zero",
+        "warmup_from_zero",
+        "cosine_to_zero_small_batch",
+        "warmup_from_zero_small_batch",
+        "warm_restarts",
+        "heavy_dropout",
+    }
+    assert CASES["wine/lr_too_high"][2].lr_mult == 100.0  # Adam: x100
+    assert not any(name.startswith("wine_keras/") for name in CASES)  # PyTorch only
+
+
+def test_wine_is_a_silu_batchnorm_mlp_under_adam_and_one_cycle():
+    nn = torch.nn
+    recipe = FAMILIES["wine"]
+    assert (recipe.data, recipe.opt, recipe.lr, recipe.weight_decay, recipe.batch, recipe.epochs) == (
+        "wine_stratified",
+        "adam",
+        3e-3,
+        1e-4,
+        16,
+        40,
+    )
+    assert (recipe.schedule, recipe.warmup_epochs, recipe.label_smoothing) == ("onecycle", 0, 0.0)
+    model = build(CASES["wine/healthy"][2], recipe, 13, 3)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(13, 64), (64, 64), (64, 3)]
+    assert [type(m) for m in model.modules() if isinstance(m, (nn.BatchNorm1d, nn.SiLU, nn.Dropout))] == [
+        nn.BatchNorm1d,
+        nn.SiLU,
+        nn.Dropout,
+    ] * 2
+    assert {m.p for m in model.modules() if isinstance(m, nn.Dropout)} == {0.2}
+    assert model.blocks[0] == ("fc1", "fc1_norm", "fc1_silu", "fc1_drop")  # BatchNorm after the Linear
+    sigmoid = build(CASES["wine/deep_sigmoid"][2], recipe, 13, 3)
+    assert sum(isinstance(m, nn.Sigmoid) for m in sigmoid.modules()) == 6
+
+
+def test_a_wine_run_trains_under_one_cycle_stepped_per_batch(tmp_path, monkeypatch):
+    from families import data
+
+    monkeypatch.setattr(data, "wine_stratified", _wine_shaped)
+    spec = replace(CASES["wine/healthy"][2], epochs=4, save_lr=True)
+    result = run("w", spec, 0, str(tmp_path))
+    assert result.final_val_acc > 0.8  # three separable blobs
+    trial = create_trial(result.path)
+    assert "Mlp_input_0" in trial.tensor_names(collection="model_input")
+    # 138 training samples in batches of 16: 9 TRAIN steps an epoch, saved every 4
+    assert trial.tensor("CrossEntropyLoss_input_0").value(0, mode=TRAIN).shape == (16, 3)
+    lr = trial.tensor("scalar/lr/0")
+    rates = [float(np.ravel(lr.value(s, mode=TRAIN))[0]) for s in lr.steps(mode=TRAIN)]
+    # OneCycleLR per batch: from max_lr / 25 up to max_lr (at 30% of the 36 steps), then down again
+    assert rates[0] == np.float32(3e-3 / 25)
+    assert max(rates) > 0.9 * 3e-3 > rates[-1]
+    assert len(set(rates)) == len(rates)  # it moves every optimiser step, not per epoch
