@@ -150,25 +150,18 @@ def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySp
     if family in _DROPOUT:
         out["heavy_dropout"] = ("healthy", replace(base, dropout=0.5))
     if family in FAMILIES and family not in KERAS_ONLY:
-        out["cosine_to_zero"] = (
-            "healthy",
-            replace(base, schedule="cosine_step", warmup_epochs=0, save_lr=True),
-        )
-        out["warmup_from_zero"] = (
-            "healthy",
-            replace(base, warmup_epochs=2, warmup_from_zero=True, save_lr=True),
-        )
-        # the same at noisy_small_batch's batch 4 (lr x0.5): 8x the optimiser steps, as convbn_keras's
-        # noisy_small_batch, so the cosine's last rates fall to ~1e-7 and the warmup lasts hundreds of steps
-        small = replace(base, batch=4, lr_mult=0.5)
-        out["cosine_to_zero_small_batch"] = (
-            "healthy",
-            replace(small, schedule="cosine_step", warmup_epochs=0, save_lr=True),
-        )
-        out["warmup_from_zero_small_batch"] = (
-            "healthy",
-            replace(small, warmup_epochs=2, warmup_from_zero=True, save_lr=True),
-        )
+        # each at the recipe's batch and at noisy_small_batch's batch 4 (lr x0.5): 8x the optimiser steps, as
+        # convbn_keras's noisy_small_batch, so the cosine's last rates fall to ~1e-7 and the warmup lasts
+        # hundreds of steps
+        for suffix, spec in (("", base), ("_small_batch", replace(base, batch=4, lr_mult=0.5))):
+            out["cosine_to_zero" + suffix] = (
+                "healthy",
+                replace(spec, schedule="cosine_step", warmup_epochs=0, save_lr=True),
+            )
+            out["warmup_from_zero" + suffix] = (
+                "healthy",
+                replace(spec, warmup_epochs=2, warmup_from_zero=True, save_lr=True),
+            )
     return out
 
 
