@@ -61,8 +61,7 @@ __all__ = ["LearningRateDiscontinuity"]
 
 
 class LearningRateDiscontinuity(BuiltinRule):
-    """Fires on a learning-rate drop by ``max_drop_factor`` that climbs again (a restarted warmup) or reaches
-    0, or on a rise after the schedule's peak.
+    """Fires on a learning-rate drop that climbs again (a restarted warmup) or hits 0, or a rise past a peak.
 
     Examples
     --------
