@@ -2,7 +2,8 @@
 ``warmup_from_zero`` in the softmax, transformer and resmlp families, whose recipes anneal per epoch): the
 rate is held for an epoch's saved steps, and the cosine's last epochs fall by more than 3x each, by less
 than the epoch before. That is a healthy tail, not a restart; a warmup restarted after a resume still
-fires, mid-decay and after a flat stretch. The "quiet" test fails on the rule before the change, which
+fires, mid-decay and after a flat stretch, once its held first epoch ends and the rate climbs again (a
+drop alone is a step schedule's). The "quiet" test fails on the rule before the change, which
 compared a fall with the zero change inside the held epoch."""
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ def test_a_warmup_restarted_mid_decay_of_a_per_epoch_cosine_still_fires(trial_fa
     healthy = _per_epoch_cosine(warmup=5)  # the warmup starts at a sixth of the peak
     lrs = healthy[: 7 * PER_EPOCH] + healthy[: 8 * PER_EPOCH]  # resumed at epoch 7 without the scheduler
     rule = create_rule("LearningRateDiscontinuity", _trial(trial_factory, lrs))
-    assert _first_firing(rule, range(len(lrs))) == 7 * PER_EPOCH
-    assert rule.evaluate(7 * PER_EPOCH).values["criterion"] == "drop"
+    # the drop at epoch 7 is held for the epoch: judged when the restarted warmup climbs at epoch 8
+    assert _first_firing(rule, range(len(lrs))) == 8 * PER_EPOCH
+    outcome = rule.evaluate(8 * PER_EPOCH)
+    assert outcome.values["criterion"] == "drop"
+    assert outcome.values["drop_step"] == 7 * PER_EPOCH
 
 
 def test_a_warmup_restarted_after_a_constant_rate_still_fires(trial_factory):
@@ -58,5 +62,7 @@ def test_a_warmup_restarted_after_a_constant_rate_still_fires(trial_factory):
     warm = [1e-2 * (e + 1) / 6 for e in range(5) for _ in range(PER_EPOCH)]
     lrs = warm + [1e-2] * (4 * PER_EPOCH) + warm
     rule = create_rule("LearningRateDiscontinuity", _trial(trial_factory, lrs))
-    assert _first_firing(rule, range(len(lrs))) == 9 * PER_EPOCH
-    assert rule.evaluate(9 * PER_EPOCH).values["criterion"] == "drop"
+    assert _first_firing(rule, range(len(lrs))) == 10 * PER_EPOCH
+    outcome = rule.evaluate(10 * PER_EPOCH)
+    assert outcome.values["criterion"] == "drop"
+    assert outcome.values["drop_step"] == 9 * PER_EPOCH
