@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detectio
 
 from families.cases import CASES  # noqa: E402
 from families.training import FAMILIES, build, run  # noqa: E402
+from family_cases import COMMON_BROKEN, PYTORCH_HEALTHY, cases_of, of_kind  # noqa: E402
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
@@ -37,45 +38,11 @@ def _iris_shaped(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int,
     return (x - x.mean(axis=0)) / x.std(axis=0), y, 3, 30
 
 
-def _cases(family: str) -> dict[str, str]:
-    return {name.split("/", 1)[1]: kind for name, (kind, fam, _) in CASES.items() if fam == family}
-
-
 def test_the_held_out_families_take_the_generators_faults_and_hard_negatives():
-    common_broken = {
-        "lr_too_high",
-        "lr_too_low",
-        "init_too_large",
-        "first_layer_not_optimised",
-        "scheduler_zeroes_lr",
-        "labels_shuffled",
-        "softmax_before_cross_entropy",
-        "inputs_not_normalised",
-        "deep_sigmoid",
-    }
-    common_healthy = {
-        "healthy",
-        "healthy_long",
-        "noisy_small_batch",
-        "slow_warmup",
-        "frozen_first_on_purpose",
-        "grad_accumulation",
-        "fp16_skipped_step",
-        "noisy_labels",
-        # every PyTorch family's schedule hard negatives (branch schedneg)
-        "cosine_to_zero",
-        "warmup_from_zero",
-        "cosine_to_zero_small_batch",
-        "warmup_from_zero_small_batch",
-    }
-    resmlp, iris = _cases("resmlp"), _cases("iris")
-    assert {n for n, k in resmlp.items() if k == "broken"} == common_broken
-    assert {n for n, k in iris.items() if k == "broken"} == common_broken
-    assert {n for n, k in resmlp.items() if k == "healthy"} == common_healthy | {
-        "warm_restarts",
-        "heavy_dropout",
-    }
-    assert {n for n, k in iris.items() if k == "healthy"} == common_healthy | {"wide_sparse_relu"}
+    resmlp, iris = cases_of("resmlp"), cases_of("iris")
+    assert of_kind(resmlp, "broken") == of_kind(iris, "broken") == COMMON_BROKEN
+    assert of_kind(resmlp, "healthy") == PYTORCH_HEALTHY | {"warm_restarts", "heavy_dropout"}
+    assert of_kind(iris, "healthy") == PYTORCH_HEALTHY | {"wide_sparse_relu"}
     assert CASES["resmlp/warm_restarts"][2].cycle_epochs == 3
     assert CASES["iris/wide_sparse_relu"][2].width == 128
     assert not any(name.startswith(("resmlp_keras/", "iris_keras/")) for name in CASES)  # PyTorch only

@@ -21,51 +21,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detectio
 from families import data  # noqa: E402
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.training import FAMILIES, build, run  # noqa: E402
+from family_cases import COMMON_BROKEN, COMMON_HEALTHY, PYTORCH_HEALTHY, cases_of, of_kind  # noqa: E402
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
 
-COMMON_BROKEN = {
-    "lr_too_high",
-    "lr_too_low",
-    "init_too_large",
-    "first_layer_not_optimised",
-    "scheduler_zeroes_lr",
-    "labels_shuffled",
-    "softmax_before_cross_entropy",
-    "inputs_not_normalised",
-    "deep_sigmoid",
-}
-COMMON_HEALTHY = {
-    "healthy",
-    "healthy_long",
-    "noisy_small_batch",
-    "slow_warmup",
-    "frozen_first_on_purpose",
-    "grad_accumulation",
-    "noisy_labels",
-}
-
-
-def _cases(family: str) -> dict[str, str]:
-    return {name.split("/", 1)[1]: kind for name, (kind, fam, _) in CASES.items() if fam == family}
-
 
 def test_the_conv_families_take_the_generators_faults_and_hard_negatives():
-    conv1d, convbn = _cases("conv1d"), _cases("convbn_keras")
-    assert {n for n, k in conv1d.items() if k == "broken"} == COMMON_BROKEN
-    assert {n for n, k in convbn.items() if k == "broken"} == COMMON_BROKEN
-    assert {n for n, k in conv1d.items() if k == "healthy"} == COMMON_HEALTHY | {
-        "fp16_skipped_step",
-        "wide_sparse_relu",
-        # every PyTorch family's schedule hard negatives (branch schedneg)
-        "cosine_to_zero",
-        "warmup_from_zero",
-        "cosine_to_zero_small_batch",
-        "warmup_from_zero_small_batch",
-    }
-    # Keras: no fp16 skipped step, no audit case but the one-layer dropout
-    assert {n for n, k in convbn.items() if k == "healthy"} == COMMON_HEALTHY | {"heavy_dropout"}
+    conv1d, convbn = cases_of("conv1d"), cases_of("convbn_keras")
+    assert of_kind(conv1d, "broken") == of_kind(convbn, "broken") == COMMON_BROKEN
+    assert of_kind(conv1d, "healthy") == PYTORCH_HEALTHY | {"wide_sparse_relu"}
+    # Keras: no fp16 skipped step, no schedule case, no audit case but the one-layer dropout
+    assert of_kind(convbn, "healthy") == COMMON_HEALTHY | {"heavy_dropout"}
     assert CASES["conv1d/wide_sparse_relu"][2].width == 64
     assert {spec.framework for name, (_, fam, spec) in CASES.items() if fam == "convbn_keras"} == {"keras"}
     # convbn is Keras only: no PyTorch run, not scored as a PyTorch family

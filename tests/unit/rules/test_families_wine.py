@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detectio
 
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.training import FAMILIES, build, run  # noqa: E402
+from family_cases import COMMON_BROKEN, PYTORCH_HEALTHY, cases_of, of_kind  # noqa: E402
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
@@ -31,34 +32,9 @@ def _wine_shaped(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int,
 
 def test_wine_is_scored_and_takes_the_common_faults_and_hard_negatives():
     assert "wine" in SCORED_FAMILIES
-    cases = {name.split("/", 1)[1]: kind for name, (kind, fam, _) in CASES.items() if fam == "wine"}
-    assert {n for n, k in cases.items() if k == "broken"} == {
-        "lr_too_high",
-        "lr_too_low",
-        "init_too_large",
-        "first_layer_not_optimised",
-        "scheduler_zeroes_lr",
-        "labels_shuffled",
-        "softmax_before_cross_entropy",
-        "inputs_not_normalised",
-        "deep_sigmoid",
-    }
-    assert {n for n, k in cases.items() if k == "healthy"} == {
-        "healthy",
-        "healthy_long",
-        "noisy_small_batch",
-        "slow_warmup",
-        "frozen_first_on_purpose",
-        "grad_accumulation",
-        "fp16_skipped_step",
-        "noisy_labels",
-        "cosine_to_zero",
-        "warmup_from_zero",
-        "cosine_to_zero_small_batch",
-        "warmup_from_zero_small_batch",
-        "warm_restarts",
-        "heavy_dropout",
-    }
+    cases = cases_of("wine")
+    assert of_kind(cases, "broken") == COMMON_BROKEN
+    assert of_kind(cases, "healthy") == PYTORCH_HEALTHY | {"warm_restarts", "heavy_dropout"}
     assert CASES["wine/lr_too_high"][2].lr_mult == 100.0  # Adam: x100
     assert not any(name.startswith("wine_keras/") for name in CASES)  # PyTorch only
 

@@ -1,0 +1,57 @@
+"""The cases every family of the families benchmark takes from the generator (``bench/detection/families/
+cases.py``), for the tests that check a held-out family was wired like the others: one list here, so that a
+case added to the generator is added to every family's expectation at once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
+
+from families.cases import CASES  # noqa: E402
+
+#: DeepFD's and AUTOTRAINER's faults, built broken in every family.
+COMMON_BROKEN = frozenset(
+    {
+        "lr_too_high",
+        "lr_too_low",
+        "init_too_large",
+        "first_layer_not_optimised",
+        "scheduler_zeroes_lr",
+        "labels_shuffled",
+        "softmax_before_cross_entropy",
+        "inputs_not_normalised",
+        "deep_sigmoid",
+    }
+)
+#: Hard negatives every family takes, Keras included.
+COMMON_HEALTHY = frozenset(
+    {
+        "healthy",
+        "healthy_long",
+        "noisy_small_batch",
+        "slow_warmup",
+        "frozen_first_on_purpose",
+        "grad_accumulation",
+        "noisy_labels",
+    }
+)
+#: What a PyTorch family takes besides: the fp16 skipped step and the schedule hard negatives.
+PYTORCH_HEALTHY = COMMON_HEALTHY | {
+    "fp16_skipped_step",
+    "cosine_to_zero",
+    "warmup_from_zero",
+    "cosine_to_zero_small_batch",
+    "warmup_from_zero_small_batch",
+}
+
+
+def cases_of(family: str) -> dict[str, str]:
+    """``{case: kind}`` of ``family``'s cases, the family's prefix taken off."""
+    return {name.split("/", 1)[1]: kind for name, (kind, fam, _) in CASES.items() if fam == family}
+
+
+def of_kind(cases: dict[str, str], kind: str) -> set[str]:
+    """The names of ``cases`` built ``kind`` (``"broken"`` or ``"healthy"``)."""
+    return {name for name, k in cases.items() if k == kind}
