@@ -89,3 +89,18 @@ def train_mlp(
         }
         opt.step()
     return out
+
+
+def torch_lrs(make_scheduler, steps: int, peak: float) -> list[float]:
+    """The rate PyTorch's own scheduler (``make_scheduler(optimizer)``) sets before each of ``steps``
+    optimiser steps of an SGD with momentum at ``peak``: the schedule exactly as a user's run sees it."""
+    import torch
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=peak, momentum=0.9)
+    sched = make_scheduler(opt)
+    out = []
+    for _ in range(steps):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from rules_helpers import torch_lrs
 from torch import nn
 
 import tornasole.pytorch as ts
@@ -32,18 +33,6 @@ def _trial(trial_factory, lrs: list[float], every: int = 1, end: bool = True):
     return trial_factory(
         {s: {"scalar/lr/0": np.float32(v)} for s, v in enumerate(lrs) if s % every == 0}, end=end
     )
-
-
-def _torch_lrs(make_scheduler, steps: int, peak: float = 0.1) -> list[float]:
-    """The rate PyTorch's own scheduler sets before each of ``steps`` optimiser steps."""
-    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak, momentum=0.9)
-    sched = make_scheduler(opt)
-    out = []
-    for _ in range(steps):
-        out.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    return out
 
 
 def _warmup_then_cosine(steps: int, warmup: int = 10, peak: float = 1e-3) -> list[float]:
@@ -67,7 +56,7 @@ def _warmup_then_cosine(steps: int, warmup: int = 10, peak: float = 1e-3) -> lis
     ids=["StepLR-0.1", "MultiStepLR-0.1", "StepLR-0.3"],
 )
 def test_step_schedule_drops_are_quiet(trial_factory, make_scheduler, every):
-    lrs = _torch_lrs(make_scheduler, 120)
+    lrs = torch_lrs(make_scheduler, 120, peak=0.1)
     assert max(a / b for a, b in zip(lrs, lrs[1:])) > 3  # the premise: a drop by more than 3x
     trial = _trial(trial_factory, lrs, every)
     assert _first_firing(create_rule(RULE, trial), range(0, 120, every)) is None

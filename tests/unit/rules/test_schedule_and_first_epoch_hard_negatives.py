@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 from hook_trials import epochs
+from rules_helpers import torch_lrs
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.rules import create_rule, invoke_rule
@@ -24,20 +25,13 @@ def _first_firing(rule, steps) -> int | None:
 
 
 def _torch_lrs(scheduler: str, steps: int, peak: float = 1e-2) -> list[float]:
-    """The rate PyTorch's own scheduler sets before each of ``steps`` optimiser steps."""
+    """SGDR (cycles of 30 steps, doubling) or one-cycle over ``steps``, as PyTorch sets them."""
     import torch
 
-    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=peak, momentum=0.9)
+    sched = torch.optim.lr_scheduler
     if scheduler == "sgdr":
-        sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=30, T_mult=2)
-    else:
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=peak, total_steps=steps)
-    out = []
-    for _ in range(steps):
-        out.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    return out
+        return torch_lrs(lambda opt: sched.CosineAnnealingWarmRestarts(opt, T_0=30, T_mult=2), steps, peak)
+    return torch_lrs(lambda opt: sched.OneCycleLR(opt, max_lr=peak, total_steps=steps), steps, peak)
 
 
 def _lr_trial(trial_factory, lrs: list[float], every: int = 1):
