@@ -20,7 +20,9 @@ the batch's own loss), the epoch's logs (``accuracy``, ``val_loss``, ``val_accur
 saturation criterion, the validation set's pre-activations of hidden tanh/sigmoid layers. What the hook saves
 for the loss rules, as the PyTorch recipe saves its loss module's inputs: ``predictions``, ``labels`` and the
 batch's own compiled loss ``batch_loss/<Kind>`` (collection ``loss_inputs``), and what the model is fed,
-``inputs`` (collection ``model_input``).
+``inputs`` (collection ``model_input``), and the learning rate every saved TRAIN step's update uses,
+``scalar/lr/0`` (collection ``scalars``: the Keras hook reads it from the optimiser, as a Keras user's trace
+carries it).
 
 Not reproduced in Keras: the fp16 step a loss scaler skipped (Keras's ``LossScaleOptimizer`` decides
 overflow from its own scale, which a benchmark cannot set to overflow at one chosen step).
@@ -368,6 +370,7 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
             "relu_output",
             "loss_inputs",
             "model_input",
+            "scalars",  # the hook's ``scalar/lr/0``: the rate each saved TRAIN step's update uses
         ],
         stop_check_interval=None,
     )

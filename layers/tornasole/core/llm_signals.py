@@ -54,6 +54,7 @@ __all__ = [
     "SCALAR_PREFIX",
     "SKIPPED_STEP",
     "expert_load_name",
+    "learning_rate_name",
     "signal_regex",
 ]
 
@@ -70,6 +71,13 @@ EXPERT_LOAD = "expert_load"
 ATTENTION_ENTROPY = "attention_entropy"
 ATTENTION_LOGIT_MAX = "attention_logit_max"
 BATCH_FINGERPRINT = "batch_fingerprint"
+
+
+def learning_rate_name(optimizer_index: int, group: int) -> str:
+    """``scalar/lr/<group>`` for the first optimiser's groups, ``scalar/lr/<k>.<group>`` for the others:
+    what every hook saves (the PyTorch hook per parameter group, the Keras hook per optimiser)."""
+    group_name = f"{optimizer_index}.{group}" if optimizer_index else str(group)
+    return f"{SCALAR_PREFIX}{LEARNING_RATE}/{group_name}"
 
 
 def expert_load_name(layer: str) -> str:

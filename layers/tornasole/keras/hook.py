@@ -16,6 +16,8 @@ Names (collection in brackets):
 * ``gradients/<variable path>Grad`` (gradients): the gradients of the step's
   own tape, tapped inside the compiled train step (:mod:`tornasole.keras.capture`);
 * ``optimizer_variables/<variable path>`` (optimizer_variables), after the step;
+* ``scalar/lr/0`` (scalars): the learning rate the step's update uses, read when a TRAIN step that saves
+  the ``scalars`` collection opens (the PyTorch hook's name: :mod:`tornasole.keras.learning_rate`);
 * ``loss`` (losses) and every other key of the batch logs (metrics), e.g.
   ``mae``; Keras reports running means over the epoch, as they appear in the logs;
 * at the end of each epoch of ``fit``, whatever the save interval, the epoch's
@@ -64,6 +66,7 @@ from tornasole.hooks.stop_signal import TrainingStopRequested
 from tornasole.hooks.workers import WorkerInfo
 from tornasole.keras.capture import read_numpy, to_numpy, variable_name
 from tornasole.keras.default_collections import keras_collections
+from tornasole.keras.learning_rate import LEARNING_RATE_NAME, current_learning_rate
 from tornasole.keras.loss_tap import PREDICTIONS, output_names
 from tornasole.keras.taps import TapsMixin
 from tornasole.modes import ModeKeys
@@ -302,6 +305,22 @@ class Hook(TapsMixin, _CoreHook, keras.callbacks.Callback):
         if not self._saving and self._open and not self._closed:
             self._quiet_until = self._next_saving_step(mode, self.mode_step + 1)
             self._quiet_mode = mode
+        elif mode is _TRAIN:
+            self._save_learning_rate()
+
+    def _save_learning_rate(self) -> None:
+        """Save the rate the open TRAIN step's update will use, when the step saves ``scalars``.
+
+        Read before the update (the optimiser's counter still at this step's value); nothing is read
+        when the collection is not saved at this step."""
+        if self._optimizer is None or not self._saving:
+            return
+        plan = self._plan_for(LEARNING_RATE_NAME)
+        if plan is None:
+            return
+        rate = current_learning_rate(self._optimizer)
+        if rate is not None:
+            self._write_planned(LEARNING_RATE_NAME, rate, plan)
 
     def _quiet_step(self) -> bool:
         """Open the next step of :attr:`_quiet_mode` when it saves nothing; False: take the full path.

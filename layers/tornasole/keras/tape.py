@@ -79,6 +79,7 @@ class WrappedTape:
         if len(target) == 1 and int(tf.size(target[0])) == 1:
             hook._save_named("loss", tf.reshape(target[0], [1]))
         hook._save_layer_values()
+        hook._save_learning_rate()
         if hook._optimizer is not None:
             for var in hook._optimizer.variables:
                 hook._save_named("optimizer_variables/" + variable_name(var), var)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from tornasole.core import llm_signals as signals
-from tornasole.core.llm_signals import SCALAR_PREFIX
+from tornasole.core.llm_signals import SCALAR_PREFIX, learning_rate_name
 from tornasole.format.reductions import reduction_tag
 from tornasole.pytorch.statistics import (
     StatisticsConfig,
@@ -43,12 +43,6 @@ PARAM_NORM = SCALAR_PREFIX + signals.PARAM_NORM_TOTAL  # L2 norm of all paramete
 LOSS_SCALE = SCALAR_PREFIX + signals.LOSS_SCALE  # a registered GradScaler's scale at this step
 SKIPPED_STEP = SCALAR_PREFIX + signals.SKIPPED_STEP  # 1 where the GradScaler skipped this step, else 0
 SKIPPED_STEPS = "scalar/skipped_steps"  # optimizer steps the GradScaler skipped so far (inf/NaN gradients)
-
-
-def learning_rate_name(optimizer_index: int, group: int) -> str:
-    """``scalar/lr/<group>`` for the first optimizer's groups; ``scalar/lr/<k>.<group>`` for the others."""
-    group_name = f"{optimizer_index}.{group}" if optimizer_index else str(group)
-    return f"{SCALAR_PREFIX}{signals.LEARNING_RATE}/{group_name}"
 
 
 class StepStatistics:

@@ -56,6 +56,17 @@ Choices:
   of its value from one window to the next on a run that learns; a stalled run's
   losses barely move within a window, so its shortfall is many standard errors
   wide. A window whose losses are all equal has no noise to allow for.
+* ``warmup_rise_percent`` (Tornasole's addition; negative = off, SageMaker's reading): the decrease check
+  does not fire at an evaluation point where a saved learning rate (``lr/<group>``,
+  :mod:`tornasole.core.llm_signals`; both hooks save it) is more than this % above its value ``num_steps``
+  steps earlier: the schedule is still warming up. Why: a linear warmup from 0 (Goyal et al. 2017,
+  "gradual warmup"; Keras's ``CosineDecay(warmup_steps=...)`` and transformers' recipes start at exactly
+  0) moves the weights by step sizes near 0 for its first part, so the loss cannot be expected to fall
+  yet; one epoch of warmup at batch 4 is hundreds of steps at chance. A stalled run under a constant or
+  decaying rate is judged as before, and so is a loss still flat once the rate stops rising (the points
+  checked during the warmup still count toward ``patience``: a run that learned nothing by the warmup's
+  end fires at the first point after it). A trial that saves no rate is judged as before. The rebound
+  check and a NaN loss do not wait.
 * Rebound with ``window`` > 1: the rise counts only when *every* loss of the
   current window is above the threshold, not just their mean. Why: with a batch
   of one sample, one misclassified sample lifts a window's mean tenfold over a
@@ -67,11 +78,15 @@ from __future__ import annotations
 
 import math
 
+from tornasole.core.llm_signals import LEARNING_RATE, signal_regex
+from tornasole.modes import ModeKeys
 from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.builtin.losses import at_mode_step, loss_names
 from tornasole.rules.params import Param
 
 __all__ = ["LossNotDecreasing"]
+
+_LEARNING_RATES = signal_regex(LEARNING_RATE, any_suffix=True)
 
 
 def evaluation_points(steps: list[int], num_steps: int) -> list[int]:
@@ -124,6 +139,13 @@ class LossNotDecreasing(BuiltinRule):
             "previous",
             "previous: the loss num_steps earlier; first: the run's first loss",
         ),
+        Param(
+            "warmup_rise_percent",
+            "float",
+            "-1",
+            "no decrease check while a saved learning rate rose by more than this % over num_steps "
+            "(a warmup); negative: off",
+        ),
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
@@ -134,6 +156,8 @@ class LossNotDecreasing(BuiltinRule):
         self.require_at_least(1, "window", "patience")
         if not 0 <= self.noise_sigmas <= 100:
             raise self.param_error("noise_sigmas", f"value {self.noise_sigmas} must be within [0, 100]")
+        if math.isnan(self.warmup_rise_percent):
+            raise self.param_error("warmup_rise_percent", "value nan must be a number")
         if not 0 <= self.diff_percent <= 100:
             raise self.param_error("diff_percent", f"value {self.diff_percent} must be within [0, 100]")
 
@@ -255,6 +279,36 @@ class LossNotDecreasing(BuiltinRule):
             needed -= 1
         return needed == 0
 
+    def _global_step(self, mode_step: int, mode: object) -> int | None:
+        if mode == ModeKeys.GLOBAL:
+            return mode_step
+        return self.base_trial.global_step(mode, mode_step)
+
+    def _rate_at(self, name: str, global_step: int) -> float | None:
+        """The rate ``name`` saved at the newest saved step at or before ``global_step`` (None: none)."""
+        steps = self.base_trial.tensor(name).prev_steps(global_step, 1)
+        return self.scalar(name, steps[-1]) if steps else None
+
+    def _warming_up(self, steps: list[int], cur: int, mode: object) -> tuple[str, float, float] | None:
+        """(name, rate ``num_steps`` steps before ``cur``, rate at ``cur``) of a saved learning rate that
+        rose by more than ``warmup_rise_percent`` % over that span; None when none did (or none is saved,
+        or the deferral is off)."""
+        if self.warmup_rise_percent < 0:
+            return None
+        older = [s for s in steps if s <= cur - self.num_steps]
+        if not older:
+            return None
+        now, before = self._global_step(cur, mode), self._global_step(older[-1], mode)
+        if now is None or before is None:
+            return None
+        for name in sorted(n for n in self.base_trial.tensor_names() if _LEARNING_RATES.match(n)):
+            rate, earlier = self._rate_at(name, now), self._rate_at(name, before)
+            if rate is None or earlier is None or not (math.isfinite(rate) and math.isfinite(earlier)):
+                continue
+            if rate > earlier + abs(earlier) * self.warmup_rise_percent / 100.0:
+                return name, earlier, rate
+        return None
+
     def advice(self) -> tuple[str, str] | None:
         """A loss that rose far above its lowest value diverged; one that stays flat stalled."""
         if "lowest" in self._values:
@@ -282,6 +336,8 @@ class LossNotDecreasing(BuiltinRule):
             loss, before, prev, below, not_lower = got
             if not_lower and not math.isnan(loss) and self.patience > 1:
                 not_lower = self._persisted(name, steps, points, mode)
+            if not_lower and not math.isnan(loss) and self._warming_up(steps, cur, mode) is not None:
+                not_lower = False  # the rate is still rising: too early to expect the loss to fall
             where = f"{name} ({mode.name} step {cur})"
             if self.window > 1:
                 where = f"mean {name} over {self.window} saved steps ({mode.name} step {cur})"

@@ -59,6 +59,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "patience": "4",
             "increase_threshold_percent": "1000",
             "noise_sigmas": "2",
+            # issue 29: no decrease check while a saved learning rate still rises (a warmup from 0); designed
+            # on the convbn_keras family (docs/RULES.md)
+            "warmup_rise_percent": "1",
         },
     ),
     ("StalledLoss", "StalledLoss", {"max_weight_change_percent": "5"}),
