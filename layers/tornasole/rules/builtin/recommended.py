@@ -80,7 +80,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         "WeightUpdateRatio",
         {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32"},
     ),
-    ("OscillatingAccuracy", "OscillatingAccuracy", {}),
+    # issue 29: a swing counts only above 2 standard errors of an accuracy over the samples it counts (small
+    # training sets); designed on the wine and iris families (docs/RULES.md)
+    ("OscillatingAccuracy", "OscillatingAccuracy", {"noise_z": "2"}),
     ("ZeroGradients", "ZeroGradients", {}),
     (
         "ValidationLossNotDecreasing",
