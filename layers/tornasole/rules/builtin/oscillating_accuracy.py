@@ -25,6 +25,11 @@ a fraction of a percent.
   points (their last value: the epoch's own, which the Keras hook saves at
   each epoch's end), judged at the first saved step of the next epoch: the
   epoch in progress, a mean over its first batches, is never one.
+* AUTOTRAINER's monitor (``utils/monitor.py``, ``loss_issue`` and ``judge_issue``)
+  computes the count from 30% of the planned epochs and reports it at the
+  first check past half of them (or while the accuracy converges slowly);
+  it does not ask the model not to converge. A streaming rule does not know
+  the planned epochs: it judges from ``min_points`` on.
 * The default ``tensor_regex`` names an epoch accuracy only: a batch's own
   accuracy (a few dozen samples) swings by more than 0.03 from batch to batch
   on a healthy run.
