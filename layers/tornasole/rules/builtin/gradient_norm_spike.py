@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from tornasole.core.llm_signals import GRAD_NORM, GRAD_NORM_TOTAL, signal_regex
+from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.builtin.inputs_not_normalized import DEFAULT_MODEL_INPUT_REGEX
 from tornasole.rules.builtin.series import RecentMemo, names_matching, scalar_at
@@ -175,7 +176,7 @@ class GradientNormSpike(BuiltinRule):
         for name in names_matching(self, step, self.batch_regex):
             try:
                 shape = self.base_trial.tensor(name).shape(step)
-            except Exception:  # noqa: BLE001 - a tensor without a readable shape tells no batch size
+            except (TensorUnavailableForStep, KeyError, ValueError):  # no readable shape: no batch size
                 continue
             if shape:
                 return int(shape[0])
