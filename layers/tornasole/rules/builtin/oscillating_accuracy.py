@@ -50,7 +50,7 @@ a fraction of a percent.
   so the noise is never under-estimated). Past 4096 no ``q`` is sought: the
   noise there (``2 sqrt(0.5 / 4096)`` = 0.022 at ``noise_z`` 2) is under
   AUTOTRAINER's 0.03, on the data sets it was published for (MNIST,
-  CIFAR-10: 0.03 is over 15 standard errors) as everywhere that large.
+  CIFAR-10: 0.03 is 9 to 17 standard errors) as everywhere that large.
   A PyTorch re-make of AUTOTRAINER's oscillation demo
   (``Oscillating_Loss_Case``: Dense(50, relu), SGD 0.01 with momentum 0.9,
   batch 1, on its 700 training blobs unscaled) swings by 2.8 to 5.9 standard
