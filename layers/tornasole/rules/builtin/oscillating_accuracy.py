@@ -54,7 +54,8 @@ a fraction of a percent.
   A PyTorch re-make of AUTOTRAINER's oscillation demo
   (``Oscillating_Loss_Case``: Dense(50, relu), SGD 0.01 with momentum 0.9,
   batch 1, on its 700 training blobs unscaled) swings by 2.8 to 5.9 standard
-  errors; healthy nets on 120-138 samples (``bench/detection``'s wine and
+  errors in five of its six paired swings (``bench/detection/families/
+  autotrainer_oscillation.py``); healthy nets on 120-138 samples (``bench/detection``'s wine and
   iris families, the design families of ``noise_z`` 2) by up to 1.45.
 """
 
