@@ -83,7 +83,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         "WeightUpdateRatio",
         {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32"},
     ),
-    ("OscillatingAccuracy", "OscillatingAccuracy", {}),
+    # issue 29: a swing counts only above 2 standard errors of an accuracy over the samples it counts (small
+    # training sets); designed on the wine and iris families (docs/RULES.md)
+    ("OscillatingAccuracy", "OscillatingAccuracy", {"noise_z": "2"}),
     ("ZeroGradients", "ZeroGradients", {}),
     (
         "ValidationLossNotDecreasing",
@@ -119,7 +121,9 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # issues 29/30: the language models' bad batch and gradient-norm spike, made safe for small batches;
     # designed on the lm and moe families and bench/detection's dev split (docs/RULES.md)
     ("LossSpike", "LossSpike", {"rise_factor": "5"}),
-    ("GradientNormSpike", "GradientNormSpike", {"reference": "max"}),
+    # issue 29: a batch of half the others or less (the epoch's last, drop_last=False) is not judged: its norm
+    # is its size's (BatchNorm on 2 samples); designed on the wine and iris families (docs/RULES.md)
+    ("GradientNormSpike", "GradientNormSpike", {"reference": "max", "min_batch_fraction": "0.5"}),
     # issue 29: the model's inputs far off unit scale (DeepFD's input mutant); designed on the cnn and
     # regression families, the threshold above bench/detection's healthy unscaled inputs (docs/RULES.md)
     ("InputsNotNormalized", "InputsNotNormalized", {"threshold": "40"}),
