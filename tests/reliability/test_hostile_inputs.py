@@ -264,7 +264,8 @@ def test_a_hostile_rule_file_costs_only_its_own_status(rig: Rig, name: str, monk
     from tornasole.evaluator.sandbox.isolation import Budget
 
     SCOREBOARD.add(hostile=1)
-    monkeypatch.setattr(runner.StepRunner, "__init__", _budgeted_init(Budget(1.0, 128 * 1024 * 1024)))
+    # 2 s: the well-behaved rule runs under the same budget, and at 1 s it ran out on a loaded 2-core machine
+    monkeypatch.setattr(runner.StepRunner, "__init__", _budgeted_init(Budget(2.0, 128 * 1024 * 1024)))
     rig.put("rules/hostile.py", (RULE_HEADER + HOSTILE_RULE_BODIES[name]).encode())
     healthy_job(rig, [{**VG_RULE}, custom_rule("Hostile", f"{RULES_PREFIX}hostile.py")])
     rig.write_end(JOB)
