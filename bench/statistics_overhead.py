@@ -235,6 +235,13 @@ def _summary(runs: dict, steps: int) -> list[str]:
     return rows
 
 
+def _ahead_of_pythonpath(first: str) -> str:
+    """``first``, then the caller's PYTHONPATH: where the library's dependencies travel in a ``pip --target``
+    folder on PYTHONPATH (google-crc32c and protobuf on the CUDA machine, bench/README.md), our worker keeps
+    them. An empty entry would put the working directory on the path: only non-empty ones are joined."""
+    return os.pathsep.join(p for p in (first, os.environ.get("PYTHONPATH", "")) if p)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -257,7 +264,7 @@ def main() -> None:
     common = ["--steps", str(args.steps), "--repeats", str(args.repeats), "--device", args.device]
     common += ["--threads", str(args.threads)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    ours_env = dict(os.environ, PYTHONPATH=str(REPO / "layers"))
+    ours_env = dict(os.environ, PYTHONPATH=_ahead_of_pythonpath(str(REPO / "layers")))
     runs: dict[str, dict] = {}
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", "stats,llm", *common],
