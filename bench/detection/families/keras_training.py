@@ -111,6 +111,15 @@ def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
     return model
 
 
+def classification_loss(keras: Any, spec: FamilySpec) -> Any:
+    """A multi-class family's cross-entropy: on logits (``from_logits=True``), unless the recipe's model
+    outputs probabilities (``softmax_output``, the held-out ``digits``), whose cross-entropy takes them;
+    DeepFD's loss mutation on such a recipe is the Keras bug of a softmax output fed to a loss that applies
+    its own softmax (``from_logits=True``)."""
+    softmax_output = FAMILIES[spec.family].softmax_output
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=not softmax_output or spec.double_softmax)
+
+
 def cosine_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epochs: int) -> Any:
     """The recipe's rate under ``keras.optimizers.schedules.CosineDecay`` over the run: a linear warmup from 0
     over ``warmup_epochs`` (its ``warmup_steps``/``warmup_target``), then a cosine decay to 0 at the run's
@@ -277,11 +286,7 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     else:
         opt = keras.optimizers.Adam(lr, gradient_accumulation_steps=accumulate)
     if task == "classify":
-        # a softmax-output recipe's cross-entropy takes probabilities; DeepFD's loss mutation on it is the
-        # Keras bug of a softmax output fed to a loss that applies its own (``from_logits=True``)
-        loss: Any = keras.losses.SparseCategoricalCrossentropy(
-            from_logits=not recipe.softmax_output or spec.double_softmax
-        )
+        loss: Any = classification_loss(keras, spec)
     else:
         loss = "binary_crossentropy" if task == "binary" else "mse"
     metrics = ["accuracy"] if task in ("binary", "classify") else []
