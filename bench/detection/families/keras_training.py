@@ -10,9 +10,11 @@ PyTorch traces only is calibrated on one naming and one loss signal.
 
 The families that have a Keras variant (:data:`KERAS_FAMILIES`) use the PyTorch family's recipe, data,
 split, epochs, batch size, schedule and faults; the model is the same architecture built from Keras
-layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`. The held-out ``convbn``
-(:data:`KERAS_ONLY`) has no PyTorch twin: its recipe (in :data:`families.training.FAMILIES`) is trained in
-Keras only, with Keras's own ``CosineDecay`` schedule and a ``SparseCategoricalCrossentropy`` on logits.
+layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`. The held-out ``convbn`` and
+``digits`` (:data:`KERAS_ONLY`) have no PyTorch twin: their recipes (in :data:`families.training.FAMILIES`)
+are trained in Keras only, with Keras's own ``CosineDecay`` schedule; convbn's
+``SparseCategoricalCrossentropy`` takes logits, digits's takes the probabilities of its softmax output layer
+(``from_logits=False``, :func:`classification_loss`).
 
 What the Monitor sees: the gradients Keras hands to ``optimizer.apply`` (copied into variables inside the
 compiled step), the weights after each step, the loss of each batch (Keras's running mean is turned back into
