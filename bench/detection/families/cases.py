@@ -54,10 +54,23 @@ _SCALED_INPUTS = {
     "conv1d",
     "convbn",
     "wine",
+    "lstm",
+    "digits",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32).
-_MLPS = {"binary", "softmax", "regression", "autoencoder", "resmlp", "iris", "conv1d", "convbn", "wine"}
+_MLPS = {
+    "binary",
+    "softmax",
+    "regression",
+    "autoencoder",
+    "resmlp",
+    "iris",
+    "conv1d",
+    "convbn",
+    "wine",
+    "digits",
+}
 _CLASSIFIERS = {
     "cnn",
     "binary",
@@ -69,8 +82,22 @@ _CLASSIFIERS = {
     "conv1d",
     "convbn",
     "wine",
+    "lstm",
+    "digits",
 }
-_MULTICLASS = {"cnn", "softmax", "rnn", "transformer", "resmlp", "iris", "conv1d", "convbn", "wine"}
+_MULTICLASS = {
+    "cnn",
+    "softmax",
+    "rnn",
+    "transformer",
+    "resmlp",
+    "iris",
+    "conv1d",
+    "convbn",
+    "wine",
+    "lstm",
+    "digits",
+}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -111,10 +138,10 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
 _RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3, "wine": 10}
 _WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64}
-_DROPOUT = {"binary", "softmax", "regression", "resmlp", "convbn", "wine"}
+_DROPOUT = {"binary", "softmax", "regression", "resmlp", "convbn", "wine", "lstm", "digits"}
 #: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
-#: output layer) is one layer in Keras.
-_KERAS_AUDIT = {"convbn": {"heavy_dropout"}}
+#: output layer) and digits's (its two ``Dropout`` layers at 0.5) are one setting in Keras.
+_KERAS_AUDIT = {"convbn": {"heavy_dropout"}, "digits": {"heavy_dropout"}}
 
 
 def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:

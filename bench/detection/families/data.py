@@ -134,3 +134,44 @@ def noisy_sines(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, 
     t = np.arange(steps)[None, :]
     x = np.sin(2 * math.pi * (y[:, None] + 1) * t / steps + phase) + rng.normal(0.0, 0.5, size=(n, steps))
     return x.astype(np.float32)[:, None, :], y, 3, 256
+
+
+def marked_signs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic, after Hochreiter & Schmidhuber's adding problem (Neural Computation 1997, experiment 4):
+    1,200 sequences of 20 steps x 2 channels, channel 0 a value uniform in [-1, 1] at every step, channel 1
+    a marker, 1 at two random steps (one in the first half, one in the second) and 0 elsewhere. The class is
+    the signs of the two marked values in order (--, -+, +-, ++: classes 0-3): the first mark must be held
+    across up to 19 steps of distractors, a task for a gated recurrent memory (the ``rnn`` family's
+    :func:`sum_sequences` reads every step alike)."""
+    n, steps = 1200, 20
+    values = rng.uniform(-1.0, 1.0, size=(n, steps))
+    first = rng.integers(0, steps // 2, size=n)
+    second = rng.integers(steps // 2, steps, size=n)
+    marks = np.zeros((n, steps))
+    rows = np.arange(n)
+    marks[rows, first] = 1.0
+    marks[rows, second] = 1.0
+    y = 2 * (values[rows, first] > 0) + (values[rows, second] > 0)
+    return np.stack([values, marks], axis=2).astype(np.float32), y.astype(np.int64), 4, 256
+
+
+def digits_flat_stratified(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The 1,797 digits as 64-vectors in [0, 1] (pixels / 16, as a Keras user feeds them to a Dense layer)
+    with a stratified, seeded split: 300 held out in the classes' proportions (29-31 of each digit), the other
+    1,497 for training (the held-out ``digits`` Keras family's data; :func:`digits_flat_classes` is a plain
+    shuffle with 360 held out and ``resmlp`` trains on 960)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    y = d.target.astype(np.int64)
+    n_val = 300
+    train, val = [], []
+    for c in np.unique(y):
+        members = rng.permutation(np.flatnonzero(y == c))
+        k = int(round(n_val * len(members) / len(y)))
+        val.append(members[:k])
+        train.append(members[k:])
+    train_idx, val_idx = rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(val))
+    order = np.concatenate([train_idx, val_idx])
+    x = (d.data[order] / 16.0).astype(np.float32)
+    return x, y[order], 10, len(val_idx)

@@ -10,9 +10,11 @@ PyTorch traces only is calibrated on one naming and one loss signal.
 
 The families that have a Keras variant (:data:`KERAS_FAMILIES`) use the PyTorch family's recipe, data,
 split, epochs, batch size, schedule and faults; the model is the same architecture built from Keras
-layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`. The held-out ``convbn``
-(:data:`KERAS_ONLY`) has no PyTorch twin: its recipe (in :data:`families.training.FAMILIES`) is trained in
-Keras only, with Keras's own ``CosineDecay`` schedule and a ``SparseCategoricalCrossentropy`` on logits.
+layers, activation layers named ``<layer>_<fn>`` as in :mod:`families.models`. The held-out ``convbn`` and
+``digits`` (:data:`KERAS_ONLY`) have no PyTorch twin: their recipes (in :data:`families.training.FAMILIES`)
+are trained in Keras only, with Keras's own ``CosineDecay`` schedule; convbn's
+``SparseCategoricalCrossentropy`` takes logits, digits's takes the probabilities of its softmax output layer
+(``from_logits=False``, :func:`classification_loss`).
 
 What the Monitor sees: the gradients Keras hands to ``optimizer.apply`` (copied into variables inside the
 compiled step), the weights after each step, the loss of each batch (Keras's running mean is turned back into
@@ -50,10 +52,10 @@ from families.training import (
 
 #: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
 #: meets the rules on that framework's traces).
-KERAS_FAMILIES = ("binary", "regression", "convbn")
+KERAS_FAMILIES = ("binary", "regression", "convbn", "digits")
 #: Families trained in Keras only (their recipe in :data:`families.training.FAMILIES` has no PyTorch run):
-#: ``convbn``, held out (branch newfam2).
-KERAS_ONLY = ("convbn",)
+#: ``convbn``, held out (branch newfam2), and ``digits``, held out (branch heldout).
+KERAS_ONLY = ("convbn", "digits")
 
 
 def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
@@ -83,6 +85,41 @@ def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
             if len(v.shape) >= 2:
                 v.assign(v.numpy() * spec.weight_scale)
     return model
+
+
+def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
+    """The held-out ``digits`` family on 64-pixel vectors: blocks ``fc<i>`` (``Dense``: 128 then 64 units,
+    or ``width`` each) -> ``fc<i>_norm`` (``LayerNormalization``) -> ``fc<i>_<act>`` -> ``fc<i>_drop``
+    (``Dropout``, 0.2 or ``dropout``), then ``out``, ``Dense(10, activation="softmax")``: the model outputs
+    probabilities and the recipe's cross-entropy takes them (``from_logits=False``, Keras's idiom). Keras's
+    default initialisers (Glorot-uniform kernels, zero biases)."""
+    act = spec.hidden_act or "relu"
+    blocks = spec.blocks
+    widths = [128, 64] if spec.width is None and blocks == 2 else [spec.width or 64] * blocks
+    layers: list[Any] = [keras.Input((in_dim,))]
+    for i, units in enumerate(widths, start=1):
+        layers += [
+            keras.layers.Dense(units, name=f"fc{i}"),
+            keras.layers.LayerNormalization(name=f"fc{i}_norm"),
+            keras.layers.Activation(act, name=f"fc{i}_{act}"),
+            keras.layers.Dropout(spec.dropout or 0.2, name=f"fc{i}_drop"),
+        ]
+    layers.append(keras.layers.Dense(10, activation="softmax", name="out"))
+    model = keras.Sequential(layers, name="net")
+    if spec.weight_scale != 1.0:  # DeepFD: the kernels x the scale
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * spec.weight_scale)
+    return model
+
+
+def classification_loss(keras: Any, spec: FamilySpec) -> Any:
+    """A multi-class family's cross-entropy: on logits (``from_logits=True``), unless the recipe's model
+    outputs probabilities (``softmax_output``, the held-out ``digits``), whose cross-entropy takes them;
+    DeepFD's loss mutation on such a recipe is the Keras bug of a softmax output fed to a loss that applies
+    its own softmax (``from_logits=True``)."""
+    softmax_output = FAMILIES[spec.family].softmax_output
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=not softmax_output or spec.double_softmax)
 
 
 def cosine_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epochs: int) -> Any:
@@ -221,9 +258,12 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         yt = np.where(flip, rng.integers(0, classes, size=yt.shape).astype(yt.dtype), yt)
     if spec.shuffle_labels:
         yt = yt[rng.permutation(n_train)]
-    model = (
-        build_keras_convbn(keras, spec) if spec.family == "convbn" else build_keras(keras, spec, x.shape[-1])
-    )
+    if spec.family == "convbn":
+        model = build_keras_convbn(keras, spec)
+    elif spec.family == "digits":
+        model = build_keras_digits(keras, spec, x.shape[-1])
+    else:
+        model = build_keras(keras, spec, x.shape[-1])
     first = model.layers[0]
     if spec.freeze_first:
         first.trainable = False
@@ -248,7 +288,7 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     else:
         opt = keras.optimizers.Adam(lr, gradient_accumulation_steps=accumulate)
     if task == "classify":
-        loss: Any = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        loss: Any = classification_loss(keras, spec)
     else:
         loss = "binary_crossentropy" if task == "binary" else "mse"
     metrics = ["accuracy"] if task in ("binary", "classify") else []

@@ -174,3 +174,18 @@ class Conv1dNet(nn.Module):
         for n in self.layers:
             x = getattr(self, n)(x)
         return self.out(torch.flatten(self.pool(x), 1))
+
+
+class LstmNet(nn.Module):
+    """A one-layer LSTM over a (N, steps, channels) sequence, its last hidden state through ``drop`` (dropout)
+    to the output layer ``out`` (logits)."""
+
+    def __init__(self, in_dim: int = 2, hidden: int = 32, classes: int = 4, dropout: float = 0.2) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(in_dim, hidden, batch_first=True)
+        self.drop = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden, classes)
+
+    def forward(self, x: Any) -> Any:
+        h, _ = self.lstm(x)
+        return self.out(self.drop(h[:, -1]))

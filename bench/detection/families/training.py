@@ -29,7 +29,7 @@ import numpy as np
 from labels import Monitor
 
 from families import data
-from families.models import Conv1dNet, ConvNet, GruNet, Mlp, ResMlp, TinyTransformer
+from families.models import Conv1dNet, ConvNet, GruNet, LstmNet, Mlp, ResMlp, TinyTransformer
 
 SAVE_INTERVAL = 4
 EVAL_BATCH = 64
@@ -47,14 +47,18 @@ class Recipe:
     epochs: int
     momentum: float = 0.0
     weight_decay: float = 0.0
-    schedule: str = (
-        ""  # "" | cosine | step | sgdr | onecycle | cosine_step (the last three per optimiser step)
-    )
+    #: "" | cosine | step | exponential | sgdr | onecycle | cosine_step (the last three per optimiser step)
+    schedule: str = ""
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
     depth: int = 2  # hidden blocks (MLPs, residual blocks) or convolutions, unless a case sets its own
     label_smoothing: float = 0.0  # CrossEntropyLoss's label_smoothing
     nesterov: bool = False  # SGD's Nesterov momentum
+    gamma: float = 1.0  # the exponential schedule's factor per epoch (PyTorch's ExponentialLR)
+    clip_norm: float | None = None  # clip_grad_norm_ of the trainable parameters before each optimiser step
+    #: Keras: the output layer is a softmax (probabilities) and the cross-entropy takes them
+    #: (``from_logits=False``), the Keras idiom; otherwise logits and ``from_logits=True``
+    softmax_output: bool = False
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -130,6 +134,36 @@ FAMILIES: dict[str, Recipe] = {
         warmup_epochs=1,
         n_train=960,
     ),
+    # Held-out families (branch heldout), defined before any rule was scored on them: a one-layer LSTM on
+    # marked-sign sequences (after the adding problem) under SGD with Nesterov momentum, gradient clipping by
+    # norm (1.0), an exponential schedule and dropout before the head; and (Keras only) a softmax-output MLP
+    # [64, 128, 64, 10] with LayerNorm and dropout 0.2 on the digits' pixels, AdamW (weight decay 1e-2) under
+    # CosineDecay with a one-epoch warmup from 0, the cross-entropy fed probabilities (``from_logits=False``).
+    "lstm": Recipe(
+        "marked_signs",
+        "classify",
+        "sgd",
+        0.5,
+        32,
+        20,
+        momentum=0.9,
+        schedule="exponential",
+        gamma=0.95,
+        nesterov=True,
+        clip_norm=1.0,
+    ),
+    "digits": Recipe(
+        "digits_flat_stratified",
+        "classify",
+        "adamw",
+        3e-3,
+        64,
+        12,
+        weight_decay=1e-2,
+        schedule="cosine",
+        warmup_epochs=1,
+        softmax_output=True,
+    ),
 }
 
 
@@ -204,6 +238,8 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         return ResMlp(
             in_dim, classes, hidden=width or 128, depth=spec.blocks, act=act, dropout=spec.dropout or 0.1
         )
+    if spec.family == "lstm":
+        return LstmNet(in_dim, hidden=width or 32, classes=classes, dropout=spec.dropout or 0.2)
     if spec.family == "conv1d":
         return Conv1dNet(act=act, width=width or 16, depth=spec.blocks, classes=classes)
     if spec.family == "wine":
@@ -254,6 +290,8 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return lr * 0.5 * (1 + math.cos(math.pi * (epoch - warm) / max(1, epochs - warm)))
     if sched == "step":
         return lr * (0.3 ** (epoch // max(1, epochs // 2)))
+    if sched == "exponential":
+        return lr * recipe.gamma ** (epoch - warm)
     return lr
 
 
@@ -463,6 +501,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             if skipped:
                 opt.zero_grad()  # the scaler skips the step and lowers its scale
             elif (bi + 1) % spec.accumulate == 0 or b + batch >= n_train:  # the epoch's remainder too
+                if recipe.clip_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(trainable, recipe.clip_norm)
                 opt.step()
                 opt.zero_grad()
                 opt_steps += 1

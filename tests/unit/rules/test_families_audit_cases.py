@@ -33,8 +33,12 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
     audit = {"warm_restarts", "one_cycle", "wide_sparse_relu", "heavy_dropout"}
     found = {name: kind for name, (kind, _, _) in CASES.items() if name.split("/", 1)[1] in audit}
     assert set(found.values()) == {"healthy"}
-    # PyTorch only, bar the held-out Keras family convbn's Dropout(0.5) before its output (branch newfam2)
-    assert {name for name in found if "_keras/" in name} == {"convbn_keras/heavy_dropout"}
+    # PyTorch only, bar the held-out Keras families' dropout at 0.5: convbn's one Dropout(0.5) before its
+    # output (branch newfam2), digits's two (branch heldout)
+    assert {name for name in found if "_keras/" in name} == {
+        "convbn_keras/heavy_dropout",
+        "digits_keras/heavy_dropout",
+    }
     assert {n for n in found if n.endswith("/warm_restarts")} == {
         "softmax/warm_restarts",
         "transformer/warm_restarts",
