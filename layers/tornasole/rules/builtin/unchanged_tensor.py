@@ -22,6 +22,23 @@ tolerance: a healthy end (families benchmark, softmax family). A learning rate z
 tensor after a full-size update, and parameters the optimiser never sees never moved: both still fire. No
 learning rate needs to be saved.
 
+``faded_lr_fraction`` (off by default; 1e-3 in the recommended ``UnchangedWeights``): where the trial
+saves a learning rate (``lr/<group>``, :func:`tornasole.rules.builtin.series.learning_rate_names`; both
+hooks save it), a window over which every saved rate stayed at or below this fraction of its peak so far
+is not judged: the schedule, not a fault, took the updates to ~0. Why 1e-3: an update is ``lr x g`` (SGD)
+or ``lr x m / sqrt(v)`` (Adam, whose normalised step is at most about 1 per element), and a healthy peak
+rate is chosen so that a step moves a weight by well under its own size, about 1e-3 to 1e-2 of it
+(Adam's default 1e-3 on weights of order 1). A thousandth of that is 1e-6 to 1e-5 of the weight per
+step: at or below the allclose ``rtol`` of 1e-5, so the rule cannot tell such updates from none. The tails
+of a cosine (or linear) decay to 0 spend their last saved steps there (cosine is below 1e-3 of its peak
+for the last 2 % of its steps: ``(1 + cos(pi (1 - x))) / 2 <= 1e-3`` for ``x <= 0.02``), longer than
+``fade_out_steps`` on a long run at a small batch. A saved rate set to 0 by a bug is passed over here
+too: LearningRateDiscontinuity fires at its drop. A window in which any saved rate was still above the
+fraction (parameters left out of the optimiser under a live rate) is judged as before; a trial that
+saves no rate is judged exactly as without this parameter. The serverless evaluator loads the
+run's first 32 saved steps and the recent window, so there the peak is the largest rate among those: a
+warmup longer than 32 saved steps can hide the peak, which only makes the window look less faded (judged).
+
 ``skip_frozen`` (off by default): a tensor saved with no gradient at a step
 that saved gradients of other layers is a layer frozen on purpose
 (:meth:`BuiltinRule.frozen_on_purpose`); a layer whose parameters never reach
@@ -34,9 +51,13 @@ import numpy as np
 
 from tornasole.modes import EVAL, PREDICT, ModeKeys
 from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
+from tornasole.rules.builtin.series import learning_rate_names, rate_at
 from tornasole.rules.params import Param
 
 __all__ = ["UnchangedTensor"]
+
+#: Saved steps from the run's start that the serverless evaluator loads for ``faded_lr_fraction``'s peak.
+_PEAK_LEADING_STEPS = 32
 
 
 class UnchangedTensor(BuiltinRule):
@@ -79,14 +100,65 @@ class UnchangedTensor(BuiltinRule):
             "faded out at a schedule's tail, not a stop; 0 turns this off",
         ),
         Param("fade_out_steps", "int", "16", "saved steps before the window that fade_out_factor reads"),
+        Param(
+            "faded_lr_fraction",
+            "float",
+            "0",
+            "where the trial saves a learning rate: do not judge a window over which every saved rate stayed "
+            "at or below this fraction of its peak so far (a schedule decayed to ~0); 0 turns this off",
+        ),
     )
 
     def check_params(self) -> None:
         self.require_selection()
         self.require_at_least(2, "num_steps")
+        self.require_at_least(0, "faded_lr_fraction")
+        if self.faded_lr_fraction >= 1:
+            raise self.param_error("faded_lr_fraction", f"value {self.faded_lr_fraction} must be < 1")
+
+    def _rates_faded(self, first: int, last: int) -> bool:
+        """With ``faded_lr_fraction``: the trial saves at least one learning rate, and every one of them,
+        at each saved step from the newest at or before global step ``first`` through ``last``, was at or
+        below ``faded_lr_fraction`` x its largest saved value up to ``last`` (the peak so far, > 0).
+        False when no rate is saved, one is not finite or none was saved by ``first``."""
+        key = (first, last)
+        memo: dict[tuple[int, int], bool] = self.__dict__.setdefault("_faded_memo", {})
+        if key not in memo:
+            names = learning_rate_names(self)
+            memo[key] = bool(names) and all(self._rate_faded(n, first, last) for n in names)
+        return memo[key]
+
+    def _rate_faded(self, name: str, first: int, last: int) -> bool:
+        if rate_at(self, name, first) is None:
+            return False
+        saved = self.base_trial.tensor(name).prev_steps(last)
+        start = self.base_trial.tensor(name).prev_steps(first, 1)[0]
+        peak = self._peak_rate(name, saved)
+        window = [self.scalar(name, s) for s in saved if s >= start]
+        if peak is None or peak <= 0 or any(r is None or not np.isfinite(r) for r in window):
+            return False
+        return max(window) <= self.faded_lr_fraction * peak
+
+    def _peak_rate(self, name: str, saved: list[int]) -> float | None:
+        """The largest finite value of ``name`` over its saved steps ``saved`` (read once per step: the
+        running maximum is kept between calls, which only ever extend the list)."""
+        peaks: dict[str, tuple[int, float | None]] = self.__dict__.setdefault("_peak_memo", {})
+        count, peak = peaks.get(name, (0, None))
+        if count > len(saved):
+            count, peak = 0, None
+        for s in saved[count:]:
+            r = self.scalar(name, s)
+            if r is not None and np.isfinite(r) and (peak is None or r > peak):
+                peak = r
+        peaks[name] = (len(saved), peak)
+        return peak
 
     def history_steps(self) -> int | None:
         return self.num_steps + (self.fade_out_steps if self.fade_out_factor > 0 else 0)
+
+    def leading_steps(self) -> int:
+        # the learning rate's peak: the first saved steps (a schedule's warmup) beside the recent window
+        return _PEAK_LEADING_STEPS if self.faded_lr_fraction > 0 else 0
 
     def _faded_out(self, name: str, steps: list[int], mode: ModeKeys) -> dict | None:
         """With ``fade_out_factor``: the tensor's updates shrank to the tolerance rather than stopping. The
@@ -141,6 +213,8 @@ class UnchangedTensor(BuiltinRule):
                 for a, b in zip(values, values[1:])
             ):
                 if self.fade_out_factor > 0 and self._faded_out(name, steps, mode) is not None:
+                    continue
+                if self.faded_lr_fraction > 0 and self._rates_faded(steps[0], steps[-1]):
                     continue
                 self.report_issue(
                     f"{name} ({mode.name}) allclose (rtol {self.fmt(self.rtol)}, atol {self.fmt(self.atol)}) "
