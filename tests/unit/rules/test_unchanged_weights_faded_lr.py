@@ -64,6 +64,9 @@ def test_weights_frozen_by_a_schedule_decayed_to_zero_are_quiet(trial_factory):
     # before: the weights stop moving for longer than the fade-out look-back, and the rule fired
     before = _fired(trial, faded_lr_fraction="0")
     assert before and before[0] > 32
+    # a schedule that ends at exactly 0, reached from below the fraction: still a decay
+    trial = _trial(trial_factory, _decaying, lambda i: _decaying(i) if i < STEPS - 5 else 0.0)
+    assert _fired(trial) == []
 
 
 def test_the_same_weights_frozen_with_the_rate_still_high_fire(trial_factory):
@@ -89,3 +92,14 @@ def test_faded_lr_fraction_is_validated(trial_factory):
     for bad in ("-1", "1"):
         with pytest.raises(RuleParameterError, match="faded_lr_fraction"):
             UnchangedTensor(trial, **{**PARAMS, "faded_lr_fraction": bad})
+
+
+def test_a_rate_set_to_zero_while_live_is_still_judged(trial_factory):
+    # scheduler_zeroes_lr: full-size updates, then the rate is exactly 0 (a bug, not a decay)
+    def zeroed(i: int) -> float:
+        return PEAK if i < 10 else 0.0
+
+    trial = _trial(trial_factory, zeroed, zeroed)
+    fired = _fired(trial)
+    assert fired
+    assert fired[0] == _fired(trial, faded_lr_fraction="0")[0] == 12  # the third equal saved step
