@@ -63,7 +63,8 @@ def test_weights_frozen_by_a_schedule_decayed_to_zero_are_quiet(trial_factory):
     assert _fired(trial) == []
     # before: the weights stop moving for longer than the fade-out look-back, and the rule fired
     before = _fired(trial, faded_lr_fraction="0")
-    assert before and before[0] > 32
+    assert before
+    assert before[0] > 32
     # a schedule that ends at exactly 0, reached from below the fraction: still a decay
     trial = _trial(trial_factory, _decaying, lambda i: _decaying(i) if i < STEPS - 5 else 0.0)
     assert _fired(trial) == []
