@@ -97,7 +97,10 @@ def test_unchanged_weights_is_accepted_by_register_invoke_and_rules_list(
     assert "UnchangedWeights" in capsys.readouterr().out
     assert main(["rules", "list", "--name", "UnchangedWeights", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    presets = "collection_names=weights, num_steps=3, skip_frozen=True, fade_out_factor=10, fade_out_steps=32"
+    presets = (
+        "collection_names=weights, num_steps=3, skip_frozen=True, fade_out_factor=10, fade_out_steps=32, "
+        "faded_lr_fraction=0.001"
+    )
     assert info["fires_when"].startswith(f"UnchangedTensor with {presets}: ")
     assert {p["name"]: p["default"] for p in info["parameters"]}["collection_names"] == "weights"
     hook = Hook(out_dir=str(tmp_path / "run"), save_config=SaveConfig(save_interval=1))

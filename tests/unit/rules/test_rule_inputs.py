@@ -34,6 +34,7 @@ def test_the_recommended_alias_is_the_recommended_entry() -> None:
             "skip_frozen": "True",
             "fade_out_factor": "10",
             "fade_out_steps": "32",
+            "faded_lr_fraction": "0.001",
         },
     )
     assert resolve_alias("DeadRelu", {"a": "1"}) == ("DeadRelu", {"a": "1"})

@@ -51,10 +51,9 @@ and again one save interval ``k`` later, rose by ``(m + k + 1) / (m + 1)``, at l
 
 from __future__ import annotations
 
-from tornasole.core.llm_signals import LEARNING_RATE, signal_regex
 from tornasole.modes import EVAL, PREDICT
 from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.series import names_matching
+from tornasole.rules.builtin.series import LEARNING_RATES, names_matching
 from tornasole.rules.params import Param
 
 __all__ = ["LearningRateDiscontinuity"]
@@ -111,9 +110,7 @@ class LearningRateDiscontinuity(BuiltinRule):
     def invoke_at_step(self, step: int) -> bool:
         if self.step_mode(step) in (EVAL, PREDICT):
             return False
-        return any(
-            self._judge(n, step) for n in names_matching(self, step, signal_regex(LEARNING_RATE, True))
-        )
+        return any(self._judge(n, step) for n in names_matching(self, step, LEARNING_RATES))
 
     def _planned(self, prev: int, step: int) -> bool:
         return any(prev < p <= step for p in self.planned_steps or ())

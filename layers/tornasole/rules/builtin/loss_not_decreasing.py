@@ -78,15 +78,13 @@ from __future__ import annotations
 
 import math
 
-from tornasole.core.llm_signals import LEARNING_RATE, signal_regex
 from tornasole.modes import ModeKeys
 from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
 from tornasole.rules.builtin.losses import at_mode_step, loss_names
+from tornasole.rules.builtin.series import learning_rate_names, rate_at
 from tornasole.rules.params import Param
 
 __all__ = ["LossNotDecreasing"]
-
-_LEARNING_RATES = signal_regex(LEARNING_RATE, any_suffix=True)
 
 
 def evaluation_points(steps: list[int], num_steps: int) -> list[int]:
@@ -284,11 +282,6 @@ class LossNotDecreasing(BuiltinRule):
             return mode_step
         return self.base_trial.global_step(mode, mode_step)
 
-    def _rate_at(self, name: str, global_step: int) -> float | None:
-        """The rate ``name`` saved at the newest saved step at or before ``global_step`` (None: none)."""
-        steps = self.base_trial.tensor(name).prev_steps(global_step, 1)
-        return self.scalar(name, steps[-1]) if steps else None
-
     def _warming_up(self, steps: list[int], cur: int, mode: object) -> tuple[str, float, float] | None:
         """(name, rate ``num_steps`` steps before ``cur``, rate at ``cur``) of a saved learning rate that
         rose by more than ``warmup_rise_percent`` % over that span; None when none did (or none is saved,
@@ -301,8 +294,8 @@ class LossNotDecreasing(BuiltinRule):
         now, before = self._global_step(cur, mode), self._global_step(older[-1], mode)
         if now is None or before is None:
             return None
-        for name in sorted(n for n in self.base_trial.tensor_names() if _LEARNING_RATES.match(n)):
-            rate, earlier = self._rate_at(name, now), self._rate_at(name, before)
+        for name in learning_rate_names(self):
+            rate, earlier = rate_at(self, name, now), rate_at(self, name, before)
             if rate is None or earlier is None or not (math.isfinite(rate) and math.isfinite(earlier)):
                 continue
             if rate > earlier + abs(earlier) * self.warmup_rise_percent / 100.0:

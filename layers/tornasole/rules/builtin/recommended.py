@@ -76,6 +76,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "skip_frozen": "True",
             "fade_out_factor": "10",
             "fade_out_steps": "32",
+            # a schedule decayed below 1e-3 of its peak (docs/RULES.md); designed on resmlp and digits_keras
+            "faded_lr_fraction": "0.001",
         },
     ),
     (

@@ -12,10 +12,35 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tornasole.core.llm_signals import LEARNING_RATE, signal_regex
 from tornasole.exceptions import TensorUnavailableForStep
 from tornasole.rules.builtin.base import as_float
 
-__all__ = ["names_matching", "scalar_at", "series", "is_finite", "RecentMemo"]
+__all__ = [
+    "LEARNING_RATES",
+    "learning_rate_names",
+    "rate_at",
+    "names_matching",
+    "scalar_at",
+    "series",
+    "is_finite",
+    "RecentMemo",
+]
+
+#: A saved learning rate: ``lr/<group>`` with or without ``scalar/`` (:mod:`tornasole.core.llm_signals`;
+#: the PyTorch hook saves one per parameter group, the Keras hook one per optimiser).
+LEARNING_RATES = signal_regex(LEARNING_RATE, any_suffix=True)
+
+
+def learning_rate_names(rule: Any) -> list[str]:
+    """Every learning rate the trial saved (:data:`LEARNING_RATES`), sorted; [] when it saved none."""
+    return sorted(n for n in rule.base_trial.tensor_names() if LEARNING_RATES.match(n))
+
+
+def rate_at(rule: Any, name: str, global_step: int) -> float | None:
+    """The value ``name`` saved at its newest saved step at or before ``global_step`` (None: none)."""
+    steps = rule.base_trial.tensor(name).prev_steps(global_step, 1)
+    return rule.scalar(name, steps[-1]) if steps else None
 
 
 def names_matching(rule: Any, step: int, pattern: re.Pattern) -> list[str]:
