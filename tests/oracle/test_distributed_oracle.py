@@ -19,12 +19,17 @@ from tornasole.trials import create_trial
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "frameworks" / "smdebug_scripts" / "dist_train_smdebug.py"
 
+# smdebug reads both trees in one child (one smdebug start).
 READ = """
 from smdebug.trials import create_trial
-t = create_trial(INPUT["path"])
-emit({"workers": sorted(t.workers()), "steps": t.steps(), "names": sorted(t.tensor_names()),
-      "workers_at": {f"{n}|{s}": sorted(t.tensor(n).workers(s)) for n in t.tensor_names()
-                     for s in t.tensor(n).steps()}})
+
+def read(path):
+    t = create_trial(path)
+    return {"workers": sorted(t.workers()), "steps": t.steps(), "names": sorted(t.tensor_names()),
+            "workers_at": {f"{n}|{s}": sorted(t.tensor(n).workers(s)) for n in t.tensor_names()
+                           for s in t.tensor(n).steps()}}
+
+emit([read(path) for path in INPUT["paths"]])
 """
 
 
@@ -60,8 +65,7 @@ def test_same_distributed_trial_as_smdebug(tmp_path: Path, include_workers: str)
     _run_ranks([sys.executable, "-m", "tornasole.compat.smdebug_alias"], ours, include_workers, env)
     _run_ranks([str(SMDEBUG_PYTHON)], theirs, include_workers, child_env())
 
-    a = run_smdebug(READ, inputs={"path": str(ours)}).data
-    b = run_smdebug(READ, inputs={"path": str(theirs)}).data
+    a, b = run_smdebug(READ, inputs={"paths": [str(ours), str(theirs)]}).data
     expected_workers = ["worker_0", "worker_1"] if include_workers == "all" else ["worker_0"]
     assert a["workers"] == b["workers"] == expected_workers
     assert a["steps"] == b["steps"] == [0, 1, 5]

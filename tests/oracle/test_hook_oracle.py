@@ -17,11 +17,13 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from smdebug_runner import run_smdebug
+from smdebug_runner import SmdebugResult, run_smdebug
 
 from tornasole import modes
 from tornasole.trials import create_trial
@@ -84,29 +86,35 @@ for epoch in range(2):
 hook.close()
 """
 
+# One smdebug child reads every tree in INPUT["paths"] ({tag: path}); arrays come back as "tag:key".
 READ = """
 from smdebug.trials import create_trial
 from smdebug import modes
 from smdebug.exceptions import TensorUnavailableForStep
-t = create_trial(INPUT["path"])
-result = {"steps": t.steps(), "train": t.steps(mode=modes.TRAIN), "eval": t.steps(mode=modes.EVAL),
-          "workers": sorted(t.workers()), "names": sorted(t.tensor_names()), "unavailable": [],
-          "modes": {str(s): [t.mode(s).name, t.mode_step(s)] for s in t.steps()}}
-for name in t.tensor_names():
-    tensor = t.tensor(name)
-    for step in tensor.steps():
-        for worker in sorted(t.workers()):
-            key = f"{name}|{step}|{worker}"
-            try:
-                save_array(key, tensor.value(step, worker=worker))
-            except TensorUnavailableForStep:
-                result["unavailable"].append(key)
-            for red in INPUT.get("reductions", []):
+
+def read(path, tag):
+    t = create_trial(path)
+    result = {"steps": t.steps(), "train": t.steps(mode=modes.TRAIN), "eval": t.steps(mode=modes.EVAL),
+              "workers": sorted(t.workers()), "names": sorted(t.tensor_names()), "unavailable": [],
+              "modes": {str(s): [t.mode(s).name, t.mode_step(s)] for s in t.steps()}}
+    for name in t.tensor_names():
+        tensor = t.tensor(name)
+        for step in tensor.steps():
+            for worker in sorted(t.workers()):
+                key = f"{name}|{step}|{worker}"
                 try:
-                    save_array(f"{key}|{red}", tensor.reduction_value(step, red, worker=worker, abs=False))
-                except (TensorUnavailableForStep, ValueError):
-                    pass  # smdebug cannot compute some norms itself (0-d, 3-d); same on both trees
-emit(result)
+                    save_array(f"{tag}:{key}", tensor.value(step, worker=worker))
+                except TensorUnavailableForStep:
+                    result["unavailable"].append(key)
+                for red in INPUT.get("reductions", []):
+                    try:
+                        value = tensor.reduction_value(step, red, worker=worker, abs=False)
+                        save_array(f"{tag}:{key}|{red}", value)
+                    except (TensorUnavailableForStep, ValueError):
+                        pass  # smdebug cannot compute some norms itself (0-d, 3-d); same on both trees
+    return result
+
+emit({tag: read(path, tag) for tag, path in INPUT["paths"].items()})
 """
 
 
@@ -114,16 +122,34 @@ def _train_with_ours(out: Path) -> None:
     exec(compile(TRAINING.format(root="tornasole"), "training", "exec"), {"INPUT": {"out": str(out)}})
 
 
-def _read_with_smdebug(path: Path, reductions: list[str] | None = None):
-    return run_smdebug(READ, inputs={"path": str(path), "reductions": reductions or []})
+@dataclass
+class Read:
+    """What smdebug read from one tree: ``data`` (steps, modes, names...) and ``arrays`` by key."""
+
+    data: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+
+def _split(res: SmdebugResult, tag: str) -> Read:
+    prefix = f"{tag}:"
+    arrays = {k[len(prefix) :]: v for k, v in res.arrays.items() if k.startswith(prefix)}
+    return Read(res.data[tag], arrays)
+
+
+def _read_with_smdebug(path: Path, reductions: list[str] | None = None) -> Read:
+    return _split(run_smdebug(READ, inputs={"paths": {"t": str(path)}, "reductions": reductions or []}), "t")
 
 
 def test_smdebug_reads_our_tree_exactly_as_the_tree_its_own_hook_writes(tmp_path: Path):
     ours, theirs = tmp_path / "ours", tmp_path / "smdebug"
     _train_with_ours(ours)
-    run_smdebug(TRAINING.format(root="smdebug"), inputs={"out": str(theirs)})
-    a = _read_with_smdebug(ours, ["l2", "mean"])
-    b = _read_with_smdebug(theirs, ["l2", "mean"])
+    # smdebug's hook writes its tree, then reads both trees, in one child (one smdebug start)
+    paths = {"ours": str(ours), "smdebug": str(theirs)}
+    res = run_smdebug(
+        TRAINING.format(root="smdebug") + READ,
+        inputs={"out": str(theirs), "paths": paths, "reductions": ["l2", "mean"]},
+    )
+    a, b = _split(res, "ours"), _split(res, "smdebug")
     # one step more than smdebug's: the last TRAIN step of epoch 2 (global 16, mode step 13), which the save
     # config skips, holds that step's save_scalar("lr") (written at the last step of a mode; smdebug
     # writes it into EVAL step 18 instead, FORMAT.md 7.4)

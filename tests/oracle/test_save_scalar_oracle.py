@@ -44,11 +44,17 @@ with torch.no_grad():
 hook.close()
 """
 
-READ = """
+# After the training above, in the same child (one smdebug start per test): smdebug reads its own tree
+# and ours.
+READ_BOTH = """
 from smdebug.trials import create_trial
-t = create_trial(INPUT["path"])
-emit({name: [[int(s), float(t.tensor(name).value(s)[0])] for s in t.tensor(name).steps()]
-      for name in t.tensor_names(regex="^scalar")})
+
+def scalars(path):
+    t = create_trial(path)
+    return {name: [[int(s), float(t.tensor(name).value(s)[0])] for s in t.tensor(name).steps()]
+            for name in t.tensor_names(regex="^scalar")}
+
+emit({"smdebug": scalars(INPUT["out"]), "ours": scalars(INPUT["ours"])})
 """
 
 
@@ -61,9 +67,10 @@ def test_every_scalar_smdebug_writes_we_write(tmp_path: Path, config: str, colle
         compile(TRAINING.format(root="tornasole"), "training", "exec"),
         {"INPUT": {**inputs, "out": str(ours)}},
     )
-    run_smdebug(TRAINING.format(root="smdebug"), inputs={**inputs, "out": str(theirs)})
-    smd = run_smdebug(READ, inputs={"path": str(theirs)}).data
-    seen_by_smdebug = run_smdebug(READ, inputs={"path": str(ours)}).data
+    read = run_smdebug(
+        TRAINING.format(root="smdebug") + READ_BOTH, inputs={**inputs, "out": str(theirs), "ours": str(ours)}
+    ).data
+    smd, seen_by_smdebug = read["smdebug"], read["ours"]
     assert (
         sorted(seen_by_smdebug)
         == sorted(smd)

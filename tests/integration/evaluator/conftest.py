@@ -15,6 +15,7 @@ from evaluator_stack import BUCKET, Stack
 
 from alert_checks import check_every_alert
 from moto_stack import moto_stack
+from tornasole.local.moto_patches import moto_adjusted
 
 
 @pytest.fixture
@@ -23,6 +24,17 @@ def stack(monkeypatch: pytest.MonkeyPatch, lambda_context: Any) -> Iterator[Stac
         s = Stack(res, lambda_context)
         s.notifications()
         yield s
+
+
+@pytest.fixture
+def moto_as_local_mode(stack: Stack) -> Iterator[None]:
+    """moto as the local mode and the reliability suite run it (``tornasole.local.moto_patches``): a
+    transaction snapshots only the items it names (stock moto deep-copies every table per transaction,
+    so a run's cost grows with its length), a query reads one partition, expressions are parsed once.
+    For the long rule runs (``pytestmark = pytest.mark.usefixtures("moto_as_local_mode")``), whose claim
+    is the rules' verdicts; the delivery, ordering and failure tests keep stock moto."""
+    with moto_adjusted():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -6,12 +6,16 @@ predictions beat the class prior."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from evaluator_stack import TRIAL, Stack
 from rule_runs import run_in_evaluator
 
 from tornasole.modes import ModeKeys
 from tornasole.rules import create_rule, invoke_rule, recommended_rules
 from tornasole.trials import create_trial
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 EPOCHS, TRAIN_STEPS, EVAL_STEPS = 5, 2, 2
 (RULE,) = [r for r in recommended_rules() if r["RuleConfigurationName"] == "ClassifierNoBetterThanPrior"]

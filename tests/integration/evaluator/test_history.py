@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from evaluator_stack import TRIAL, Stack
 
 from tornasole.format.writer import StepWriter
@@ -12,6 +13,9 @@ from tornasole.rules import invoke_rule
 from tornasole.rules.builtin.loss_not_decreasing import LossNotDecreasing
 from tornasole.rules.builtin.overtraining import Overtraining
 from tornasole.trials import create_trial
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 STEPS = 30
 

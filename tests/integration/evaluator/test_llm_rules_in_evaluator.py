@@ -8,8 +8,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from evaluator_stack import Stack
 from rule_runs import assert_all_quiet, assert_each_fires_as_offline, run_in_evaluator
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 STEPS = 36
 ONSET = 26

@@ -8,10 +8,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from evaluator_stack import Stack
 from rule_runs import assert_each_fires_as_offline, run_in_evaluator
 
 from tornasole.rules.builtin.recommended import recommended_rules
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 # the recommended configuration on a shorter horizon (num_steps 10, patience 2: 51 steps instead of 121, the
 # evaluator re-reading from the start at each one); without the deferral it fires at TRAIN step 20

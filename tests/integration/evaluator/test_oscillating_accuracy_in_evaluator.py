@@ -6,11 +6,15 @@ over the whole trial (the sample count is read from the values the evaluator loa
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from evaluator_stack import Stack
 from rule_runs import assert_all_quiet, assert_each_fires_as_offline, run_in_evaluator
 
 from tornasole.modes import ModeKeys
 from tornasole.rules.builtin.recommended import recommended_rules
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 RULES = [c for c in recommended_rules() if c["RuleConfigurationName"] == "OscillatingAccuracy"]
 COLLECTIONS = {

@@ -5,12 +5,16 @@ notification at a time (every validation pass since the start is history it read
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from evaluator_stack import TRIAL, Stack
 from rule_runs import run_in_evaluator
 
 from tornasole.modes import ModeKeys
 from tornasole.rules import create_rule, invoke_rule
 from tornasole.trials import create_trial
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 EPOCHS, TRAIN_STEPS, EVAL_STEPS = 5, 2, 2
 RULE = {"RuleConfigurationName": "RegressionWorseThanMean", "RuleParameters": {"max_r2": "-0.25"}}

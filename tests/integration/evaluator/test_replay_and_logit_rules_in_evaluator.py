@@ -6,10 +6,14 @@ the first's order, logits that stay under the cap)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from evaluator_stack import Stack
 from rule_runs import assert_all_quiet, assert_each_fires_as_offline, run_in_evaluator
 
 from tornasole.core.batch_fingerprint import fingerprint_record
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 STEPS = 30
 EPOCH = 12

@@ -7,11 +7,15 @@ norm alarm the published criteria alone."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from evaluator_stack import TRIAL, Stack
 from rule_runs import assert_all_quiet, assert_each_fires_as_offline, run_in_evaluator
 
 from tornasole.rules import create_rule, invoke_rule, recommended_rules
 from tornasole.trials import create_trial
+
+# moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
+pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
 STEPS = 48
 ONSET = 40
