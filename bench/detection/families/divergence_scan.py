@@ -6,13 +6,13 @@ Usage::
         [--only SPLITS] [--tell-classes] [--param name=value ...] [--dump out.json]
 
 ``--runs``: the ``runs.json`` a ``score.py --out DIR`` or ``run.py --out DIR`` run left (every run's path,
-case, seed, kind and labels). ``--tell-classes``: give the rule ``num_classes``, the width of the trial's
-last saved ``weights/fcK.weight`` (``run.py``'s runs name their loss ``loss``, so the rule cannot read its
-kind; a registered ``CrossEntropyLoss`` would tell it). Prints, per benchmark split or family, the runs it
-fires on: built healthy (and, for ``run.py``, labelled healthy) and built broken, each with its case, seed
-and first firing step. ``--dump``: every run's judged loss (TRAIN and EVAL steps and values, the chance
-level) for the runs it fires on with ``confirm_by_validation=False`` (a divergence), to study a criterion
-offline.
+case, seed, kind and labels), or the ``--json`` output of ``lm_score.py --out DIR``. ``--tell-classes``: give
+the rule ``num_classes``, the width of the trial's last saved ``weights/fcK.weight`` (``run.py``'s runs name
+their loss ``loss``, so the rule cannot read its kind; a registered ``CrossEntropyLoss`` would tell it).
+Prints, per benchmark split or family, the runs it fires on: built healthy (and, for ``run.py``, labelled
+healthy) and built broken, each with its case, seed and first firing step. ``--dump``: every run's judged loss
+(TRAIN and EVAL steps and values, the chance level) for the runs it fires on with
+``confirm_by_validation=False`` (a divergence), to study a criterion offline.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def judged_losses(rule, trial) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", action="append", required=True, help="a runs.json of score.py or run.py")
+    ap.add_argument("--runs", action="append", required=True, help="runs.json or lm_score's json")
     ap.add_argument("--tell-classes", action="store_true", help="num_classes from the last fcK layer")
     ap.add_argument("--param", action="append", default=[], help="a rule parameter, name=value")
     ap.add_argument("--only", help="comma-separated splits or families: only their runs")
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.disable(logging.WARNING)
     params = dict(p.split("=", 1) for p in args.param)
-    runs = [r for f in args.runs for r in json.loads(Path(f).read_text())]
+    loaded = [json.loads(Path(f).read_text()) for f in args.runs]
+    runs = [r for d in loaded for r in (d["runs"] if isinstance(d, dict) else d)]  # lm_score.py's --json
     if args.only:
         only = set(args.only.split(","))
         runs = [r for r in runs if (r.get("family") or r.get("split")) in only]
