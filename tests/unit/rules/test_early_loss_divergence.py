@@ -99,7 +99,9 @@ def _fired(trial, **params):
 
 
 def test_adamw_at_a_rate_far_too_high_fires_early_and_says_what_to_do(tmp_path):
-    fired = _fired(_run(tmp_path, "adamw", 1.0))
+    # this net's loss is still 7x chance at the second pass (9.5x, 7.0x, then 1.09x): not stalled at chance,
+    # so only the first pass confirms it (stalled_passes=0); the default's stall is the synthetic tests' below
+    fired = _fired(_run(tmp_path, "adamw", 1.0), stalled_passes="0")
     assert fired
     first = fired[0]
     assert first.step <= 20  # the first TRAIN step after the first validation pass (after step 15)
@@ -123,64 +125,102 @@ def test_healthy_schedules_stay_quiet(tmp_path, opt_name, lr, schedule):
     assert not _fired(trial)
 
 
-def _ce(losses: list[float], evals: list[float] | None = None, split: int = 4) -> object:
-    """TRAIN steps saving ``loss`` and an output-layer gradient, a validation pass of ``evals`` after the
-    first ``split`` of them (the numpy hook names the loss ``loss``, so the kind is given as
+def _ce(train: list[list[float]], passes: list[list[float]] | None = None) -> object:
+    """Epochs of TRAIN steps saving ``loss`` and an output-layer gradient (``train[k]``), each followed by a
+    validation pass of ``passes[k]`` (the numpy hook names the loss ``loss``, so the kind is given as
     ``num_classes``/``chance_loss``); written to the ``path`` the caller binds."""
 
     def step(v: float) -> dict:
         return {"loss": v, "gradients/out.bias": np.zeros(CLASSES)}
 
-    train = [[step(v) for v in losses[:split]], [step(v) for v in losses[split:]]]
-    passes = [[{"loss": v} for v in (evals or [])], []]
-    return lambda path: epochs(path, train, passes)
+    passes = (passes or []) + [[] for _ in range(len(train) - len(passes or []))]
+    return lambda path: epochs(
+        path, [[step(v) for v in e] for e in train], [[{"loss": v} for v in p] for p in passes]
+    )
 
 
-def test_a_divergence_fires_after_the_validation_pass_that_confirms_it(tmp_path):
-    chance = math.log(CLASSES)
-    train = [chance, 2.3 * chance, 1.1 * chance, chance, chance, 0.9 * chance]
-    stuck = _ce(train, evals=[1.05 * chance, 1.0 * chance])(str(tmp_path / "stuck"))
+CHANCE = math.log(CLASSES)
+#: a climb to 2.3x chance at the second step, then back to chance
+CLIMB = [CHANCE, 2.3 * CHANCE, 1.1 * CHANCE, CHANCE]
+
+
+def test_a_divergence_that_stalls_at_chance_fires_after_the_pass_that_shows_the_stall(tmp_path):
+    # resmlp's AdamW x100: the first pass 1.13x chance, the second 1.006x, the loss flat at chance between
+    train = [CLIMB, [CHANCE, 1.02 * CHANCE, CHANCE, CHANCE], [CHANCE, 0.95 * CHANCE]]
+    passes = [[1.15 * CHANCE, 1.1 * CHANCE], [1.01 * CHANCE, 0.99 * CHANCE]]
+    stuck = _ce(train, passes)(str(tmp_path / "stuck"))
     (fired,) = _fired(stuck, num_classes=str(CLASSES))[:1]
-    # TRAIN 0-3 are global steps 0-3, the pass 4-5, TRAIN 4 is global step 6: the first after the pass
-    assert fired.step == 6
+    # TRAIN 0-3 are global steps 0-3, the first pass 4-5, TRAIN 4-7 are 6-9, the second pass 10-11, then 12
+    assert fired.step == 12
     assert "is 2.3x its start" in fired.details
     assert "no better than chance" in fired.details
-    # the same climb, but the model is better than chance by the end of the epoch: it survived the rate
-    recovered = _ce(train, evals=[0.6 * chance, 0.5 * chance])(str(tmp_path / "recovered"))
+    assert "the model stalled" in fired.details
+    # the previous criterion (the first pass alone) fires one epoch earlier, at the first TRAIN step after it
+    (early,) = _fired(stuck, num_classes=str(CLASSES), stalled_passes="0")[:1]
+    assert early.step == 6
+    # a model still at chance needs two such passes after the confirming one with stalled_passes=2
+    assert not _fired(stuck, num_classes=str(CLASSES), stalled_passes="2")
+
+
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        (0.92, "below chance: it learns (run.py's hard_slow_sigmoid_sgd s1: 1.00x, then 0.92x)"),
+        (1.74, "far above chance, still moving (hard_slow_sigmoid_sgd s0: 2.6x, 1.74x, then 0.95x)"),
+    ],
+)
+def test_a_divergence_the_model_survives_stays_quiet(tmp_path, second, why):
+    train = [CLIMB, [1.5 * CHANCE, 1.2 * CHANCE, CHANCE, 0.9 * CHANCE], [0.5 * CHANCE, 0.4 * CHANCE]]
+    passes = [[1.05 * CHANCE, 1.0 * CHANCE], [second * CHANCE, second * CHANCE]]
+    trial = _ce(train, passes)(str(tmp_path / "survived"))
+    assert not _fired(trial, num_classes=str(CLASSES)), why
+    # the previous criterion, the first pass alone (at chance), cried wolf on it
+    assert _fired(trial, num_classes=str(CLASSES), stalled_passes="0")
+    # a wider band would take 0.92x for a stall; 1.74x is never within it
+    assert bool(_fired(trial, num_classes=str(CLASSES), chance_tolerance="0.1")) == (second < 1)
+
+
+def test_a_model_better_than_chance_by_the_first_pass_is_quiet_and_bare_runs_need_no_pass(tmp_path):
+    recovered = _ce([CLIMB, [CHANCE, CHANCE]], [[0.6 * CHANCE, 0.5 * CHANCE], [CHANCE]])(str(tmp_path / "r"))
     assert not _fired(recovered, num_classes=str(CLASSES))
+    assert not _fired(recovered, num_classes=str(CLASSES), stalled_passes="0")
     # without a validation pass nothing confirms it, unless asked to fire at the divergence itself
-    bare = _ce(train)(str(tmp_path / "bare"))
+    bare = _ce([CLIMB + [CHANCE, CHANCE]])(str(tmp_path / "bare"))
     assert not _fired(bare, num_classes=str(CLASSES))
     (at_once,) = _fired(bare, num_classes=str(CLASSES), confirm_by_validation="False")[:1]
     assert at_once.step == 1
 
 
+def _stalled(train: list[float], split: int = 4) -> object:
+    """``train`` split into an epoch of ``split`` steps and the rest, each followed by a pass at chance, and a
+    last TRAIN step (where the rule judges the second pass)."""
+    return _ce([train[:split], train[split:], [CHANCE]], [[CHANCE], [CHANCE]])
+
+
 def test_the_start_is_the_larger_of_chance_and_the_first_loss(tmp_path):
-    chance = math.log(CLASSES)
     # a high start (He's output layer: 2.5x chance) that keeps climbing to 4x chance: 1.6x its start
-    high_start = _ce([2.5 * chance, 4.0 * chance, 2.0 * chance, chance, chance], evals=[2 * chance])
+    high_start = _stalled([2.5 * CHANCE, 4.0 * CHANCE, 2.0 * CHANCE, CHANCE, CHANCE])
     trial = high_start(str(tmp_path / "a"))
     assert not _fired(trial, num_classes=str(CLASSES))
     assert _fired(trial, num_classes=str(CLASSES), factor="1.5")
-    rise = _ce([chance, 2.3 * chance, chance, chance, chance], evals=[chance])(str(tmp_path / "b"))
+    rise = _stalled([CHANCE, 2.3 * CHANCE, CHANCE, CHANCE, CHANCE])(str(tmp_path / "b"))
     assert _fired(rise, num_classes=str(CLASSES))
     assert not _fired(rise, num_classes=str(CLASSES), factor="2.5")
 
 
 def test_only_the_first_within_steps_are_judged(tmp_path):
-    chance = math.log(CLASSES)
-    late = [chance] + [0.9 * chance] * 12 + [3 * chance, chance]  # a late spike is LossSpike's
-    trial = _ce(late, evals=[chance], split=14)(str(tmp_path / "late"))
+    late = [CHANCE] + [0.9 * CHANCE] * 12 + [3 * CHANCE, CHANCE]  # a late spike is LossSpike's
+    trial = _stalled(late, split=14)(str(tmp_path / "late"))
     assert not _fired(trial, num_classes=str(CLASSES), within_steps="12")
     assert _fired(trial, num_classes=str(CLASSES), within_steps="14")
 
 
 def test_unknown_levels_and_non_finite_losses_are_not_judged(tmp_path):
     # a loss whose kind the name does not say (the numpy hook's ``loss``) and no num_classes: no chance level
-    trial = _ce([1.0, 5.0, 5.0, 5.0, 5.0], evals=[5.0])(str(tmp_path / "u"))
-    assert not _fired(trial)
-    assert _fired(trial, chance_loss="1.0")
-    nan = _ce([1.0, float("nan"), float("inf"), 1.0, 1.0], evals=[1.0])(str(tmp_path / "n"))
+    unknown = _ce([[1.0, 5.0, 5.0, 5.0], [5.0], [1.0]], [[1.0], [1.02]])(str(tmp_path / "u"))
+    assert not _fired(unknown)
+    assert _fired(unknown, chance_loss="1.0")
+    nan = _ce([[1.0, float("nan"), float("inf"), 1.0], [1.0], [1.0]], [[1.0], [1.0]])(str(tmp_path / "n"))
     assert not _fired(nan, chance_loss="1.0")
 
 
@@ -192,9 +232,11 @@ def test_unknown_levels_and_non_finite_losses_are_not_judged(tmp_path):
         ("num_classes", "1"),
         ("chance_loss", "0"),
         ("confirm_by_validation", "maybe"),
+        ("stalled_passes", "-1"),
+        ("chance_tolerance", "1"),
     ],
 )
 def test_bad_parameters_name_the_parameter(tmp_path, param, value):
-    trial = _ce([1.0, 1.0])(str(tmp_path / "p"))
+    trial = _ce([[1.0, 1.0]])(str(tmp_path / "p"))
     with pytest.raises(RuleParameterError, match=param):
         create_rule("EarlyLossDivergence", trial, **{param: value})
