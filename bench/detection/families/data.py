@@ -73,14 +73,7 @@ def wine_stratified(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, i
 
     d = load_wine()
     y = d.target.astype(np.int64)
-    n_val = 40
-    train, val = [], []
-    for c in np.unique(y):
-        members = rng.permutation(np.flatnonzero(y == c))
-        k = int(round(n_val * len(members) / len(y)))
-        val.append(members[:k])
-        train.append(members[k:])
-    train_idx, val_idx = rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(val))
+    train_idx, val_idx = _stratified_split(y, 40, rng)
     order = np.concatenate([train_idx, val_idx])
     x, y = d.data[order], y[order]
     return _standardise(x, len(train_idx)), y, 3, len(val_idx)
@@ -164,14 +157,22 @@ def digits_flat_stratified(rng: np.random.Generator) -> tuple[np.ndarray, np.nda
 
     d = load_digits()
     y = d.target.astype(np.int64)
-    n_val = 300
+    train_idx, val_idx = _stratified_split(y, 300, rng)
+    order = np.concatenate([train_idx, val_idx])
+    x = (d.data[order] / 16.0).astype(np.float32)
+    return x, y[order], 10, len(val_idx)
+
+
+def _stratified_split(y: np.ndarray, n_val: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Training and validation indices, ``n_val`` held out in the classes' proportions, each side shuffled.
+
+    The draws (one permutation per class, then one per side) are the ones the held-out families were
+    first trained with, so a seed gives the same split as before this helper existed.
+    """
     train, val = [], []
     for c in np.unique(y):
         members = rng.permutation(np.flatnonzero(y == c))
         k = int(round(n_val * len(members) / len(y)))
         val.append(members[:k])
         train.append(members[k:])
-    train_idx, val_idx = rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(val))
-    order = np.concatenate([train_idx, val_idx])
-    x = (d.data[order] / 16.0).astype(np.float32)
-    return x, y[order], 10, len(val_idx)
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(val))
