@@ -13,10 +13,11 @@ Helpers for test modules (this directory is on ``sys.path``, no package)::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from smdebug_runner import SETUP_HINT, SmdebugRunError, check_smdebug_venv
+from smdebug_runner import SETUP_HINT, SmdebugRunError, check_smdebug_venv, use_fork_server
 
 _HERE = Path(__file__).resolve().parent
 
@@ -40,3 +41,11 @@ def smdebug_version() -> str:
     if version != "1.0.34":
         pytest.fail(f"the oracle must be smdebug 1.0.34, found {version}: {SETUP_HINT}", pytrace=False)
     return version
+
+
+@pytest.fixture(scope="session", autouse=True)
+def smdebug_fork_server(smdebug_version: str) -> Iterator[None]:
+    """The oracle's smdebug children fork from one warm interpreter (saves a 2-5 s import per call)."""
+    use_fork_server(True)
+    yield
+    use_fork_server(False)

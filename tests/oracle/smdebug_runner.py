@@ -34,16 +34,32 @@ may write ``result.json`` / anything else into OUTDIR (returned as paths).
 
 A failure in the child raises ``SmdebugRunError`` with its stderr tail, so a
 test shows smdebug's own traceback.
+
+Why a fork server (``use_fork_server``, which the oracle tier's conftest turns on):
+each child used to start a fresh interpreter and import numpy, boto3 and smdebug
+(smdebug imports torch): 2-5 s a call on 2 cores, paid some fifty times per
+``make test``. The server is one interpreter of the peer venv, started with the
+same clean environment, that imports those once and forks a child per call. The
+child is then a plain smdebug process: it sets the call's environment, working
+directory, ``sys.argv`` and ``sys.path[0]`` as ``python script.py`` would, runs
+the script as ``__main__`` and leaves as the interpreter's exit does (non-daemon
+threads joined, atexit handlers run: smdebug's writers flush there; streams
+flushed) but without tearing down torch's modules, which costs about a second. The benchmarks keep a fresh
+interpreter per call: their timings must not inherit warm imports.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +80,7 @@ __all__ = [
     "check_smdebug_venv",
     "run_smdebug",
     "run_smdebug_script",
+    "use_fork_server",
 ]
 
 _FAKE_AWS = {
@@ -107,6 +124,147 @@ if _ilu.find_spec("tornasole") is not None:
     raise SystemExit("oracle environment leak: `tornasole` is importable inside .venv-smdebug")
 del _ilu
 '''
+
+# The fork server's program (run as ``python -c``). Requests arrive one JSON line at a time on stdin;
+# for each it forks, answers {"pid": N}, waits and answers {"rc": N}. The forked child returns from
+# ``_serve`` and runs the request's script below, then exits as any ``python script.py`` does.
+_FORK_SERVER = r"""
+import json, os, sys
+import numpy, boto3, botocore.session  # noqa: F401  (what every child imports; warmed once)
+try:
+    import smdebug, smdebug.trials  # noqa: F401
+except Exception:  # a broken smdebug fails in the child, with its own traceback
+    pass
+
+
+def _serve():
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            raise SystemExit(0)
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            return req
+        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+        sys.stdout.flush()
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+        sys.stdout.flush()
+
+
+_req = _serve()
+os.setsid()  # its own process group: a timeout kills the child and anything it started
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+for _fd, _key in ((1, "stdout"), (2, "stderr")):
+    os.dup2(os.open(_req[_key], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), _fd)
+sys.stdin = open(0, closefd=False)
+os.chdir(_req["cwd"])
+os.environ.clear()
+os.environ.update(_req["env"])
+sys.argv = list(_req["argv"])
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+del _req, _null, _fd, _key, _serve
+import atexit, runpy, threading, traceback
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    _rc = 0
+except SystemExit as _exit:
+    _rc = _exit.code if isinstance(_exit.code, int) else (0 if _exit.code is None else 1)
+    if not isinstance(_exit.code, (int, type(None))):
+        print(_exit.code, file=sys.stderr)
+except BaseException:
+    traceback.print_exc()
+    _rc = 1
+# What the interpreter's exit does for a script, without tearing down torch's modules (about a second):
+# join non-daemon threads, run atexit handlers (smdebug's writers flush there), flush the streams.
+threading._shutdown()
+atexit._run_exitfuncs()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(_rc)
+"""
+
+
+class _ForkServer:
+    """One long-lived peer interpreter that forks a child per call (see the module docstring)."""
+
+    def __init__(self, python: Path) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="smd-forkserver-")
+        self._proc = subprocess.Popen(
+            [str(python), "-c", _FORK_SERVER],
+            cwd=self._dir.name,
+            env=child_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self._pending = b""
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def _reply(self, timeout: float) -> dict[str, int]:
+        """The server's next JSON line; ``TimeoutError`` when none comes within ``timeout`` seconds."""
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise SmdebugRunError("the smdebug fork server exited", self._proc.wait(), "", "")
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(
+        self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float
+    ) -> subprocess.CompletedProcess:
+        out, err = Path(self._dir.name, "stdout"), Path(self._dir.name, "stderr")
+        request = {"argv": argv[1:], "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self._proc.stdin.flush()
+        pid = self._reply(60)["pid"]
+        try:
+            rc = self._reply(timeout)["rc"]
+        except TimeoutError:
+            os.killpg(pid, signal.SIGKILL)
+            self._reply(60)
+            raise subprocess.TimeoutExpired(argv, timeout, _read(out), _read(err)) from None
+        return subprocess.CompletedProcess(argv, rc, _read(out), _read(err))
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._dir.cleanup()
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+_SERVER_LOCK = threading.Lock()
+_server: _ForkServer | None = None
+_fork_server_on = False
+
+
+def use_fork_server(on: bool = True) -> None:
+    """Run later calls in children forked from one warm peer interpreter (``False`` stops it)."""
+    global _fork_server_on, _server
+    with _SERVER_LOCK:
+        _fork_server_on = on
+        if not on and _server is not None:
+            _server.close()
+            _server = None
 
 
 class SmdebugRunError(RuntimeError):
@@ -206,7 +364,7 @@ def _run(
     env["TORNASOLE_ORACLE_IN"] = str(in_path)
     env["TORNASOLE_ORACLE_OUT"] = str(out_dir)
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = _spawn(argv, env, cwd, timeout)
     except subprocess.TimeoutExpired as exc:
         raise SmdebugRunError(
             f"smdebug child timed out after {timeout}s", -9, str(exc.stdout or ""), str(exc.stderr or "")
@@ -214,6 +372,18 @@ def _run(
     if proc.returncode != 0:
         raise SmdebugRunError("smdebug child failed", proc.returncode, proc.stdout, proc.stderr)
     return proc
+
+
+def _spawn(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    global _server
+    if not _fork_server_on or argv[0] != str(SMDEBUG_PYTHON):
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    with _SERVER_LOCK:
+        if _server is None or not _server.alive():
+            _server = _ForkServer(SMDEBUG_PYTHON)
+        return _server.run(argv, env, cwd, timeout)
 
 
 def _collect(proc: subprocess.CompletedProcess[str], out_dir: Path) -> SmdebugResult:

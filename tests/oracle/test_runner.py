@@ -62,3 +62,36 @@ def test_missing_or_broken_venv_fails_loudly(tmp_path: Path) -> None:
     # an interpreter without smdebug (ours) is as unusable as none
     with pytest.raises(SmdebugRunError, match="make setup-smdebug"):
         check_smdebug_venv(python=Path(sys.executable))
+
+
+def test_forked_children_share_nothing_and_exit_normally() -> None:
+    """Children forked from the warm server: one call's module state and variables never reach the next,
+    and the exit runs atexit handlers (smdebug's writers flush there)."""
+    first = run_smdebug(
+        """
+        import atexit, os, smdebug
+        smdebug.LEFT_BY_FIRST_CALL = 1
+        os.environ["LEFT_BY_FIRST_CALL"] = "1"
+        out = os.environ["TORNASOLE_ORACLE_OUT"]
+        atexit.register(lambda: open(os.path.join(out, "atexit.txt"), "w").write("ran"))
+        emit({"pid": os.getpid()})
+        """
+    )
+    second = run_smdebug(
+        """
+        import os, smdebug
+        emit({"pid": os.getpid(), "module": hasattr(smdebug, "LEFT_BY_FIRST_CALL"),
+              "env": "LEFT_BY_FIRST_CALL" in os.environ, "cwd": os.path.basename(os.getcwd())[:8]})
+        """
+    )
+    assert first.files == {"atexit.txt": b"ran"}
+    assert second.data["pid"] != first.data["pid"]
+    left = {k: second.data[k] for k in ("module", "env", "cwd")}
+    assert left == {"module": False, "env": False, "cwd": "smd-run-"}
+
+
+def test_child_timeout_is_killed_and_reported() -> None:
+    with pytest.raises(SmdebugRunError, match="timed out after 2"):
+        run_smdebug("import time\ntime.sleep(120)", timeout=2)
+    # the runner is still usable afterwards
+    assert run_smdebug("emit(7)").data == 7
