@@ -85,19 +85,8 @@ _CLASSIFIERS = {
     "lstm",
     "digits",
 }
-_MULTICLASS = {
-    "cnn",
-    "softmax",
-    "rnn",
-    "transformer",
-    "resmlp",
-    "iris",
-    "conv1d",
-    "convbn",
-    "wine",
-    "lstm",
-    "digits",
-}
+#: The classifiers with more than two classes (binary has one sigmoid output).
+_MULTICLASS = _CLASSIFIERS - {"binary"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
