@@ -2,6 +2,8 @@
 
 Both are bounded in bytes (not entries) because tensors range from scalars to
 hundreds of megabytes; an item larger than the whole budget is not cached.
+``TieredValueCache`` puts a trial's own value cache in front of one that outlives
+the trial (the serverless evaluator's warm process builds one trial per step).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["ValueCache", "BlockCache", "DEFAULT_CACHE_BYTES", "DEFAULT_BLOCK_CACHE_BYTES"]
+__all__ = ["ValueCache", "TieredValueCache", "BlockCache", "DEFAULT_CACHE_BYTES", "DEFAULT_BLOCK_CACHE_BYTES"]
 
 #: Default budget of the value cache, in bytes of numpy data.
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
@@ -66,6 +68,45 @@ class ValueCache:
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class TieredValueCache:
+    """A trial's own ``ValueCache`` in front of a ``shared`` one that other trials use too.
+
+    Why: the evaluator builds a new trial for every step, so values a rule read at
+    step N-1 (DeadRelu pooling one-sample ReLU outputs back over 32 steps, the
+    previous weights of WeightUpdateRatio) would be fetched and decoded again at
+    step N. Event files never change once written (the writer publishes each
+    one before its index file, and never rewrites it), so a value decoded for
+    one step's trial is the same for the next: every decoded value goes into
+    both caches, a miss of the own cache is looked up in the shared one. Both
+    keep the same read-only array, so nothing is stored twice.
+
+    Examples
+    --------
+    >>> shared = ValueCache(max_bytes=64)
+    >>> TieredValueCache(ValueCache(), shared).put("a", np.zeros(2))
+    >>> TieredValueCache(ValueCache(), shared).get("a")
+    array([0., 0.])
+    """
+
+    def __init__(self, own: ValueCache, shared: ValueCache) -> None:
+        self.own = own
+        self.shared = shared
+
+    def get(self, key: Hashable) -> np.ndarray | None:
+        value = self.own.get(key)
+        return self.shared.get(key) if value is None else value
+
+    def put(self, key: Hashable, value: np.ndarray) -> None:
+        self.own.put(key, value)
+        self.shared.put(key, value)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.own or key in self.shared
+
+    def __len__(self) -> int:
+        return len(self.own)
 
 
 class BlockCache:
