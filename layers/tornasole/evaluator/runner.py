@@ -120,11 +120,12 @@ class StepRunner:
     @classmethod
     def on_storage(cls, storage: Any, budget: Budget | None = None) -> StepRunner:
         """A runner whose every read (the step's trial, a rule's other trials) goes through ``storage``,
-        with an index cache of its own: what a custom rule's process runs, on the storage holding the
-        credentials it was handed (nothing read for one job is served to another)."""
+        with an index cache and a value cache of its own: what a custom rule's process runs, on the storage
+        holding the credentials it was handed (nothing read for one job is served to another)."""
         return cls(
             rule_factory=functools.partial(default_rule_factory, storage=storage),
             index_cache=IndexFileCache(),
+            value_cache=ValueCache(EARLIER_VALUES_BYTES),
             budget=budget,
             storage=storage,
         )
