@@ -53,7 +53,7 @@ from tornasole.evaluator.rule_factory import (
 from tornasole.evaluator.sandbox.isolation import Budget, RuleAborted, guarded
 from tornasole.evaluator.store.index_cache import CachingStorage, IndexFileCache
 from tornasole.rules.verdict import TensorTouches  # shared with the offline invoke_rule
-from tornasole.trials.caches import ValueCache
+from tornasole.trials.caches import ENTRY_OVERHEAD, ValueCache
 
 if TYPE_CHECKING:
     from tornasole.evaluator.sandbox.rule_runners import CustomRuleRunner
@@ -85,7 +85,8 @@ RuleFactory = Callable[[RuleConfig, Any, int], Any]
 #: Budget of the values a warm process keeps across steps (``StepRunner.value_cache``). Why 64 MiB: the
 #: window of the most demanding built-in history reader, DeadRelu pooling 32 one-sample steps of 25 ReLU
 #: outputs of 10k floats, is 32 MiB; the LRU drops the values no rule reads again (the gradients of
-#: earlier steps) first. A sixteenth of the evaluator function's 1 GiB, beside each step's own value cache.
+#: earlier steps) first. A sixteenth of the evaluator function's 1 GiB, beside each step's own value cache;
+#: each entry counts ``ENTRY_OVERHEAD`` bytes more, so a long run of scalars is bounded in memory as well.
 EARLIER_VALUES_BYTES = 64 * 1024 * 1024
 
 
@@ -112,7 +113,9 @@ class StepRunner:
         self.rule_factory = rule_factory or default_rule_factory
         self.max_history_steps = max_history_steps
         self.index_cache = index_cache if index_cache is not None else IndexFileCache()
-        self.value_cache = value_cache if value_cache is not None else ValueCache(EARLIER_VALUES_BYTES)
+        self.value_cache = (
+            value_cache if value_cache is not None else ValueCache(EARLIER_VALUES_BYTES, ENTRY_OVERHEAD)
+        )
         self.budget = budget or Budget()
         self.custom_rules = custom_rules
         self.storage = storage
@@ -125,7 +128,7 @@ class StepRunner:
         return cls(
             rule_factory=functools.partial(default_rule_factory, storage=storage),
             index_cache=IndexFileCache(),
-            value_cache=ValueCache(EARLIER_VALUES_BYTES),
+            value_cache=ValueCache(EARLIER_VALUES_BYTES, ENTRY_OVERHEAD),
             budget=budget,
             storage=storage,
         )

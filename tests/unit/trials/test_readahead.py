@@ -176,3 +176,12 @@ def test_a_shared_value_cache_serves_the_next_trial(tmp_path):
     assert event_reads(shared)  # the first trial reads
     assert event_reads(shared) == []  # the next one finds them decoded
     assert event_reads(None)  # a trial of its own reads again
+
+
+def test_a_value_cache_can_count_each_entrys_overhead():
+    """A long-lived cache of scalars: their 4 bytes of data are not what they cost in memory."""
+    cache = ValueCache(max_bytes=3 * 516, entry_overhead=512)
+    for key in range(4):
+        cache.put(key, np.zeros(1, dtype=np.float32))
+    assert len(cache) == 3
+    assert cache.get(0) is None  # the oldest went
