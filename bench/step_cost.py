@@ -20,7 +20,10 @@ evaluated steps, as the handler would have left them; the bucket's notifications
 are switched off first (the bench delivers the events itself). Each measured
 step then carries 50 float32 tensors of 10k elements plus the loss; one warm-up
 step per job is not counted. S3 and DynamoDB requests are counted with a
-botocore ``before-call`` hook on the clients of ``tornasole.aws.clients``.
+botocore ``before-call`` hook on the clients of ``tornasole.aws.clients``; S3
+requests also by the object they read (the step's own index and event files, an
+earlier step's, the collections file) and per measured step, so a count that
+grows from one measured step to the next shows (the mean alone hid it).
 
 Why handler time is also printed without the DynamoDB calls: moto's DynamoDB
 is not a constant-cost emulator. Its ``TransactWriteItems`` (moto 5.2.5) deep-copies
@@ -38,6 +41,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import statistics
 import sys
 import threading
@@ -49,6 +53,8 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+# this checkout's code, not the copy installed (editable) in the venv: a worktree's bench measures its own
+sys.path.insert(0, str(REPO / "layers"))
 BUCKET = "tornasole-bench"
 TENSORS_PER_KIND = 25  # 25 gradients + 25 ReLU outputs = 50 tensors (+ the loss)
 ELEMENTS = 10_000
@@ -185,18 +191,41 @@ def s3_event(key: str) -> dict[str, Any]:
 
 
 class RequestLog:
-    """Counts S3 and DynamoDB requests and the wall time of DynamoDB calls (botocore events)."""
+    """Counts S3 and DynamoDB requests and the wall time of DynamoDB calls (botocore events).
+
+    S3 requests are also counted by the object they read (``s3_objects``): the evaluated step's own
+    index or event file, an earlier step's, the collections file. Why: the mean per step hides a count
+    that grows with each measured step (an earlier step's event file re-read at every later step, as
+    DeadRelu's pooling did before the evaluator kept earlier values), the objects name the culprit.
+    """
 
     SERVICES = ("s3", "dynamodb")
+    STEP_DIR = re.compile(r"/(?:events/(\d+)|index/\d+/(\d+)_)")
 
     def __init__(self) -> None:
         self.calls: Counter = Counter()
+        self.s3_objects: Counter = Counter()  # "GetObject event file, earlier step" -> requests
+        self.step: int | None = None  # the evaluated step (its own files vs earlier steps')
         self.ddb_s = 0.0
         self.ddb_op_s: Counter = Counter()  # seconds per DynamoDB operation
         self._started: dict[int, float] = {}
 
-    def before(self, event_name: str, **_: Any) -> None:
-        self.calls[event_name.split(".", 1)[1]] += 1  # "s3.GetObject", "dynamodb.Query", ...
+    def s3_object(self, url_path: str) -> str:
+        """What an S3 request's path names, relative to the evaluated step."""
+        if "/collections/" in url_path:
+            return "collections file"
+        m = self.STEP_DIR.search(url_path)
+        if m is None:
+            return "other"
+        kind = "event file" if m.group(1) is not None else "index file"
+        step = int(m.group(1) if m.group(1) is not None else m.group(2))
+        return f"{kind}, {'this step' if step == self.step else 'earlier step'}"
+
+    def before(self, event_name: str, params: dict[str, Any] | None = None, **_: Any) -> None:
+        op = event_name.split(".", 1)[1]  # "s3.GetObject", "dynamodb.Query", ...
+        self.calls[op] += 1
+        if op.startswith("s3."):
+            self.s3_objects[f"{op[3:]} {self.s3_object((params or {}).get('url_path', ''))}"] += 1
         if event_name.startswith("before-call.dynamodb"):
             self._started[threading.get_ident()] = time.perf_counter()
 
@@ -221,8 +250,10 @@ class RequestLog:
             client(service).meta.events.unregister(f"before-call.{service}", self.before)
             client(service).meta.events.unregister(f"after-call.{service}", self.after)
 
-    def reset(self) -> None:
+    def reset(self, step: int | None = None) -> None:
+        self.step = step
         self.calls.clear()
+        self.s3_objects.clear()
         self.ddb_s = 0.0
         self.ddb_op_s.clear()
 
@@ -241,7 +272,7 @@ def measure(handler: Any, prefix: str, first: int, count: int) -> list[dict[str,
         for step in range(first, first + count + 1):
             writer.write_step(step_writer(step, ELEMENTS, rng))
             event = s3_event(f"{prefix}/{paths.index_file_name(step, 'worker_0')}")
-            requests.reset()
+            requests.reset(step)
             start = time.perf_counter()
             out = handler(event, context)
             elapsed = time.perf_counter() - start
@@ -254,6 +285,7 @@ def measure(handler: Any, prefix: str, first: int, count: int) -> list[dict[str,
                         "s": elapsed,
                         "ddb_s": requests.ddb_s,
                         "calls": Counter(requests.calls),
+                        "s3_objects": Counter(requests.s3_objects),
                         "ddb_op_s": Counter(requests.ddb_op_s),
                     }
                 )
@@ -267,6 +299,7 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         )
 
     ops = sum((x["calls"] for x in samples), Counter())
+    objects = sum((x["s3_objects"] for x in samples), Counter())
     op_s = sum((x["ddb_op_s"] for x in samples), Counter())
     return {
         "ms": statistics.median(x["s"] for x in samples) * 1000,
@@ -275,6 +308,8 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "s3": count("s3."),
         "ddb": count("dynamodb."),
         "ops": {k: round(v / len(samples), 1) for k, v in sorted(ops.items())},
+        "s3_objects": {k: round(v / len(samples), 1) for k, v in sorted(objects.items())},
+        "s3_each": [sum(v for k, v in x["calls"].items() if k.startswith("s3.")) for x in samples],
         "ddb_op_ms": {k: round(v * 1000 / len(samples), 1) for k, v in sorted(op_s.items())},
     }
 
@@ -304,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"DynamoDB requests/step  [prior steps generated in {gen:.1f} s]"
             )
             print(f"        requests per step: {r['ops']}")
+            print(f"        S3 requests per step by object: {r['s3_objects']}")
+            print(f"        S3 requests of each measured step: {r['s3_each']}")
             print(f"        ms per step in DynamoDB calls (moto): {r['ddb_op_ms']}")
         lo, hi = results[sizes[0]], results[sizes[-1]]
         print(

@@ -13,7 +13,12 @@ rules, and never more than ``MAX_HISTORY_STEPS`` saved steps, so the cost of a
 step stays bounded: a rule asking for more (or for everything) sees only the
 last ``MAX_HISTORY_STEPS``. A custom rule that does not say gets
 ``DEFAULT_HISTORY_STEPS``. Earlier index files a warm process already read are
-served from its ``IndexFileCache`` (index files never change once written).
+served from its ``IndexFileCache`` (index files never change once written), and
+values decoded at earlier steps from its value cache (``EARLIER_VALUES_BYTES``;
+event files never change once written either): a rule reading back over its
+window (DeadRelu pools one-sample ReLU outputs over up to 32 steps) costs the
+requests of the steps the process has not seen, not one per earlier step at
+every step.
 
 All rules of the step share that one trial and its value cache. Nothing is
 prefetched for the step as a whole: each rule prefetches what it declares
@@ -48,6 +53,7 @@ from tornasole.evaluator.rule_factory import (
 from tornasole.evaluator.sandbox.isolation import Budget, RuleAborted, guarded
 from tornasole.evaluator.store.index_cache import CachingStorage, IndexFileCache
 from tornasole.rules.verdict import TensorTouches  # shared with the offline invoke_rule
+from tornasole.trials.caches import ENTRY_OVERHEAD, ValueCache
 
 if TYPE_CHECKING:
     from tornasole.evaluator.sandbox.rule_runners import CustomRuleRunner
@@ -76,6 +82,12 @@ CUSTOM_RULE_BACKOFF_S = 0.2
 # at most the remaining time less this.
 RESULTS_RESERVE_S = 15.0
 RuleFactory = Callable[[RuleConfig, Any, int], Any]
+#: Budget of the values a warm process keeps across steps (``StepRunner.value_cache``). Why 64 MiB: the
+#: window of the most demanding built-in history reader, DeadRelu pooling 32 one-sample steps of 25 ReLU
+#: outputs of 10k floats, is 32 MiB; the LRU drops the values no rule reads again (the gradients of
+#: earlier steps) first. A sixteenth of the evaluator function's 1 GiB, beside each step's own value cache;
+#: each entry counts ``ENTRY_OVERHEAD`` bytes more, so a long run of scalars is bounded in memory as well.
+EARLIER_VALUES_BYTES = 64 * 1024 * 1024
 
 
 class StepRunner:
@@ -84,7 +96,8 @@ class StepRunner:
     ``custom_rules``: where custom rules (``source_s3_uri``) run; None (local mode, tests): here,
     on the step's shared trial with the built-ins; in AWS the rule sandbox
     (``sandbox.rule_runners.LambdaCustomRuleRunner``). ``storage``: what the step's trial reads through
-    (default: the process-wide storage of the trial's scheme).
+    (default: the process-wide storage of the trial's scheme). ``index_cache`` and ``value_cache`` outlive
+    the steps (default: this runner's own): index files and values read at earlier steps.
     """
 
     def __init__(
@@ -95,10 +108,14 @@ class StepRunner:
         budget: Budget | None = None,
         custom_rules: CustomRuleRunner | None = None,
         storage: Any = None,
+        value_cache: ValueCache | None = None,
     ) -> None:
         self.rule_factory = rule_factory or default_rule_factory
         self.max_history_steps = max_history_steps
         self.index_cache = index_cache if index_cache is not None else IndexFileCache()
+        self.value_cache = (
+            value_cache if value_cache is not None else ValueCache(EARLIER_VALUES_BYTES, ENTRY_OVERHEAD)
+        )
         self.budget = budget or Budget()
         self.custom_rules = custom_rules
         self.storage = storage
@@ -106,22 +123,26 @@ class StepRunner:
     @classmethod
     def on_storage(cls, storage: Any, budget: Budget | None = None) -> StepRunner:
         """A runner whose every read (the step's trial, a rule's other trials) goes through ``storage``,
-        with an index cache of its own: what a custom rule's process runs, on the storage holding the
-        credentials it was handed (nothing read for one job is served to another)."""
+        with an index cache and a value cache of its own: what a custom rule's process runs, on the storage
+        holding the credentials it was handed (nothing read for one job is served to another)."""
         return cls(
             rule_factory=functools.partial(default_rule_factory, storage=storage),
             index_cache=IndexFileCache(),
+            value_cache=ValueCache(EARLIER_VALUES_BYTES, ENTRY_OVERHEAD),
             budget=budget,
             storage=storage,
         )
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
-        """The step's trial holding ``files``' index files (earlier ones from the index cache if seen)."""
+        """The step's trial holding ``files``' index files (earlier ones from the index cache if seen), its
+        values looked up in the values kept from earlier steps too."""
         from tornasole.storage import get_storage
         from tornasole.trials import create_trial
 
         storage = CachingStorage(self.storage or get_storage(trial_path), self.index_cache)
-        trial = create_trial(trial_path, name=job_name, listing=False, storage=storage)
+        trial = create_trial(
+            trial_path, name=job_name, listing=False, storage=storage, value_cache=self.value_cache
+        )
         trial.load_index_files(files.index_keys())
         return trial
 

@@ -2,6 +2,8 @@
 
 Both are bounded in bytes (not entries) because tensors range from scalars to
 hundreds of megabytes; an item larger than the whole budget is not cached.
+``TieredValueCache`` puts a trial's own value cache in front of one that outlives
+the trial (the serverless evaluator's warm process builds one trial per step).
 """
 
 from __future__ import annotations
@@ -12,12 +14,22 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["ValueCache", "BlockCache", "DEFAULT_CACHE_BYTES", "DEFAULT_BLOCK_CACHE_BYTES"]
+__all__ = [
+    "ValueCache",
+    "TieredValueCache",
+    "BlockCache",
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_BLOCK_CACHE_BYTES",
+    "ENTRY_OVERHEAD",
+]
 
 #: Default budget of the value cache, in bytes of numpy data.
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 #: Default budget of the raw block cache (read-ahead windows).
 DEFAULT_BLOCK_CACHE_BYTES = 32 * 1024 * 1024
+#: Bytes a long-lived value cache counts per entry besides the array's data (measured: ~460 for a step's
+#: scalar keyed by its location), so a cache of many scalars stays within its budget in memory too.
+ENTRY_OVERHEAD = 512
 
 
 class ValueCache:
@@ -25,6 +37,9 @@ class ValueCache:
 
     Cached arrays are shared by every reader of the trial, so :meth:`put` makes
     them read-only: an in-place change raises instead of corrupting later reads.
+    ``entry_overhead``: bytes counted per entry on top of ``nbytes`` (its key, the array
+    object, the dict slot: about 460 bytes for a step's scalar), for a cache that lives
+    long enough to hold many small values (``ENTRY_OVERHEAD``); 0 for a trial's own.
 
     Examples
     --------
@@ -33,8 +48,9 @@ class ValueCache:
     True
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, entry_overhead: int = 0) -> None:
         self.max_bytes = max_bytes
+        self.entry_overhead = entry_overhead
         self._data: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
@@ -47,25 +63,64 @@ class ValueCache:
             return value
 
     def put(self, key: Hashable, value: np.ndarray) -> None:
-        size = value.nbytes
+        size = value.nbytes + self.entry_overhead
         if size > self.max_bytes:
             return
         value.setflags(write=False)
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
-                self._size -= int(old.nbytes)
+                self._size -= int(old.nbytes) + self.entry_overhead
             self._data[key] = value
             self._size += size
             while self._size > self.max_bytes and self._data:
                 _, evicted = self._data.popitem(last=False)
-                self._size -= int(evicted.nbytes)
+                self._size -= int(evicted.nbytes) + self.entry_overhead
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._data
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class TieredValueCache:
+    """A trial's own ``ValueCache`` in front of a ``shared`` one that other trials use too.
+
+    Why: the evaluator builds a new trial for every step, so values a rule read at
+    step N-1 (DeadRelu pooling one-sample ReLU outputs back over 32 steps, the
+    previous weights of WeightUpdateRatio) would be fetched and decoded again at
+    step N. Event files never change once written (the writer publishes each
+    one before its index file, and never rewrites it), so a value decoded for
+    one step's trial is the same for the next: every decoded value goes into
+    both caches, a miss of the own cache is looked up in the shared one. Both
+    keep the same read-only array, so nothing is stored twice.
+
+    Examples
+    --------
+    >>> shared = ValueCache(max_bytes=64)
+    >>> TieredValueCache(ValueCache(), shared).put("a", np.zeros(2))
+    >>> TieredValueCache(ValueCache(), shared).get("a")
+    array([0., 0.])
+    """
+
+    def __init__(self, own: ValueCache, shared: ValueCache) -> None:
+        self.own = own
+        self.shared = shared
+
+    def get(self, key: Hashable) -> np.ndarray | None:
+        value = self.own.get(key)
+        return self.shared.get(key) if value is None else value
+
+    def put(self, key: Hashable, value: np.ndarray) -> None:
+        self.own.put(key, value)
+        self.shared.put(key, value)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.own or key in self.shared
+
+    def __len__(self) -> int:
+        return len(self.own)
 
 
 class BlockCache:

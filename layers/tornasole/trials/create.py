@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from tornasole.storage import Storage, is_s3
+from tornasole.trials.caches import ValueCache
 from tornasole.trials.trial import DEFAULT_COLLECTIONS_TIMEOUT, Trial
 
 __all__ = ["create_trial", "LocalTrial", "S3Trial"]
@@ -99,6 +100,7 @@ def create_trial(
     collections_timeout: float = DEFAULT_COLLECTIONS_TIMEOUT,
     poll_interval: float = 1.0,
     readahead_bytes: int | None = None,
+    value_cache: ValueCache | None = None,
     **kwargs: Any,
 ) -> Trial:
     """Open the trial at ``path`` (a directory or ``s3://bucket/prefix``).
@@ -121,6 +123,8 @@ def create_trial(
         See :class:`Trial`.
     readahead_bytes : int, optional
         See :class:`Trial` (default: 1 MiB on S3, none locally).
+    value_cache : ValueCache, optional
+        See :class:`Trial` (a value cache shared with other trials; the evaluator's).
     **kwargs
         smdebug's ``parallel``, ``check``, ``index_mode``, ``cache`` are accepted and ignored.
 
@@ -164,5 +168,6 @@ def create_trial(
         collections_timeout=collections_timeout,
         poll_interval=poll_interval,
         readahead_bytes=readahead_bytes,
+        value_cache=value_cache,
     )
     return trial

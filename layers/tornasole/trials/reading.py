@@ -37,7 +37,13 @@ import numpy as np
 from tornasole.exceptions import FormatError, IndexReaderException
 from tornasole.format import event_records, tfrecord
 from tornasole.storage import LocalStorage, ReadRequest, Storage
-from tornasole.trials.caches import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_CACHE_BYTES, BlockCache, ValueCache
+from tornasole.trials.caches import (
+    DEFAULT_BLOCK_CACHE_BYTES,
+    DEFAULT_CACHE_BYTES,
+    BlockCache,
+    TieredValueCache,
+    ValueCache,
+)
 from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import (
     LOC_LENGTH,
@@ -72,6 +78,8 @@ class ValueReader:
 
     Returned values are shared with the cache and read-only: callers copy before
     handing them out. On local storage the cache is capped at ``LOCAL_CACHE_BYTES``.
+    ``shared_values``: a value cache that outlives this reader (``TieredValueCache``):
+    values are looked up there after the reader's own cache, and kept there too.
     """
 
     def __init__(
@@ -80,11 +88,15 @@ class ValueReader:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         readahead_bytes: int = 0,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+        shared_values: ValueCache | None = None,
     ) -> None:
         self.storage = storage
         if isinstance(storage, LocalStorage):
             cache_bytes = min(cache_bytes, LOCAL_CACHE_BYTES)
-        self.cache = ValueCache(cache_bytes)
+        own = ValueCache(cache_bytes)
+        self.cache: ValueCache | TieredValueCache = (
+            own if shared_values is None else TieredValueCache(own, shared_values)
+        )
         self.readahead_bytes = readahead_bytes
         self.blocks = BlockCache(block_cache_bytes)
         # event files a tensor's read-ahead fetches at once: half the block cache in read-ahead windows;

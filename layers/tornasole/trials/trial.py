@@ -35,6 +35,7 @@ from tornasole.exceptions import ConfigurationError, MissingCollectionFiles
 from tornasole.format import paths
 from tornasole.modes import GLOBAL, ModeKeys
 from tornasole.storage import LocalStorage, Storage, get_storage, is_s3, join
+from tornasole.trials.caches import ValueCache
 from tornasole.trials.loading import IndexLoader
 from tornasole.trials.local_reader import MappedValueReader
 from tornasole.trials.readahead import DEFAULT_READAHEAD_BYTES
@@ -80,6 +81,10 @@ class Trial(StepQueries, TensorQueries):
     readahead_bytes : int, optional
         Window read around a missed value, within its event file (see
         :mod:`tornasole.trials.readahead`); default 1 MiB on S3, 0 locally.
+    value_cache : ValueCache, optional
+        A value cache that outlives this trial, consulted after the trial's own
+        (remote trials): the serverless evaluator's warm process keeps the values
+        decoded at earlier steps there (``tornasole.trials.caches.TieredValueCache``).
 
     Examples
     --------
@@ -100,6 +105,7 @@ class Trial(StepQueries, TensorQueries):
         poll_interval: float = 1.0,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         readahead_bytes: int | None = None,
+        value_cache: ValueCache | None = None,
     ) -> None:
         self.name = name
         self.path = self.trial_dir = path
@@ -115,7 +121,7 @@ class Trial(StepQueries, TensorQueries):
         if isinstance(self._storage, LocalStorage) and not readahead_bytes:
             self._reader = MappedValueReader(self._storage)  # decoded straight from mapped event files
         else:
-            self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes)
+            self._reader = ValueReader(self._storage, cache_bytes, readahead_bytes, shared_values=value_cache)
         self._tensors = {}
         self._created_collections = {}
         self._refresh_lock = threading.RLock()

@@ -105,6 +105,29 @@ def test_collections_files_are_read_once_and_whole(tmp_path: Any) -> None:
     assert [(r.path, r.start, r.end) for r in reads] == [(collections, None, None)]
 
 
+def test_bounded_collections_reads_are_kept_when_they_hold_the_whole_file(tmp_path: Any) -> None:
+    """The trial reads a collections file bounded (MAX_COLLECTIONS_BYTES + 1): kept once it returned less
+    than it asked for (the whole file); a read cut at its bound (maybe more behind it) is not kept."""
+    reads: list[ReadRequest] = []
+    inner = get_storage(str(tmp_path))
+
+    class CountingInner:
+        def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
+            reads.extend(requests)
+            return inner.read_many(requests, on_error=on_error)
+
+    collections = f"{tmp_path}/collections/000000000/worker_0_collections.json"
+    body = b'{"collections": {}, "_meta": {"num_workers": 1}}'
+    inner.write_atomic(collections, body)
+    storage = CachingStorage(CountingInner(), IndexFileCache())  # type: ignore[arg-type]
+    assert storage.read(collections, 0, 10) == body[:10]  # cut at its bound: not kept
+    assert storage.read(collections, 0, 1000) == body  # shorter than asked: the whole file, kept
+    assert storage.read(collections, 0, 1000) == body
+    assert storage.read(collections, 0, 10) == body[:10]  # served from the kept file, as S3 would
+    assert storage.read(collections) == body
+    assert [(r.start, r.end) for r in reads] == [(0, 10), (0, 1000)]
+
+
 def test_missing_index_files_are_not_cached(tmp_path: Any) -> None:
     cache = IndexFileCache()
     storage = CachingStorage(get_storage(str(tmp_path)), cache)

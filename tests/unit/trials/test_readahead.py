@@ -10,7 +10,7 @@ from trial_builder import RecordingStorage, make_trial_dir, tensor_value
 
 from tornasole.exceptions import IndexReaderException
 from tornasole.trials import create_trial
-from tornasole.trials.caches import BlockCache
+from tornasole.trials.caches import BlockCache, ValueCache
 from tornasole.trials.readahead import readahead_span
 from tornasole.trials.step_index import RecordLocation
 
@@ -158,3 +158,30 @@ def test_read_ahead_sees_steps_that_arrive_later(tmp_path):
     t._reader.blocks = type(t._reader.blocks)(t._reader.blocks.max_bytes)
     t.value(1)
     assert t._steps_sorted == [0, 1, 2]
+
+
+def test_a_shared_value_cache_serves_the_next_trial(tmp_path):
+    """The evaluator builds a trial per step: values decoded by one are found by the next (no read)."""
+    d = make_trial_dir(str(tmp_path / "run"), [0, 1], names=NAMES)
+    storage = RecordingStorage()
+    shared = ValueCache()
+
+    def event_reads(value_cache):
+        trial = create_trial(d, storage=storage, readahead_bytes=1 << 20, value_cache=value_cache)
+        storage.reset()
+        for step in (0, 1):
+            np.testing.assert_array_equal(trial.tensor("a").value(step), tensor_value(step, "worker_0", "a"))
+        return [r for r in storage.reads if "/events/" in r[0]]
+
+    assert event_reads(shared)  # the first trial reads
+    assert event_reads(shared) == []  # the next one finds them decoded
+    assert event_reads(None)  # a trial of its own reads again
+
+
+def test_a_value_cache_can_count_each_entrys_overhead():
+    """A long-lived cache of scalars: their 4 bytes of data are not what they cost in memory."""
+    cache = ValueCache(max_bytes=3 * 516, entry_overhead=512)
+    for key in range(4):
+        cache.put(key, np.zeros(1, dtype=np.float32))
+    assert len(cache) == 3
+    assert cache.get(0) is None  # the oldest went

@@ -15,8 +15,11 @@ A missing or failed read is never cached.
 
 The worker's collections file, which every step's trial reads, is kept the same
 way (one GetObject per step saved): the format writes it once per worker, early,
-and never changes it, the same contract as index files. It is not capped: it is
-read whole, as without the cache.
+and never changes it, the same contract as index files. It is not capped here:
+it is read as asked, whole or bounded from its start (the trial reads it bounded,
+``MAX_COLLECTIONS_BYTES + 1``); a bounded read is kept only when it returned fewer
+bytes than it asked for (so it holds the whole file), and a kept file serves a
+later bounded read with its first bytes, exactly what S3 would return.
 
 Index files are also read with a size cap: the read asks for at most
 ``MAX_INDEX_BYTES + 1`` bytes, and a file that is larger is an error for its
@@ -93,12 +96,13 @@ class IndexFileCache:
 
     @staticmethod
     def kept_whole(request: ReadRequest) -> bool:
-        """Whole reads of collections files: kept like index files, read without a cap."""
-        return (
-            request.start is None
-            and request.end is None
-            and paths.parse_collections_file_name(request.path) is not None
-        )
+        """Reads of collections files, whole or from byte 0: kept like index files, read without a cap."""
+        return request.start in (None, 0) and paths.parse_collections_file_name(request.path) is not None
+
+    @staticmethod
+    def holds_whole_file(request: ReadRequest, data: bytes) -> bool:
+        """Whether ``data``, read for ``request``, is its whole file (a bounded read from 0 cut short)."""
+        return request.end is None or (request.start in (None, 0) and len(data) < request.end)
 
 
 class CachingStorage:
@@ -123,7 +127,7 @@ class CachingStorage:
             if hit is None:
                 missing.append(i)
             else:
-                out[i] = hit
+                out[i] = hit if req.end is None else hit[: req.end]  # a bounded read from 0: its first bytes
         if missing:
             capped = [
                 ReadRequest(requests[i].path, 0, self.max_index_bytes + 1)
@@ -141,7 +145,11 @@ class CachingStorage:
                     if on_error == "raise":
                         raise data
                 out[i] = data
-                keep = self.cache.cacheable(requests[i]) or self.cache.kept_whole(requests[i])
+                keep = self.cache.cacheable(requests[i]) or (
+                    self.cache.kept_whole(requests[i])
+                    and isinstance(data, bytes)
+                    and self.cache.holds_whole_file(requests[i], data)
+                )
                 if isinstance(data, bytes) and keep:
                     self.cache.put(requests[i].path, data)
         return out  # type: ignore[return-value]
