@@ -87,6 +87,17 @@ _CLASSIFIERS = {
 }
 #: The classifiers with more than two classes (binary has one sigmoid output).
 _MULTICLASS = _CLASSIFIERS - {"binary"}
+#: Families whose first layer is their only hidden layer (``models.GruNet``, ``models.LstmNet``: the
+#: recurrent layer, then the output layer). They take no ``frozen_first_on_purpose``: freezing that layer
+#: leaves a linear readout of a random recurrent net, which does not learn what the recipe learns (lstm
+#: 0.246 and 0.254 at chance 0.25, its other healthy runs 0.81-1.00; rnn 0.617 and 0.504, its others
+#: 0.87-0.97), so a "healthy" label on it is wrong by the benchmark's own harm criterion
+#: (:func:`families.counting.harmful`). Users freeze a layer on purpose to keep what it already knows (a
+#: pretrained encoder or embedding under a new head), which a network of one hidden layer trained from
+#: scratch does not have. In every other family the first layer is one of two or more hidden layers (the
+#: transformer's is its position embedding ``pos``), and its frozen runs end within the family's healthy
+#: range (binary_keras s0 aside: 0.922 against 0.953).
+_ONE_HIDDEN_LAYER = {"rnn", "lstm"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -110,6 +121,8 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
         "first_layer_not_optimised": ("broken", replace(base, optimizer_skips_first=True)),
         "scheduler_zeroes_lr": ("broken", replace(base, lr_zero_after_epoch=0)),
     }
+    if family in _ONE_HIDDEN_LAYER:
+        del out["frozen_first_on_purpose"]
     if family in _CLASSIFIERS:
         out["noisy_labels"] = ("healthy", replace(base, label_noise=0.2))
         out["labels_shuffled"] = ("broken", replace(base, shuffle_labels=True))

@@ -221,6 +221,18 @@ def epoch_shuffled(keras: Any, x: np.ndarray, y: np.ndarray, batch: int, rng: np
     return _Batches()
 
 
+def leave_out(grads: list[Any], variables: list[Any], left_out: set[int]) -> tuple[list[Any], list[Any]]:
+    """The gradients and variables an optimiser is handed when the variables whose ``id`` is in ``left_out``
+    never reach it (the bug ``optimizer_skips_first``, as the PyTorch runs leave the first layer out of the
+    optimiser's parameter list): the others, in order. Zeroing their gradients instead is not the bug: a
+    decoupled weight decay (AdamW's) still moves a variable whose gradient is 0, so that layer is optimised
+    after all (``bench/journal/families.md``, branch heldout: digits_keras). Keras 3 accepts a subset of the
+    variables it was built on, with and without ``gradient_accumulation_steps`` (its accumulators are
+    looked up by variable), and builds on the subset when this is its first ``apply``."""
+    kept = [(g, v) for g, v in zip(grads, variables) if id(v) not in left_out]
+    return [g for g, _ in kept], [v for _, v in kept]
+
+
 def _one_tensorflow_thread(tf) -> None:
     """One thread per run, as the PyTorch runs use: pool workers are separate processes. TensorFlow fixes
     its thread pools when its context starts, so in a process that already ran TensorFlow (a test suite)
@@ -308,14 +320,15 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     }
 
     def apply_for_the_monitor(grads: Any, trainable_variables: Any = None) -> Any:
-        """Keep the step's gradients for the Monitor; zero the first layer's when the optimiser is built
-        without it (the bug ``optimizer_skips_first``: computed, never applied)."""
+        """Keep the step's gradients for the Monitor (every layer's, the first's included); under the bug
+        ``optimizer_skips_first`` hand the optimiser every variable but the first layer's (computed, never
+        applied: :func:`leave_out`)."""
         variables = list(trainable_variables if trainable_variables is not None else model.trainable_weights)
         grads = list(grads)
         for g, v in zip(grads, variables):
             slots[v.path].assign(g)
         if spec.optimizer_skips_first:
-            grads = [tf.zeros_like(g) if id(v) in first_vars else g for g, v in zip(grads, variables)]
+            grads, variables = leave_out(grads, variables, first_vars)
         return original_apply(grads, variables)
 
     object.__setattr__(opt, "apply", apply_for_the_monitor)

@@ -9,12 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
 
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.training import FamilySpec, run  # noqa: E402
 
+from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
 
 
@@ -47,7 +49,10 @@ def test_a_run_saves_the_steps_the_trainer_counted(tmp_path):
 
 
 def test_a_layer_frozen_on_purpose_saves_no_gradient_and_a_forgotten_one_does(tmp_path):
-    frozen = run("f", _short(CASES["rnn/frozen_first_on_purpose"][2]), 0, str(tmp_path / "frozen"))
+    # the mechanism, on the GRU family (no data set to load); the generator builds no frozen_first_on_purpose
+    # for rnn, whose first layer is its only hidden layer (test_families_lstm_digits.py)
+    frozen_spec = replace(CASES["rnn/healthy"][2], freeze_first=True)
+    frozen = run("f", _short(frozen_spec), 0, str(tmp_path / "frozen"))
     forgotten = run("g", _short(CASES["rnn/first_layer_not_optimised"][2]), 0, str(tmp_path / "forgotten"))
     names = create_trial(frozen.path).tensor_names(step=0)
     assert "GruNet_gru.weight_ih_l0" in names
@@ -84,6 +89,50 @@ def test_a_keras_run_is_saved_by_the_keras_hook_and_labelled_alike(tmp_path, mon
     assert "gradients/net/fc1/biasGrad" in names
     assert "fc1_relu/outputs" in trial.tensor_names(collection="relu_output")
     assert result.labels.get("unchanged") == 4  # the first layer's kernel, constant over 5 training steps
+    # never handed to the optimiser: the first layer's weights are the initial ones at every saved step,
+    # while its gradients were computed and saved; the next layer trained
+    for name in ("weights/net/fc1/kernel", "weights/net/fc1/bias"):
+        tensor = trial.tensor(name)
+        steps = tensor.steps(mode=TRAIN)
+        first = tensor.value(steps[0], mode=TRAIN)
+        assert len(steps) > 5
+        assert all(np.array_equal(tensor.value(s, mode=TRAIN), first) for s in steps[1:]), name
+    grad = trial.tensor("gradients/net/fc1/kernelGrad")
+    assert np.any(grad.value(grad.steps(mode=TRAIN)[0], mode=TRAIN) != 0)
+    fc2 = trial.tensor("weights/net/fc2/kernel")
+    steps = fc2.steps(mode=TRAIN)
+    assert not np.array_equal(fc2.value(steps[0], mode=TRAIN), fc2.value(steps[-1], mode=TRAIN))
+
+
+@pytest.mark.parametrize("accumulate", [None, 2])
+def test_a_layer_left_out_of_a_keras_optimizer_is_not_moved_by_adamws_weight_decay(accumulate):
+    """``optimizer_skips_first`` in Keras hands ``optimizer.apply`` every variable but the first layer's
+    (:func:`families.keras_training.leave_out`), so AdamW's decoupled weight decay cannot move them either;
+    zeroing their gradients (the construction before 2026-11-29's correction) leaves the decay on. Keras
+    accepts the subset after being built on every variable, with and without gradient accumulation."""
+    import keras
+    from families.keras_training import leave_out
+
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4, name="fc1"), keras.layers.Dense(2, name="out")]
+    )
+    variables = list(model.trainable_weights)
+    first = {id(v) for v in model.layers[0].trainable_weights}
+    before = [v.numpy().copy() for v in variables]
+    grads = [np.ones(v.shape, dtype="float32") for v in variables]
+
+    left_out = keras.optimizers.AdamW(0.1, weight_decay=0.5, gradient_accumulation_steps=accumulate)
+    left_out.build(variables)
+    for _ in range(4):
+        left_out.apply(*leave_out(grads, variables, first))
+    moved = [not np.array_equal(b, v.numpy()) for b, v in zip(before, variables)]
+    assert moved == [False, False, True, True]  # fc1 kernel and bias bit-identical; out trained
+
+    zeroed = keras.optimizers.AdamW(0.1, weight_decay=0.5, gradient_accumulation_steps=accumulate)
+    kernel = variables[0].numpy().copy()
+    for _ in range(4):
+        zeroed.apply([np.zeros_like(g) if id(v) in first else g for g, v in zip(grads, variables)], variables)
+    assert not np.array_equal(variables[0].numpy(), kernel)  # the decay moved a kernel whose gradient is 0
 
 
 def test_keras_runs_get_a_new_permutation_each_epoch_drawn_as_pytorch_draws_it():
