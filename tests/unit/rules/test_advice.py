@@ -23,6 +23,7 @@ from tornasole.evaluator.models import (
 from tornasole.rules import invoke_rule, rule_names
 from tornasole.rules.actions import Action
 from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.loss_not_decreasing import LossNotDecreasing
 from tornasole.rules.generic import VanishingGradient, WeightUpdateRatio
 from tornasole.rules.outcome import MAX_DETAILS, RuleOutcome, split_advice
 from tornasole.rules.registry import get_rule
@@ -144,3 +145,13 @@ def test_jobs_status_prints_each_firings_advice_in_full(stack, trial_factory, ca
     assert main(["jobs", "status", "j1"]) == 0
     printed = capsys.readouterr().out
     assert printed.splitlines()[-2:] == ["what to do:", f"  VanishingGradient: {out.advice}"]
+
+
+def test_a_flat_loss_is_told_it_may_be_a_plateau(trial_factory):
+    """A loss that does not move may be a plateau the run leaves later (the held-out lstm family's healthy
+    runs sit at chance for epochs before they learn): the advice says so beside the usual causes."""
+
+    flat = {s: {"losses/loss": 1.386} for s in range(40)}
+    (out,) = invoke_rule(LossNotDecreasing(trial_factory(flat), num_steps="10")).fired[:1]
+    assert "sit at chance for several epochs first" in out.advice
+    assert "a few more epochs first" in out.advice

@@ -209,6 +209,8 @@ def test_fires_once_min_passes_are_in_and_the_newest_two_are_at_the_prior(trial_
     assert "BCELoss_input_0 against BCELoss_input_1 (BCELoss_output_0)" in finding.details
     assert "predicts no better than the class frequencies" in finding.advice
     assert "pairs each input with its own label" in finding.advice
+    # the held-out lstm family's healthy runs sit at chance for epochs before they learn (RESULTS.md)
+    assert "sit at chance for several epochs first" in finding.advice
 
 
 @pytest.mark.parametrize(

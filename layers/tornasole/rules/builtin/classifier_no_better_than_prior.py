@@ -283,12 +283,15 @@ class ClassifierNoBetterThanPrior(PassScoreRule):
     LIKELY_CAUSE = (
         "{tensor}: the classifier predicts no better than the class frequencies on validation data after "
         "several epochs: labels misaligned with or shuffled against the inputs, inputs not reaching the "
-        "model (all zeros, a wrong column), or a learning rate so low or high that nothing is learned"
+        "model (all zeros, a wrong column), or a learning rate so low or high that nothing is learned; "
+        "or a plateau the run will leave (a recurrent net learning a long-range dependency can sit at "
+        "chance for several epochs first)"
     )
     SUGGESTED_FIX = (
         "check that the data pipeline pairs each input with its own label (shuffle inputs and labels "
         "together) and feeds the model the intended features, then try the learning rate 10x lower and "
-        "10x higher"
+        "10x higher; for a recurrent net on long sequences whose pipeline checks out, a few more epochs "
+        "first"
     )
 
     PARAMETERS = (

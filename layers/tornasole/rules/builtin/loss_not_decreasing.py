@@ -108,11 +108,13 @@ class LossNotDecreasing(BuiltinRule):
 
     LIKELY_CAUSE = (
         "the loss stopped decreasing: learning rate too low or too high, parameters not in the optimiser,"
-        " or labels that do not match the inputs"
+        " or labels that do not match the inputs; or a plateau the run will leave (a recurrent net learning a"
+        " long-range dependency can sit at chance for several epochs first)"
     )
     SUGGESTED_FIX = (
         "check that every parameter reaches the optimiser, try the learning rate 10x up and 10x down, "
-        "check the labels"
+        "check the labels; for a recurrent net on long sequences whose pipeline checks out, a few more "
+        "epochs first"
     )
 
     PARAMETERS = (
