@@ -22,6 +22,12 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
   ids are per status, and its verdict stays what it was about the data it read); instead the rewrite is
   recorded on the job (``TornasoleTrialRewritten`` in ``describe`` and ``jobs status``) and announced once
   on the bus (``Tornasole Trial Rewritten``), so no verdict silently describes data that is gone.
+  While the job runs (a spot-interrupted job resumed from a checkpoint re-saves steps it saved into the
+  same keys), a notification of an evaluated step's index file that S3 says was written later than the
+  one evaluated (``decisions.is_rewrite``: the write time, since a same-shape re-save writes the same
+  index bytes, the same ETag) has the step evaluated again on fresh reads
+  (``StepEvaluation.reevaluate``); its findings are new issues beside the first evaluation's, and the
+  rewrite is recorded and announced the same way.
 """
 
 from __future__ import annotations
@@ -156,7 +162,7 @@ def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> O
                 "TrialPath": state.trial_path,
                 "Key": key,
                 "Step": step,
-                "StatusDetails": rewrite_details(state.status.value, key),
+                "StatusDetails": rewrite_details(state.status.value, key, state.status not in TERMINAL_JOB),
                 "TornasoleEventId": eid,
             },
         },
@@ -176,9 +182,8 @@ def written_after_end(state: JobState, written_s: float | None) -> bool:
 
 
 def note_rewrite(table: StateTable, state: JobState, key: str, step: int | None, now_ms: int) -> bool:
-    """Record that an ended job's trial is written again; True when this call announced it (first time)."""
-    if state.status not in TERMINAL_JOB:
-        return False
+    """Record that a job's trial is written again (after its end, or an evaluated step while it runs);
+    True when this call announced it (first time)."""
     sets = (
         "SET rewritten_at = if_not_exists(rewritten_at, :now), rewrite_key = if_not_exists(rewrite_key, :k), "
         "last_rewrite_key = :k ADD rewrites :one"

@@ -263,6 +263,8 @@ class StepOutcome:
     latency_ms: float = 0.0
     step_error: str | None = None
     skipped: bool = False
+    #: S3's write time (ms) of the rewritten index file this outcome judged; None: the step's first write
+    rewrite: int | None = None
 
     @property
     def evaluated(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -76,6 +76,14 @@ class ValueCache:
             while self._size > self.max_bytes and self._data:
                 _, evicted = self._data.popitem(last=False)
                 self._size -= int(evicted.nbytes) + self.entry_overhead
+
+    def discard_where(self, stale: Callable[[Hashable], bool]) -> int:
+        """Drop every entry whose key is ``stale`` (values of a file written again); how many."""
+        with self._lock:
+            keys = [k for k in self._data if stale(k)]
+            for k in keys:
+                self._size -= int(self._data.pop(k).nbytes) + self.entry_overhead
+            return len(keys)
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._data

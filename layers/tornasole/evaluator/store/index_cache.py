@@ -74,6 +74,13 @@ class IndexFileCache:
                 self._items.move_to_end(path)
             return data
 
+    def discard(self, path: str) -> None:
+        """Forget ``path`` (its file was written again: a resumed run re-saving a step)."""
+        with self._lock:
+            old = self._items.pop(path, None)
+            if old is not None:
+                self.size -= len(old)
+
     def put(self, path: str, data: bytes) -> None:
         if len(data) > self.max_bytes:
             return
