@@ -99,7 +99,7 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
             "StatusDetails": rewrite_details(
                 state.status.value,
                 state.rewrite_key or "",
-                state.end_ms is None or state.rewritten_at_ms < state.end_ms,
+                state.end_ms is None or (state.last_rewrite_ms or state.rewritten_at_ms) < state.end_ms,
             ),
         }
     if event_id is not None:

@@ -145,10 +145,13 @@ def idle_timeout(now_s: float):
 
 # -- rewrites ---------------------------------------------------------------------------------------
 def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> OutboxItem:
-    """``Tornasole Trial Rewritten``: once per job (its id is deterministic), with where it was seen."""
+    """``Tornasole Trial Rewritten``: once while the job runs and once after it ended (deterministic ids),
+    with where it was seen."""
     from tornasole.evaluator.store.transitions import event_id
 
-    eid = event_id(state.name, state.rules_rev, "@trial", "Rewritten")
+    # announced once after the end, and once while the job runs (a resumed run): neither hides the other
+    running = state.status not in TERMINAL_JOB
+    eid = event_id(state.name, state.rules_rev, "@trial", "RewrittenInProgress" if running else "Rewritten")
     return OutboxItem(
         eid,
         "event",
@@ -162,7 +165,7 @@ def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> O
                 "TrialPath": state.trial_path,
                 "Key": key,
                 "Step": step,
-                "StatusDetails": rewrite_details(state.status.value, key, state.status not in TERMINAL_JOB),
+                "StatusDetails": rewrite_details(state.status.value, key, running),
                 "TornasoleEventId": eid,
             },
         },
@@ -186,7 +189,7 @@ def note_rewrite(table: StateTable, state: JobState, key: str, step: int | None,
     True when this call announced it (first time)."""
     sets = (
         "SET rewritten_at = if_not_exists(rewritten_at, :now), rewrite_key = if_not_exists(rewrite_key, :k), "
-        "last_rewrite_key = :k ADD rewrites :one"
+        "last_rewrite_key = :k, last_rewrite_at = :now ADD rewrites :one"
     )
     values = {":now": now_ms, ":k": key, ":one": 1}
     update = {"Update": table.update_args(job_pk(state.name), META, sets, values, condition="job_exists")}

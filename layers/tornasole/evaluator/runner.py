@@ -18,7 +18,9 @@ values decoded at earlier steps from its value cache (``EARLIER_VALUES_BYTES``;
 event files never change once written either): a rule reading back over its
 window (DeadRelu pools one-sample ReLU outputs over up to 32 steps) costs the
 requests of the steps the process has not seen, not one per earlier step at
-every step.
+every step. A step a resumed run saved again into the same keys is the
+exception: ``forget`` drops what the process kept of its files before the step
+is evaluated again (docs/EVENTS.md, "Steps written again while the job runs").
 
 All rules of the step share that one trial and its value cache. Nothing is
 prefetched for the step as a whole: each rule prefetches what it declares

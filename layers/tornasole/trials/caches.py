@@ -102,7 +102,9 @@ class TieredValueCache:
     one before its index file, and never rewrites it), so a value decoded for
     one step's trial is the same for the next: every decoded value goes into
     both caches, a miss of the own cache is looked up in the shared one. Both
-    keep the same read-only array, so nothing is stored twice.
+    keep the same read-only array, so nothing is stored twice. (A resumed run
+    re-saving a step does rewrite its files: the evaluator then drops their
+    values, ``ValueCache.discard_where``, before it reads the step again.)
 
     Examples
     --------

@@ -98,6 +98,25 @@ def test_a_resumed_run_rewriting_steps_is_judged_on_the_new_bytes_in_a_warm_proc
     results = [stack.deliver(note)["results"][0] for note in resume(stack)]
     assert [r["action"] for r in results] == ["evaluated"] * len(RESUMED), results
     check_rewrite_judged(stack)
+    # the resumed run ends: the job completes on the steps counted once, the finding kept
+    stack.write_end()
+    for note in stack.notifications():
+        stack.deliver(note)
+    d = stack.describe()
+    assert d["TrainingJobStatus"] == "Completed"
+    (rule,) = d["DebugRuleEvaluationStatuses"]
+    assert (rule["RuleEvaluationStatus"], rule["StatusDetails"].count("step 15")) == ("IssuesFound", 1)
+    assert "while the job ran" in d["TornasoleTrialRewritten"]["StatusDetails"]
+    # written again after the end: announced as such too (the first announcement does not hide it)
+    stack.write_step(0, loss=1.0)
+    for note in stack.notifications():
+        assert stack.deliver(note)["results"][0]["reason"] == "job is Completed"
+    rewritten = stack.describe()["TornasoleTrialRewritten"]
+    assert rewritten["Rewrites"] == len(RESUMED) + 1
+    assert "after the job was Completed" in rewritten["StatusDetails"]
+    stack.pump_stream()
+    announced = [e["detail"] for e in stack.events() if e["detail-type"] == "Tornasole Trial Rewritten"]
+    assert [(a["TrainingJobStatus"], a["Step"]) for a in announced] == [("Completed", 0)]
 
 
 def test_a_resumed_run_rewriting_steps_is_judged_in_a_cold_process(stack: Stack) -> None:
