@@ -22,7 +22,7 @@ from evaluator_stack import TRIAL, Stack, load_handler
 from tornasole.jobs import Rule, TornasoleJobs
 
 SCHEMA = json.loads((Path(__file__).parent / "events.schema.json").read_text())
-STEPS = (0, 5, 10, 15, 20)  # saved every 5 steps
+STEPS = (0, 10, 15, 20)  # saved up to step 20
 RESUMED = (10, 15, 20)  # the resumed run's steps: 15's loss is NaN now
 REWRITTEN_KEY = "jobs/my-job/index/000000000/000000000010_worker_0.json"
 
