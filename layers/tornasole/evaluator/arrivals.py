@@ -16,7 +16,7 @@ from tornasole.evaluator.completion import EndOfTraining
 from tornasole.evaluator.failures import UnusableCollections, raise_if_transient
 from tornasole.evaluator.lifecycle import note_rewrite, written_after_end
 from tornasole.evaluator.models import ObjectAction, ObjectKind, ObjectResult
-from tornasole.evaluator.step_evaluation import StepEvaluation
+from tornasole.evaluator.step_evaluation import REWRITTEN, StepEvaluation
 from tornasole.evaluator.store.state_table import StateTable
 from tornasole.evaluator.store.step_store import StepStore
 from tornasole.evaluator.store.trial_owners import TrialOwners
@@ -136,9 +136,16 @@ class Arrivals:
             return ObjectResult(
                 key, ObjectKind.INDEX, ObjectAction.ADOPTED, job=job, step=step, reason="registered meanwhile"
             )
-        result = self.evaluation.process_step(job, step, worker, key, remaining_s=remaining_s)
+        written_ms = round(written_s * 1000) if written_s is not None else None
+        result = self.evaluation.process_step(
+            job, step, worker, key, remaining_s=remaining_s, written_ms=written_ms
+        )
         if result.action == ObjectAction.IGNORED and result.reason.startswith("job is "):
             self.note_if_rewritten(job, key, step, written_s)
+        elif result.action == ObjectAction.EVALUATED and result.reason == REWRITTEN:
+            state = self.table.load_job(job)  # a step evaluated again: the rewrite recorded as after the end
+            if state is not None:
+                note_rewrite(self.table, state, key, step, self.now_ms())
         return result
 
     def note_if_rewritten(self, job: str, key: str, step: int | None, written_s: float | None) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "completion",
     "ready_to_complete",
     "issue_extras",
+    "is_rewrite",
     "stalled",
     "stop_item",
     "wants_stop",
@@ -119,7 +120,9 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
     from tornasole.evaluator.details import issue_detail
 
     base = f"{state.name}:{state.rules_rev}"
-    eid = f"{base}:issue/{outcome.rule_name}/{outcome.step}"
+    # a rewritten step's finding is a new issue: its own id (``@<rewrite>``), the first one's kept
+    at = f"{outcome.step}" + (f"@{outcome.rewrite}" if outcome.rewrite is not None else "")
+    eid = f"{base}:issue/{outcome.rule_name}/{at}"
     detail = issue_detail(
         state,
         outcome.rule_name,
@@ -146,8 +149,18 @@ def issue_extras(state: JobState, outcome: StepOutcome, workers: Sequence[str]) 
     ]
     files = step_files(state.trial_path, outcome.step, list(workers))
     where = (outcome.rule_name, outcome.step, outcome.mode, outcome.mode_step)
-    items += alert_items(state, where, outcome.details, outcome.values, files, f"{outcome.step}")
+    items += alert_items(state, where, outcome.details, outcome.values, files, at)
     return items
+
+
+def is_rewrite(recorded_ms: int | None, written_ms: int | None) -> bool:
+    """Whether a notification of a worker's index file for an evaluated step is a rewrite: S3 says it was
+    written after the write evaluated (``recorded_ms``). A re-delivery carries the original ``eventTime``
+    (S3 delivers at least once), so it is never one, nor is a late notification of an earlier write.
+    Why not the ETag: a resumed run re-saving a step with the same tensors and shapes writes a byte-identical
+    index file (same offsets; the values are in the event file), so only the write time tells. Unknown times
+    (no S3 record, a step recorded before write times were kept) are not judged."""
+    return recorded_ms is not None and written_ms is not None and written_ms > recorded_ms
 
 
 def alert_items(

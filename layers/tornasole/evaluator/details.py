@@ -96,15 +96,26 @@ def describe(state: JobState, event_id: str | None = None) -> dict[str, Any]:
             "Time": _ms(state.rewritten_at_ms),
             "Key": state.rewrite_key,
             "Rewrites": state.rewrites,
-            "StatusDetails": rewrite_details(state.status.value, state.rewrite_key or ""),
+            "StatusDetails": rewrite_details(
+                state.status.value,
+                state.rewrite_key or "",
+                state.end_ms is None or (state.last_rewrite_ms or state.rewritten_at_ms) < state.end_ms,
+            ),
         }
     if event_id is not None:
         detail[EVENT_ID_FIELD] = event_id
     return detail
 
 
-def rewrite_details(status: str, key: str) -> str:
-    """What ``TornasoleTrialRewritten`` says (``lifecycle``: the trial written again after the end)."""
+def rewrite_details(status: str, key: str, while_running: bool = False) -> str:
+    """What ``TornasoleTrialRewritten`` says (``lifecycle``: the trial written again after the end, or
+    evaluated steps written again while the job ran: a resumed run)."""
+    if while_running:
+        return (
+            f"evaluated steps were written again while the job ran ({key}): a run resumed into the same "
+            "output path; each step written again was evaluated again, its findings are new issues, and "
+            "the verdicts published before stay"
+        )[:MAX_STATUS_DETAILS]
     return (
         f"the trial was written again after the job was {status} ({key}): its verdict describes the "
         "data read before; register a new job on a new output path to evaluate the new run"

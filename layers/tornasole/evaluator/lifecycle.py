@@ -22,6 +22,12 @@ Why each piece exists (issue #28: verdicts a user can trust in ordinary use):
   ids are per status, and its verdict stays what it was about the data it read); instead the rewrite is
   recorded on the job (``TornasoleTrialRewritten`` in ``describe`` and ``jobs status``) and announced once
   on the bus (``Tornasole Trial Rewritten``), so no verdict silently describes data that is gone.
+  While the job runs (a spot-interrupted job resumed from a checkpoint re-saves steps it saved into the
+  same keys), a notification of an evaluated step's index file that S3 says was written later than the
+  one evaluated (``decisions.is_rewrite``: the write time, since a same-shape re-save writes the same
+  index bytes, the same ETag) has the step evaluated again on fresh reads
+  (``StepEvaluation.reevaluate``); its findings are new issues beside the first evaluation's, and the
+  rewrite is recorded and announced the same way.
 """
 
 from __future__ import annotations
@@ -139,10 +145,13 @@ def idle_timeout(now_s: float):
 
 # -- rewrites ---------------------------------------------------------------------------------------
 def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> OutboxItem:
-    """``Tornasole Trial Rewritten``: once per job (its id is deterministic), with where it was seen."""
+    """``Tornasole Trial Rewritten``: once while the job runs and once after it ended (deterministic ids),
+    with where it was seen."""
     from tornasole.evaluator.store.transitions import event_id
 
-    eid = event_id(state.name, state.rules_rev, "@trial", "Rewritten")
+    # announced once after the end, and once while the job runs (a resumed run): neither hides the other
+    running = state.status not in TERMINAL_JOB
+    eid = event_id(state.name, state.rules_rev, "@trial", "RewrittenInProgress" if running else "Rewritten")
     return OutboxItem(
         eid,
         "event",
@@ -156,7 +165,7 @@ def rewrite_event(state: JobState, key: str, step: int | None, now_ms: int) -> O
                 "TrialPath": state.trial_path,
                 "Key": key,
                 "Step": step,
-                "StatusDetails": rewrite_details(state.status.value, key),
+                "StatusDetails": rewrite_details(state.status.value, key, running),
                 "TornasoleEventId": eid,
             },
         },
@@ -176,12 +185,11 @@ def written_after_end(state: JobState, written_s: float | None) -> bool:
 
 
 def note_rewrite(table: StateTable, state: JobState, key: str, step: int | None, now_ms: int) -> bool:
-    """Record that an ended job's trial is written again; True when this call announced it (first time)."""
-    if state.status not in TERMINAL_JOB:
-        return False
+    """Record that a job's trial is written again (after its end, or an evaluated step while it runs);
+    True when this call announced it (first time)."""
     sets = (
         "SET rewritten_at = if_not_exists(rewritten_at, :now), rewrite_key = if_not_exists(rewrite_key, :k), "
-        "last_rewrite_key = :k ADD rewrites :one"
+        "last_rewrite_key = :k, last_rewrite_at = :now ADD rewrites :one"
     )
     values = {":now": now_ms, ":k": key, ":one": 1}
     update = {"Update": table.update_args(job_pk(state.name), META, sets, values, condition="job_exists")}

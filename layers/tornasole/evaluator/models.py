@@ -233,7 +233,8 @@ class JobState:
     idle_timeout_s: float | None = None
     training_end_status: str | None = None  # SageMaker's terminal TrainingJobStatus, from its event
     training_end_reason: str | None = None  # SageMaker's FailureReason
-    rewritten_at_ms: int | None = None  # the trial was written again after the job ended
+    rewritten_at_ms: int | None = None  # the trial was written again (after the job ended, or a resume)
+    last_rewrite_ms: int | None = None  # the latest such write seen
     rewrite_key: str | None = None
     rewrites: int = 0
     report_location: str | None = None  # the job's HTML report, written when it ended (``completion``)
@@ -263,6 +264,8 @@ class StepOutcome:
     latency_ms: float = 0.0
     step_error: str | None = None
     skipped: bool = False
+    #: S3's write time (ms) of the rewritten index file this outcome judged; None: the step's first write
+    rewrite: int | None = None
 
     @property
     def evaluated(self) -> bool:

@@ -18,7 +18,9 @@ values decoded at earlier steps from its value cache (``EARLIER_VALUES_BYTES``;
 event files never change once written either): a rule reading back over its
 window (DeadRelu pools one-sample ReLU outputs over up to 32 steps) costs the
 requests of the steps the process has not seen, not one per earlier step at
-every step.
+every step. A step a resumed run saved again into the same keys is the
+exception: ``forget`` drops what the process kept of its files before the step
+is evaluated again (docs/EVENTS.md, "Steps written again while the job runs").
 
 All rules of the step share that one trial and its value cache. Nothing is
 prefetched for the step as a whole: each rule prefetches what it declares
@@ -54,6 +56,7 @@ from tornasole.evaluator.sandbox.isolation import Budget, RuleAborted, guarded
 from tornasole.evaluator.store.index_cache import CachingStorage, IndexFileCache
 from tornasole.rules.verdict import TensorTouches  # shared with the offline invoke_rule
 from tornasole.trials.caches import ENTRY_OVERHEAD, ValueCache
+from tornasole.trials.step_index import LOC_INDEX
 
 if TYPE_CHECKING:
     from tornasole.evaluator.sandbox.rule_runners import CustomRuleRunner
@@ -132,6 +135,17 @@ class StepRunner:
             budget=budget,
             storage=storage,
         )
+
+    def forget(self, trial_path: str, step: int, workers: Sequence[str]) -> None:
+        """Drop what this runner keeps of ``step``'s files (its index files, the values they point to):
+        they were written again (a resumed run re-saving the step), so the next reads are fresh."""
+        from tornasole.format import paths
+        from tornasole.storage import join
+
+        index_paths = {join(trial_path, paths.index_file_name(step, w)) for w in workers}
+        for path in index_paths:
+            self.index_cache.discard(path)
+        self.value_cache.discard_where(lambda loc: loc[LOC_INDEX] in index_paths)
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
         """The step's trial holding ``files``' index files (earlier ones from the index cache if seen), its

@@ -36,11 +36,13 @@ from tornasole.evaluator.store.step_store import MAX_STEP_ATTEMPTS, StepRecord, 
 from tornasole.evaluator.store.transitions import JOB, Change, Transitions
 from tornasole.evaluator.workers import discover_num_workers
 
-__all__ = ["StepEvaluation"]
+__all__ = ["REWRITTEN", "StepEvaluation"]
 
 log = logging.getLogger(__name__)
 
 Remaining = Callable[[], float] | None
+#: The reason of an evaluated step's result when it was evaluated again for a rewrite of its index file.
+REWRITTEN = "written again: evaluated again"
 #: Writes an ended job's report: (its final detail, rule -> steps where it fired) -> where, or None.
 ReportWriter = Callable[[dict[str, Any], dict[str, list[int]]], "str | None"]
 
@@ -81,19 +83,22 @@ class StepEvaluation:
         key: str = "",
         remaining_s: Remaining = None,
         redrive: bool = False,
+        written_ms: int | None = None,
     ) -> ObjectResult:
         """Record the worker's arrival; evaluate the step once every worker's index file is there.
 
         Failed attempts are counted on the step (one that raised; a ``redrive`` by the scheduled check
         replaces one that died); after ``MAX_STEP_ATTEMPTS`` the step is recorded as an error for every
-        rule, and the rules go on with later steps.
+        rule, and the rules go on with later steps. ``written_ms``: S3's write time of the worker's index
+        file; an evaluated step whose index file was written again later is evaluated again
+        (``reevaluate``), a re-delivered notification is a duplicate.
         """
         state = self.table.load_job(job)
         if state is None or state.status in TERMINAL_JOB:
             why = "unknown job" if state is None else f"job is {state.status.value}"
             return ObjectResult(key, ObjectKind.INDEX, ObjectAction.IGNORED, job=job, step=step, reason=why)
         rec = (
-            self.steps.record_worker(job, step, worker, self.clock())
+            self.steps.record_worker(job, step, worker, self.clock(), written_ms)
             if worker
             else self.steps.step(job, step)
         )
@@ -133,6 +138,18 @@ class StepEvaluation:
                 step=step,
                 reason=f"{len(rec.workers)} of {num_workers} workers",
             )
+        if rec.evaluated and worker and decisions.is_rewrite(rec.written.get(worker), written_ms):
+            assert written_ms is not None
+            outcomes = self.reevaluate(state, rec, worker, written_ms, num_workers, remaining_s)
+            return ObjectResult(
+                key,
+                ObjectKind.INDEX,
+                ObjectAction.EVALUATED,
+                job=job,
+                step=step,
+                reason=REWRITTEN,
+                outcomes=tuple(outcomes),
+            )
         # begin_attempt is conditional too: None when another delivery evaluated the step meanwhile
         attempts = None if rec.evaluated else self.steps.begin_attempt(job, step, self.now_ms(), redrive)
         if attempts is None:
@@ -161,6 +178,26 @@ class StepEvaluation:
         return ObjectResult(
             key, ObjectKind.INDEX, ObjectAction.EVALUATED, job=job, step=step, outcomes=tuple(outcomes)
         )
+
+    def reevaluate(
+        self,
+        state: JobState,
+        rec: StepRecord,
+        worker: str,
+        written_ms: int,
+        num_workers: int,
+        remaining_s: Remaining = None,
+    ) -> list[StepOutcome]:
+        """Evaluate an evaluated step again because ``worker``'s index file was written again at
+        ``written_ms`` (a resumed run re-saving its steps into the same keys): on fresh reads (the runner
+        forgets what it cached of the step's files), each outcome recorded beside the first one
+        (``rewrite``), a finding a new issue; the step is not counted again. The write is noted last, so
+        an attempt that dies is evaluated again by S3's retry of the same notification (records are
+        written once)."""
+        self.runner.forget(state.trial_path, rec.step, sorted(rec.workers))
+        outcomes = self.evaluate_step(state, rec, num_workers, remaining_s, rewrite=written_ms)
+        self.steps.note_rewritten(state.name, rec.step, worker, written_ms)
+        return outcomes
 
     def record_step_error(self, state: JobState, step: int, why: str) -> tuple[StepOutcome, ...]:
         """Record ``why`` against ``step`` for every evaluating rule and count the step as settled."""
@@ -241,8 +278,15 @@ class StepEvaluation:
             return None
 
     def evaluate_step(
-        self, state: JobState, rec: StepRecord, num_workers: int, remaining_s: Remaining = None
+        self,
+        state: JobState,
+        rec: StepRecord,
+        num_workers: int,
+        remaining_s: Remaining = None,
+        rewrite: int | None = None,
     ) -> list[StepOutcome]:
+        """Run the step's evaluating rules and record their outcomes (``rewrite``: tagged as the
+        evaluation of the step written again then, and the step not counted again)."""
         step = rec.step
         configs = [
             r.config
@@ -277,18 +321,25 @@ class StepEvaluation:
                 recorded = self.runner.run(
                     state.name, state.trial_path, files, builtins, history, remaining_s
                 )
-                self._record(state, rec, recorded, settle=False)
+                recorded = self._record(state, rec, recorded, settle=False, rewrite=rewrite)
                 state = self.table.load_job(state.name) or state
                 configs = customs
             outcomes += self.runner.run(state.name, state.trial_path, files, configs, history, remaining_s)
-        self._record(state, rec, outcomes, settle=True)
+        outcomes = self._record(state, rec, outcomes, settle=rewrite is None, rewrite=rewrite)
         return recorded + outcomes
 
     def _record(
-        self, state: JobState, rec: StepRecord, outcomes: list[StepOutcome], settle: bool
+        self,
+        state: JobState,
+        rec: StepRecord,
+        outcomes: list[StepOutcome],
+        settle: bool,
+        rewrite: int | None = None,
     ) -> list[StepOutcome]:
         """Record ``outcomes`` (records, their outbox items, the rules' transitions); with ``settle``, count
-        the step as evaluated too."""
+        the step as evaluated too; with ``rewrite``, as the outcomes of the step written again then."""
+        if rewrite is not None:
+            outcomes = [dataclasses.replace(o, rewrite=rewrite) for o in outcomes]
         step = rec.step
         now = self.now_ms()
         batch = [

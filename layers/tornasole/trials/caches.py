@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -77,6 +77,14 @@ class ValueCache:
                 _, evicted = self._data.popitem(last=False)
                 self._size -= int(evicted.nbytes) + self.entry_overhead
 
+    def discard_where(self, stale: Callable[[Hashable], bool]) -> int:
+        """Drop every entry whose key is ``stale`` (values of a file written again); how many."""
+        with self._lock:
+            keys = [k for k in self._data if stale(k)]
+            for k in keys:
+                self._size -= int(self._data.pop(k).nbytes) + self.entry_overhead
+            return len(keys)
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._data
 
@@ -94,7 +102,9 @@ class TieredValueCache:
     one before its index file, and never rewrites it), so a value decoded for
     one step's trial is the same for the next: every decoded value goes into
     both caches, a miss of the own cache is looked up in the shared one. Both
-    keep the same read-only array, so nothing is stored twice.
+    keep the same read-only array, so nothing is stored twice. (A resumed run
+    re-saving a step does rewrite its files: the evaluator then drops their
+    values, ``ValueCache.discard_where``, before it reads the step again.)
 
     Examples
     --------

@@ -206,3 +206,21 @@ def test_stack_spec_names_agree_with_the_format() -> None:
         "functions/scheduled_check",
         "functions/sagemaker_state_change",
     ]
+
+
+def test_only_a_later_write_of_an_evaluated_steps_index_file_is_a_rewrite() -> None:
+    # S3 re-delivers a notification with its original eventTime: the same write, or an earlier one, is not
+    assert decisions.is_rewrite(1_000, 1_001)
+    assert not decisions.is_rewrite(1_000, 1_000)
+    assert not decisions.is_rewrite(1_000, 999)
+    # unknown times are not judged: no S3 record, or a step recorded before write times were kept
+    assert not decisions.is_rewrite(None, 1_001)
+    assert not decisions.is_rewrite(1_000, None)
+
+
+def test_a_rewritten_steps_finding_is_a_new_issue_beside_the_first() -> None:
+    s = state(("Exploding", RuleStatus.IN_PROGRESS))
+    first = decisions.issue_extras(s, Out("Exploding", 15, fired=True), ["worker_0"])
+    again = decisions.issue_extras(s, Out("Exploding", 15, fired=True, rewrite=1_700), ["worker_0"])
+    assert first[0].event_id == "job-1:1:issue/Exploding/15"
+    assert again[0].event_id == "job-1:1:issue/Exploding/15@1700"

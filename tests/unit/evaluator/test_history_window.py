@@ -201,3 +201,25 @@ def test_the_runner_asks_for_the_first_steps_its_rules_need(tmp_path: Any, trial
     outcomes = StepRunner().run("job", str(tmp_path), StepFiles(2, ("worker_0",)), rules, history)
     assert asked == [(MAX_HISTORY_STEPS, 4)]  # ``first`` reads every earlier evaluation point (capped)
     assert outcomes[0].error is None
+
+
+def test_a_rewritten_steps_index_file_and_values_are_forgotten(tmp_path: Any, trial: Any) -> None:
+    """A resumed run re-saves step 1 into the same keys (same offsets, a new value): the warm runner's
+    next trial reads the new bytes once told, where its caches would serve the old value."""
+    runner = StepRunner()
+    files = StepFiles(2, ("worker_0",), ((0, ("worker_0",)), (1, ("worker_0",))))
+
+    def loss_at_1() -> float:
+        loaded = runner.build_trial("job", str(tmp_path), files)
+        loaded.load_index_files(files.history_keys())
+        return float(np.ravel(loaded.tensor("loss").value(1))[0])
+
+    assert loss_at_1() == 1.0
+    sw = StepWriter(1, "worker_0")
+    sw.add_tensor("loss", np.float32(5.0), wall_time=1.0)
+    TrialWriter(str(tmp_path)).write_step(sw)
+    assert loss_at_1() == 1.0  # served from the caches: stale
+    kept = (len(runner.index_cache), len(runner.value_cache))
+    runner.forget(str(tmp_path), 1, ["worker_0"])
+    assert (len(runner.index_cache), len(runner.value_cache)) == (kept[0] - 1, kept[1] - 1)
+    assert loss_at_1() == 5.0

@@ -6,7 +6,10 @@ trial, so without a cache every step re-reads its whole history window (e.g.
 window is step N-1's shifted by one. Index files never change once written
 (the writer's ordering contract publishes each one once, atomically, after its
 event file), so a warm process may keep their bytes: each step then reads its
-own index file and only the earlier ones it has not seen.
+own index file and only the earlier ones it has not seen. The exception is a
+resumed run re-saving steps into the same keys: the evaluator then forgets the
+rewritten step's files (``discard``, through ``StepRunner.forget``) before it
+evaluates the step again.
 
 ``CachingStorage`` wraps the trial's backend for one step; reads of whole index
 files go through the process-wide ``IndexFileCache`` (an LRU bounded in bytes),
@@ -73,6 +76,13 @@ class IndexFileCache:
             if data is not None:
                 self._items.move_to_end(path)
             return data
+
+    def discard(self, path: str) -> None:
+        """Forget ``path`` (its file was written again: a resumed run re-saving a step)."""
+        with self._lock:
+            old = self._items.pop(path, None)
+            if old is not None:
+                self.size -= len(old)
 
     def put(self, path: str, data: bytes) -> None:
         if len(data) > self.max_bytes:

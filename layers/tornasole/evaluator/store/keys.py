@@ -95,8 +95,10 @@ def eval_prefix(rule: str) -> str:
     return f"{EVAL_PREFIX}{rule}#"
 
 
-def eval_sk(rule: str, step: int) -> str:
-    return f"{eval_prefix(rule)}{step12(step)}"
+def eval_sk(rule: str, step: int, rewrite: int | None = None) -> str:
+    """A (rule, step) evaluation record; a step evaluated again because its index file was written again
+    at ``rewrite`` (S3's write time, ms) has one more, after the first (``@<rewrite>``)."""
+    return f"{eval_prefix(rule)}{step12(step)}" + (f"@{rewrite}" if rewrite is not None else "")
 
 
 def outbox_sk(event_id: str) -> str:

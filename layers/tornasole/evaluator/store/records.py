@@ -82,6 +82,7 @@ def job_state(job: str, items: list[dict[str, Any]], sort_key: str) -> JobState 
         training_end_status=meta.get("training_end_status"),
         training_end_reason=meta.get("training_end_reason"),
         rewritten_at_ms=int(meta["rewritten_at"]) if "rewritten_at" in meta else None,
+        last_rewrite_ms=int(meta["last_rewrite_at"]) if "last_rewrite_at" in meta else None,
         rewrite_key=meta.get("rewrite_key"),
         rewrites=int(meta.get("rewrites", 0)),
         report_location=meta.get("report_location"),

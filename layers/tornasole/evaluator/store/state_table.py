@@ -15,9 +15,10 @@ built by ``keys``, item sizes are checked by ``item_limits``):
     One rule: config (json), status, details, issue_step, last_modified, order.
 ``JOB#<job>`` / ``STEP#<step12>``
     Steps seen per worker: workers (string set), first/last seen, evaluated,
-    attempts (failed evaluations) and last_error.
+    attempts (failed evaluations) and last_error; ``written#<worker>``: S3's write time (ms) of the
+    worker's index file last evaluated (a later write is a rewrite: the step is evaluated again).
     GSI ``PENDING`` / ``<job>#<step12>`` while the step awaits evaluation.
-``JOB#<job>`` / ``EVAL#<rule>#<step12>``
+``JOB#<job>`` / ``EVAL#<rule>#<step12>`` (``...@<ms>``: the step evaluated again, rewritten at <ms>)
     The (rule, step) evaluation record: fired, skipped, mode, mode_step, details,
     values (the rule's report, capped), error (the rule is broken), step_error
     (the step could not be evaluated), latency; TTL ``expires_at``.
@@ -92,6 +93,8 @@ CONDITIONS = {
     "outbox_is_new": "attribute_not_exists(pk)",
     # One evaluation record per (rule, step): duplicates and retries find it recorded.
     "evaluation_is_new": "attribute_not_exists(pk)",
+    # A step evaluated again for a rewrite of one worker's index file notes the newest write only.
+    "write_is_later": "attribute_exists(evaluated) AND (attribute_not_exists(#wt) OR #wt < :wt)",
     # A step is counted as evaluated once.
     "step_not_evaluated": "attribute_exists(pk) AND attribute_not_exists(evaluated)",
     # A published outbox item is marked once (a concurrent publisher loses quietly).

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tornasole.evaluator.details import clip
@@ -72,10 +72,21 @@ class StepRecord:
     mode_step: int | None = None
     attempts: int = 0
     last_error: str | None = None
+    #: worker -> S3's write time (ms) of its index file as evaluated: a later write is a rewrite
+    written: dict[str, int] = field(default_factory=dict)
+
+
+#: Attribute of a step item holding S3's write time of one worker's index file (``written_attr(worker)``).
+WRITTEN_PREFIX = "written#"
+
+
+def written_attr(worker: str) -> str:
+    return f"{WRITTEN_PREFIX}{worker}"
 
 
 def _step_record(item: dict[str, Any]) -> StepRecord:
     return StepRecord(
+        written={k[len(WRITTEN_PREFIX) :]: int(v) for k, v in item.items() if k.startswith(WRITTEN_PREFIX)},
         step=int(item["step"]),
         workers=frozenset(item.get("workers", ())),
         evaluated="evaluated" in item,
@@ -93,15 +104,21 @@ class StepStore:
         self.table = table
 
     # -- workers seen ----------------------------------------------------------------------
-    def record_worker(self, job: str, step: int, worker: str, now_s: float) -> StepRecord:
-        """Add ``worker`` to the step's worker set (idempotent) and note the job's activity."""
-        item = self.table.update(
-            job_pk(job),
-            step_sk(step),
-            "ADD workers :w SET step = :step, first_seen = if_not_exists(first_seen, :now), last_seen = :now",
-            {":w": {worker}, ":step": step, ":now": int(now_s)},
-            return_new=True,
+    def record_worker(
+        self, job: str, step: int, worker: str, now_s: float, written_ms: int | None = None
+    ) -> StepRecord:
+        """Add ``worker`` to the step's worker set (idempotent) and note the job's activity; with
+        ``written_ms`` (S3's write time of its index file) keep the first one seen for the worker."""
+        expression = (
+            "ADD workers :w SET step = :step, first_seen = if_not_exists(first_seen, :now), last_seen = :now"
         )
+        values: dict[str, Any] = {":w": {worker}, ":step": step, ":now": int(now_s)}
+        names = None
+        if written_ms is not None:
+            expression += ", #wt = if_not_exists(#wt, :wt)"
+            values[":wt"] = written_ms
+            names = {"#wt": written_attr(worker)}
+        item = self.table.update(job_pk(job), step_sk(step), expression, values, names=names, return_new=True)
         try:
             self.table.update(
                 job_pk(job), META, "SET last_activity = :now", {":now": now_s}, condition="job_exists"
@@ -170,6 +187,22 @@ class StepStore:
             return None
         return int((item or {}).get("attempts", 0))
 
+    def note_rewritten(self, job: str, step: int, worker: str, written_ms: int) -> bool:
+        """The step's rewrite by ``worker`` written at ``written_ms`` was evaluated: later notifications of
+        that write (or of earlier ones) are duplicates. False when a later write was noted meanwhile."""
+        try:
+            self.table.update(
+                job_pk(job),
+                step_sk(step),
+                "SET #wt = :wt",
+                {":wt": written_ms},
+                condition="write_is_later",
+                names={"#wt": written_attr(worker)},
+            )
+        except Conflict:
+            return False
+        return True
+
     def note_failure(self, job: str, step: int, reason: str, now_ms: int) -> None:
         """Why the last attempt failed (shown when the step is finally recorded as an error)."""
         try:
@@ -216,8 +249,9 @@ class StepStore:
 
     @staticmethod
     def _record(job: str, outcome: StepOutcome, now_ms: int) -> dict[str, Any]:
-        record = item(job_pk(job), eval_sk(outcome.rule_name, outcome.step))
+        record = item(job_pk(job), eval_sk(outcome.rule_name, outcome.step, outcome.rewrite))
         record.update(
+            rewrite=outcome.rewrite,
             rule=outcome.rule_name,
             step=outcome.step,
             fired=outcome.fired,
@@ -312,7 +346,8 @@ class StepStore:
         kwargs: dict[str, Any] = {
             "TableName": self.table.name,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :b)",
-            "FilterExpression": condition,
+            # a rewritten step's evaluation is the same step judged again, not one more step
+            "FilterExpression": f"({condition}) AND attribute_not_exists(rewrite)",
             "ExpressionAttributeValues": {":p": {"S": job_pk(job)}, ":b": {"S": eval_prefix(rule)}},
             "Select": "COUNT",
             "ConsistentRead": True,
