@@ -47,6 +47,17 @@ def trial(tmp_path: Any) -> Any:
     return create_trial(str(tmp_path), listing=False)
 
 
+class _Counting:
+    """A storage that records every read reaching it (the backend behind the cache) in ``reads``."""
+
+    def __init__(self, inner: Any, reads: list[ReadRequest]) -> None:
+        self.inner, self.reads = inner, reads
+
+    def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
+        self.reads.extend(requests)
+        return self.inner.read_many(requests, on_error=on_error)
+
+
 def test_the_window_is_what_the_rule_declares(trial: Any) -> None:
     assert history_window(create_rule("VanishingGradient", trial)) == 0
     assert history_window(create_rule("LossNotDecreasing", trial, num_steps="10")) == 22
@@ -68,15 +79,10 @@ def test_index_files_are_read_once_and_event_ranges_every_time(tmp_path: Any, tr
     reads: list[ReadRequest] = []
     inner = get_storage(str(tmp_path))
 
-    class CountingInner:
-        def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
-            reads.extend(requests)
-            return inner.read_many(requests, on_error=on_error)
-
     cache = IndexFileCache()
     index = f"{tmp_path}/index/000000000/000000000001_worker_0.json"
     event = f"{tmp_path}/events/000000000001/000000000001_worker_0.tfevents"
-    storage = CachingStorage(CountingInner(), cache)  # type: ignore[arg-type]
+    storage = CachingStorage(_Counting(inner, reads), cache)  # type: ignore[arg-type]
     # WHEN the same index file and event range are read twice
     first = storage.read_many([ReadRequest(index), ReadRequest(event, 0, 8)])
     second = storage.read_many([ReadRequest(index), ReadRequest(event, 0, 8)])
@@ -90,16 +96,11 @@ def test_collections_files_are_read_once_and_whole(tmp_path: Any) -> None:
     reads: list[ReadRequest] = []
     inner = get_storage(str(tmp_path))
 
-    class CountingInner:
-        def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
-            reads.extend(requests)
-            return inner.read_many(requests, on_error=on_error)
-
     collections = f"{tmp_path}/collections/000000000/worker_0_collections.json"
     body = b'{"collections": {}, "_meta": {"num_workers": 1}}' + b" " * (1 << 20)
     inner.write_atomic(collections, body)
     cache = IndexFileCache()
-    storage = CachingStorage(CountingInner(), cache, max_index_bytes=16)  # type: ignore[arg-type]
+    storage = CachingStorage(_Counting(inner, reads), cache, max_index_bytes=16)  # type: ignore[arg-type]
     assert storage.read(collections) == body  # not capped like an index file
     assert storage.read(collections) == body
     assert [(r.path, r.start, r.end) for r in reads] == [(collections, None, None)]
@@ -111,15 +112,10 @@ def test_bounded_collections_reads_are_kept_when_they_hold_the_whole_file(tmp_pa
     reads: list[ReadRequest] = []
     inner = get_storage(str(tmp_path))
 
-    class CountingInner:
-        def read_many(self, requests: Any, on_error: str = "raise") -> list[Any]:
-            reads.extend(requests)
-            return inner.read_many(requests, on_error=on_error)
-
     collections = f"{tmp_path}/collections/000000000/worker_0_collections.json"
     body = b'{"collections": {}, "_meta": {"num_workers": 1}}'
     inner.write_atomic(collections, body)
-    storage = CachingStorage(CountingInner(), IndexFileCache())  # type: ignore[arg-type]
+    storage = CachingStorage(_Counting(inner, reads), IndexFileCache())  # type: ignore[arg-type]
     assert storage.read(collections, 0, 10) == body[:10]  # cut at its bound: not kept
     assert storage.read(collections, 0, 1000) == body  # shorter than asked: the whole file, kept
     assert storage.read(collections, 0, 1000) == body
