@@ -15,7 +15,8 @@ re-implemented from the published taxonomies (not copied):
 ``CASES`` maps ``<family>/<case>`` to ``(kind, family, FamilySpec)``; ``kind`` is what the case was built to
 be, the label of each run still comes from the published criteria measured while it trains (per seed).
 The families of :data:`families.keras_training.KERAS_FAMILIES` run again in Keras as ``<family>_keras``
-(every case but the fp16 step a loss scaler skipped and the audit cases, bar convbn's dropout), those of
+(every case but the fp16 step a loss scaler skipped, the double softmax Keras undoes and the audit cases, bar
+convbn's dropout), those of
 ``KERAS_ONLY`` in Keras only; ``SCORED_FAMILIES`` lists every family scored.
 """
 
@@ -27,8 +28,13 @@ from families.keras_training import KERAS_FAMILIES, KERAS_ONLY
 from families.training import FAMILIES, FamilySpec
 
 CASES: dict[str, tuple[str, str, FamilySpec]] = {}
-#: Keras cannot make one chosen step overflow its loss scale (see :mod:`families.keras_training`).
-_NOT_IN_KERAS = {"fp16_skipped_step"}
+#: Keras cannot make one chosen step overflow its loss scale (see :mod:`families.keras_training`). Nor
+#: can it feed a cross-entropy probabilities as logits: Keras 3's ``SparseCategoricalCrossentropy(
+#: from_logits=True)`` takes the logits back from an output a softmax produced (the tensor's
+#: ``_keras_logits``, TensorFlow backend's ``_get_logits``) and only warns, so
+#: ``softmax_before_cross_entropy`` trained exactly its healthy twin (loss and weights bit-identical at every
+#: saved step, convbn_keras and digits_keras, both seeds: ``bench/journal/families.md``, branch noop).
+_NOT_IN_KERAS = {"fp16_skipped_step", "softmax_before_cross_entropy"}
 #: Hard negatives of issue 29's audit (:func:`_audit_cases`), trained in PyTorch only.
 _AUDIT_CASES = {
     "warm_restarts",

@@ -63,7 +63,9 @@ def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
     channels in the first, 32 after, or ``width`` and ``2 * width``) -> ``conv<i>_bn`` (Keras's
     BatchNormalization defaults) -> ``conv<i>_<act>``, then ``GlobalAveragePooling2D``, an optional
     ``Dropout`` (the ``heavy_dropout`` case) and ``out``, a ``Dense(10)`` of logits (``out_softmax`` after it
-    in the ``softmax_before_cross_entropy`` fault). Keras's default initialisers: a Keras-native recipe."""
+    under ``double_softmax``: Keras 3's loss takes the logits back from it, so the benchmark does not build
+    that case in Keras, :data:`families.cases._NOT_IN_KERAS`). Keras's default initialisers: a Keras-native
+    recipe."""
     act = spec.hidden_act or "relu"
     width = spec.width or 16
     layers: list[Any] = [keras.Input((8, 8, 1))]
@@ -117,7 +119,8 @@ def classification_loss(keras: Any, spec: FamilySpec) -> Any:
     """A multi-class family's cross-entropy: on logits (``from_logits=True``), unless the recipe's model
     outputs probabilities (``softmax_output``, the held-out ``digits``), whose cross-entropy takes them;
     DeepFD's loss mutation on such a recipe is the Keras bug of a softmax output fed to a loss that applies
-    its own softmax (``from_logits=True``)."""
+    its own softmax (``from_logits=True``), which Keras 3 undoes (the loss finds the softmax's logits), so the
+    benchmark does not build it in Keras (:data:`families.cases._NOT_IN_KERAS`)."""
     softmax_output = FAMILIES[spec.family].softmax_output
     return keras.losses.SparseCategoricalCrossentropy(from_logits=not softmax_output or spec.double_softmax)
 

@@ -276,11 +276,17 @@ def _score(task: str, out: Any, target: Any) -> float:
     return r2 / REGRESSION_REFERENCE_R2 if task == "regress" else r2
 
 
+def _zeroed(spec: FamilySpec, epoch: int) -> bool:
+    """Whether the ``scheduler_zeroes_lr`` fault has set the rate to 0 in ``epoch`` (after
+    ``lr_zero_after_epoch``)."""
+    return spec.lr_zero_after_epoch is not None and epoch > spec.lr_zero_after_epoch
+
+
 def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
     lr = recipe.lr * spec.lr_mult
     warm = recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs
     sched = recipe.schedule if spec.schedule is None else spec.schedule
-    if spec.lr_zero_after_epoch is not None and epoch > spec.lr_zero_after_epoch:
+    if _zeroed(spec, epoch):
         return 0.0
     if epoch < warm:
         return lr * (epoch + 1) / (warm + 1)
@@ -477,6 +483,11 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             if spec.warmup_from_zero and epoch < warm_epochs:
                 for group in opt.param_groups:
                     group["lr"] = _warmup_from_zero(spec, recipe, opt_steps, opt_steps_per_epoch)
+            if _zeroed(spec, epoch):
+                # the bug holds whatever the schedule: a per-step scheduler (OneCycleLR, wine's recipe) sets
+                # the rate after every optimiser step and would undo the epoch's 0 of :func:`_lr_at`
+                for group in opt.param_groups:
+                    group["lr"] = 0.0
             if spec.save_lr:
                 hook.save_tensor(learning_rate_name(0, 0), np.float32(opt.param_groups[0]["lr"]), "scalars")
             if classes:

@@ -25,6 +25,9 @@ COMMON_BROKEN = frozenset(
         "deep_sigmoid",
     }
 )
+#: What a multi-class Keras family takes: Keras 3's cross-entropy takes the logits back from a softmax output,
+#: so the double softmax is not built there (``families.cases._NOT_IN_KERAS``).
+KERAS_BROKEN = COMMON_BROKEN - {"softmax_before_cross_entropy"}
 #: Hard negatives every family takes, Keras included.
 COMMON_HEALTHY = frozenset(
     {

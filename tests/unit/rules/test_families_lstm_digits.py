@@ -21,7 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detectio
 from families import data  # noqa: E402
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.training import FAMILIES, build, run  # noqa: E402
-from family_cases import COMMON_BROKEN, COMMON_HEALTHY, PYTORCH_HEALTHY, cases_of, of_kind  # noqa: E402
+from family_cases import (  # noqa: E402
+    COMMON_BROKEN,
+    COMMON_HEALTHY,
+    KERAS_BROKEN,
+    PYTORCH_HEALTHY,
+    cases_of,
+    of_kind,
+)
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
@@ -33,7 +40,7 @@ def test_the_two_families_are_scored_and_take_the_generators_faults_and_hard_neg
     assert of_kind(lstm, "broken") == COMMON_BROKEN - {"deep_sigmoid"}
     # no layer frozen on purpose: the LSTM is its only hidden layer (next test)
     assert of_kind(lstm, "healthy") == PYTORCH_HEALTHY - {"frozen_first_on_purpose"} | {"heavy_dropout"}
-    assert of_kind(digits, "broken") == COMMON_BROKEN
+    assert of_kind(digits, "broken") == KERAS_BROKEN  # no double softmax: Keras undoes it
     assert of_kind(digits, "healthy") == COMMON_HEALTHY | {"heavy_dropout"}  # Keras: one audit case
     assert CASES["lstm/lr_too_high"][2].lr_mult == 50.0  # SGD: x50
     assert CASES["digits_keras/lr_too_high"][2].lr_mult == 100.0  # AdamW: x100
@@ -136,7 +143,7 @@ def test_an_lstm_run_clips_its_gradients_and_decays_its_rate_each_epoch(tmp_path
     assert trial.steps()[-1] == len(result.train_before) - 1 == 2 * (8 + 1) - 1
 
 
-def test_digits_keras_outputs_probabilities_and_its_loss_mutation_is_from_logits():
+def test_digits_keras_outputs_probabilities_and_keras_undoes_a_double_softmax():
     import keras
     from families.keras_training import build_keras_digits, classification_loss, cosine_schedule
 
@@ -155,10 +162,19 @@ def test_digits_keras_outputs_probabilities_and_its_loss_mutation_is_from_logits
     assert model.layers[-1].activation.__name__ == "softmax"
     out = np.asarray(model(np.random.default_rng(0).random((3, 64), dtype=np.float32)))
     assert np.allclose(out.sum(axis=1), 1.0, atol=1e-5)  # probabilities
-    # the healthy recipe's cross-entropy takes the probabilities; the mutation tells it they are logits
+    # the healthy recipe's cross-entropy takes the probabilities
     assert loss_kind(classification_loss(keras, healthy)) == "SparseCategoricalCrossentropy"
-    mutant = CASES["digits_keras/softmax_before_cross_entropy"][2]
-    assert loss_kind(classification_loss(keras, mutant)) == "SparseCategoricalCrossentropy_from_logits"
+    # DeepFD's loss mutation (the probabilities fed as logits) is not built in Keras: Keras 3 takes the logits
+    # back from a softmax output and only warns, so the mutant trained exactly as the healthy run did
+    labels = np.array([0, 3, 7])
+    probs = model(np.random.default_rng(1).random((3, 64), dtype=np.float32))
+    as_logits = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with pytest.warns(UserWarning, match="does not represent logits"):
+        undone = float(as_logits(labels, probs))
+    assert undone == pytest.approx(float(classification_loss(keras, healthy)(labels, probs)), rel=1e-6)
+    assert undone != pytest.approx(float(as_logits(labels, keras.ops.convert_to_tensor(np.asarray(probs)))))
+    assert "digits_keras/softmax_before_cross_entropy" not in CASES
+    assert "convbn_keras/softmax_before_cross_entropy" not in CASES
     assert loss_kind(classification_loss(keras, CASES["convbn_keras/healthy"][2])).endswith("_from_logits")
     deep = build_keras_digits(keras, CASES["digits_keras/deep_sigmoid"][2], 64)
     assert [lr.name for lr in deep.layers if "sigmoid" in lr.name] == [f"fc{i}_sigmoid" for i in range(1, 7)]

@@ -82,3 +82,28 @@ def test_a_wine_run_trains_under_one_cycle_stepped_per_batch(tmp_path, monkeypat
     assert rates[0] == np.float32(3e-3 / 25)
     assert max(rates) > 0.9 * 3e-3 > rates[-1]
     assert len(set(rates)) == len(rates)  # it moves every optimiser step, not per epoch
+
+
+def test_the_scheduler_zeroing_fault_holds_under_the_per_batch_one_cycle(tmp_path, monkeypatch):
+    """``scheduler_zeroes_lr`` sets the rate to 0 after epoch 0 whatever the schedule: OneCycleLR steps after
+    every optimiser step and once overrode the epoch's 0, so wine's mutant trained as its healthy twin
+    (branch noop)."""
+    from families import data
+
+    monkeypatch.setattr(data, "wine_stratified", _wine_shaped)
+    spec = replace(CASES["wine/scheduler_zeroes_lr"][2], epochs=3, save_lr=True)
+    assert spec.lr_zero_after_epoch == 0
+    result = run("z", spec, 0, str(tmp_path))
+    trial = create_trial(result.path)
+    lr = trial.tensor("scalar/lr/0")
+    # 9 TRAIN steps an epoch, saved every 4: 0, 4, 8 in epoch 0; 12, 16 in epoch 1; 20, 24 in epoch 2
+    assert lr.steps(mode=TRAIN) == [0, 4, 8, 12, 16, 20, 24]
+    rates = [float(np.ravel(lr.value(s, mode=TRAIN))[0]) for s in (0, 4, 8, 12, 16, 20, 24)]
+    assert rates[0] == np.float32(3e-3 / 25) < rates[1] < rates[2]  # epoch 0: OneCycleLR's rise
+    assert rates[3:] == [0.0] * 4  # from epoch 1 on: 0, not OneCycleLR's next rate
+    weights = trial.tensor("Mlp_fc1.weight")
+    # a step's weights are saved before its update: step 12 has every update of epoch 0, then none
+    saved = {s: weights.value(s, mode=TRAIN) for s in (0, 8, 12, 16, 20, 24)}
+    assert not np.array_equal(saved[0], saved[8])  # epoch 0 trains
+    assert not np.array_equal(saved[8], saved[12])  # step 8, epoch 0's last, updates too
+    assert all(np.array_equal(saved[12], saved[s]) for s in (16, 20, 24))  # then nothing moves
