@@ -55,11 +55,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache --no-logo
 
+# pytest runs as two sessions at once (scripts/pytest_in_two.sh): the tiers that mostly wait on child
+# processes (end-to-end, frameworks, the smdebug oracle, the browser) beside everything else. One session
+# took 16:32 on an idle 2-core machine, the two 9:43 (both halves ended within a second of each other).
+TEST_FIRST_SESSION := tests/e2e tests/frameworks tests/oracle tests/browser
+
 test: setup setup-smdebug setup-sagemaker setup-browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache --no-logo
-	$(BIN)/python -m pytest -q
+	PYTHON=$(BIN)/python scripts/pytest_in_two.sh $(TEST_FIRST_SESSION)
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not oracle"
@@ -72,8 +77,11 @@ test-wheel: setup
 # The evaluator's reliability suite at full scale (50 jobs x 4 workers x 200 steps, a 10,000-step soak,
 # a 500-step chaos run: about half an hour on 2 cores; `.ci/run` runs it); `make test` runs the same
 # scenarios scaled down.
+# The 10,000-step soak is one test of 12 minutes (idle machine): it runs in a session of its own beside
+# the other scenarios (scripts/pytest_in_two.sh).
+SOAK_TEST := tests/reliability/test_load_and_soak.py::test_a_warm_process_keeps_memory_and_time_per_step_flat
 reliability: setup
-	TORNASOLE_RELIABILITY_FULL=1 $(BIN)/python -m pytest -q tests/reliability
+	TORNASOLE_RELIABILITY_FULL=1 PYTHON=$(BIN)/python scripts/pytest_in_two.sh --base tests/reliability $(SOAK_TEST)
 
 # The local mode on other moto releases (its patches' contract: layers/tornasole/local/moto_patches). Each
 # venv is the development one with another moto (scripts/moto_venv.sh: seconds, from pip's wheel cache).
