@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tornasole.evaluator.failures import TransientError, is_data_error, is_transient
@@ -91,6 +93,9 @@ RuleFactory = Callable[[RuleConfig, Any, int], Any]
 #: earlier steps) first. A sixteenth of the evaluator function's 1 GiB, beside each step's own value cache;
 #: each entry counts ``ENTRY_OVERHEAD`` bytes more, so a long run of scalars is bounded in memory as well.
 EARLIER_VALUES_BYTES = 64 * 1024 * 1024
+#: Index files whose S3 write time a warm process remembers (``StepRunner.note_written``): about 150 bytes
+#: each, so at most ~8 MiB; more than the index files the index cache can hold (~8,000 of 50 tensors).
+KNOWN_WRITES = 50_000
 
 
 class StepRunner:
@@ -122,6 +127,8 @@ class StepRunner:
         self.budget = budget or Budget()
         self.custom_rules = custom_rules
         self.storage = storage
+        self._written: OrderedDict[str, int] = OrderedDict()  # index file -> S3 write time (ms) last seen
+        self._written_lock = threading.Lock()
 
     @classmethod
     def on_storage(cls, storage: Any, budget: Budget | None = None) -> StepRunner:
@@ -146,6 +153,31 @@ class StepRunner:
         for path in index_paths:
             self.index_cache.discard(path)
         self.value_cache.discard_where(lambda loc: loc[LOC_INDEX] in index_paths)
+
+    def note_written(self, trial_path: str, step: int, written: Mapping[str, int]) -> None:
+        """``step``'s index files were written at ``written`` (worker -> S3 write time in ms, as the step
+        record holds it): forget what this runner keeps of a file it saw written at another time.
+
+        Why: a resumed run re-saves a step into the same keys, and only the warm process that handles the
+        rewrite notification forgets its cached files (``forget``). Another warm process that cached the
+        old step learns of the rewrite here, from the step record the history query returns, before a
+        later step's rule reads the step again: it then reads the new bytes, not its cached old values.
+        """
+        from tornasole.format import paths
+        from tornasole.storage import join
+
+        stale = []
+        with self._written_lock:
+            for worker, ms in written.items():
+                path = join(trial_path, paths.index_file_name(step, worker))
+                known = self._written.pop(path, None)
+                if known is not None and known != ms:
+                    stale.append(worker)
+                self._written[path] = ms
+            while len(self._written) > KNOWN_WRITES:
+                self._written.popitem(last=False)
+        if stale:
+            self.forget(trial_path, step, stale)
 
     def build_trial(self, job_name: str, trial_path: str, files: StepFiles) -> Any:
         """The step's trial holding ``files``' index files (earlier ones from the index cache if seen), its

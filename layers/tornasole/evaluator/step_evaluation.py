@@ -195,6 +195,7 @@ class StepEvaluation:
         an attempt that dies is evaluated again by S3's retry of the same notification (records are
         written once)."""
         self.runner.forget(state.trial_path, rec.step, sorted(rec.workers))
+        self.runner.note_written(state.trial_path, rec.step, {**rec.written, worker: written_ms})
         outcomes = self.evaluate_step(state, rec, num_workers, remaining_s, rewrite=written_ms)
         self.steps.note_rewritten(state.name, rec.step, worker, written_ms)
         return outcomes
@@ -303,12 +304,16 @@ class StepEvaluation:
         configs = [c for c in configs if not refused[c.name]]
         recorded: list[StepOutcome] = []  # the built-in rules' outcomes, when recorded before the custom ones
         if configs:
+            if rewrite is None:  # (``reevaluate`` noted the rewrite's own time)
+                self.runner.note_written(state.trial_path, step, rec.written)
 
             def history(depth: int, lead: int) -> list[tuple[int, tuple[str, ...]]]:
                 recent = self.steps.previous_steps(state.name, step, depth)
                 seen = {p.step for p in recent}
                 first = [p for p in self.steps.first_steps(state.name, step, lead) if p.step not in seen]
                 complete = [p for p in recent + first if len(p.workers) >= num_workers]
+                for p in complete:  # a step another process saw rewritten: this runner's copies are stale
+                    self.runner.note_written(state.trial_path, p.step, p.written)
                 return [(p.step, tuple(sorted(p.workers))) for p in complete]
 
             files = StepFiles(step, tuple(sorted(rec.workers)))

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 from evaluator_stack import TRIAL, Stack, load_handler
 
 from tornasole.jobs import Rule, TornasoleJobs
+from tornasole.lambda_support.handlers import on_object_created as entry
 
 SCHEMA = json.loads((Path(__file__).parent / "events.schema.json").read_text())
 STEPS = (0, 10, 15, 20)  # saved up to step 20
@@ -160,3 +162,35 @@ def test_redelivered_notifications_stay_a_no_op_before_and_after_a_rewrite(stack
     events = stack.events()
     assert issue_steps(events) == [15]  # the rewrite's finding, once
     assert len([e for e in events if e["detail-type"] == "Tornasole Trial Rewritten"]) == 1
+
+
+def test_a_warm_process_that_did_not_see_the_rewrite_reads_the_new_bytes_at_a_later_step(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two warm processes: A evaluated steps 0..30 (their index files and values cached); B gets the
+    rewrite of step 30 (a resumed run, now at a lower loss); A then gets step 40, whose LossNotDecreasing
+    compares with step 30. Read from A's cache, step 30's old loss (1.0) makes 0.5 a decrease; read from
+    S3, its new loss (0.1) makes 0.5 a rise, and the rule fires."""
+    base = {"DebugRuleConfiguration": {"RuleConfigurationName": "LossNotDecreasing", "RuleParameters": {}}}
+    rule = Rule.sagemaker(base, name="LossNotDecreasing", rule_parameters={"num_steps": "10"})
+    TornasoleJobs().register_job("my-job", TRIAL, [rule])
+    stack.write_collections()
+    for step, loss in ((0, 4.0), (10, 3.0), (20, 2.0), (30, 1.0)):
+        stack.write_step(step, loss=loss)
+    for note in stack.notifications():
+        stack.deliver(note)
+    process_a = entry.evaluator()  # the warm process that evaluated the first run
+    entry.evaluator.cache_clear()  # the next delivery goes to another warm process, B
+    stack.write_step(30, loss=0.1)  # the resumed run re-saves step 30
+    (rewrite,) = stack.notifications()
+    assert stack.deliver(rewrite)["results"][0]["action"] == "evaluated"
+    monkeypatch.setattr(entry, "evaluator", lambda: process_a)  # A never saw the rewrite
+    stack.write_step(40, loss=0.5)
+    (later,) = stack.notifications()
+    assert stack.deliver(later)["results"][0]["action"] == "evaluated"
+    fired = {
+        int(r["step"]): bool(r["fired"])
+        for r in TornasoleJobs().rule_evaluations("my-job", "LossNotDecreasing")
+        if r.get("rewrite") is None
+    }
+    assert fired == {0: False, 10: False, 20: False, 30: False, 40: True}, fired
