@@ -39,6 +39,7 @@ trap 'rm -f "$log"' EXIT
 
 "$python" -m pytest -q -o cache_dir=build/pytest-cache-first "${first[@]}" >"$log" 2>&1 &
 first_pid=$!
+trap 'kill "$first_pid" 2>/dev/null || true; rm -f "$log"' EXIT  # interrupted: the first session goes too
 status_rest=0
 "$python" -m pytest -q "${rest[@]}" "${base[@]}" || status_rest=$?
 status_first=0
