@@ -215,7 +215,7 @@ def rule_needs(rule_to_invoke: str, params: Mapping[str, str] | None = None) -> 
             by_name=("loss_inputs", "inputs", "outputs"),
         )
     if rule_to_invoke == "RegressionWorseThanMean":
-        return _eval_loss_inputs("squared-error")
+        return _eval_loss_inputs("regression (squared-error, L1, Huber)")
     if rule_to_invoke == "ClassifierNoBetterThanPrior":
         return _eval_loss_inputs("cross-entropy")
     if rule_to_invoke == "InputsNotNormalized":

@@ -21,7 +21,9 @@ COLLS = {"losses": ["[Ll]oss_(?!input).*output"], "loss_inputs": ["[Ll]oss_input
 TARGET = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
 
 
-def _torch_run(tmp_path, init_scale: float, lr: float, epochs: int = 6, save_target: bool = True):
+def _torch_run(
+    tmp_path, init_scale: float, lr: float, epochs: int = 6, save_target: bool = True, loss: str = "MSELoss"
+):
     """A 4 -> 16 -> 2 regression net, its weights scaled by ``init_scale``, trained with Adam at ``lr`` for
     ``epochs`` epochs of 8 steps on a linear target, each followed by a validation pass of 2 batches; the
     PyTorch hook saves every step (losses and the loss module's inputs)."""
@@ -37,8 +39,8 @@ def _torch_run(tmp_path, init_scale: float, lr: float, epochs: int = 6, save_tar
     with torch.no_grad():
         for p in net.parameters():
             p.mul_(init_scale)
-    loss_fn = nn.MSELoss()
-    path = str(tmp_path / f"mse-{init_scale}-{lr}-{save_target}")
+    loss_fn = getattr(nn, loss)()
+    path = str(tmp_path / f"{loss}-{init_scale}-{lr}-{save_target}")
     hook = Hook(path, save_config=SaveConfig(save_interval=1), include_collections=["losses", "loss_inputs"])
     hook.get_collection("loss_inputs").include(r"[Ll]oss_input_[01]$" if save_target else r"[Ll]oss_input_0$")
     hook.register_module(net)
@@ -227,3 +229,27 @@ def test_create_rule_takes_sagemaker_style_string_parameters(trial_factory):
     trial = _trace(trial_factory, [-1.0] * 4)
     rule = create_rule("RegressionWorseThanMean", trial, min_passes="3", max_r2="-0.5", consecutive="3")
     assert [f.step for f in invoke_rule(rule).fired]
+
+
+@pytest.mark.parametrize("loss", ["HuberLoss", "SmoothL1Loss", "L1Loss"])
+def test_a_robust_regression_loss_is_judged_by_the_same_r2(tmp_path, loss):
+    # R^2 reads the prediction and the target, not the loss: a Huber or L1 regression started far off the
+    # targets' scale fires as a squared-error one does, and the same net trained well stays quiet
+    broken = invoke_rule(RegressionWorseThanMean(_torch_run(tmp_path, init_scale=8.0, lr=1e-4, loss=loss)))
+    assert broken.fired
+    assert broken.fired[0].values["tensor"] == f"{loss}_input_0"
+    healthy = invoke_rule(RegressionWorseThanMean(_torch_run(tmp_path, init_scale=1.0, lr=1e-2, loss=loss)))
+    assert not healthy.fired
+    assert healthy.status == "NoIssuesFound"  # judged, not merely unread
+
+
+def test_a_cross_entropy_is_still_not_a_regression_loss():
+    import re
+
+    from tornasole.rules.builtin.regression_worse_than_mean import REGRESSION_LOSS
+
+    pattern = re.compile(REGRESSION_LOSS)
+    for name in ("HuberLoss_output_0", "SmoothL1Loss_output_0", "batch_loss/Huber", "batch_loss/LogCosh"):
+        assert pattern.match(name), name
+    for name in ("CrossEntropyLoss_output_0", "BCEWithLogitsLoss_output_0", "batch_loss/BinaryCrossentropy"):
+        assert not pattern.match(name), name
