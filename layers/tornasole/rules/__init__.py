@@ -20,7 +20,11 @@ from __future__ import annotations
 
 from tornasole.moved_modules import alias_module
 from tornasole.rules.actions import Action, parse_actions
-from tornasole.rules.builtin.recommended import recommended_rules, recommended_rules_that_cannot_apply
+from tornasole.rules.builtin.recommended import (
+    opt_in_rules,
+    recommended_rules,
+    recommended_rules_that_cannot_apply,
+)
 from tornasole.rules.loader import create_custom_rule, load_rule_class
 from tornasole.rules.outcome import RuleOutcome
 from tornasole.rules.params import Param, parse_params
@@ -49,6 +53,7 @@ __all__ = [
     "load_rule_class",
     "parse_actions",
     "parse_params",
+    "opt_in_rules",
     "recommended_rules",
     "recommended_rules_that_cannot_apply",
     "rule_names",

@@ -1,7 +1,7 @@
-"""LossNotDecreasing with the recommended parameters in the serverless evaluator on moto (issue #29): a loss
-at chance while the saved learning rate warms up from 0 stays quiet as the steps arrive one notification at
-a time (the rule reads the rate ``num_steps`` steps back, within the history it loads), and the same flat
-loss once the rate stops rising fires at the step ``invoke_rule`` names over the whole trial."""
+"""LossNotDecreasing with its calibrated opt-in parameters in the serverless evaluator on moto (issue #29):
+a loss at chance while the saved learning rate warms up from 0 stays quiet as the steps arrive one
+notification at a time (the rule reads the rate ``num_steps`` steps back, within the history it loads), and
+the same flat loss once the rate stops rising fires at the step ``invoke_rule`` names over the whole trial."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import pytest
 from evaluator_stack import Stack
 from rule_runs import assert_each_fires_as_offline, run_in_evaluator
 
-from tornasole.rules.builtin.recommended import recommended_rules
+from tornasole.rules.builtin.recommended import opt_in_rules
 
 # moto as the local mode runs it: the rule runs are long, and their claim is the verdicts (conftest)
 pytestmark = pytest.mark.usefixtures("moto_as_local_mode")
 
-# the recommended configuration on a shorter horizon (num_steps 10, patience 2: 51 steps instead of 121, the
+# the calibrated configuration on a shorter horizon (num_steps 10, patience 2: 51 steps instead of 121, the
 # evaluator re-reading from the start at each one); without the deferral it fires at TRAIN step 20
 RULES = [
     {**c, "RuleParameters": {**c["RuleParameters"], "num_steps": "10", "patience": "2"}}
-    for c in recommended_rules()
+    for c in opt_in_rules()
     if c["RuleConfigurationName"] == "LossNotDecreasing"
 ]
 WARMUP = 40

@@ -1,7 +1,8 @@
 """LossNotDecreasing's ``warmup_rise_percent``: no decrease check while a saved learning rate still rises.
 
 Traces of TRAIN steps written with the numpy API: a loss that stays at chance (ln 10 plus a little batch
-noise) and a rate saved as ``scalar/lr/0``, as both hooks save it. Parameters: the recommended set's.
+noise) and a rate saved as ``scalar/lr/0``, as both hooks save it. Parameters: the calibrated opt-in
+configuration (``OPT_IN``: it left the recommended set, docs/RULES.md).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import pytest
 from tornasole.exceptions import RuleParameterError
 from tornasole.modes import TRAIN
 from tornasole.rules import invoke_rule
-from tornasole.rules.builtin.recommended import RECOMMENDED
+from tornasole.rules.builtin.recommended import OPT_IN
 from tornasole.rules.generic import LossNotDecreasing
 
-PARAMS = next(p for name, _, p in RECOMMENDED if name == "LossNotDecreasing")
+PARAMS = next(p for name, _, p in OPT_IN if name == "LossNotDecreasing")
 WARMUP = 200  # steps of a linear warmup from 0
 
 
