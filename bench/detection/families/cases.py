@@ -62,6 +62,8 @@ _SCALED_INPUTS = {
     "wine",
     "lstm",
     "digits",
+    "digits_rows",
+    "diabetes_huber",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32).
@@ -76,6 +78,7 @@ _MLPS = {
     "convbn",
     "wine",
     "digits",
+    "diabetes_huber",
 }
 _CLASSIFIERS = {
     "cnn",
@@ -90,10 +93,12 @@ _CLASSIFIERS = {
     "wine",
     "lstm",
     "digits",
+    "digits_rows",
 }
 #: The classifiers with more than two classes (binary has one sigmoid output).
 _MULTICLASS = _CLASSIFIERS - {"binary"}
-#: Families whose first layer is their only hidden layer (``models.GruNet``, ``models.LstmNet``: the
+#: Families whose first layer is their only hidden layer (``models.GruNet``, ``models.LstmNet``,
+#: ``models.BiGruRows``: the
 #: recurrent layer, then the output layer). They take no ``frozen_first_on_purpose``: freezing that layer
 #: leaves a linear readout of a random recurrent net, which does not learn what the recipe learns (lstm
 #: 0.246 and 0.254 at chance 0.25, its other healthy runs 0.81-1.00; rnn 0.617 and 0.504, its others
@@ -103,7 +108,7 @@ _MULTICLASS = _CLASSIFIERS - {"binary"}
 #: scratch does not have. In every other family the first layer is one of two or more hidden layers (the
 #: transformer's is its position embedding ``pos``), and its frozen runs end within the family's healthy
 #: range (binary_keras s0 aside: 0.922 against 0.953).
-_ONE_HIDDEN_LAYER = {"rnn", "lstm"}
+_ONE_HIDDEN_LAYER = {"rnn", "lstm", "digits_rows"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -146,7 +151,17 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
 _RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3, "wine": 10}
 _WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64}
-_DROPOUT = {"binary", "softmax", "regression", "resmlp", "convbn", "wine", "lstm", "digits"}
+_DROPOUT = {
+    "binary",
+    "softmax",
+    "regression",
+    "resmlp",
+    "convbn",
+    "wine",
+    "lstm",
+    "digits",
+    "diabetes_huber",
+}
 #: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
 #: output layer) and digits's (its two ``Dropout`` layers at 0.5) are one setting in Keras.
 _KERAS_AUDIT = {"convbn": {"heavy_dropout"}, "digits": {"heavy_dropout"}}

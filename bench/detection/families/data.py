@@ -163,6 +163,22 @@ def digits_flat_stratified(rng: np.random.Generator) -> tuple[np.ndarray, np.nda
     return x, y[order], 10, len(val_idx)
 
 
+def digits_rows_stratified(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The 1,797 digits read as sequences: 8 time steps (the rows, top to bottom) of 8 features (the row's
+    pixels / 16, in [0, 1]), shape (N, 8, 8), 10 classes, with a stratified, seeded split: 360 held out in
+    the classes' proportions (35-37 of each digit), the other 1,437 for training (the held-out
+    ``digits_rows`` family's data; the digits have been images (cnn, convbn), 64-vectors (autoencoder,
+    resmlp, digits_keras), never sequences)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    y = d.target.astype(np.int64)
+    train_idx, val_idx = _stratified_split(y, 360, rng)
+    order = np.concatenate([train_idx, val_idx])
+    x = (d.images[order] / 16.0).astype(np.float32)
+    return np.ascontiguousarray(x), y[order], 10, len(val_idx)
+
+
 def _stratified_split(y: np.ndarray, n_val: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Training and validation indices, ``n_val`` held out in the classes' proportions, each side shuffled.
 

@@ -10,7 +10,14 @@ from typing import Any
 import torch
 from torch import nn
 
-ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU, "silu": nn.SiLU}
+ACTS = {
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+    "elu": nn.ELU,
+}
 
 
 class Mlp(nn.Module):
@@ -189,3 +196,19 @@ class LstmNet(nn.Module):
     def forward(self, x: Any) -> Any:
         h, _ = self.lstm(x)
         return self.out(self.drop(h[:, -1]))
+
+
+class BiGruRows(nn.Module):
+    """A one-layer bidirectional GRU over a (N, steps, features) sequence (the digits' rows); the forward
+    direction's state after the last step and the backward direction's after the first (each has read the
+    whole sequence), concatenated, to the output layer ``out`` (logits)."""
+
+    def __init__(self, in_dim: int = 8, hidden: int = 48, classes: int = 10) -> None:
+        super().__init__()
+        self.gru = nn.GRU(in_dim, hidden, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(2 * hidden, classes)
+
+    def forward(self, x: Any) -> Any:
+        h, _ = self.gru(x)
+        hidden = self.gru.hidden_size
+        return self.out(torch.cat([h[:, -1, :hidden], h[:, 0, hidden:]], dim=1))

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 from labels import Monitor
 
 from families import data
-from families.models import Conv1dNet, ConvNet, GruNet, LstmNet, Mlp, ResMlp, TinyTransformer
+from families.models import BiGruRows, Conv1dNet, ConvNet, GruNet, LstmNet, Mlp, ResMlp, TinyTransformer
 
 SAVE_INTERVAL = 4
 EVAL_BATCH = 64
@@ -41,13 +42,14 @@ class Recipe:
 
     data: str
     task: str  # classify | binary | regress | reconstruct
-    opt: str  # sgd | adam | adamw
+    opt: str  # sgd | adam | adamw | rmsprop
     lr: float
     batch: int
     epochs: int
     momentum: float = 0.0
     weight_decay: float = 0.0
-    #: "" | cosine | step | exponential | sgdr | onecycle | cosine_step (the last three per optimiser step)
+    #: "" | cosine | step | exponential | plateau (``ReduceLROnPlateau`` on the validation loss, per epoch) |
+    #: sgdr | onecycle | cosine_step | linear_step (the last four per optimiser step)
     schedule: str = ""
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
@@ -59,6 +61,9 @@ class Recipe:
     #: Keras: the output layer is a softmax (probabilities) and the cross-entropy takes them
     #: (``from_logits=False``), the Keras idiom; otherwise logits and ``from_logits=True``
     softmax_output: bool = False
+    #: the loss of a regression: "" (``MSELoss``) or "huber" (``HuberLoss(delta=1.0)``, squared below 1,
+    #: linear above, on a target standardised to unit variance)
+    loss: str = ""
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -164,7 +169,40 @@ FAMILIES: dict[str, Recipe] = {
         warmup_epochs=1,
         softmax_output=True,
     ),
+    # Held-out families (branch heldout2), defined and trained before any rule was scored on them: the digits
+    # read as sequences of 8 rows (8 pixels each) by a one-layer bidirectional GRU (48 units a direction) to
+    # a linear head, RMSprop with gradient clipping by norm (1.0) and ReduceLROnPlateau on the validation
+    # loss, on a stratified 360-digit validation set; and the diabetes regression with a Huber loss (delta 1
+    # on the standardised target), an ELU MLP [10, 64, 64, 1] without normalisation layers, AdamW (weight
+    # decay 1e-2) under a linear warmup (1 epoch) then a linear decay to 0, both per optimiser step.
+    "digits_rows": Recipe(
+        "digits_rows_stratified",
+        "classify",
+        "rmsprop",
+        3e-3,
+        32,
+        15,
+        schedule="plateau",
+        clip_norm=1.0,
+    ),
+    "diabetes_huber": Recipe(
+        "diabetes",
+        "regress",
+        "adamw",
+        3e-3,
+        16,
+        15,
+        weight_decay=1e-2,
+        schedule="linear_step",
+        warmup_epochs=1,
+        loss="huber",
+    ),
 }
+
+#: ReduceLROnPlateau's settings of the ``plateau`` schedule: halve the rate when the validation loss has not
+#: improved (PyTorch's default relative threshold 1e-4) for 2 epochs
+PLATEAU_FACTOR = 0.5
+PLATEAU_PATIENCE = 2
 
 
 @dataclass(frozen=True)
@@ -226,7 +264,12 @@ class RunResult:
 
 def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
     """The model of ``spec.family`` with the spec's mutations."""
-    act = spec.hidden_act or {"softmax": "tanh", "resmlp": "gelu", "wine": "silu"}.get(spec.family, "relu")
+    act = spec.hidden_act or {
+        "softmax": "tanh",
+        "resmlp": "gelu",
+        "wine": "silu",
+        "diabetes_huber": "elu",
+    }.get(spec.family, "relu")
     width = spec.width
     if spec.family == "cnn":
         return ConvNet(act=act, width=width or 8, depth=spec.blocks)
@@ -240,6 +283,10 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         )
     if spec.family == "lstm":
         return LstmNet(in_dim, hidden=width or 32, classes=classes, dropout=spec.dropout or 0.2)
+    if spec.family == "digits_rows":
+        return BiGruRows(in_dim, hidden=width or 48, classes=classes)
+    if spec.family == "diabetes_huber":
+        return Mlp([in_dim, *([width or 64] * spec.blocks), 1], act, dropout=spec.dropout)
     if spec.family == "conv1d":
         return Conv1dNet(act=act, width=width or 16, depth=spec.blocks, classes=classes)
     if spec.family == "wine":
@@ -290,8 +337,10 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return 0.0
     if epoch < warm:
         return lr * (epoch + 1) / (warm + 1)
-    if sched in ("sgdr", "onecycle"):
-        return lr  # the base rate; :func:`_step_scheduler` moves it every optimiser step
+    if sched in ("sgdr", "onecycle", "linear_step", "plateau"):
+        # the base rate; :func:`_step_scheduler` moves it every optimiser step, or (``plateau``) the run's
+        # ReduceLROnPlateau after each validation pass
+        return lr
     if sched == "cosine":
         return lr * 0.5 * (1 + math.cos(math.pi * (epoch - warm) / max(1, epochs - warm)))
     if sched == "step":
@@ -322,7 +371,25 @@ def _step_scheduler(spec: FamilySpec, recipe: Recipe, opt: Any, steps_per_epoch:
         return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps_per_epoch * epochs)
     if sched == "cosine_step":
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps_per_epoch * epochs)
+    if sched == "linear_step":
+        warm = max(0, recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs)
+        return torch.optim.lr_scheduler.LambdaLR(
+            opt, partial(_linear_factor, warm * steps_per_epoch, steps_per_epoch * epochs)
+        )
     return None
+
+
+def _linear_factor(warm_steps: int, total_steps: int, step: int) -> float:
+    """The ``linear_step`` schedule's factor of the base rate at optimiser step ``step``: a linear rise from
+    0 over ``warm_steps``, then a linear decay to 0 at ``total_steps`` (Hugging Face's
+    ``get_linear_schedule_with_warmup``, BERT's schedule).
+
+    >>> [round(_linear_factor(2, 6, s), 2) for s in range(7)]
+    [0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0]
+    """
+    if step < warm_steps:
+        return step / warm_steps
+    return max(0.0, (total_steps - step) / max(1, total_steps - warm_steps))
 
 
 def _warmup_from_zero(spec: FamilySpec, recipe: Recipe, opt_step: int, opt_steps_per_epoch: int) -> float:
@@ -391,12 +458,16 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         )
     elif opt_name == "adamw":
         opt = torch.optim.AdamW(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    elif opt_name == "rmsprop":
+        opt = torch.optim.RMSprop(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     else:
         opt = torch.optim.Adam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     if task == "classify":
         loss_mod: Any = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     elif task == "binary":
         loss_mod = nn.BCELoss()
+    elif recipe.loss == "huber":
+        loss_mod = nn.HuberLoss(delta=1.0)
     else:
         loss_mod = nn.MSELoss()
 
@@ -454,6 +525,11 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     opt_steps_per_epoch = math.ceil(steps_per_epoch / spec.accumulate)
     per_step = _step_scheduler(spec, recipe, opt, opt_steps_per_epoch, epochs)
     warm_epochs = recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs
+    plateau = (
+        torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=PLATEAU_FACTOR, patience=PLATEAU_PATIENCE)
+        if per_step is None and (recipe.schedule if spec.schedule is None else spec.schedule) == "plateau"
+        else None
+    )
     opt_steps = 0
 
     def forward(xb: Any) -> Any:
@@ -463,7 +539,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         return out
 
     for epoch in range(epochs):
-        if per_step is None:
+        if per_step is None and (plateau is None or epoch <= warm_epochs or _zeroed(spec, epoch)):
+            # (a plateau schedule owns the rate after the warmup: its reductions carry over)
             for group in opt.param_groups:
                 group["lr"] = _lr_at(spec, recipe, epoch, epochs)
         model.train()
@@ -551,6 +628,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             sum(scores) / weights_n if math.isfinite(sum(scores)) else 0.0,
         )
         result.final_val_acc = val_score
+        if plateau is not None and epoch >= warm_epochs:
+            plateau.step(vl)
     hook.close()
     result.labels = dict(monitor.labels)
     result.onset = monitor.onset
