@@ -69,10 +69,12 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "faded_lr_fraction": "0.001",
         },
     ),
+    # issue 29: a window in which no weight moved made no update (accumulation, a warmup's first step at rate
+    # 0); designed on the held-out diabetes_huber family (docs/RULES.md)
     (
         "WeightUpdateRatio",
         "WeightUpdateRatio",
-        {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32"},
+        {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32", "skip_idle_model": "True"},
     ),
     # issue 29: a swing counts only above 2 standard errors of an accuracy over the samples it counts (small
     # training sets); designed on the wine and iris families (docs/RULES.md)
