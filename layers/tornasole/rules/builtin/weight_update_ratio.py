@@ -154,7 +154,9 @@ class WeightUpdateRatio(BuiltinRule):
         if self.fade_out_factor > 0:
             back = max(back, self.fade_out_steps + 1)
         # fade_out_steps saved TRAIN steps may span several validation phases: room for a few
-        return back + EVAL_PHASE_ROOM * max(self.small_window, 4 if self.fade_out_factor > 0 else 1)
+        fade_windows = 4 if self.fade_out_factor > 0 else 1
+        windows = max(self.small_window, 2 if self.skip_idle_model else 1, fade_windows)
+        return back + EVAL_PHASE_ROOM * windows
 
     def _small_over_window(self, name: str, step: int, mode: ModeKeys) -> bool:
         """``small_window`` > 1: the weights moved less than ``small_threshold`` across that many saved steps
@@ -229,7 +231,9 @@ class WeightUpdateRatio(BuiltinRule):
         if len(earlier) != 1:
             return False  # weights saved at different steps: judged as without the option
         (prev,) = earlier
-        return self._idle([n for n in self.names_at(prev, ["weights"]) if n in names], prev, mode) is not True
+        judged = set(names)
+        before = [n for n in self.names_at(prev, ["weights"]) if n in judged]
+        return self._idle(before, prev, mode) is not True
 
     def invoke_at_step(self, step: int) -> bool:
         mode = self.step_mode(step)
