@@ -57,6 +57,8 @@ under SGD's momentum 0.9): that is a fade-out too, and the rule fires once it ha
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -210,17 +212,22 @@ class WeightUpdateRatio(BuiltinRule):
         (every one equal, two tensors at least: one tensor alone cannot tell a window without an update
         from a layer that stopped); None when fewer than two have a previous step to compare with."""
         compared = 0
+        for _name, _prev, w, w0 in self._windows(names, step, mode):
+            if np.shape(w) != np.shape(w0) or not np.array_equal(w, w0):
+                return False
+            compared += 1
+        return True if compared >= 2 else None
+
+    def _windows(self, names: list[str], step: int, mode: ModeKeys) -> Iterator[tuple[str, int, Any, Any]]:
+        """``(name, previous step, weights at step, weights at the previous step)`` for each of ``names``
+        saved at an earlier step of the mode, both values readable."""
         for name in names:
             prev = self._previous(name, step, mode)
             if prev is None:
                 continue
             w, w0 = self.value(name, step), self.value(name, prev)
-            if w is None or w0 is None:
-                continue
-            if np.shape(w) != np.shape(w0) or not np.array_equal(w, w0):
-                return False
-            compared += 1
-        return True if compared >= 2 else None
+            if w is not None and w0 is not None:
+                yield name, prev, w, w0
 
     def _idle_window_alone(self, names: list[str], step: int, mode: ModeKeys) -> bool:
         """``skip_idle_model``: the window ending at ``step`` made no update anywhere, and the window before
@@ -245,15 +252,7 @@ class WeightUpdateRatio(BuiltinRule):
             [n for n in names if n not in frozen], step, mode
         ):
             return False
-        for name in names:
-            if name in frozen:
-                continue
-            prev = self._previous(name, step, mode)
-            if prev is None:
-                continue
-            w, w0 = self.value(name, step), self.value(name, prev)
-            if w is None or w0 is None:
-                continue
+        for name, prev, w, w0 in self._windows([n for n in names if n not in frozen], step, mode):
             ratio = float(np.linalg.norm((w - w0).ravel()) / (np.linalg.norm(w0.ravel()) + self.epsilon))
             small = ratio < self.small_threshold and (
                 self.small_window == 1 or self._small_over_window(name, step, mode)
