@@ -35,11 +35,12 @@ done
 
 mkdir -p build
 log=$(mktemp build/pytest-first.XXXXXX.log)
-trap 'rm -f "$log"' EXIT
+first_pid=""
+# on any exit the log goes; interrupted, the first session goes too (its pid is set once it started)
+trap '[ -n "$first_pid" ] && kill "$first_pid" 2>/dev/null; rm -f "$log"' EXIT
 
 "$python" -m pytest -q -o cache_dir=build/pytest-cache-first "${first[@]}" >"$log" 2>&1 &
 first_pid=$!
-trap 'kill "$first_pid" 2>/dev/null || true; rm -f "$log"' EXIT  # interrupted: the first session goes too
 status_rest=0
 "$python" -m pytest -q "${rest[@]}" "${base[@]}" || status_rest=$?
 status_first=0

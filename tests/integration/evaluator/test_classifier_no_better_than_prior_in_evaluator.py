@@ -58,3 +58,53 @@ def test_a_classifier_that_beats_the_prior_is_quiet_in_the_evaluator(stack: Stac
     status, details = _run(stack, skill=0.6)["ClassifierNoBetterThanPrior"]
     assert status == "NoIssuesFound", details
     assert not details.startswith("NothingEvaluated"), details  # it read the prediction and target, judged
+
+
+def _plateau_run(stack: Stack, labels_seen: str) -> dict[str, tuple[str, str]]:
+    """Six epochs of a 4-class classifier (CrossEntropyLoss) at the prior for two passes, then logits
+    growing 3x a pass toward ``labels_seen``: the validation labels themselves (a plateau being left, the
+    lstm family's healthy runs) or labels independent of them (a model fitted to shuffled labels)."""
+    labels = np.arange(256) % 4
+    seen = labels if labels_seen == "own" else np.random.default_rng(1).permutation(labels)
+    noise = np.random.default_rng(0).normal(0.0, 0.5, (256, 4))
+    strengths = [0.0, 0.0, 0.05, 0.15, 0.45, 0.9]
+    per_epoch = TRAIN_STEPS + EVAL_STEPS
+
+    def mode_of(step: int) -> ModeKeys:
+        return ModeKeys.TRAIN if step % per_epoch < TRAIN_STEPS else ModeKeys.EVAL
+
+    def tensors(step: int) -> dict[str, np.ndarray]:
+        saved = {"CrossEntropyLoss_output_0": np.float32(1.4)}
+        if mode_of(step) == ModeKeys.EVAL:
+            rows = slice((step % per_epoch - TRAIN_STEPS) * 128, (step % per_epoch - TRAIN_STEPS + 1) * 128)
+            logits = noise + strengths[step // per_epoch] * np.eye(4)[seen]
+            saved.update(
+                {
+                    "CrossEntropyLoss_input_0": logits[rows].astype(np.float32),
+                    "CrossEntropyLoss_input_1": labels[rows],
+                }
+            )
+        return saved
+
+    return run_in_evaluator(stack, [RULE], 6 * per_epoch, tensors, collections=COLLECTIONS, mode_of=mode_of)
+
+
+def test_a_plateau_being_left_is_quiet_in_the_evaluator_and_its_shuffled_twin_fires(stack: Stack) -> None:
+    """The recommended learning_z/learning_growth, one notification at a time: each pass's permutation
+    statistic needs the pass before it, which the evaluator reads as history."""
+    status, details = _plateau_run(stack, "own")["ClassifierNoBetterThanPrior"]
+    assert status == "NoIssuesFound", details
+    assert not details.startswith("NothingEvaluated"), details
+    offline = invoke_rule(create_rule("ClassifierNoBetterThanPrior", create_trial(TRIAL), **PARAMS))
+    assert not offline.fired
+    without = {k: v for k, v in PARAMS.items() if k != "learning_z"}
+    assert invoke_rule(create_rule("ClassifierNoBetterThanPrior", create_trial(TRIAL), **without)).fired
+
+
+def test_shuffled_labels_fire_in_the_evaluator_as_offline(stack: Stack) -> None:
+    status, details = _plateau_run(stack, "other")["ClassifierNoBetterThanPrior"]
+    assert status == "IssuesFound", details
+    offline = invoke_rule(create_rule("ClassifierNoBetterThanPrior", create_trial(TRIAL), **PARAMS))
+    assert offline.first_step == 4 * (TRAIN_STEPS + EVAL_STEPS) - 1  # the 4th pass's end
+    assert f"step {offline.first_step} " in details
+    assert "none learning: permutation z >= 2" in details

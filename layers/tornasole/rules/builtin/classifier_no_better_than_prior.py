@@ -36,6 +36,18 @@ Fires at an EVAL step once there are ``min_passes`` passes when each of the newe
 has pseudo-R^2 <= ``max_pseudo_r2``. Why patience: a slow starter (a warmup, a small learning rate) sits at
 the prior for its first passes; why ``consecutive``: one bad pass of a noisy run is not a verdict.
 
+With ``learning_z`` (off by default; 2 in the recommended set), a pass at or below the bound whose model is
+learning is not judged: its predictions tell their own labels better than the labels permuted among the
+pass's samples, a paired one-sided test at z >= ``learning_z`` (Ojala and Garriga 2010, "Permutation tests
+for studying classifier performance", test 1, in its expectation over the permutations, each sample's
+baseline the frequencies of the *other* samples' labels so that its own label cannot bias it), and that
+mean gain is at least ``learning_growth`` x the previous pass's. Why: a net on a plateau at chance (a
+recurrent net finding a long-range dependency) learns a little about each sample before its loss moves,
+and that little grows pass over pass; shuffled labels, inputs that do not reach the model, a learning rate
+far off or zeroed leave no information that grows. A model fitted to shuffled training labels can carry a
+small, chance, information about the true validation labels (z 2-5 in the families benchmark): it does not
+double from pass to pass.
+
 What stays quiet, and why:
 
 * any classifier that beats the class prior by more than ``max_pseudo_r2`` of its entropy;
@@ -58,6 +70,9 @@ from tornasole.rules.params import Param
 
 __all__ = [
     "ClassifierNoBetterThanPrior",
+    "binary_permutation_gains",
+    "categorical_permutation_gains",
+    "permutation_z",
     "binary_cross_entropies",
     "categorical_cross_entropies",
     "binary_null_entropy",
@@ -109,6 +124,31 @@ def categorical_null_entropy(class_totals: np.ndarray) -> float:
     return float(_xlogy_entropy(totals / totals.sum()).sum())
 
 
+def _binary_log_likelihoods(
+    prediction: np.ndarray, target: np.ndarray, inputs: str, keras: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(log p, log (1 - p), target)`` of one batch, each ``(samples, columns)``, read as the loss reads
+    the prediction; None when the batch cannot be read (see :func:`binary_cross_entropies`)."""
+    p, t = np.asarray(prediction, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    if p.shape != t.shape or p.ndim == 0 or p.size == 0:
+        return None
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))) or t.min() < 0 or t.max() > 1:
+        return None
+    if inputs == "logits":
+        log_p = -np.logaddexp(0.0, -p)  # log sigmoid(x)
+        log_1p = -np.logaddexp(0.0, p)  # log (1 - sigmoid(x))
+    else:
+        if p.min() < 0 or p.max() > 1:
+            return None  # BCELoss refuses probabilities outside [0, 1]
+        if keras:
+            p = np.clip(p, _KERAS_EPSILON, 1.0 - _KERAS_EPSILON)
+        with np.errstate(divide="ignore"):
+            log_p = np.maximum(np.log(p), _TORCH_LOG_FLOOR)
+            log_1p = np.maximum(np.log1p(-p), _TORCH_LOG_FLOOR)
+    rows = len(p) if p.ndim > 1 else p.size
+    return log_p.reshape(rows, -1), log_1p.reshape(rows, -1), t.reshape(rows, -1)
+
+
 def binary_cross_entropies(
     prediction: np.ndarray, target: np.ndarray, inputs: str, keras: bool = False
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -129,25 +169,11 @@ def binary_cross_entropies(
     >>> binary_cross_entropies(np.zeros((4, 1)), np.zeros(4), "logits") is None  # (4, 1) against (4,)
     True
     """
-    p, t = np.asarray(prediction, dtype=np.float64), np.asarray(target, dtype=np.float64)
-    if p.shape != t.shape or p.ndim == 0 or p.size == 0:
+    logs = _binary_log_likelihoods(prediction, target, inputs, keras)
+    if logs is None:
         return None
-    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(t))) or t.min() < 0 or t.max() > 1:
-        return None
-    if inputs == "logits":
-        log_p = -np.logaddexp(0.0, -p)  # log sigmoid(x)
-        log_1p = -np.logaddexp(0.0, p)  # log (1 - sigmoid(x))
-    else:
-        if p.min() < 0 or p.max() > 1:
-            return None  # BCELoss refuses probabilities outside [0, 1]
-        if keras:
-            p = np.clip(p, _KERAS_EPSILON, 1.0 - _KERAS_EPSILON)
-        with np.errstate(divide="ignore"):
-            log_p = np.maximum(np.log(p), _TORCH_LOG_FLOOR)
-            log_1p = np.maximum(np.log1p(-p), _TORCH_LOG_FLOOR)
-    ce = -(t * log_p + (1.0 - t) * log_1p)
-    rows = len(p) if p.ndim > 1 else p.size
-    return ce.reshape(rows, -1), t.reshape(rows, -1)
+    log_p, log_1p, t = logs
+    return -(t * log_p + (1.0 - t) * log_1p), t
 
 
 def categorical_cross_entropies(
@@ -174,6 +200,21 @@ def categorical_cross_entropies(
     >>> categorical_cross_entropies(logits, np.array([0, 3]), "logits", 1) is None  # class 3 of 3
     True
     """
+    read = _categorical_log_probabilities(prediction, target, inputs, class_axis, keras)
+    if read is None:
+        return None
+    log_p, t = read
+    if t.ndim == 2:  # distributions over the classes
+        return -(t * log_p).sum(axis=1), t.sum(axis=0)
+    return -log_p[np.arange(len(t)), t], np.bincount(t, minlength=log_p.shape[1]).astype(np.float64)
+
+
+def _categorical_log_probabilities(
+    prediction: np.ndarray, target: np.ndarray, inputs: str, class_axis: int, keras: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(log-probabilities (samples, classes), target)`` of one batch, the target class ids
+    ``(samples,)`` (``ignore_index`` rows left out of both) or distributions ``(samples, classes)``; None
+    when the batch cannot be read (see :func:`categorical_cross_entropies`)."""
     p, t = np.asarray(prediction, dtype=np.float64), np.asarray(target)
     if p.ndim < 2 or p.size == 0 or not np.all(np.isfinite(p)):
         return None
@@ -200,7 +241,7 @@ def categorical_cross_entropies(
         t = np.moveaxis(t.astype(np.float64), axis, -1).reshape(-1, n_classes)
         if not np.all(np.isfinite(t)) or t.min() < 0 or t.max() > 1:
             return None
-        return -(t * log_p).sum(axis=1), t.sum(axis=0)
+        return log_p, t
     if t.shape != id_shape:
         return None
     ids = t.astype(np.float64).reshape(-1)
@@ -213,8 +254,7 @@ def categorical_cross_entropies(
     ids, log_p = ids[keep], log_p[keep]
     if ids.size == 0 or ids.min() < 0 or ids.max() >= n_classes:
         return None
-    totals = np.bincount(ids, minlength=n_classes).astype(np.float64)
-    return -log_p[np.arange(len(ids)), ids], totals
+    return log_p, ids
 
 
 def pooled_pseudo_r2(batches: list[tuple[np.ndarray, np.ndarray]], binary: bool) -> float | None:
@@ -251,6 +291,69 @@ def pooled_pseudo_r2(batches: list[tuple[np.ndarray, np.ndarray]], binary: bool)
     if not null_total > 0:
         return None
     return 1.0 - float(ce.sum()) / null_total
+
+
+def binary_permutation_gains(
+    logs: tuple[np.ndarray, np.ndarray, np.ndarray], sums: np.ndarray, samples: int, columns: np.ndarray
+) -> np.ndarray:
+    """Per-sample gains of one batch of a binary loss (``logs``: ``(log p, log (1 - p), target)`` as
+    :func:`_binary_log_likelihoods` reads them): the sample's cross-entropy against the pass's other
+    labels (their frequency, ``(sums - target) / (samples - 1)``, ``sums`` the pass's target sums per
+    column) minus its cross-entropy against its own label, summed over ``columns``.
+
+    Examples
+    --------
+    >>> logs = (np.log([[0.9], [0.1]]), np.log([[0.1], [0.9]]), np.array([[1.0], [0.0]]))
+    >>> binary_permutation_gains(logs, np.array([1.0]), 2, np.array([True])).round(4).tolist()
+    [2.1972, 2.1972]
+    """
+    log_p, log_1p, t = logs
+    others = (sums - t) / (samples - 1)
+    against_others = -(others * log_p + (1.0 - others) * log_1p)
+    against_own = -(t * log_p + (1.0 - t) * log_1p)
+    return (against_others - against_own)[:, columns].sum(axis=1)
+
+
+def categorical_permutation_gains(
+    read: tuple[np.ndarray, np.ndarray], totals: np.ndarray, samples: int
+) -> np.ndarray:
+    """Per-sample gains of one batch of a categorical loss (``read``: ``(log-probabilities, target)`` as
+    :func:`_categorical_log_probabilities` reads them): the sample's cross-entropy against the pass's
+    other labels (their class frequencies, ``(totals - target) / (samples - 1)``, ``totals`` the pass's
+    per-class totals) minus its cross-entropy against its own label.
+
+    Examples
+    --------
+    >>> log_p = np.log(np.array([[0.9, 0.1], [0.1, 0.9]]))
+    >>> categorical_permutation_gains((log_p, np.array([0, 1])), np.array([1.0, 1.0]), 2).round(4).tolist()
+    [2.1972, 2.1972]
+    """
+    log_p, t = read
+    own = -(t * log_p).sum(axis=1) if t.ndim == 2 else -log_p[np.arange(len(t)), t]
+    return (-(log_p @ totals) - own) / (samples - 1) - own
+
+
+def permutation_z(gains: np.ndarray) -> tuple[float, float] | None:
+    """``(mean, z)`` of a pass's per-sample permutation gains: z = mean / its standard error, the paired
+    statistic of a one-sided test that the predictions tell their own labels better than the same
+    predictions would tell the labels shuffled among the samples (Ojala and Garriga 2010, "Permutation
+    tests for studying classifier performance", test 1, in its expectation over the permutations). None
+    with fewer than 8 samples or gains of no spread.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in permutation_z(np.array([0.1, 0.3] * 8))]  # sd 0.1033, se 0.0258
+    [0.2, 7.746]
+    >>> permutation_z(np.ones(4)) is None
+    True
+    """
+    if gains.size < 8:
+        return None
+    sd = float(np.std(gains, ddof=1))
+    if not sd > 0:
+        return None
+    mean = float(np.mean(gains))
+    return mean, mean / (sd / float(np.sqrt(gains.size)))
 
 
 def cross_entropy_kind(loss: str) -> tuple[bool, str] | None:
@@ -309,6 +412,20 @@ class ClassifierNoBetterThanPrior(PassScoreRule):
             "a pass with McFadden's pseudo-R^2 at or below this is no better than the class prior",
         ),
         Param("consecutive", "int", "2", "newest passes that must all be at or below max_pseudo_r2"),
+        Param(
+            "learning_z",
+            "float",
+            "0",
+            "a pass whose predictions tell their own labels better than the labels permuted among the pass's "
+            "samples (one-sided paired z at or above this) by learning_growth x the previous pass's gain is "
+            "a model leaving a plateau: not judged; 0: off",
+        ),
+        Param(
+            "learning_growth",
+            "float",
+            "2",
+            "with learning_z: the factor by which the permutation gain must grow from one pass to the next",
+        ),
     )
 
     BOUND_PARAM = "max_pseudo_r2"
@@ -337,10 +454,86 @@ class ClassifierNoBetterThanPrior(PassScoreRule):
             batches = [b for b in batches if b[1].shape[-1] == batches[0][1].shape[-1]]
         return pooled_pseudo_r2(batches, binary)
 
+    def check_params(self) -> None:
+        super().check_params()
+        if self.learning_z < 0:
+            raise self.param_error("learning_z", f"value {self.learning_z} must be >= 0 (0: off)")
+        if not self.learning_growth > 0:
+            raise self.param_error("learning_growth", f"value {self.learning_growth} must be > 0")
+
+    def still_learning(self, feed: LossFeed, passes: list[list[int]], index: int) -> bool:
+        """With ``learning_z``: the pass's predictions tell their own labels better than the labels
+        permuted (:func:`permutation_z` at or above ``learning_z``), by ``learning_growth`` x the previous
+        pass's mean gain at least. Why: a net on a plateau at chance (a recurrent net finding a long-range
+        dependency) first learns a little about each sample, and that little grows pass over pass; shuffled
+        labels, inputs that do not reach the model and a learning rate far off leave nothing that grows
+        (a model fitted to shuffled labels can carry a small, chance, information about the true ones: it
+        does not double)."""
+        if not self.learning_z or index < 1:
+            return False
+        now, before = self._permutation(feed, passes[index]), self._permutation(feed, passes[index - 1])
+        if now is None or before is None:
+            return False
+        return now[1] >= self.learning_z and now[0] >= self.learning_growth * before[0]
+
+    def _permutation(self, feed: LossFeed, steps: list[int]) -> tuple[float, float] | None:
+        """:func:`permutation_z` of one pass, once per pass. Two readings of its batches: the pass's label
+        totals first (what each sample's "other labels" are), then each batch's gains; no pass-sized
+        array of probabilities is held (a language model's vocabulary)."""
+        cache = self.__dict__.setdefault("_permutation_cache", {})
+        key = (feed, steps[0], len(steps))
+        if key not in cache:
+            cache[key] = self._permutation_of(feed, steps)
+        return cache[key]
+
+    def _permutation_of(self, feed: LossFeed, steps: list[int]) -> tuple[float, float] | None:
+        binary, inputs = cross_entropy_kind(feed.loss)
+        keras = feed.same_rank
+
+        def reads():
+            width = None
+            for p, t in self.pass_batches(feed, steps):
+                p, t = np.asarray(p), np.asarray(t)
+                if binary:
+                    if keras and p.shape == (*t.shape, 1):
+                        t = t.reshape(p.shape)
+                    read = _binary_log_likelihoods(p, t, inputs, keras)
+                else:
+                    read = _categorical_log_probabilities(p, t, inputs, feed.class_axis, keras)
+                if read is None:
+                    continue
+                width = read[0].shape[1] if width is None else width
+                if read[0].shape[1] == width:  # one width per pass, as the score reads it
+                    yield read
+
+        samples, totals = 0, None
+        for read in reads():
+            target = read[-1]
+            if binary or target.ndim == 2:
+                add = target.sum(axis=0)
+            else:
+                add = np.bincount(target, minlength=read[0].shape[1]).astype(np.float64)
+            samples += len(target)
+            totals = add if totals is None else totals + add
+        if totals is None or samples < 8:
+            return None
+        if binary:
+            columns = binary_null_entropy(totals[None, :] / samples) > 0
+            gains = [binary_permutation_gains(r, totals, samples, columns) for r in reads()]
+        else:
+            gains = [categorical_permutation_gains(r, totals, samples) for r in reads()]
+        return permutation_z(np.concatenate(gains))
+
     def finding(self, feed: LossFeed, scores: str, passes: int) -> str:
+        learning = (
+            f" (none learning: permutation z >= {self.fmt(self.learning_z)} with a "
+            f"{self.fmt(self.learning_growth)}x gain)"
+            if self.learning_z
+            else ""
+        )
         return (
             f"{feed.prediction} against {feed.target} ({feed.loss}): validation pseudo-R^2 {scores} in "
-            f"the newest {self.consecutive} of {passes} passes, at or below max_pseudo_r2 "
+            f"the newest {self.consecutive} of {passes} passes{learning}, at or below max_pseudo_r2 "
             f"{self.fmt(self.max_pseudo_r2)}: the classifier predicts no better than the class "
             "frequencies"
         )

@@ -73,6 +73,11 @@ class PassScoreRule(BuiltinRule):
     def score_pass(self, feed: LossFeed, steps: list[int]) -> float | None:
         """The pooled score of the validation pass of ``steps`` (None: not judged)."""
 
+    def still_learning(self, feed: LossFeed, passes: list[list[int]], index: int) -> bool:
+        """Whether ``passes[index]``, scored at or below the bound, is nonetheless a model on its way out of
+        a plateau and so not judged (none is, unless a subclass says so)."""
+        return False
+
     @abstractmethod
     def finding(self, feed: LossFeed, scores: str, passes: int) -> str:
         """The finding's message: ``scores`` the newest passes' scores, shown; ``passes`` how many passes
@@ -123,6 +128,9 @@ class PassScoreRule(BuiltinRule):
                 continue  # the newest pass is judged once, whole
             newest = [self._score(feed, p) for p in passes[-self.consecutive :]]
             if any(r is None or r > bound for r in newest):
+                continue
+            first = len(passes) - self.consecutive
+            if any(self.still_learning(feed, passes, i) for i in range(first, len(passes))):
                 continue
             self.report_issue(
                 self.finding(feed, ", ".join(self.fmt(r) for r in newest), len(passes)),

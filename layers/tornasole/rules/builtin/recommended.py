@@ -121,8 +121,14 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # regression families, the threshold above bench/detection's healthy unscaled inputs (docs/RULES.md)
     ("InputsNotNormalized", "InputsNotNormalized", {"threshold": "40"}),
     # issue 29: a cross-entropy classifier no better than the class prior (McFadden's pseudo-R^2); designed
-    # on the binary family, 5% of the prior's entropy above the textbook pseudo-R^2 <= 0 (docs/RULES.md)
-    ("ClassifierNoBetterThanPrior", "ClassifierNoBetterThanPrior", {"max_pseudo_r2": "0.05"}),
+    # on the binary family, 5% of the prior's entropy above the textbook pseudo-R^2 <= 0; a pass whose
+    # predictions' information about its own labels (a permutation test) at least doubled since the pass
+    # before, at z >= 2, is a plateau being left (designed on the lstm family; docs/RULES.md)
+    (
+        "ClassifierNoBetterThanPrior",
+        "ClassifierNoBetterThanPrior",
+        {"max_pseudo_r2": "0.05", "learning_z": "2", "learning_growth": "2"},
+    ),
     # issue 29: a cross-entropy that climbed to 2x chance in its first saved steps and then sat at chance for
     # three validation passes (Bengio 2012: the learning rate is too high); designed on the resmlp family and
     # bench/detection's run.py splits, judged on families built after it (docs/RULES.md)
