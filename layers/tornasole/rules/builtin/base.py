@@ -149,16 +149,20 @@ class BuiltinRule(Rule):
         ``weights/fc1.weight``), a ``Grad`` suffix aside (the Keras hook's ``gradients/net/fc1/kernelGrad``
         for ``weights/net/fc1/kernel``). A step that saved no gradient says nothing: the empty set.
         """
-        grads = self.names_at(step, ["gradients"])
-        if not grads:
+        if not self.names_at(step, ["gradients"]):
             return set()
-        grads = [g[: -len("Grad")] if g.endswith("Grad") else g for g in grads]
-        tails = {g.split("/", 1)[1] for g in grads if "/" in g}
+        return {w for w in weights if self.gradient_of(step, w) is None}
 
-        def has_gradient(w: str) -> bool:
-            return any(g.endswith("/" + w) for g in grads) or (w.split("/", 1)[-1] in tails)
-
-        return {w for w in weights if not has_gradient(w)}
+    def gradient_of(self, step: int, weight: str) -> str | None:
+        """The name of ``weight``'s gradient saved at ``step``, matched as :meth:`frozen_on_purpose` says;
+        None when the step saved none for it."""
+        for g in self.names_at(step, ["gradients"]):
+            bare = g[: -len("Grad")] if g.endswith("Grad") else g
+            if bare.endswith("/" + weight) or (
+                "/" in bare and bare.split("/", 1)[1] == weight.split("/", 1)[-1]
+            ):
+                return g
+        return None
 
     def step_mode(self, step: int, trial: Any = None) -> ModeKeys:
         """Mode of global ``step`` (GLOBAL when the trial does not know it)."""

@@ -34,9 +34,12 @@ the loss scaler skipped, or the first update of a warmup that starts at rate 0 (
 optimiser step the rate 0). Such a window fires only when the window before it was idle too: a model that
 stopped moving altogether (a scheduler that zeroed the rate) fires one saved step later than before, and
 a layer the optimiser never sees, while the others move, fires as before. One tensor alone cannot tell the
-two apart and is judged as without the option. Designed on the families benchmark's held-out
-``diabetes_huber`` (gradient accumulation of 4 batches under a warmup from 0: the weights saved at steps 0
-and 4 are identical on both healthy seeds).
+two apart and is judged as without the option. Nor is a window skipped when every one of those weights has
+a gradient saved at the step and all of them are exactly zero: a model that cannot move (every ReLU dead)
+is judged at once, where accumulated, skipped or warmed-up-from-0 updates still have their gradients.
+Designed on the families benchmark's held-out ``diabetes_huber`` (gradient accumulation of 4 batches under
+a warmup from 0: the weights saved at steps 0 and 4 are identical on both healthy seeds); the dead-model
+exception on ``bench/detection/run.py``'s dying-ReLU runs (every hidden gradient exactly zero).
 
 ``fade_out_factor`` (0, off, by default): a weight whose ratio fell below ``small_threshold`` after its
 last ratio above it (within ``fade_out_steps`` saved steps of the mode) was already at most
@@ -232,7 +235,7 @@ class WeightUpdateRatio(BuiltinRule):
     def _idle_window_alone(self, names: list[str], step: int, mode: ModeKeys) -> bool:
         """``skip_idle_model``: the window ending at ``step`` made no update anywhere, and the window before
         it did or there is none (a window without an update, not a stop)."""
-        if self._idle(names, step, mode) is not True:
+        if self._idle(names, step, mode) is not True or self._gradients_all_zero(names, step):
             return False
         earlier = {self._previous(name, step, mode) for name in names} - {None}
         if len(earlier) != 1:
@@ -241,6 +244,19 @@ class WeightUpdateRatio(BuiltinRule):
         judged = set(names)
         before = [n for n in self.names_at(prev, ["weights"]) if n in judged]
         return self._idle(before, prev, mode) is not True
+
+    def _gradients_all_zero(self, names: list[str], step: int) -> bool:
+        """Every weight of ``names`` (two at least) has a gradient saved at ``step``, and every one is exactly
+        zero: a model that cannot move (every ReLU dead), judged at once, not a window without an update
+        (accumulated, skipped or warmed-up-from-0 updates still have their gradients)."""
+        grads = [self.gradient_of(step, name) for name in names]
+        if len(grads) < 2 or None in grads:
+            return False
+        for grad in grads:
+            value = self.value(grad, step)
+            if value is None or np.any(np.asarray(value) != 0):  # NaN != 0: not a dead model
+                return False
+        return True
 
     def invoke_at_step(self, step: int) -> bool:
         mode = self.step_mode(step)
