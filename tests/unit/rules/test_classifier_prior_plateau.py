@@ -16,7 +16,7 @@ import pytest
 
 from tornasole.exceptions import RuleParameterError
 from tornasole.modes import EVAL, TRAIN
-from tornasole.rules import invoke_rule, recommended_rules
+from tornasole.rules import invoke_rule
 from tornasole.rules.builtin.classifier_no_better_than_prior import (
     ClassifierNoBetterThanPrior,
     binary_cross_entropies,
@@ -26,6 +26,7 @@ from tornasole.rules.builtin.classifier_no_better_than_prior import (
     permutation_z,
     pooled_pseudo_r2,
 )
+from tornasole.rules.builtin.recommended import RECOMMENDED
 
 COLLS = {"losses": ["[Ll]oss_(?!input).*output"], "loss_inputs": ["[Ll]oss_input_[01]$"]}
 SAMPLES, BATCHES, CLASSES = 256, 4, 4
@@ -35,13 +36,8 @@ OTHER = np.random.default_rng(1).permutation(LABELS)
 NOISE = np.random.default_rng(0).normal(0.0, 0.5, (SAMPLES, CLASSES))
 
 
-def _recommended_params() -> dict[str, str]:
-    (params,) = [
-        c["RuleParameters"]
-        for c in recommended_rules()
-        if c["RuleConfigurationName"] == "ClassifierNoBetterThanPrior"
-    ]
-    return {k: v for k, v in params.items() if k != "rule_to_invoke"}
+#: The recommended set's parameters of the rule.
+(RECOMMENDED_PARAMS,) = [p for name, _, p in RECOMMENDED if name == "ClassifierNoBetterThanPrior"]
 
 
 # --- the gains, against hand-computed values ----------------------------------------------------------
@@ -150,7 +146,7 @@ def test_a_plateau_being_left_is_quiet_with_the_recommended_parameters(trial_fac
     assert all(pr2 <= 0.05 for pr2, _, _ in stats[:4]), stats
     assert all(stats[i][2] >= 2 and stats[i][1] >= 2 * stats[i - 1][1] for i in (2, 3)), stats
     trial = _trace(trial_factory, LEAVING, LABELS)
-    params = _recommended_params()
+    params = RECOMMENDED_PARAMS
     assert params["learning_z"] == "2"
     assert params["learning_growth"] == "2"
     assert _fired_passes(trial, max_pseudo_r2="0.05") == [4]  # without the option: the fourth pass fires
@@ -165,8 +161,8 @@ def test_shuffled_labels_fire_though_the_model_learns_something_else(trial_facto
     stats = [_pass_statistics(s, OTHER) for s in LEAVING]
     assert all(z < 2 for _, _, z in stats), stats
     trial = _trace(trial_factory, LEAVING, OTHER)
-    assert _fired_passes(trial, **_recommended_params()) == [4, 5, 6]
-    finding = invoke_rule(ClassifierNoBetterThanPrior(trial, **_recommended_params())).fired[0]
+    assert _fired_passes(trial, **RECOMMENDED_PARAMS) == [4, 5, 6]
+    finding = invoke_rule(ClassifierNoBetterThanPrior(trial, **RECOMMENDED_PARAMS)).fired[0]
     assert "passes (none learning: permutation z >= 2 with a 2x gain)" in finding.details
 
 
@@ -177,7 +173,7 @@ def test_a_fixed_weak_signal_fires_it_does_not_grow(trial_factory):
     assert pr2 <= 0.05, pr2
     assert z > 3, z
     trial = _trace(trial_factory, [0.1] * 6, LABELS)
-    assert _fired_passes(trial, **_recommended_params()) == [4, 5, 6]
+    assert _fired_passes(trial, **RECOMMENDED_PARAMS) == [4, 5, 6]
 
 
 def test_a_binary_plateau_being_left_is_read_per_column(trial_factory):
@@ -208,7 +204,7 @@ def test_a_binary_plateau_being_left_is_read_per_column(trial_factory):
     assert all(r <= 0.05 for r in pr2[:4]), pr2  # the premise: four passes at or below the set's bound
     trial = trial_factory(steps, COLLS)
     assert invoke_rule(ClassifierNoBetterThanPrior(trial, max_pseudo_r2="0.05")).fired
-    assert not invoke_rule(ClassifierNoBetterThanPrior(trial, **_recommended_params())).fired
+    assert not invoke_rule(ClassifierNoBetterThanPrior(trial, **RECOMMENDED_PARAMS)).fired
 
 
 @pytest.mark.parametrize(
