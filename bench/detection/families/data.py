@@ -192,3 +192,38 @@ def _stratified_split(y: np.ndarray, n_val: int, rng: np.random.Generator) -> tu
         val.append(members[:k])
         train.append(members[k:])
     return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(val))
+
+
+def delayed_recall(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic delayed recall: 1,500 sequences of 20 steps, each step one of 6 symbols one-hot (channels
+    0-5) and a marker channel (6) set at one step drawn uniformly from the first half; the class is the
+    marked symbol (6 classes, chance 1/6). The symbol must be held across 10 to 19 later steps of
+    distractors and read from the last state (the held-out ``recall_gru`` family's data; :func:`marked_signs`
+    has real values and two marks, :func:`sum_sequences` no memory at all). 300 held out."""
+    n, steps, k = 1500, 20, 6
+    symbols = rng.integers(0, k, size=(n, steps))
+    marked = rng.integers(0, steps // 2, size=n)
+    rows = np.arange(n)
+    x = np.zeros((n, steps, k + 1), dtype=np.float32)
+    x[rows[:, None], np.arange(steps)[None, :], symbols] = 1.0
+    x[rows, marked, k] = 1.0
+    return x, symbols[rows, marked].astype(np.int64), k, 300
+
+
+def induction_pairs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic induction (copy) task: 3,000 sequences of 16 tokens from a vocabulary of 10. A token A
+    appears exactly twice, at a random position p in 0-13 and at the last position; the class is B, the
+    token that followed A at p + 1 (every other token is drawn from the nine that are not A, so the answer
+    is unique; chance 1/9). Solving it takes a previous-token step and a match-and-copy step (Olsson et al.
+    2022, "In-context learning and induction heads"): the held-out ``induction_tf`` family's data; the
+    ``transformer`` family's :func:`first_token` counts tokens. 300 held out."""
+    n, steps, vocab = 3000, 16, 10
+    a = rng.integers(0, vocab, size=n)
+    x = rng.integers(0, vocab - 1, size=(n, steps))
+    x = x + (x >= a[:, None])  # the nine tokens other than A
+    rows = np.arange(n)
+    p = rng.integers(0, steps - 2, size=n)
+    y = x[rows, p + 1].copy()
+    x[rows, p] = a
+    x[:, -1] = a
+    return x.astype(np.int64), y.astype(np.int64), vocab, 300

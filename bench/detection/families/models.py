@@ -212,3 +212,56 @@ class BiGruRows(nn.Module):
         h, _ = self.gru(x)
         hidden = self.gru.hidden_size
         return self.out(torch.cat([h[:, -1, :hidden], h[:, 0, hidden:]], dim=1))
+
+
+class StackedGru(nn.Module):
+    """A two-layer GRU (one ``nn.GRU`` module of ``layers`` stacked layers, ``hidden`` units each) over a
+    (N, steps, features) sequence, the top layer's state after the last step to the output layer ``out``
+    (logits)."""
+
+    def __init__(self, in_dim: int = 7, hidden: int = 48, classes: int = 6, layers: int = 2) -> None:
+        super().__init__()
+        self.gru = nn.GRU(in_dim, hidden, num_layers=layers, batch_first=True)
+        self.out = nn.Linear(hidden, classes)
+
+    def forward(self, x: Any) -> Any:
+        h, _ = self.gru(x)
+        return self.out(h[:, -1])
+
+
+class AttentionOnly(nn.Module):
+    """A tiny attention-only transformer: token and learned position embeddings (``embed``, ``pos``: both
+    ``nn.Embedding``, the token embedding first), ``layers`` pre-norm causal self-attention blocks
+    ``h + attn<i>(attn<i>_norm(h))`` (``heads`` heads, no MLP, no dropout), a final LayerNorm ``norm`` and the
+    output layer ``out`` read at the last position only (logits)."""
+
+    def __init__(
+        self,
+        vocab: int = 10,
+        length: int = 16,
+        d: int = 32,
+        heads: int = 2,
+        layers: int = 2,
+        classes: int = 10,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(length, d)
+        self.blocks: list[tuple[str, str]] = []
+        for i in range(1, layers + 1):
+            setattr(self, f"attn{i}_norm", nn.LayerNorm(d))
+            setattr(self, f"attn{i}", nn.MultiheadAttention(d, heads, batch_first=True))
+            self.blocks.append((f"attn{i}_norm", f"attn{i}"))
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, classes)
+        self.register_buffer("causal", torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1))
+
+    def forward(self, x: Any) -> Any:
+        steps = x.shape[1]
+        h = self.embed(x) + self.pos(torch.arange(steps, device=x.device))
+        mask = self.causal[:steps, :steps]
+        for norm, attn in self.blocks:
+            q = getattr(self, norm)(h)
+            a, _ = getattr(self, attn)(q, q, q, attn_mask=mask, need_weights=False)
+            h = h + a
+        return self.out(self.norm(h[:, -1]))

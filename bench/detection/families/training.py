@@ -30,7 +30,18 @@ import numpy as np
 from labels import Monitor
 
 from families import data
-from families.models import BiGruRows, Conv1dNet, ConvNet, GruNet, LstmNet, Mlp, ResMlp, TinyTransformer
+from families.models import (
+    AttentionOnly,
+    BiGruRows,
+    Conv1dNet,
+    ConvNet,
+    GruNet,
+    LstmNet,
+    Mlp,
+    ResMlp,
+    StackedGru,
+    TinyTransformer,
+)
 
 SAVE_INTERVAL = 4
 EVAL_BATCH = 64
@@ -49,7 +60,8 @@ class Recipe:
     momentum: float = 0.0
     weight_decay: float = 0.0
     #: "" | cosine | step | exponential | plateau (``ReduceLROnPlateau`` on the validation loss, per epoch) |
-    #: sgdr | onecycle | cosine_step | linear_step (the last four per optimiser step)
+    #: sgdr | onecycle | cosine_step | linear_step | warmup_cosine_step | warmup_constant_step (the last six
+    #: per optimiser step)
     schedule: str = ""
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
@@ -64,6 +76,8 @@ class Recipe:
     #: the loss of a regression: "" (``MSELoss``) or "huber" (``HuberLoss(delta=1.0)``, squared below 1,
     #: linear above, on a target standardised to unit variance)
     loss: str = ""
+    #: the sequence families' width (recurrent units, or the model dimension of an attention-only transformer)
+    width: int = 0
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -197,6 +211,36 @@ FAMILIES: dict[str, Recipe] = {
         warmup_epochs=1,
         loss="huber",
     ),
+    # Held-out families (branch heldout3), defined and trained before any rule was scored on them: a two-layer
+    # GRU on a delayed-recall task (the marked one of 30 symbols, read from the last state) under Adam with a
+    # per-step linear warmup then a cosine decay to 0, label smoothing 0.1 and gradient clipping by norm 1.0;
+    # and a two-layer attention-only pre-norm causal transformer on an induction task (the token that followed
+    # the earlier copy of the last token), AdamW with weight decay and a per-step linear warmup.
+    "recall_gru": Recipe(
+        "delayed_recall",
+        "classify",
+        "adam",
+        2e-2,
+        32,
+        12,
+        schedule="warmup_cosine_step",
+        warmup_epochs=1,
+        label_smoothing=0.1,
+        clip_norm=1.0,
+        width=48,
+    ),
+    "induction_tf": Recipe(
+        "induction_pairs",
+        "classify",
+        "adamw",
+        5e-3,
+        32,
+        12,
+        weight_decay=0.1,
+        schedule="warmup_constant_step",
+        warmup_epochs=1,
+        width=32,
+    ),
 }
 
 #: ReduceLROnPlateau's settings of the ``plateau`` schedule: halve the rate when the validation loss has not
@@ -285,6 +329,10 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         return LstmNet(in_dim, hidden=width or 32, classes=classes, dropout=spec.dropout or 0.2)
     if spec.family == "digits_rows":
         return BiGruRows(in_dim, hidden=width or 48, classes=classes)
+    if spec.family == "recall_gru":
+        return StackedGru(in_dim, hidden=width or recipe.width, classes=classes)
+    if spec.family == "induction_tf":
+        return AttentionOnly(vocab=classes, length=in_dim, d=width or recipe.width, classes=classes)
     if spec.family == "diabetes_huber":
         return Mlp([in_dim, *([width or 64] * spec.blocks), 1], act, dropout=spec.dropout)
     if spec.family == "conv1d":
@@ -337,7 +385,7 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return 0.0
     if epoch < warm:
         return lr * (epoch + 1) / (warm + 1)
-    if sched in ("sgdr", "onecycle", "linear_step", "plateau"):
+    if sched in ("sgdr", "onecycle", "linear_step", "warmup_cosine_step", "warmup_constant_step", "plateau"):
         # the base rate; :func:`_step_scheduler` moves it every optimiser step, or (``plateau``) the run's
         # ReduceLROnPlateau after each validation pass
         return lr
@@ -371,10 +419,15 @@ def _step_scheduler(spec: FamilySpec, recipe: Recipe, opt: Any, steps_per_epoch:
         return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps_per_epoch * epochs)
     if sched == "cosine_step":
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps_per_epoch * epochs)
-    if sched == "linear_step":
-        warm = max(0, recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs)
+    warm = max(0, recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs)
+    factors = {
+        "linear_step": _linear_factor,
+        "warmup_cosine_step": _warmup_cosine_factor,
+        "warmup_constant_step": _warmup_constant_factor,
+    }
+    if sched in factors:
         return torch.optim.lr_scheduler.LambdaLR(
-            opt, partial(_linear_factor, warm * steps_per_epoch, steps_per_epoch * epochs)
+            opt, partial(factors[sched], warm * steps_per_epoch, steps_per_epoch * epochs)
         )
     return None
 
@@ -390,6 +443,30 @@ def _linear_factor(warm_steps: int, total_steps: int, step: int) -> float:
     if step < warm_steps:
         return step / warm_steps
     return max(0.0, (total_steps - step) / max(1, total_steps - warm_steps))
+
+
+def _warmup_cosine_factor(warm_steps: int, total_steps: int, step: int) -> float:
+    """The ``warmup_cosine_step`` schedule's factor at optimiser step ``step``: a linear rise from 0 over
+    ``warm_steps``, then a half cosine to 0 at ``total_steps`` (Hugging Face's
+    ``get_cosine_schedule_with_warmup``).
+
+    >>> [round(_warmup_cosine_factor(2, 6, s), 2) for s in range(7)]
+    [0.0, 0.5, 1.0, 0.85, 0.5, 0.15, 0.0]
+    """
+    if step < warm_steps:
+        return step / warm_steps
+    progress = min(1.0, (step - warm_steps) / max(1, total_steps - warm_steps))
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _warmup_constant_factor(warm_steps: int, _total_steps: int, step: int) -> float:
+    """The ``warmup_constant_step`` schedule's factor at optimiser step ``step``: a linear rise from 0 over
+    ``warm_steps``, then the base rate to the end (Hugging Face's ``get_constant_schedule_with_warmup``).
+
+    >>> [round(_warmup_constant_factor(2, 6, s), 2) for s in range(7)]
+    [0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+    """
+    return step / warm_steps if step < warm_steps else 1.0
 
 
 def _warmup_from_zero(spec: FamilySpec, recipe: Recipe, opt_step: int, opt_steps_per_epoch: int) -> float:

@@ -45,6 +45,7 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
         "cnn/warm_restarts",
         "resmlp/warm_restarts",  # a held-out family (branch newfam)
         "wine/warm_restarts",  # a held-out family (branch lrhigh)
+        "recall_gru/warm_restarts",  # a held-out family (branch heldout3): warmup + cosine per step
     }
     assert {n for n in found if n.endswith("/one_cycle")} == {"softmax/one_cycle", "transformer/one_cycle"}
 
