@@ -37,7 +37,7 @@ mkdir -p build
 log=$(mktemp build/pytest-first.XXXXXX.log)
 first_pid=""
 # on any exit the log goes; interrupted, the first session goes too (its pid is set once it started)
-trap '[ -n "$first_pid" ] && kill "$first_pid" 2>/dev/null; rm -f "$log"' EXIT
+trap 'if [ -n "$first_pid" ]; then kill "$first_pid" 2>/dev/null || true; fi; rm -f "$log"' EXIT
 
 "$python" -m pytest -q -o cache_dir=build/pytest-cache-first "${first[@]}" >"$log" 2>&1 &
 first_pid=$!
