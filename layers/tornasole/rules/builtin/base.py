@@ -151,18 +151,28 @@ class BuiltinRule(Rule):
         """
         if not self.names_at(step, ["gradients"]):
             return set()
-        return {w for w in weights if self.gradient_of(step, w) is None}
+        found = self.gradients_of(step, weights)
+        return {w for w in weights if w not in found}
 
-    def gradient_of(self, step: int, weight: str) -> str | None:
-        """The name of ``weight``'s gradient saved at ``step``, matched as :meth:`frozen_on_purpose` says;
-        None when the step saved none for it."""
-        for g in self.names_at(step, ["gradients"]):
-            bare = g[: -len("Grad")] if g.endswith("Grad") else g
-            if bare.endswith("/" + weight) or (
-                "/" in bare and bare.split("/", 1)[1] == weight.split("/", 1)[-1]
-            ):
-                return g
-        return None
+    def gradients_of(self, step: int, weights: list[str]) -> dict[str, str]:
+        """Each of ``weights`` with a gradient saved at ``step`` -> that gradient's name, matched as
+        :meth:`frozen_on_purpose` says; the step's gradient names are read once (a rule asks this every
+        saved step, of every weight of the model)."""
+        pairs = [
+            (g[: -len("Grad")] if g.endswith("Grad") else g, g) for g in self.names_at(step, ["gradients"])
+        ]
+        by_tail: dict[str, str] = {}
+        for bare, g in pairs:
+            if "/" in bare:
+                by_tail.setdefault(bare.split("/", 1)[1], g)
+        found: dict[str, str] = {}
+        for w in weights:
+            g = next((g for bare, g in pairs if bare.endswith("/" + w)), None) or by_tail.get(
+                w.split("/", 1)[-1]
+            )
+            if g is not None:
+                found[w] = g
+        return found
 
     def step_mode(self, step: int, trial: Any = None) -> ModeKeys:
         """Mode of global ``step`` (GLOBAL when the trial does not know it)."""

@@ -249,10 +249,10 @@ class WeightUpdateRatio(BuiltinRule):
         """Every weight of ``names`` (two at least) has a gradient saved at ``step``, and every one is exactly
         zero: a model that cannot move (every ReLU dead), judged at once, not a window without an update
         (accumulated, skipped or warmed-up-from-0 updates still have their gradients)."""
-        grads = [self.gradient_of(step, name) for name in names]
-        if len(grads) < 2 or None in grads:
+        found = self.gradients_of(step, names)
+        if len(names) < 2 or len(found) < len(names):
             return False
-        for grad in grads:
+        for grad in found.values():
             value = self.value(grad, step)
             if value is None or np.any(np.asarray(value) != 0):  # NaN != 0: not a dead model
                 return False
