@@ -1,4 +1,4 @@
-"""Each correctness patch fixes a defect moto has under concurrent requests (docs/MOTO_UPSTREAM.md U1, U2).
+"""Each correctness patch fixes a defect moto has under concurrent requests (MOTO_UPSTREAM.md U1, U2, U10).
 
 Each defect is shown on moto as it is, then fixed by the patch: the two requests
 are interleaved deterministically (the first waits inside moto for the second),
@@ -16,7 +16,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tornasole.local.moto_patches import dynamodb_request_lock, sqs_one_receiver
+from tornasole.local.moto_patches import dynamodb_request_lock, s3_request_lock, sqs_one_receiver
 
 TABLE = "lock-t"
 WAIT_S = 2.0  # how long the first request waits inside moto for the second one
@@ -164,3 +164,86 @@ def test_one_receiver_at_a_time_hands_a_message_to_one_receiver(
     finally:
         sqs_one_receiver.unpatch_receive()
     assert sorted(got) == [[], ["step 1"]]
+
+
+class _SignallingLock:
+    """The S3 request lock, saying when a request waits for it (so the held one can go on at once)."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        self.lock = threading.RLock()
+        self.waiting = waiting
+
+    def __enter__(self) -> None:
+        if not self.lock.acquire(blocking=False):
+            self.waiting.set()
+            self.lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.lock.release()
+
+
+def _two_puts_of_one_key(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], bytes]:
+    """Two threads PUT one key; the first is held after moto stored its object, before its reply."""
+    from moto.s3.models import S3Backend
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="runs")
+    other_in = threading.Event()  # the second PUT finished (moto as it is) or waits for the lock
+    monkeypatch.setattr(s3_request_lock, "LOCK", _SignallingLock(other_in))
+    putting: list[int] = []
+    put_object = S3Backend.put_object
+
+    def held_put_object(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stored = put_object(self, *args, **kwargs)
+        putting.append(threading.get_ident())
+        if len(putting) == 1:
+            other_in.wait(WAIT_S)
+        return stored
+
+    monkeypatch.setattr(S3Backend, "put_object", held_put_object)
+    outcomes: list[Any] = [None, None]
+
+    def put(slot: int, body: bytes) -> Callable[[], None]:
+        client = boto3.client("s3", region_name="us-east-1")
+
+        def run() -> None:
+            try:
+                outcomes[slot] = client.put_object(Bucket="runs", Key="job/status.json", Body=body)[
+                    "ResponseMetadata"
+                ]["HTTPStatusCode"]
+            except Exception as exc:  # what moto's failure looks like to the caller
+                outcomes[slot] = exc
+            if slot == 1:
+                other_in.set()
+
+        return run
+
+    first = _in_a_thread(put(0, b"first"))
+    for _ in range(300):  # until the first PUT is held inside moto
+        if putting:
+            break
+        other_in.wait(0.01)
+    second = _in_a_thread(put(1, b"second"))
+    first.join(30)
+    second.join(30)
+    return outcomes, s3.get_object(Bucket="runs", Key="job/status.json")["Body"].read()
+
+
+def test_a_put_whose_object_is_overwritten_before_its_reply_fails_as_moto_is(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes, stored = _two_puts_of_one_key(monkeypatch)
+    assert isinstance(outcomes[0], ValueError)
+    assert "closed file" in str(outcomes[0])
+    assert outcomes[1] == 200
+    assert stored == b"second"
+
+
+def test_the_s3_request_lock_answers_both_puts_of_one_key(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3_request_lock.serialize_s3()
+    try:
+        outcomes, stored = _two_puts_of_one_key(monkeypatch)
+    finally:
+        s3_request_lock.unserialize_s3()
+    assert outcomes == [200, 200]
+    assert stored == b"second"  # the second PUT ran after the first, as it arrived

@@ -1,7 +1,7 @@
 """Every change the local mode makes to moto's (and botocore's) private code, and the contract for it.
 
 The local mode runs moto's server in its own process with concurrent workers.
-Two of moto's defects would make it answer wrongly there (correctness patches);
+Three of moto's defects would make it answer wrongly there (correctness patches);
 the rest of its cost per evaluated step is work a real service would not do
 (speed patches). Each patch replaces a private attribute, which any moto
 release may change: ``versions`` holds the one table of releases each patch was
@@ -20,6 +20,10 @@ dynamodb_request_lock          ``DynamoHandler.call_action``,                   
                                of the table, losing other threads' writes)
 sqs_one_receiver               ``SQSBackend.receive_message``: each pass over a       correctness  U2
                                queue under a lock (two receivers got one message)
+s3_request_lock                ``S3Response.key_response``,                           correctness  U10
+                               ``S3Response.bucket_response``: one request at a time
+                               (a PUT whose object another PUT replaced before its
+                               reply answered 500, and S3 notified twice)
 dynamodb_transaction_rollback  ``DynamoDBBackend.transact_write_items``,              speed        U1
                                ``Table.__deepcopy__``: save only the items a
                                transaction names, not a copy of the table

@@ -23,6 +23,7 @@ from tornasole.local.moto_patches import (
     in_process_transport,
     model_registry,
     repeated_work_cache,
+    s3_request_lock,
     sqs_one_receiver,
 )
 from tornasole.local.moto_patches.versions import (
@@ -43,7 +44,8 @@ class MotoPatch:
     undo: Callable[[], None]
 
 
-#: Without these the local mode answers wrongly (lost writes, a message handed to two workers).
+#: Without these the local mode answers wrongly (lost writes, a message handed to two workers, a
+#: completed PUT answered with a 500).
 CORRECTNESS: tuple[MotoPatch, ...] = (
     MotoPatch(
         "dynamodb_request_lock",
@@ -51,6 +53,7 @@ CORRECTNESS: tuple[MotoPatch, ...] = (
         dynamodb_request_lock.unserialize_dynamodb,
     ),
     MotoPatch("sqs_one_receiver", sqs_one_receiver.patch_receive, sqs_one_receiver.unpatch_receive),
+    MotoPatch("s3_request_lock", s3_request_lock.serialize_s3, s3_request_lock.unserialize_s3),
 )
 #: Without these moto answers the same, slower (and a long run's memory grows).
 SPEED: tuple[MotoPatch, ...] = (

@@ -83,7 +83,8 @@ class UnsupportedMotoError(TornasoleError, RuntimeError):
             "the local mode needs a moto it was checked against: this environment has "
             f"moto {installed}{why}, "
             f"the local mode's correctness patches (one DynamoDB request at a time, one SQS receiver per "
-            f"message) were checked against moto {', '.join(CHECKED_MOTO)}. Install a checked one: "
+            f"message, one S3 request at a time) were checked against moto {', '.join(CHECKED_MOTO)}. "
+            "Install a checked one: "
             f"pip install '{moto_requirement()}' (or reinstall 'tornasole[local]'). To check this moto "
             f"instead, set {config.MOTO_UNCHECKED}=1 and run the local-mode tests (make test-moto-newest)."
         )
