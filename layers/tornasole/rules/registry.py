@@ -93,6 +93,8 @@ ALIASES: dict[str, tuple[str, dict[str, str]]] = {
             "fade_out_steps": "32",
             # a schedule decayed below 1e-3 of its peak (docs/RULES.md); designed on resmlp and digits_keras
             "faded_lr_fraction": "0.001",
+            # a tail too slow per saved step to see, not a stop (docs/RULES.md); designed on induction_tf
+            "fade_out_drift": "True",
         },
     ),
 }

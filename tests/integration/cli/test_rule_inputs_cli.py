@@ -99,7 +99,7 @@ def test_unchanged_weights_is_accepted_by_register_invoke_and_rules_list(
     info = json.loads(capsys.readouterr().out)
     presets = (
         "collection_names=weights, num_steps=3, skip_frozen=True, fade_out_factor=10, fade_out_steps=32, "
-        "faded_lr_fraction=0.001"
+        "faded_lr_fraction=0.001, fade_out_drift=True"
     )
     assert info["fires_when"].startswith(f"UnchangedTensor with {presets}: ")
     assert {p["name"]: p["default"] for p in info["parameters"]}["collection_names"] == "weights"

@@ -51,5 +51,6 @@ def test_the_recommended_alias_registers_as_its_rule_and_presets(stack: Stack) -
         "fade_out_factor": "10",  # and updates that faded out at a schedule's tail are not a stop
         "fade_out_steps": "32",  # read back over a cosine-to-0 tail of a long run (docs/RULES.md)
         "faded_lr_fraction": "0.001",  # and a window under a rate decayed below 1e-3 of its peak
+        "fade_out_drift": "True",  # and a tail too slow per saved step to see
     }
     assert desc["DebugRuleEvaluationStatuses"][0]["RuleEvaluationStatus"] == "InProgress"

@@ -35,6 +35,7 @@ def test_the_recommended_alias_is_the_recommended_entry() -> None:
             "fade_out_factor": "10",
             "fade_out_steps": "32",
             "faded_lr_fraction": "0.001",
+            "fade_out_drift": "True",
         },
     )
     assert resolve_alias("DeadRelu", {"a": "1"}) == ("DeadRelu", {"a": "1"})

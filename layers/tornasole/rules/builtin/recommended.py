@@ -67,6 +67,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "fade_out_steps": "32",
             # a schedule decayed below 1e-3 of its peak (docs/RULES.md); designed on resmlp and digits_keras
             "faded_lr_fraction": "0.001",
+            # a tail too slow per saved step to see, not a stop (docs/RULES.md); designed on induction_tf
+            "fade_out_drift": "True",
         },
     ),
     # issue 29: a window in which no weight moved made no update (accumulation, a warmup's first step at rate
@@ -74,7 +76,14 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     (
         "WeightUpdateRatio",
         "WeightUpdateRatio",
-        {"skip_frozen": "True", "fade_out_factor": "10", "fade_out_steps": "32", "skip_idle_model": "True"},
+        {
+            "skip_frozen": "True",
+            "fade_out_factor": "10",
+            "fade_out_steps": "32",
+            "skip_idle_model": "True",
+            # as UnchangedWeights: a window under a rate below 1e-3 of its peak; designed on induction_tf
+            "faded_lr_fraction": "0.001",
+        },
     ),
     # issue 29: a swing counts only above 2 standard errors of an accuracy over the samples it counts (small
     # training sets); designed on the wine and iris families (docs/RULES.md)

@@ -23,25 +23,24 @@ tensor after a full-size update, and parameters the optimiser never sees never m
 learning rate needs to be saved.
 
 ``faded_lr_fraction`` (off by default; 1e-3 in the recommended ``UnchangedWeights``): where the trial
-saves a learning rate (``lr/<group>``, :func:`tornasole.rules.builtin.series.learning_rate_names`; both
-hooks save it), a window over which every saved rate stayed at or below this fraction of its peak so far
-is not judged: the schedule, not a fault, took the updates to ~0. Why 1e-3: an update is ``lr x g`` (SGD)
-or ``lr x m / sqrt(v)`` (Adam, whose normalised step is at most about 1 per element), and a healthy peak
-rate is chosen so that a step moves a weight by well under its own size, about 1e-3 to 1e-2 of it
-(Adam's default 1e-3 on weights of order 1). A thousandth of that is 1e-6 to 1e-5 of the weight per
-step: at or below the allclose ``rtol`` of 1e-5, so the rule cannot tell such updates from none. A cosine
-decay to 0 spends the last 2 % of its steps there (``(1 + cos(pi (1 - x))) / 2 <= 1e-3`` for
-``x <= 0.02``): longer than ``fade_out_steps`` saved steps on a long run at a small batch.
+saves a learning rate, a window over which every saved rate stayed at or below this fraction of its peak is
+not judged: the schedule, not a fault, took the updates to ~0 (:mod:`~tornasole.rules.builtin.faded_rates`,
+shared with WeightUpdateRatio, says why 1e-3 and what is still judged).
 
-A rate that did not decay there but was set to 0 is judged as before: the first saved value after its
-last one above the fraction is 0 or below (a scheduler bug, a lambda that returns 0). A smooth schedule
-reaches exactly 0 only at its end, from below the fraction when saved at least every 2 % of a cosine
-run (a linear decay crosses a thousandth of its peak in its last 0.1 %, and is 0 at one saved step at
-most). A window in which any saved rate was still above the fraction (parameters left out of the
-optimiser under a live rate) is judged as before, and a trial that saves no rate is judged exactly as
-without this parameter. The serverless evaluator loads the run's first 32 saved steps and the recent
-window, so there the peak is the largest rate among those: a warmup longer than 32 saved steps can hide
-the peak, which only makes a window look less faded (judged).
+``fade_out_drift`` (off by default; on in the recommended ``UnchangedWeights``), with ``fade_out_factor``: a
+tensor whose every change between consecutive saved steps in the ``fade_out_steps`` before the window was
+within the tolerance, but which moved beyond it over those steps (their first and last values not
+allclose), is passed over: it moves too slowly per saved step to see, it did not stop. Why: Adam's step is
+``lr x m / sqrt(v)``, and on a noisy gradient ``|m| / sqrt(v)`` is well below 1, so near a schedule's end a
+LayerNorm weight can move by a tenth to a third of the tolerance per saved step for hundreds of steps while
+the rate is still a few thousandths of its peak (families benchmark, induction_tf's cosine to 0 at batch 4:
+``fade_out_steps`` of such changes, then UnchangedWeights fired at 2.3e-3 of the peak on both seeds). A
+tensor the optimiser never sees has the same value across the whole look-back, and one that stopped after
+a visible update is judged as before (the last change above the tolerance is what ``fade_out_factor``
+reads). A momentum optimiser whose rate a bug set to 0 keeps moving the weights by a decaying velocity:
+where the trial saves its learning rate and a saved rate is 0 in the look-back or window, that movement
+is not a drift (regression_keras's ``scheduler_zeroes_lr``: without this check UnchangedWeights fired 10 to
+14 steps later there).
 
 ``skip_frozen`` (off by default): a tensor saved with no gradient at a step
 that saved gradients of other layers is a layer frozen on purpose
@@ -55,16 +54,13 @@ import numpy as np
 
 from tornasole.modes import EVAL, PREDICT, ModeKeys
 from tornasole.rules.builtin.base import COLLECTION_NAMES, TENSOR_REGEX, BuiltinRule
-from tornasole.rules.builtin.series import learning_rate_names
+from tornasole.rules.builtin.faded_rates import FADED_LR_FRACTION, FadedRates
 from tornasole.rules.params import Param
 
 __all__ = ["UnchangedTensor"]
 
-#: Saved steps from the run's start that the serverless evaluator loads for ``faded_lr_fraction``'s peak.
-_PEAK_LEADING_STEPS = 32
 
-
-class UnchangedTensor(BuiltinRule):
+class UnchangedTensor(FadedRates, BuiltinRule):
     """Fires when an inspected tensor is allclose over its last ``num_steps`` saved steps.
 
     Examples
@@ -105,88 +101,36 @@ class UnchangedTensor(BuiltinRule):
         ),
         Param("fade_out_steps", "int", "16", "saved steps before the window that fade_out_factor reads"),
         Param(
-            "faded_lr_fraction",
-            "float",
-            "0",
-            "where the trial saves a learning rate: do not judge a window over which every saved rate stayed "
-            "at or below this fraction of its peak so far (a schedule decayed to ~0); 0 turns this off",
+            "fade_out_drift",
+            "bool",
+            "False",
+            "with fade_out_factor: also pass over a tensor whose every change in the fade_out_steps saved "
+            "steps before the window was within the tolerance while it moved beyond it over them (too slow "
+            "to see per step, not stopped)",
         ),
+        FADED_LR_FRACTION,
     )
 
     def check_params(self) -> None:
         self.require_selection()
         self.require_at_least(2, "num_steps")
-        self.require_at_least(0, "faded_lr_fraction")
-        if self.faded_lr_fraction >= 1:
-            raise self.param_error("faded_lr_fraction", f"value {self.faded_lr_fraction} must be < 1")
-
-    def _rates_faded(self, first: int, last: int) -> bool:
-        """With ``faded_lr_fraction``: the trial saves at least one learning rate, and every one of them
-        faded between global steps ``first`` and ``last`` (:meth:`_rate_faded`). False when no rate is
-        saved."""
-        key = (first, last)
-        memo: dict[tuple[int, int], bool] = self.__dict__.setdefault("_faded_memo", {})
-        if key not in memo:
-            names = learning_rate_names(self)
-            memo[key] = bool(names) and all(self._rate_faded(n, first, last) for n in names)
-        return memo[key]
-
-    def _rate_faded(self, name: str, first: int, last: int) -> bool:
-        """Each saved value of rate ``name`` from the newest at or before ``first`` through ``last`` is at or
-        below ``faded_lr_fraction`` x its peak so far (its largest value up to ``last``, > 0), and the rate
-        decayed there: the first saved value after its last one above that level is not 0 or below (a rate
-        set to 0 while still live is a scheduler bug, which is judged). False when a value is missing or not
-        finite."""
-        tensor = self.base_trial.tensor(name)
-        start = tensor.prev_steps(first, 1)
-        if not start:
-            return False
-        saved = tensor.prev_steps(last)
-        peak, after_live = self._rate_history(name, saved)
-        window = [self.scalar(name, s) for s in saved if s >= start[0]]
-        if peak is None or peak <= 0 or any(r is None or not np.isfinite(r) for r in window):
-            return False
-        if after_live is not None and after_live <= 0:
-            return False
-        return max(window) <= self.faded_lr_fraction * peak
-
-    def _rate_history(self, name: str, saved: list[int]) -> tuple[float | None, float | None]:
-        """``(peak, after_live)`` of rate ``name`` over its saved steps ``saved``: the largest finite value,
-        and the first value after the last one above ``faded_lr_fraction`` x the peak so far (None: none
-        after it). Each step is read once: the state is kept between calls, whose lists only ever extend."""
-        memo: dict[str, tuple[int, float | None, float | None, bool]] = self.__dict__.setdefault(
-            "_rate_memo", {}
-        )
-        count, peak, after_live, live_seen = memo.get(name, (0, None, None, False))
-        if count > len(saved):
-            count, peak, after_live, live_seen = 0, None, None, False
-        for s in saved[count:]:
-            r = self.scalar(name, s)
-            if r is None or not np.isfinite(r):
-                continue
-            if peak is None or r > peak:
-                peak = r
-            if r > self.faded_lr_fraction * peak:
-                live_seen, after_live = True, None
-            elif live_seen and after_live is None:
-                after_live = r
-                live_seen = False
-        memo[name] = (len(saved), peak, after_live, live_seen)
-        return peak, after_live
+        self.check_faded_lr_fraction()
 
     def history_steps(self) -> int | None:
         return self.num_steps + (self.fade_out_steps if self.fade_out_factor > 0 else 0)
 
     def leading_steps(self) -> int:
-        # the learning rate's peak: the first saved steps (a schedule's warmup) beside the recent window
-        return _PEAK_LEADING_STEPS if self.faded_lr_fraction > 0 else 0
+        return self.faded_leading_steps()
 
     def _faded_out(self, name: str, steps: list[int], mode: ModeKeys) -> dict | None:
         """With ``fade_out_factor``: the tensor's updates shrank to the tolerance rather than stopping. The
         last change between consecutive saved steps (L2 norm of the difference) that is not allclose, in the
         ``fade_out_steps`` saved steps before ``steps[0]``, is at most ``fade_out_factor`` x the tolerance
         ``rtol * ||w|| + atol * sqrt(size)``: ``{"last_change", "tolerance"}`` then; None when it is larger
-        (a stop) or there is none (the tensor never moved there)."""
+        (a stop) or there is none (the tensor never moved there). With ``fade_out_drift``, a tensor with no
+        change above the tolerance there whose first and last values there are not allclose drifted:
+        ``{"drift", "over_steps"}``, unless a saved learning rate is 0 there (a momentum's velocity decaying
+        after the rate was zeroed, :meth:`rate_zeroed`)."""
         earlier = self.same_mode_steps(name, steps[0], mode)[-(self.fade_out_steps + 1) :]
         values = [self.value(name, s) for s in earlier]
         if any(v is None for v in values):
@@ -202,6 +146,14 @@ class UnchangedTensor(BuiltinRule):
             if np.isfinite(change) and change <= self.fade_out_factor * tolerance:
                 return {"last_change": change, "tolerance": tolerance}
             return None
+        if self.fade_out_drift and len(values) > 2:  # every change there within the tolerance: did it drift?
+            first, last = values[0], values[-1]
+            if first.shape == last.shape and not np.allclose(
+                first, last, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan
+            ):
+                drift = float(np.linalg.norm(np.asarray(last, np.float64) - np.asarray(first, np.float64)))
+                if np.isfinite(drift) and not self.rate_zeroed(earlier[0], steps[-1]):
+                    return {"drift": drift, "over_steps": len(values) - 1}
         return None
 
     def _parameters(self) -> set[str]:
@@ -235,7 +187,7 @@ class UnchangedTensor(BuiltinRule):
             ):
                 if self.fade_out_factor > 0 and self._faded_out(name, steps, mode) is not None:
                     continue
-                if self.faded_lr_fraction > 0 and self._rates_faded(steps[0], steps[-1]):
+                if self.rates_faded(steps[0], steps[-1]):
                     continue
                 self.report_issue(
                     f"{name} ({mode.name}) allclose (rtol {self.fmt(self.rtol)}, atol {self.fmt(self.atol)}) "

@@ -55,6 +55,14 @@ the fade-out needs a ratio above the bound within the same ``fade_out_steps`` (u
 LayerNorm weight under the families' ``lr_too_low`` moves by 2e-7 to 3e-7 of itself from the start). A
 momentum optimiser whose rate a bug zeroed keeps moving the weights by its decaying velocity (0.9 a step
 under SGD's momentum 0.9): that is a fade-out too, and the rule fires once it has ended.
+
+``faded_lr_fraction`` (off by default; 1e-3 in the recommended set): where the trial saves a learning rate,
+a small ratio over a window in which every saved rate stayed at or below this fraction of its peak is not
+judged (:mod:`~tornasole.rules.builtin.faded_rates`, shared with UnchangedTensor). Why besides
+``fade_out_factor``: a cosine's tail can fade more slowly than ``fade_out_steps`` saved steps, so the last
+visible ratio lies behind them (families benchmark, induction_tf's cosine to 0 at batch 4: a LayerNorm
+weight's ratio at 4e-5 of the peak rate was 0 after more than 16 saved steps within float32's resolution).
+A large ratio is judged whatever the rate.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ import numpy as np
 
 from tornasole.modes import GLOBAL, TRAIN, ModeKeys
 from tornasole.rules.builtin.base import BuiltinRule
+from tornasole.rules.builtin.faded_rates import FADED_LR_FRACTION, FadedRates
 from tornasole.rules.params import Param
 
 __all__ = ["WeightUpdateRatio"]
@@ -75,7 +84,7 @@ __all__ = ["WeightUpdateRatio"]
 EVAL_PHASE_ROOM = 16
 
 
-class WeightUpdateRatio(BuiltinRule):
+class WeightUpdateRatio(FadedRates, BuiltinRule):
     """Fires when ||update|| / ||weights|| is above ``large_threshold`` or below ``small_threshold``.
 
     Examples
@@ -126,6 +135,7 @@ class WeightUpdateRatio(BuiltinRule):
             "skipped fp16 step, a warmup's first step at rate 0) fires only when the window before it was "
             "idle too",
         ),
+        FADED_LR_FRACTION,
     )
     COLLECTIONS = (("weights", {"save_interval": "500"}),)
 
@@ -133,6 +143,7 @@ class WeightUpdateRatio(BuiltinRule):
         self.require_at_least(1, "num_steps", "small_window", "fade_out_steps")
         if self.fade_out_factor < 0:
             raise self.param_error("fade_out_factor", f"value {self.fade_out_factor} must be >= 0")
+        self.check_faded_lr_fraction()
 
     def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
         """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""
@@ -150,6 +161,9 @@ class WeightUpdateRatio(BuiltinRule):
         if not i:
             return None
         return steps[i - 1] if mode == GLOBAL else self.base_trial.global_step(mode, steps[i - 1])
+
+    def leading_steps(self) -> int:
+        return self.faded_leading_steps()
 
     def history_steps(self) -> int | None:
         # the previous TRAIN step may lie behind a validation phase: leave room for one (one per window step)
@@ -274,6 +288,8 @@ class WeightUpdateRatio(BuiltinRule):
                 self.small_window == 1 or self._small_over_window(name, step, mode)
             )
             if small and self.fade_out_factor > 0 and self._faded_out(name, step, mode) is not None:
+                small = False
+            if small and self.rates_faded(prev, step):
                 small = False
             if ratio > self.large_threshold or small:
                 bound = (
