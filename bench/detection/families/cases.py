@@ -65,6 +65,8 @@ _SCALED_INPUTS = {
     "digits_rows",
     "diabetes_huber",
     "recall_gru",
+    "multilabel",
+    "gru",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32).
@@ -80,6 +82,7 @@ _MLPS = {
     "wine",
     "digits",
     "diabetes_huber",
+    "multilabel",
 }
 _CLASSIFIERS = {
     "cnn",
@@ -97,9 +100,12 @@ _CLASSIFIERS = {
     "digits_rows",
     "recall_gru",
     "induction_tf",
+    "multilabel",
+    "gru",
 }
-#: The classifiers with more than two classes (binary has one sigmoid output).
-_MULTICLASS = _CLASSIFIERS - {"binary"}
+#: The classifiers with more than two classes (binary has one sigmoid output; multilabel four independent
+#: ones under BCEWithLogitsLoss: no softmax to put before its loss).
+_MULTICLASS = _CLASSIFIERS - {"binary", "multilabel"}
 #: Families whose first layer is their only hidden layer (``models.GruNet``, ``models.LstmNet``,
 #: ``models.BiGruRows``: the recurrent layer, then the output layer; ``models.StackedGru``'s first module is
 #: its whole two-layer ``nn.GRU``, so freezing it leaves the head alone to train). They take no
@@ -112,7 +118,7 @@ _MULTICLASS = _CLASSIFIERS - {"binary"}
 #: hidden layers (the transformer's is its position embedding ``pos``, induction_tf's its token embedding
 #: ``embed``), and its frozen runs end within the family's healthy range (binary_keras s0 aside: 0.922
 #: against 0.953).
-_ONE_HIDDEN_LAYER = {"rnn", "lstm", "digits_rows", "recall_gru"}
+_ONE_HIDDEN_LAYER = {"rnn", "lstm", "digits_rows", "recall_gru", "gru"}
 
 
 def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
@@ -154,7 +160,7 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 #: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
 _RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3, "wine": 10, "recall_gru": 4}
-_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64}
+_WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64, "multilabel": 512}
 _DROPOUT = {
     "binary",
     "softmax",
@@ -165,6 +171,7 @@ _DROPOUT = {
     "lstm",
     "digits",
     "diabetes_huber",
+    "multilabel",
 }
 #: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
 #: output layer) and digits's (its two ``Dropout`` layers at 0.5) are one setting in Keras.

@@ -227,3 +227,56 @@ def induction_pairs(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, i
     x[rows, p] = a
     x[:, -1] = a
     return x.astype(np.int64), y.astype(np.int64), vocab, 300
+
+
+#: The four binary attributes of each digit the held-out ``multilabel`` family predicts (independent sigmoid
+#: outputs): written down before any run, each a union of digit classes.
+DIGIT_ATTRIBUTES: tuple[tuple[str, frozenset[int]], ...] = (
+    ("even", frozenset({0, 2, 4, 6, 8})),
+    ("at_least_5", frozenset({5, 6, 7, 8, 9})),
+    ("closed_loop", frozenset({0, 6, 8, 9})),
+    ("prime", frozenset({2, 3, 5, 7})),
+)
+
+
+def digit_attributes(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The 1,797 digits as 64-vectors standardised on the training digits (the pixels' mean and standard
+    deviation; constant pixels left at 0), each with the four binary attributes of :data:`DIGIT_ATTRIBUTES`
+    as a float32 (N, 4) target (multi-label: any number of attributes may hold); a stratified, seeded split
+    asked for 400 held out, 401 after each class's rounding (39-41 of each digit), 1,396 for training (the
+    held-out ``multilabel`` family's data; attributes even, >= 5, loop, prime hold for 50, 50, 40 and 40 % of
+    each side;
+    ``digits_flat_stratified`` holds out 300, ``digits_rows_stratified`` 360). ``classes`` is 2: each output
+    is a binary decision (what the label-noise case draws from)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    y = d.target.astype(np.int64)
+    train_idx, val_idx = _stratified_split(y, 400, rng)
+    order = np.concatenate([train_idx, val_idx])
+    digit = y[order]
+    targets = np.stack([np.isin(digit, sorted(members)) for _, members in DIGIT_ATTRIBUTES], axis=1)
+    return _standardise(d.data[order], len(train_idx)), targets.astype(np.float32), 2, len(val_idx)
+
+
+def marker_order(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic order task: 1,500 sequences of 16 steps, each step one of 8 tokens one-hot (channels 0-7).
+    Tokens 0, 1 and 2 (the markers) appear exactly once each, at three distinct random steps; every other
+    step is one of the distractors 3-7. The class is the order in which the three markers appear (one of the
+    6 permutations of (0, 1, 2), in ``itertools.permutations`` order; chance 1/6): the net must keep which
+    markers it has seen, and in which order, across distractors (the held-out ``gru_keras`` family's data;
+    :func:`delayed_recall` holds one marked symbol, :func:`marked_signs` two signs). 300 held out."""
+    import itertools
+
+    n, steps, k = 1500, 16, 8
+    tokens = rng.integers(3, k, size=(n, steps))
+    positions = np.argsort(rng.random((n, steps)), axis=1)[:, :3]  # three distinct steps, a random order
+    rows = np.arange(n)
+    for marker in range(3):
+        tokens[rows, positions[:, marker]] = marker
+    order = np.argsort(positions, axis=1)  # the markers sorted by the step they appear at
+    index = {p: i for i, p in enumerate(itertools.permutations(range(3)))}
+    y = np.array([index[tuple(o)] for o in order], dtype=np.int64)
+    x = np.zeros((n, steps, k), dtype=np.float32)
+    x[rows[:, None], np.arange(steps)[None, :], tokens] = 1.0
+    return x, y, 6, 300

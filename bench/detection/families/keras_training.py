@@ -52,10 +52,11 @@ from families.training import (
 
 #: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
 #: meets the rules on that framework's traces).
-KERAS_FAMILIES = ("binary", "regression", "convbn", "digits")
+KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru")
 #: Families trained in Keras only (their recipe in :data:`families.training.FAMILIES` has no PyTorch run):
-#: ``convbn``, held out (branch newfam2), and ``digits``, held out (branch heldout).
-KERAS_ONLY = ("convbn", "digits")
+#: ``convbn``, held out (branch newfam2), ``digits``, held out (branch heldout), and ``gru``, held out
+#: (branch heldout4).
+KERAS_ONLY = ("convbn", "digits", "gru")
 
 
 def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
@@ -113,6 +114,58 @@ def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
             if len(v.shape) >= 2:
                 v.assign(v.numpy() * spec.weight_scale)
     return model
+
+
+def build_keras_gru(keras: Any, spec: FamilySpec, steps: int, channels: int) -> Any:
+    """The held-out ``gru`` family on (steps, channels) one-hot sequences: Keras's own ``GRU`` layer ``gru``
+    (the recipe's ``width`` units, tanh/sigmoid, Keras's default initialisers: Glorot-uniform kernel,
+    orthogonal recurrent kernel, zero biases; ``reset_after=True``), its last state to ``out``, a
+    ``Dense(6)`` of logits. The GRU is the only hidden layer (:data:`families.cases._ONE_HIDDEN_LAYER`)."""
+    recipe = FAMILIES[spec.family]
+    model = keras.Sequential(
+        [
+            keras.Input((steps, channels)),
+            keras.layers.GRU(spec.width or recipe.width, name="gru"),
+            keras.layers.Dense(6, name="out"),
+        ],
+        name="net",
+    )
+    if spec.weight_scale != 1.0:  # DeepFD: the kernels (input and recurrent, and the head's) x the scale
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * spec.weight_scale)
+    return model
+
+
+def piecewise_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epochs: int) -> Any:
+    """The recipe's rate under ``keras.optimizers.schedules.PiecewiseConstantDecay`` over the run's optimiser
+    steps: the base rate, a tenth of it from half the run, a hundredth from three quarters (the step schedule
+    of He et al. 2016's ResNet recipe, in Keras's own schedule). A case's ``warmup_epochs`` multiply it by a
+    linear rise from 0 over those epochs; ``scheduler_zeroes_lr`` sets it to 0 after epoch
+    ``lr_zero_after_epoch``, as :func:`cosine_schedule` does. Stepped by the optimiser's iteration counter."""
+    recipe = FAMILIES[spec.family]
+    lr = recipe.lr * spec.lr_mult
+    total = epochs * steps_per_epoch
+    piecewise = keras.optimizers.schedules.PiecewiseConstantDecay(
+        [total // 2, (3 * total) // 4], [lr, lr * 0.1, lr * 0.01]
+    )
+    warm = (recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs) * steps_per_epoch
+    zero_from = None if spec.lr_zero_after_epoch is None else (spec.lr_zero_after_epoch + 1) * steps_per_epoch
+    if not warm and zero_from is None:
+        return piecewise
+
+    class WarmedOrZeroed(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step: Any) -> Any:
+            rate = piecewise(step)
+            if warm:
+                rate = rate * keras.ops.minimum(1.0, keras.ops.cast(step, rate.dtype) / warm)
+            if zero_from is not None:
+                rate = keras.ops.where(
+                    keras.ops.greater_equal(step, zero_from), keras.ops.zeros_like(rate), rate
+                )
+            return rate
+
+    return WarmedOrZeroed()
 
 
 def classification_loss(keras: Any, spec: FamilySpec) -> Any:
@@ -277,6 +330,8 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         model = build_keras_convbn(keras, spec)
     elif spec.family == "digits":
         model = build_keras_digits(keras, spec, x.shape[-1])
+    elif spec.family == "gru":
+        model = build_keras_gru(keras, spec, x.shape[1], x.shape[2])
     else:
         model = build_keras(keras, spec, x.shape[-1])
     first = model.layers[0]
@@ -284,10 +339,12 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         first.trainable = False
     epochs = spec.epochs or recipe.epochs
     batch = spec.batch or recipe.batch
-    # a cosine recipe runs Keras's own CosineDecay; the others' rate is set each epoch by the Labeller
+    # a cosine or piecewise recipe runs Keras's own schedule (CosineDecay, PiecewiseConstantDecay); the
+    # others' rate is set each epoch by the Labeller
+    keras_schedules = {"cosine": cosine_schedule, "piecewise": piecewise_schedule}
     schedule = (
-        cosine_schedule(keras, spec, math.ceil(n_train / batch), epochs)
-        if recipe.schedule == "cosine"
+        keras_schedules[recipe.schedule](keras, spec, math.ceil(n_train / batch), epochs)
+        if recipe.schedule in keras_schedules
         else None
     )
     lr = recipe.lr * spec.lr_mult if schedule is None else schedule
@@ -301,7 +358,8 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
             lr, weight_decay=recipe.weight_decay, gradient_accumulation_steps=accumulate
         )
     else:
-        opt = keras.optimizers.Adam(lr, gradient_accumulation_steps=accumulate)
+        # the recipe's clipping by norm is Keras's own (``clipnorm``: each gradient's norm, not the global)
+        opt = keras.optimizers.Adam(lr, clipnorm=recipe.clip_norm, gradient_accumulation_steps=accumulate)
     if task == "classify":
         loss: Any = classification_loss(keras, spec)
     else:

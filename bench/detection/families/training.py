@@ -52,8 +52,8 @@ class Recipe:
     """A family's healthy defaults."""
 
     data: str
-    task: str  # classify | binary | regress | reconstruct
-    opt: str  # sgd | adam | adamw | rmsprop
+    task: str  # classify | binary | multilabel | regress | reconstruct
+    opt: str  # sgd | adam | adamw | rmsprop | nadam
     lr: float
     batch: int
     epochs: int
@@ -78,6 +78,8 @@ class Recipe:
     loss: str = ""
     #: the sequence families' width (recurrent units, or the model dimension of an attention-only transformer)
     width: int = 0
+    #: the ``poly`` schedule's power: the rate ``lr * (1 - (epoch - warmup) / (epochs - warmup)) ** power``
+    power: float = 1.0
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -241,6 +243,16 @@ FAMILIES: dict[str, Recipe] = {
         warmup_epochs=1,
         width=32,
     ),
+    # Held-out families (branch heldout4), defined and trained before any rule was scored on them: a
+    # multi-label classifier (four independent sigmoid outputs, BCEWithLogitsLoss) of the digits' attributes
+    # (even, >= 5, a closed loop, prime: data.DIGIT_ATTRIBUTES), a ReLU MLP [64, 64, 64, 4] with dropout 0.2
+    # under NAdam and a per-epoch polynomial decay (power 2); and (Keras only) Keras's own GRU on the order of
+    # three markers (data.marker_order) under Adam with Keras's clipnorm and PiecewiseConstantDecay
+    # (families.keras_training.piecewise_schedule).
+    "multilabel": Recipe("digit_attributes", "multilabel", "nadam", 5e-3, 32, 15, schedule="poly", power=2.0),
+    "gru": Recipe(
+        "marker_order", "classify", "adam", 2e-2, 32, 12, schedule="piecewise", clip_norm=1.0, width=32
+    ),
 }
 
 #: ReduceLROnPlateau's settings of the ``plateau`` schedule: halve the rate when the validation loss has not
@@ -343,6 +355,9 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         )
     if spec.family == "iris":
         return Mlp([in_dim, *([width or 16] * spec.blocks), classes], act, dropout=spec.dropout)
+    if spec.family == "multilabel":
+        outputs = len(data.DIGIT_ATTRIBUTES)
+        return Mlp([in_dim, *([width or 64] * spec.blocks), outputs], act, dropout=spec.dropout or 0.2)
     w = width or 32
     if spec.family == "binary":
         return Mlp([in_dim, *([w] * spec.blocks), 1], act, dropout=spec.dropout or 0.2, out_act="sigmoid")
@@ -366,6 +381,10 @@ def _score(task: str, out: Any, target: Any) -> float:
         return float((out.argmax(dim=1) == target).float().mean())
     if task == "binary":
         return float(((out > 0.5).float() == target).float().mean())
+    if task == "multilabel":
+        # logits: an attribute holds where its logit is positive; the accuracy of every (sample, attribute)
+        # decision (Keras's ``binary_accuracy`` on a multi-label output)
+        return float(((out > 0).float() == target).float().mean())
     sst = float(((target - target.mean(dim=0)) ** 2).sum())
     r2 = 1.0 - float(((out - target) ** 2).sum()) / max(sst, 1e-12)
     return r2 / REGRESSION_REFERENCE_R2 if task == "regress" else r2
@@ -395,6 +414,10 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return lr * (0.3 ** (epoch // max(1, epochs // 2)))
     if sched == "exponential":
         return lr * recipe.gamma ** (epoch - warm)
+    if sched == "poly":
+        # PyTorch's PolynomialLR(total_iters=epochs - warmup, power) stepped per epoch: the last epoch's rate
+        # is lr / (epochs - warmup) ** power, never 0
+        return lr * (1 - (epoch - warm) / max(1, epochs - warm)) ** recipe.power
     return lr
 
 
@@ -537,12 +560,16 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         opt = torch.optim.AdamW(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     elif opt_name == "rmsprop":
         opt = torch.optim.RMSprop(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    elif opt_name == "nadam":
+        opt = torch.optim.NAdam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     else:
         opt = torch.optim.Adam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     if task == "classify":
         loss_mod: Any = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     elif task == "binary":
         loss_mod = nn.BCELoss()
+    elif task == "multilabel":
+        loss_mod = nn.BCEWithLogitsLoss()
     elif recipe.loss == "huber":
         loss_mod = nn.HuberLoss(delta=1.0)
     else:
@@ -593,7 +620,9 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             module.register_forward_hook(grab)
 
     kernels = [(n, p) for n, p in params if p.dim() >= 2 and p.requires_grad and n != "pos"]
-    monitor = Monitor(epochs=spec.epochs or recipe.epochs, oscillation=task in ("classify", "binary"))
+    monitor = Monitor(
+        epochs=spec.epochs or recipe.epochs, oscillation=task in ("classify", "binary", "multilabel")
+    )
     result = RunResult(case, seed, out_dir, {}, None)
     epochs = spec.epochs or recipe.epochs
     batch = spec.batch or recipe.batch
