@@ -150,3 +150,14 @@ def test_a_momentum_coasting_after_the_rate_was_zeroed_is_not_a_drift(trial_fact
     # the saved rate is what tells it from a slow tail: the same movement under a live rate is a drift
     live = _trial(trial_factory, changes, [PEAK] * 11 + [2e-3 * PEAK] * 60)
     assert _unchanged(live) == []
+
+
+def test_rate_zeroed_reads_only_the_saved_rates_within_its_steps(trial_factory):
+    # a rate 0 at saved step 2 (global step 8) only
+    rates = [PEAK, PEAK, 0.0] + [PEAK] * 8
+    rule = UnchangedTensor(_trial(trial_factory, [1.0] * 10, rates), **UNCHANGED)
+    inside = [(8, 8), (4, 12), (5, 9)]  # (5, 9): steps between saved ones, holding step 8
+    outside = [(12, 40), (0, 4), (9, 11)]  # (9, 11): no saved step at all
+    assert [rule.rate_zeroed(*span) for span in inside + outside] == [True] * 3 + [False] * 3
+    no_rate = UnchangedTensor(_trial(trial_factory, [1.0] * 10, None), **UNCHANGED)
+    assert not no_rate.rate_zeroed(0, 40)

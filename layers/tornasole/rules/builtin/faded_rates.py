@@ -23,6 +23,8 @@ makes a window look less faded (judged).
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from tornasole.rules.builtin.series import learning_rate_names
@@ -72,10 +74,8 @@ class FadedRates:
         ``last``: the optimiser makes no update there, whatever the weights still do (a momentum optimiser's
         velocity decaying after a scheduler bug set the rate to 0). False when no rate is saved."""
         for name in learning_rate_names(self):
-            tensor = self.base_trial.tensor(name)
-            for s in tensor.prev_steps(last):
-                if s < first:
-                    continue
+            saved = self.base_trial.tensor(name).prev_steps(last)
+            for s in saved[bisect.bisect_left(saved, first) :]:
                 r = self.scalar(name, s)
                 if r is not None and np.isfinite(r) and r <= 0:
                     return True
