@@ -146,7 +146,16 @@ class WeightUpdateRatio(FadedRates, BuiltinRule):
         self.check_faded_lr_fraction()
 
     def _previous(self, name: str, step: int, mode: ModeKeys) -> int | None:
-        """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set)."""
+        """Newest earlier global step of ``mode`` (``num_steps`` mode steps back, if set). Kept while one
+        step is judged (:meth:`invoke_at_step` starts afresh: a live trial's steps can still arrive):
+        ``skip_idle_model`` and the judging itself ask for the same windows."""
+        memo = self.__dict__.setdefault("_previous_memo", {})
+        key = (name, step, mode)
+        if key not in memo:
+            memo[key] = self._previous_of(name, step, mode)
+        return memo[key]
+
+    def _previous_of(self, name: str, step: int, mode: ModeKeys) -> int | None:
         steps = self.same_mode_steps(name, step, mode)
         if not steps or steps[-1] != step:
             return None
@@ -273,6 +282,7 @@ class WeightUpdateRatio(FadedRates, BuiltinRule):
         return True
 
     def invoke_at_step(self, step: int) -> bool:
+        self.__dict__["_previous_memo"] = {}
         mode = self.step_mode(step)
         if mode not in (TRAIN, GLOBAL):
             return False  # no update happens in EVAL/PREDICT
