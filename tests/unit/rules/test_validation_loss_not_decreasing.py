@@ -105,6 +105,8 @@ def test_the_recommended_set_runs_it_with_string_parameters(tmp_path):
         "min_improvement_percent": "2",
         "min_train_drop_percent": "1",
         "first_pass_below_start_percent": "30",
+        "learning_z": "2",
+        "learning_growth": "2",
     }
     trial = _run(str(tmp_path / "a"), MEMORISING_TRAIN, MEMORISING_VAL)
     # four passes: judged at the fourth pass's last step (23), one epoch sooner than the rule's default

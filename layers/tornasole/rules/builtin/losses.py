@@ -15,6 +15,7 @@ Two hooks name a loss and its inputs differently:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "CROSS_ENTROPY",
     "KERAS_BATCH_LOSS",
     "LossFeed",
+    "feed_batches",
     "loss_feeds",
 ]
 
@@ -106,6 +108,15 @@ def loss_feeds(rule: Any, step: int, loss_regex: re.Pattern | None = None) -> li
             continue
         out.append(feed)
     return out
+
+
+def feed_batches(rule: Any, feed: LossFeed, steps: list[int]) -> Iterator[tuple[Any, Any]]:
+    """``(prediction, target)`` of ``feed`` at each of ``steps`` at which both were saved, as ``rule`` reads
+    them (``rule.value``: None when a value is missing)."""
+    for s in steps:
+        p, t = rule.value(feed.prediction, s), rule.value(feed.target, s)
+        if p is not None and t is not None:
+            yield p, t
 
 
 def loss_names(rule: Any, use_losses_collection: bool = True, batch_losses: bool = False) -> list[str]:

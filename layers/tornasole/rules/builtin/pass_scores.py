@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from tornasole.modes import EVAL
 from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.losses import LossFeed, loss_feeds
+from tornasole.rules.builtin.losses import LossFeed, feed_batches, loss_feeds
 from tornasole.rules.builtin.overfit import trial_phases, whole_passes
 
 __all__ = ["PassScoreRule"]
@@ -85,10 +85,7 @@ class PassScoreRule(BuiltinRule):
 
     def pass_batches(self, feed: LossFeed, steps: list[int]) -> Iterator[tuple[Any, Any]]:
         """``(prediction, target)`` of each of ``steps`` at which both were saved, as read."""
-        for s in steps:
-            p, t = self.value(feed.prediction, s), self.value(feed.target, s)
-            if p is not None and t is not None:
-                yield p, t
+        return feed_batches(self, feed, steps)
 
     def _saved_feeds(self, step: int) -> list[LossFeed]:
         """Each loss saved at ``step`` that ``loss_regex`` matches and the rule :meth:`judges`, its prediction

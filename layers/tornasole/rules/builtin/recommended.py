@@ -89,6 +89,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # training sets); designed on the wine and iris families (docs/RULES.md)
     ("OscillatingAccuracy", "OscillatingAccuracy", {"noise_z": "2"}),
     ("ZeroGradients", "ZeroGradients", {}),
+    # issue 29: a classifier's pass that is a model leaving a plateau at chance is not judged, as in
+    # ClassifierNoBetterThanPrior (rules/builtin/plateau_learning.py); designed on lstm and recall_gru
     (
         "ValidationLossNotDecreasing",
         "ValidationLossNotDecreasing",
@@ -97,6 +99,8 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "min_improvement_percent": "2",
             "min_train_drop_percent": "1",
             "first_pass_below_start_percent": "30",
+            "learning_z": "2",
+            "learning_growth": "2",
         },
     ),
     # issue 30's rules at their published defaults (docs/RULES.md, "How the recommended set was calibrated")

@@ -37,6 +37,16 @@ fourth pass, most of them 30-90%).
   the ``losses`` collection; each judged alone and needing both modes (Keras's ``val_loss``, saved in
   EVAL mode only, is not judged; its ``loss`` is, in both modes).
 
+A plateau being left (``learning_z``, off by default; 2 in the recommended set): a cross-entropy's newest
+pass whose predictions tell their own labels better than the labels permuted, by at least
+``learning_growth`` x the pass before's gain, is not judged (:mod:`~tornasole.rules.builtin.plateau_learning`,
+ClassifierNoBetterThanPrior's test). Why: a sequence model leaving a plateau at chance grows confident both
+ways, so its mean validation loss stays flat while what it knows about each sample's label doubles; a model
+that memorises permuted labels, or cannot use its inputs, learns nothing about the validation labels that
+grows. The prediction and target are the loss's own inputs, or for a loss whose name tells no kind (Keras's
+running ``loss``) the one cross-entropy saved with its inputs at the step; otherwise (a squared error, no
+inputs saved, two cross-entropies) the pass is judged as without the option.
+
 Generalised in the first epoch (``first_pass_below_start_percent``, off by default): the rule stays quiet
 when the first validation pass already lies that % below the run's first saved training loss (the
 untrained model's loss). Why: a model that converged within its first epoch has its best pass first and
@@ -69,8 +79,10 @@ import numpy as np
 
 from tornasole.modes import EVAL, TRAIN
 from tornasole.rules.builtin.base import BuiltinRule
-from tornasole.rules.builtin.losses import loss_names
+from tornasole.rules.builtin.cross_entropies import cross_entropy_kind
+from tornasole.rules.builtin.losses import loss_feed, loss_feeds, loss_names
 from tornasole.rules.builtin.overfit import trial_phases, whole_passes
+from tornasole.rules.builtin.plateau_learning import LEARNING_GROWTH, LEARNING_Z, PlateauLearning
 from tornasole.rules.params import Param
 
 __all__ = ["ValidationLossNotDecreasing", "improvement_percent"]
@@ -93,7 +105,7 @@ def improvement_percent(first: float, later: list[float]) -> float:
     return round(100.0 * (first - best) / abs(first), 12)
 
 
-class ValidationLossNotDecreasing(BuiltinRule):
+class ValidationLossNotDecreasing(PlateauLearning, BuiltinRule):
     """Fires when no validation pass beat the first while the training loss came down.
 
     After ``min_passes`` passes, none came ``min_improvement_percent`` % below the first, and the training
@@ -143,6 +155,8 @@ class ValidationLossNotDecreasing(BuiltinRule):
             "the first validation pass this % below the first training phase: generalised, not judged "
             "(above 100: off)",
         ),
+        LEARNING_Z,
+        LEARNING_GROWTH,
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
@@ -152,6 +166,7 @@ class ValidationLossNotDecreasing(BuiltinRule):
         below = self.first_pass_below_start_percent
         if below is not None and not 0 < below < 100:
             raise self.param_error("first_pass_below_start_percent", f"value {below} must be within (0, 100)")
+        self.check_learning_params()
 
     def history_steps(self) -> int | None:
         return None  # every validation pass and training phase since the start
@@ -179,6 +194,30 @@ class ValidationLossNotDecreasing(BuiltinRule):
         if start is None or not math.isfinite(start) or start <= 0:
             return False
         return improvement_percent(start, [first_pass]) >= self.first_pass_below_start_percent
+
+    def _leaving_plateau(self, name: str, step: int) -> bool:
+        """With ``learning_z``: loss ``name`` is a classifier's cross-entropy whose newest validation pass,
+        ending at ``step``, is a model leaving a plateau at chance (:meth:`leaving_plateau`). Its prediction
+        and target: the loss's own inputs (PyTorch's ``<Loss>_input_0/1``), or, for a loss whose name tells
+        none (Keras's running ``loss``), the one cross-entropy saved with its inputs at ``step`` (Keras's
+        ``batch_loss/<Kind>`` with ``predictions``/``labels``). A loss of another kind, inputs not saved, or
+        several cross-entropies to choose from: judged as without the option."""
+        if not self.learning_z:
+            return False
+        own = loss_feed(name)
+        saved = set(self.base_trial.tensor_names(step=step))
+        feeds = [
+            f
+            for f in ([own] if own is not None else loss_feeds(self, step))
+            if cross_entropy_kind(f.loss) is not None and f.prediction in saved and f.target in saved
+        ]
+        if len(feeds) != 1:
+            return False
+        (feed,) = feeds
+        gsteps = [s for s in self.base_trial.tensor(feed.prediction).steps() if s <= step]
+        evals = [st for mode, st in trial_phases(self.base_trial, gsteps) if mode == EVAL]
+        passes = whole_passes(evals) if evals else None
+        return bool(passes) and self.leaving_plateau(feed, passes, len(passes) - 1)
 
     def invoke_at_step(self, step: int) -> bool:
         if self.base_trial.mode(step) != EVAL:
@@ -208,6 +247,8 @@ class ValidationLossNotDecreasing(BuiltinRule):
             generalised = train[0] > 0 and improvement_percent(train[0], val[:1]) >= self.generalised_percent
             if generalised and val[-1] <= val[-2]:
                 continue  # the first pass confirmed what the first epoch learned, and nothing is rising
+            if self._leaving_plateau(name, step):
+                continue
             shown = ", ".join(self.fmt(v) for v in val[-6:])
             minimum = self.fmt(self.min_improvement_percent)
             train_span = f"{self.fmt(train[0])} -> {self.fmt(min(train[1:]))}"
