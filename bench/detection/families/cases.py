@@ -67,6 +67,7 @@ _SCALED_INPUTS = {
     "recall_gru",
     "multilabel",
     "gru",
+    "conv_ae",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32).
@@ -83,6 +84,7 @@ _MLPS = {
     "digits",
     "diabetes_huber",
     "multilabel",
+    "conv_ae",
 }
 _CLASSIFIERS = {
     "cnn",
@@ -102,6 +104,7 @@ _CLASSIFIERS = {
     "induction_tf",
     "multilabel",
     "gru",
+    "attention",
 }
 #: The classifiers with more than two classes (binary has one sigmoid output; multilabel four independent
 #: ones under BCEWithLogitsLoss: no softmax to put before its loss).
@@ -159,7 +162,15 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
 
 #: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
 #: natural alternative; the cnn's SGD with momentum is SGDR's original setting.
-_RESTARTS = {"softmax": 5, "transformer": 5, "cnn": 3, "resmlp": 3, "wine": 10, "recall_gru": 4}
+_RESTARTS = {
+    "softmax": 5,
+    "transformer": 5,
+    "cnn": 3,
+    "resmlp": 3,
+    "wine": 10,
+    "recall_gru": 4,
+    "conv_ae": 5,
+}
 _WIDE_RELU = {"cnn": 64, "binary": 256, "regression": 256, "iris": 128, "conv1d": 64, "multilabel": 512}
 _DROPOUT = {
     "binary",
@@ -172,10 +183,12 @@ _DROPOUT = {
     "digits",
     "diabetes_huber",
     "multilabel",
+    "attention",
 }
 #: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
-#: output layer) and digits's (its two ``Dropout`` layers at 0.5) are one setting in Keras.
-_KERAS_AUDIT = {"convbn": {"heavy_dropout"}, "digits": {"heavy_dropout"}}
+#: output layer), digits's (its two ``Dropout`` layers at 0.5) and attention's (its attention, feed-forward
+#: and head dropouts at 0.5) are one setting in Keras.
+_KERAS_AUDIT = {"convbn": {"heavy_dropout"}, "digits": {"heavy_dropout"}, "attention": {"heavy_dropout"}}
 
 
 def _audit_cases(family: str, base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:

@@ -280,3 +280,45 @@ def marker_order(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int,
     x = np.zeros((n, steps, k), dtype=np.float32)
     x[rows[:, None], np.arange(steps)[None, :], tokens] = 1.0
     return x, y, 6, 300
+
+
+#: The vocabulary of :func:`majority_token`'s sequences (candidates 0-3, distractors 4-9).
+MAJORITY_VOCAB = 10
+
+
+def majority_token(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Synthetic counting task: 1,500 sequences of 24 tokens drawn uniformly from a vocabulary of 10; tokens
+    0-3 are the candidates, 4-9 distractors. The class is the candidate that occurs most often (a sequence
+    whose most frequent candidates tie is drawn again, so the answer is unique; 4 classes, chance 1/4): the
+    net must count across the whole sequence (the held-out ``attention_keras`` family's data; the
+    ``transformer`` family's :func:`first_token` counts the first four tokens only, :func:`marker_order`
+    orders three markers). Token ids, shape (N, 24). 300 held out."""
+    n, steps, vocab, k = 1500, 24, MAJORITY_VOCAB, 4
+    x = rng.integers(0, vocab, size=(n, steps))
+    while True:
+        counts = np.stack([(x == c).sum(axis=1) for c in range(k)], axis=1)
+        tied = (counts == counts.max(axis=1, keepdims=True)).sum(axis=1) > 1
+        if not tied.any():
+            break
+        x[tied] = rng.integers(0, vocab, size=(int(tied.sum()), steps))
+    return x.astype(np.int64), counts.argmax(axis=1).astype(np.int64), k, 300
+
+
+#: The Gaussian noise (standard deviation, on pixels in [0, 1]) the held-out ``conv_ae`` family adds to its
+#: input, never to its target; the noisy pixels are clipped to [0, 1].
+DENOISE_SIGMA = 0.25
+
+
+def digits_denoise(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The 1,797 digits as (N, 1, 8, 8) images, pixels / 16 in [0, 1], clean (the held-out ``conv_ae``
+    family's data: the target is the clean image; :mod:`families.training` adds fresh Gaussian noise of
+    :data:`DENOISE_SIGMA` to each training batch's input and a fixed, seeded draw to the validation
+    images). 360 held out, a plain seeded shuffle as :func:`digits`."""
+    x, _, _, n_val = digits(rng)
+    return x, x.copy(), 0, n_val
+
+
+def add_noise(x: np.ndarray, rng: np.random.Generator, sigma: float = DENOISE_SIGMA) -> np.ndarray:
+    """``x`` plus Gaussian noise of ``sigma`` drawn from ``rng``, clipped to [0, 1] (a denoising
+    autoencoder's corrupted input, Vincent et al., ICML 2008: the corruption is drawn anew each time)."""
+    return np.clip(x + rng.normal(0.0, sigma, size=x.shape), 0.0, 1.0).astype(np.float32)

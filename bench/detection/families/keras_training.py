@@ -52,11 +52,11 @@ from families.training import (
 
 #: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
 #: meets the rules on that framework's traces).
-KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru")
+KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru", "attention")
 #: Families trained in Keras only (their recipe in :data:`families.training.FAMILIES` has no PyTorch run):
-#: ``convbn``, held out (branch newfam2), ``digits``, held out (branch heldout), and ``gru``, held out
-#: (branch heldout4).
-KERAS_ONLY = ("convbn", "digits", "gru")
+#: ``convbn``, held out (branch newfam2), ``digits``, held out (branch heldout), ``gru``, held out
+#: (branch heldout4), and ``attention``, held out (branch heldout5).
+KERAS_ONLY = ("convbn", "digits", "gru", "attention")
 
 
 def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
@@ -137,6 +137,97 @@ def build_keras_gru(keras: Any, spec: FamilySpec, steps: int, channels: int) -> 
     return model
 
 
+def build_keras_attention(keras: Any, spec: FamilySpec, length: int, vocab: int, classes: int) -> Any:
+    """The held-out ``attention`` family on (N, ``length``) token ids: a transformer encoder of Keras's own
+    layers, post-norm as Keras's text-classification example writes it. ``embed`` (``Embedding(vocab, d)``)
+    plus ``pos`` (a learned position embedding, one ``d``-vector per position, :func:`position_embedding`),
+    then ``depth`` blocks: ``attn<i>`` (``MultiHeadAttention``, 2 heads of ``d / 2``, self-attention) ->
+    ``attn<i>_drop`` -> ``attn<i>_add`` (the residual) -> ``attn<i>_norm`` (``LayerNormalization``), and
+    ``ffn<i>_fc1`` (``Dense(2 d)``) -> ``ffn<i>_<act>`` -> ``ffn<i>_fc2`` (``Dense(d)``) -> ``ffn<i>_drop``
+    -> ``ffn<i>_add`` -> ``ffn<i>_norm``; then ``pool`` (``GlobalAveragePooling1D``), ``head_drop`` and
+    ``out``, a ``Dense(classes)`` of logits. Dropout 0.1 (or the case's ``dropout``) everywhere; ``d`` the
+    recipe's ``width``. Keras's default initialisers."""
+    recipe = FAMILIES[spec.family]
+    d = spec.width or recipe.width
+    act = spec.hidden_act or "relu"
+    rate = spec.dropout or 0.1
+    layers = keras.layers
+    tokens = keras.Input((length,), dtype="int32", name="tokens")
+    h = layers.Embedding(vocab, d, name="embed")(tokens)
+    h = position_embedding(keras, length, d)(h)
+    for i in range(1, spec.blocks + 1):
+        a = layers.MultiHeadAttention(2, d // 2, name=f"attn{i}")(h, h)
+        a = layers.Dropout(rate, name=f"attn{i}_drop")(a)
+        h = layers.LayerNormalization(epsilon=1e-6, name=f"attn{i}_norm")(
+            layers.Add(name=f"attn{i}_add")([h, a])
+        )
+        f = layers.Dense(2 * d, name=f"ffn{i}_fc1")(h)
+        f = layers.Activation(act, name=f"ffn{i}_{act}")(f)
+        f = layers.Dense(d, name=f"ffn{i}_fc2")(f)
+        f = layers.Dropout(rate, name=f"ffn{i}_drop")(f)
+        h = layers.LayerNormalization(epsilon=1e-6, name=f"ffn{i}_norm")(
+            layers.Add(name=f"ffn{i}_add")([h, f])
+        )
+    h = layers.GlobalAveragePooling1D(name="pool")(h)
+    h = layers.Dropout(rate, name="head_drop")(h)
+    model = keras.Model(tokens, layers.Dense(classes, name="out")(h), name="net")
+    if spec.weight_scale != 1.0:  # DeepFD: every kernel and embedding table (rank 2 or more) x the scale
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * spec.weight_scale)
+    return model
+
+
+def position_embedding(keras: Any, length: int, d: int) -> Any:
+    """A layer ``pos`` that adds a learned vector per position (a ``(length, d)`` table ``embeddings``,
+    initialised as Keras's ``Embedding`` initialises its own: uniform in +-0.05) to its (N, length, d)
+    input: BERT's learned positions, which Keras 3 itself does not ship (keras-hub's
+    ``PositionEmbedding``)."""
+
+    class PositionEmbedding(keras.layers.Layer):
+        def build(self, input_shape: Any) -> None:
+            self.embeddings = self.add_weight(shape=(length, d), initializer="uniform", name="embeddings")
+
+        def call(self, x: Any) -> Any:
+            return x + self.embeddings[None, : keras.ops.shape(x)[1]]
+
+    return PositionEmbedding(name="pos")
+
+
+def inverse_time_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epochs: int) -> Any:
+    """The recipe's rate under ``keras.optimizers.schedules.InverseTimeDecay``: ``lr / (1 + 0.5 t)`` after
+    ``t`` epochs of optimiser steps (continuous, not staircase; the rate at the last epoch is lr / 6.5 for
+    12 epochs), multiplied by a linear rise from 0 over the ``warmup_epochs`` (a transformer's warmup);
+    ``scheduler_zeroes_lr`` sets it to 0 after epoch ``lr_zero_after_epoch``, as :func:`cosine_schedule`
+    does. Stepped by the optimiser's iteration counter."""
+    recipe = FAMILIES[spec.family]
+    lr = recipe.lr * spec.lr_mult
+    inverse = keras.optimizers.schedules.InverseTimeDecay(lr, decay_steps=steps_per_epoch, decay_rate=0.5)
+    warm = (recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs) * steps_per_epoch
+    zero_from = None if spec.lr_zero_after_epoch is None else (spec.lr_zero_after_epoch + 1) * steps_per_epoch
+    return _warmed_or_zeroed(keras, inverse, warm, zero_from)
+
+
+def _warmed_or_zeroed(keras: Any, schedule: Any, warm: int, zero_from: int | None) -> Any:
+    """``schedule`` times a linear rise from 0 over ``warm`` optimiser steps, and 0 from step ``zero_from``
+    on (the ``scheduler_zeroes_lr`` bug); ``schedule`` itself when neither applies."""
+    if not warm and zero_from is None:
+        return schedule
+
+    class WarmedOrZeroed(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step: Any) -> Any:
+            rate = schedule(step)
+            if warm:
+                rate = rate * keras.ops.minimum(1.0, keras.ops.cast(step, rate.dtype) / warm)
+            if zero_from is not None:
+                rate = keras.ops.where(
+                    keras.ops.greater_equal(step, zero_from), keras.ops.zeros_like(rate), rate
+                )
+            return rate
+
+    return WarmedOrZeroed()
+
+
 def piecewise_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epochs: int) -> Any:
     """The recipe's rate under ``keras.optimizers.schedules.PiecewiseConstantDecay`` over the run's optimiser
     steps: the base rate, a tenth of it from half the run, a hundredth from three quarters (the step schedule
@@ -151,21 +242,7 @@ def piecewise_schedule(keras: Any, spec: FamilySpec, steps_per_epoch: int, epoch
     )
     warm = (recipe.warmup_epochs if spec.warmup_epochs is None else spec.warmup_epochs) * steps_per_epoch
     zero_from = None if spec.lr_zero_after_epoch is None else (spec.lr_zero_after_epoch + 1) * steps_per_epoch
-    if not warm and zero_from is None:
-        return piecewise
-
-    class WarmedOrZeroed(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step: Any) -> Any:
-            rate = piecewise(step)
-            if warm:
-                rate = rate * keras.ops.minimum(1.0, keras.ops.cast(step, rate.dtype) / warm)
-            if zero_from is not None:
-                rate = keras.ops.where(
-                    keras.ops.greater_equal(step, zero_from), keras.ops.zeros_like(rate), rate
-                )
-            return rate
-
-    return WarmedOrZeroed()
+    return _warmed_or_zeroed(keras, piecewise, warm, zero_from)
 
 
 def classification_loss(keras: Any, spec: FamilySpec) -> Any:
@@ -332,16 +409,23 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         model = build_keras_digits(keras, spec, x.shape[-1])
     elif spec.family == "gru":
         model = build_keras_gru(keras, spec, x.shape[1], x.shape[2])
+    elif spec.family == "attention":
+        model = build_keras_attention(keras, spec, x.shape[1], data.MAJORITY_VOCAB, classes)
     else:
         model = build_keras(keras, spec, x.shape[-1])
-    first = model.layers[0]
+    # the first layer with weights (a functional model's first layer is its ``InputLayer``)
+    first = next(layer for layer in model.layers if layer.weights)
     if spec.freeze_first:
         first.trainable = False
     epochs = spec.epochs or recipe.epochs
     batch = spec.batch or recipe.batch
     # a cosine or piecewise recipe runs Keras's own schedule (CosineDecay, PiecewiseConstantDecay); the
     # others' rate is set each epoch by the Labeller
-    keras_schedules = {"cosine": cosine_schedule, "piecewise": piecewise_schedule}
+    keras_schedules = {
+        "cosine": cosine_schedule,
+        "piecewise": piecewise_schedule,
+        "inverse_time": inverse_time_schedule,
+    }
     schedule = (
         keras_schedules[recipe.schedule](keras, spec, math.ceil(n_train / batch), epochs)
         if recipe.schedule in keras_schedules

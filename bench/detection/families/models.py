@@ -265,3 +265,36 @@ class AttentionOnly(nn.Module):
             a, _ = getattr(self, attn)(q, q, q, attn_mask=mask, need_weights=False)
             h = h + a
         return self.out(self.norm(h[:, -1]))
+
+
+class ConvAutoencoder(nn.Module):
+    """A convolutional denoising autoencoder on (N, 1, 8, 8) images. Encoder: ``conv1`` (3x3, ``width``
+    channels) -> ``conv1_gn`` (GroupNorm, 4 groups) -> ``conv1_<act>``, ``conv2`` (3x3, stride 2: 8x8 to
+    4x4, ``2 * width`` channels) -> ``conv2_gn`` -> ``conv2_<act>``, then ``depth - 2`` blocks ``conv<i>``
+    (3x3 at 4x4, ``2 * width`` channels) with their own GroupNorm and activation; decoder: ``up1``
+    (ConvTranspose2d, kernel 4, stride 2: back to 8x8, ``width`` channels) -> ``up1_gn`` -> ``up1_<act>``,
+    then ``out`` (3x3 to one channel) -> ``out_sigmoid`` (pixels in [0, 1]). ``depth`` 6 with ``act``
+    sigmoid is the deep sigmoid mutation applied to the convolutions (as conv1d's and convbn's)."""
+
+    def __init__(self, act: str = "silu", width: int = 16, depth: int = 2) -> None:
+        super().__init__()
+        self.layers: list[str] = []
+        c_in = 1
+        for i in range(1, max(2, depth) + 1):
+            c_out = width if i == 1 else 2 * width
+            setattr(self, f"conv{i}", nn.Conv2d(c_in, c_out, 3, stride=2 if i == 2 else 1, padding=1))
+            setattr(self, f"conv{i}_gn", nn.GroupNorm(4, c_out))
+            setattr(self, f"conv{i}_{act}", ACTS[act]())
+            self.layers += [f"conv{i}", f"conv{i}_gn", f"conv{i}_{act}"]
+            c_in = c_out
+        self.up1 = nn.ConvTranspose2d(c_in, width, 4, stride=2, padding=1)
+        self.up1_gn = nn.GroupNorm(4, width)
+        setattr(self, f"up1_{act}", ACTS[act]())
+        self.layers += ["up1", "up1_gn", f"up1_{act}"]
+        self.out = nn.Conv2d(width, 1, 3, padding=1)
+        self.out_sigmoid = nn.Sigmoid()
+
+    def forward(self, x: Any) -> Any:
+        for n in self.layers:
+            x = getattr(self, n)(x)
+        return self.out_sigmoid(self.out(x))

@@ -5,7 +5,10 @@ case added to the generator is added to every family's expectation at once."""
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
 
@@ -58,3 +61,32 @@ def cases_of(family: str) -> dict[str, str]:
 def of_kind(cases: dict[str, str], kind: str) -> set[str]:
     """The names of ``cases`` built ``kind`` (``"broken"`` or ``"healthy"``)."""
     return {name for name, k in cases.items() if k == kind}
+
+
+#: ``sklearn.datasets.load_digits()`` as the families' loaders read it: 180 of each digit, 64 pixels in 0-16
+#: (seeded), as ``data`` and as 8x8 ``images``. scikit-learn is a benchmark dependency, not a test one
+#: (``make test`` does not install it): tests of a digits family load through :func:`with_stand_in_digits`.
+_PIXELS = np.random.default_rng(7).integers(0, 17, size=(1800, 64)).astype(np.float64)
+DIGITS = types.SimpleNamespace(
+    data=_PIXELS, images=_PIXELS.reshape(1800, 8, 8), target=np.repeat(np.arange(10), 180)
+)
+
+
+def with_stand_in_digits(load):
+    """``load()`` with :data:`DIGITS` standing in for scikit-learn's ``load_digits``, and ``sys.modules`` as
+    it was afterwards (torch's lazy imports probe for the real package)."""
+    names = ("sklearn", "sklearn.datasets")
+    saved = {name: sys.modules[name] for name in names if name in sys.modules}
+    datasets = types.ModuleType("sklearn.datasets")
+    datasets.load_digits = lambda: DIGITS
+    package = types.ModuleType("sklearn")
+    package.datasets = datasets
+    sys.modules.update({"sklearn": package, "sklearn.datasets": datasets})
+    try:
+        return load()
+    finally:
+        for name in names:
+            if name in saved:
+                sys.modules[name] = saved[name]
+            else:
+                sys.modules.pop(name, None)

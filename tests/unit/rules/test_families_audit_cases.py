@@ -34,10 +34,11 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
     found = {name: kind for name, (kind, _, _) in CASES.items() if name.split("/", 1)[1] in audit}
     assert set(found.values()) == {"healthy"}
     # PyTorch only, bar the held-out Keras families' dropout at 0.5: convbn's one Dropout(0.5) before its
-    # output (branch newfam2), digits's two (branch heldout)
+    # output (branch newfam2), digits's two (branch heldout), attention's three (branch heldout5)
     assert {name for name in found if "_keras/" in name} == {
         "convbn_keras/heavy_dropout",
         "digits_keras/heavy_dropout",
+        "attention_keras/heavy_dropout",
     }
     assert {n for n in found if n.endswith("/warm_restarts")} == {
         "softmax/warm_restarts",
@@ -46,6 +47,7 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
         "resmlp/warm_restarts",  # a held-out family (branch newfam)
         "wine/warm_restarts",  # a held-out family (branch lrhigh)
         "recall_gru/warm_restarts",  # a held-out family (branch heldout3): warmup + cosine per step
+        "conv_ae/warm_restarts",  # a held-out family (branch heldout5): one-cycle
     }
     assert {n for n in found if n.endswith("/one_cycle")} == {"softmax/one_cycle", "transformer/one_cycle"}
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import sys
-import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +23,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detectio
 from families import data  # noqa: E402
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.training import FAMILIES, _lr_at, _score, build, run  # noqa: E402
-from family_cases import COMMON_BROKEN, COMMON_HEALTHY, KERAS_BROKEN, PYTORCH_HEALTHY, cases_of, of_kind  # noqa: E402
+from family_cases import (  # noqa: E402
+    COMMON_BROKEN,
+    COMMON_HEALTHY,
+    DIGITS,
+    KERAS_BROKEN,
+    PYTORCH_HEALTHY,
+    cases_of,
+    of_kind,
+    with_stand_in_digits,
+)
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
@@ -48,36 +56,8 @@ def test_the_two_families_are_scored_and_take_the_faults_and_hard_negatives_of_t
     assert not any(name.startswith(("gru/", "multilabel_keras/")) for name in CASES)
 
 
-#: ``sklearn.datasets.load_digits()`` as ``data.digit_attributes`` reads it: 180 of each digit, 64 pixels in
-#: 0-16 (seeded).
-DIGITS = types.SimpleNamespace(
-    data=np.random.default_rng(7).integers(0, 17, size=(1800, 64)).astype(np.float64),
-    target=np.repeat(np.arange(10), 180),
-)
-
-
-def _with_stand_in_digits(load):
-    """``load()`` with :data:`DIGITS` standing in for scikit-learn's ``load_digits``, and ``sys.modules`` as
-    it was afterwards (torch's lazy imports probe for the real package)."""
-    names = ("sklearn", "sklearn.datasets")
-    saved = {name: sys.modules[name] for name in names if name in sys.modules}
-    datasets = types.ModuleType("sklearn.datasets")
-    datasets.load_digits = lambda: DIGITS
-    package = types.ModuleType("sklearn")
-    package.datasets = datasets
-    sys.modules.update({"sklearn": package, "sklearn.datasets": datasets})
-    try:
-        return load()
-    finally:
-        for name in names:
-            if name in saved:
-                sys.modules[name] = saved[name]
-            else:
-                sys.modules.pop(name, None)
-
-
 def test_digit_attributes_are_the_four_written_down_and_the_split_is_stratified_and_seeded():
-    x, y, classes, n_val = _with_stand_in_digits(lambda: data.digit_attributes(np.random.default_rng(0)))
+    x, y, classes, n_val = with_stand_in_digits(lambda: data.digit_attributes(np.random.default_rng(0)))
     assert (x.shape, x.dtype, y.shape, y.dtype, classes, n_val) == (
         (1800, 64),
         np.float32,
@@ -112,7 +92,7 @@ def test_digit_attributes_are_the_four_written_down_and_the_split_is_stratified_
         assert np.all(y[digits_in_order == digit] == np.array(attrs, dtype=np.float32)), digit
     assert np.allclose(x[:n_train].mean(axis=0), 0.0, atol=1e-5)  # standardised on the training digits
     assert set(np.bincount(digits_in_order[n_train:])) == {40}  # stratified
-    again = _with_stand_in_digits(lambda: data.digit_attributes(np.random.default_rng(0)))
+    again = with_stand_in_digits(lambda: data.digit_attributes(np.random.default_rng(0)))
     assert np.array_equal(again[0], x)
     assert np.array_equal(again[1], y)
 
@@ -177,7 +157,7 @@ def test_a_multilabel_run_feeds_logits_to_bce_with_logits_and_steps_nadam(tmp_pa
 
     monkeypatch.setattr(torch.optim.NAdam, "step", recording_step)
     small = _small(data.digit_attributes)
-    monkeypatch.setattr(data, "digit_attributes", lambda rng: _with_stand_in_digits(lambda: small(rng)))
+    monkeypatch.setattr(data, "digit_attributes", lambda rng: with_stand_in_digits(lambda: small(rng)))
     monkeypatch.setattr("families.training.SAVE_INTERVAL", 1)
     spec = replace(CASES["multilabel/healthy"][2], epochs=2)
     result = run("m", spec, 0, str(tmp_path))
