@@ -1,8 +1,9 @@
 """LossSpike and GradientNormSpike as the recommended set configures them, in the serverless evaluator on
 moto: each fires on a language model's bad batch and gradient-norm spike as the steps arrive one
 notification at a time (loading only the window it says it reads), at the step ``invoke_rule`` names over
-the whole trial; and both stay quiet on a small-batch run whose one misclassified sample and noisy gradient
-norm alarm the published criteria alone."""
+the whole trial; both stay quiet on a small-batch run whose one misclassified sample and noisy gradient
+norm alarm the published criteria alone; and on a Keras trial LossSpike judges the batch's own loss
+(``batch_loss/<Kind>``) in the evaluator as offline, not the logs' running mean."""
 
 from __future__ import annotations
 
@@ -65,3 +66,30 @@ def test_both_stay_quiet_on_small_batch_noise_in_the_evaluator(stack: Stack) -> 
     for name in ("LossSpike", "GradientNormSpike"):
         offline = invoke_rule(create_rule(name, create_trial(TRIAL)))
         assert offline.first_step == ONSET, (name, offline.first_step)
+
+
+def _keras(step: int, batch: np.ndarray) -> dict[str, np.ndarray]:
+    """The Keras hook's names: ``loss`` the running mean over one epoch of STEPS batches, and the batch's
+    own loss."""
+    return {
+        "loss": np.float32(batch[: step + 1].mean()),
+        "batch_loss/SparseCategoricalCrossentropy_from_logits": np.float32(batch[step]),
+    }
+
+
+def test_loss_spike_judges_a_keras_batch_loss_in_the_evaluator_as_offline(stack: Stack) -> None:
+    batch = np.random.default_rng(3).exponential(0.004, STEPS)
+    batch[ONSET] = 1.4  # a bad batch, back to chance (ln 4)
+    (rule,) = [c for c in RULES if c["RuleConfigurationName"] == "LossSpike"]
+    got = run_in_evaluator(
+        stack,
+        [rule],
+        STEPS,
+        lambda step: _keras(step, batch),
+        collections={
+            "losses": {"name": "losses", "include_regex": ["(^|_)loss$"]},
+            "loss_inputs": {"name": "loss_inputs", "include_regex": ["^batch_loss/"]},
+        },
+    )
+    assert_each_fires_as_offline(got, [rule], {"LossSpike": ONSET})
+    assert "batch_loss/SparseCategoricalCrossentropy_from_logits = 1.4" in got["LossSpike"][1]
