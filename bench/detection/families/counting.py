@@ -13,21 +13,32 @@ PyTorch, TensorFlow or scikit-learn so that the counting itself is unit-tested (
   accuracy statistically worse than the original program's over repeated runs): a built-broken run is
   harmful when its final validation score (``final_val_acc``: accuracy for a classifier, R^2 for the
   autoencoder, R^2 over the reference for a regression, all higher-is-better and recorded while it
-  trains, never by the rules) is below that of *every* built-healthy run of its family, over every seed
-  scored. With two seeds per case DeepFD's statistical test has no power, so the criterion is the
-  stricter, distribution-free one: worse than the worst healthy run. A non-finite score (a run that
-  diverged) is worse than any.
+  trains, never by the rules) is below that of *every* built-healthy run of its family that did not
+  collapse (below), over every seed scored. With two seeds per case DeepFD's statistical test has no
+  power, so the criterion is the stricter, distribution-free one: worse than the worst healthy run. A
+  non-finite score (a run that diverged) is worse than any.
+* **Collapsed** (issue 29: "healthy runs trained well to the end"): a built-healthy run whose final
+  validation score is no better than the input-independent baseline's (:func:`null_score`: the majority
+  class, or the mean's R^2 of 0; Karpathy, "A Recipe for Training Neural Networks", 2019, the baseline a
+  model must beat) did not train, whatever its recipe. It is no healthy sample: a firing on it is no false
+  alarm, and its score is no floor for harm. The scorer counts it apart (:func:`collapsed`) and says
+  whether a rule fired on it. The criterion reads the run's final score and its validation targets only,
+  never a rule.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 __all__ = [
+    "collapsed",
     "fires",
     "firing_configurations",
     "harmful",
     "healthy_floor",
+    "null_score",
     "twin_of",
     "twin_quiet_configurations",
     "worst_family",
@@ -81,15 +92,61 @@ def _score(r: dict) -> float:
     return v if math.isfinite(v) else -math.inf
 
 
+def null_score(task: str, targets: np.ndarray) -> float:
+    """The validation score of the input-independent baseline, on the score's own scale (``final_val_acc``):
+    the share of the most frequent class for a classifier (``classify``: class ids); for a sigmoid output
+    (``binary``, ``multilabel``: 0/1 targets, one column per attribute) the mean over the columns of the
+    share of each column's more frequent value; 0 for an R^2 (``regress``, ``reconstruct``, ``denoise``:
+    predicting the mean explains nothing).
+
+    >>> null_score("classify", np.array([0, 1, 1, 2]))
+    0.5
+    >>> null_score("multilabel", np.array([[1, 0], [1, 1], [1, 0], [0, 0]]))
+    0.75
+    >>> null_score("regress", np.array([1.0, 2.0]))
+    0.0
+    """
+    targets = np.asarray(targets)
+    if task == "classify":
+        counts = np.bincount(targets.reshape(-1).astype(np.int64))
+        return float(counts.max() / counts.sum())
+    if task in ("binary", "multilabel"):
+        ones = (targets.reshape(len(targets), -1) > 0.5).mean(axis=0)
+        return float(np.maximum(ones, 1.0 - ones).mean())
+    if task in ("regress", "reconstruct", "denoise"):
+        return 0.0
+    raise ValueError(
+        f"null_score: unknown task {task!r} (classify, binary, multilabel, regress, reconstruct, denoise)"
+    )
+
+
+def collapsed(r: dict) -> bool:
+    """Whether built-healthy run ``r`` ended no better than the input-independent baseline (its
+    ``null_score``, module docstring); False for a built-broken run or one without a ``null_score``.
+
+    >>> collapsed({"kind": "healthy", "final_val_acc": 0.13, "null_score": 0.13})
+    True
+    >>> collapsed({"kind": "healthy", "final_val_acc": 0.14, "null_score": 0.13})
+    False
+    """
+    null = r.get("null_score")
+    return r["kind"] == "healthy" and null is not None and _score(r) <= null + NULL_TOLERANCE
+
+
+#: float32 scores against a float64 baseline: 39/300 is 0.13 exactly, its float32 accuracy 0.12999999523.
+NULL_TOLERANCE = 1e-6
+
+
 def healthy_floor(family_runs: list[dict]) -> float | None:
-    """The lowest final validation score of the built-healthy runs among ``family_runs`` (None: none)."""
-    scores = [_score(r) for r in family_runs if r["kind"] == "healthy"]
+    """The lowest final validation score of the built-healthy runs among ``family_runs`` that did not
+    collapse (None: none)."""
+    scores = [_score(r) for r in family_runs if r["kind"] == "healthy" and not collapsed(r)]
     return min(scores) if scores else None
 
 
 def harmful(r: dict, family_runs: list[dict]) -> bool:
-    """Whether built-broken ``r`` ended worse than every built-healthy run of its family (DeepFD's killed
-    mutant, module docstring). False when the family has no built-healthy run to compare with.
+    """Whether built-broken ``r`` ended worse than every built-healthy run of its family that did not
+    collapse (DeepFD's killed mutant, module docstring). False when the family has no such run.
 
     >>> fam = [{"kind": "healthy", "final_val_acc": 0.9}, {"kind": "healthy", "final_val_acc": 0.8}]
     >>> [harmful({"kind": "broken", "final_val_acc": v}, fam) for v in (0.79, 0.85)]

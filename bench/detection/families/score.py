@@ -7,6 +7,7 @@ Usage::
     python bench/detection/families/score.py --json out.json --out DIR   # keep the numbers and the trials
     python bench/detection/families/score.py --reuse DIR          # re-evaluate the trials a run left in DIR
     python bench/detection/families/score.py --families softmax --cases healthy,warm_restarts   # these cases
+    python bench/detection/families/score.py --recount out.json --json new.json   # count saved firings again
 
 Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
 calibrated only on the families that are not scored, so each family's numbers are what the rules do on runs of
@@ -17,7 +18,9 @@ run was *built* to be (a bug only an accuracy shows, such as permuted labels, me
 against the labels with UMLAUT's overfitting read over three rising epochs ("3 ep.", the benchmark's reading
 until the fifteenth revision; UMLAUT's own criterion is one epoch, and flags validation noise); then the
 rules behind the false alarms. The headline is the worst family (lowest recall, then most false alarms),
-never the mean.
+never the mean. A run built healthy that ended no better than the input-independent baseline collapsed
+(:func:`families.counting.collapsed`): it is counted apart, with the rule that fired on it, not as a
+healthy run.
 """
 
 from __future__ import annotations
@@ -35,15 +38,26 @@ from importlib.util import find_spec
 from multiprocessing import get_context
 from pathlib import Path
 
+import numpy as np
+
 # bench/detection first: its run.py/labels.py are imported by name (this folder's training.py must not
 # shadow bench/detection/training.py).
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from run import evaluate_one, rule_sets  # noqa: E402
 
+from families import data  # noqa: E402
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
+from families.counting import (  # noqa: E402
+    collapsed,
+    harmful,
+    null_score,
+    twin_of,
+    twin_quiet_configurations,
+    worst_family,
+)
 from families.counting import fires as _fires  # noqa: E402
-from families.counting import harmful, twin_of, twin_quiet_configurations, worst_family  # noqa: E402
+from families.training import FAMILIES as RECIPES  # noqa: E402
 from families.training import SAVE_INTERVAL  # noqa: E402
 from families.training import run as train_run  # noqa: E402
 
@@ -77,6 +91,26 @@ def train_one(job: tuple[str, int, str]) -> dict:
     }
 
 
+def with_null_scores(runs: list[dict]) -> list[dict]:
+    """Each run with ``null_score``: the input-independent baseline's score on the run's own validation set
+    (:func:`families.counting.null_score`), from the recipe's data drawn again with the run's seed (the
+    validation targets are the data's last ``n_val`` samples, which no fault touches). Runs a previous
+    scoring recorded without it get it here, so the counting never needs the trials."""
+    cache: dict[tuple[str, int], float] = {}
+    out = []
+    for r in runs:
+        recipe = RECIPES[CASES[r["case"]][2].family]
+        key = (recipe.data, r["seed"])
+        if key not in cache:
+            if recipe.task in ("classify", "binary", "multilabel"):
+                _, y, _, n_val = getattr(data, recipe.data)(np.random.default_rng(r["seed"]))
+                cache[key] = null_score(recipe.task, y[-n_val:])
+            else:
+                cache[key] = null_score(recipe.task, np.zeros(1))
+        out.append({**r, "null_score": cache[key]})
+    return out
+
+
 def variant_labels(r: dict) -> dict[str, int]:
     """The run's labels with UMLAUT's overfitting read over three rising epochs (the benchmark's reading
     until the fifteenth revision, :attr:`labels.Monitor.variants`) instead of UMLAUT's one epoch."""
@@ -84,6 +118,15 @@ def variant_labels(r: dict) -> dict[str, int]:
     if "overfit_3_epochs" in r.get("variants", {}):
         labels["overfit"] = r["variants"]["overfit_3_epochs"]
     return labels
+
+
+def _first_firings(r: dict, set_name: str) -> str:
+    """``"LossSpike, GradientNormSpike at step 7919"``: every configuration that fired first, or "quiet"."""
+    fired = _fires(r, set_name)
+    if not fired:
+        return "quiet"
+    first = fired[0][0]
+    return f"{', '.join(conf for step, conf in fired if step == first)} at step {first}"
 
 
 def family_metrics(rs: list[dict], set_name: str) -> dict:
@@ -100,7 +143,8 @@ def family_metrics(rs: list[dict], set_name: str) -> dict:
             latencies.append(tb[fires[0][0]] - tb[r["onset"]])
     alarms = [r for r in healthy if _fires(r, set_name)]
     built_broken = [r for r in rs if r["kind"] == "broken"]
-    built_healthy = [r for r in rs if r["kind"] == "healthy"]
+    built_healthy = [r for r in rs if r["kind"] == "healthy" and not collapsed(r)]
+    fell = [r for r in rs if collapsed(r)]
     twin_quiet = {(r["case"], r["seed"]) for r in built_broken if twin_quiet_configurations(r, rs, set_name)}
     killed = [r for r in built_broken if harmful(r, rs)]
     sources = Counter(conf for r in alarms for _, conf in _fires(r, set_name)[:1])
@@ -132,6 +176,12 @@ def family_metrics(rs: list[dict], set_name: str) -> dict:
         ),
         "built_healthy": len(built_healthy),
         "built_healthy_alarms": sum(1 for r in built_healthy if _fires(r, set_name)),
+        "built_healthy_collapsed": len(fell),
+        "built_healthy_collapsed_cases": sorted(
+            f"{r['case']}-s{r['seed']} (final {r['final_val_acc']:.3g}, baseline {r['null_score']:.3g}): "
+            + _first_firings(r, set_name)
+            for r in fell
+        ),
         "alarm_first_rule": dict(sources),
         "false_alarm_cases": sorted(f"{r['case']}-s{r['seed']}:{_fires(r, set_name)[0][1]}" for r in alarms),
         "missed_cases": sorted(f"{r['case']}-s{r['seed']}" for r in broken if not _fires(r, set_name)),
@@ -221,6 +271,9 @@ def built_table(per: dict[str, dict]) -> None:
         worst = worst_family(per, hits, total)
         if worst is not None:
             print(f"  WORST family by {label}: {worst[0]} ({_ratio(worst[1], worst[2])})")
+    for family, m in per.items():
+        for case in m.get("built_healthy_collapsed_cases", []):
+            print(f"  {family}: built healthy but collapsed (counted apart): {case}")
     alarms = {f: {**m, "quiet": m["built_healthy"] - m["built_healthy_alarms"]} for f, m in per.items()}
     worst = worst_family(alarms, "quiet", "built_healthy")
     if worst is not None and worst[1] == worst[2]:
@@ -230,6 +283,22 @@ def built_table(per: dict[str, dict]) -> None:
             f"  WORST family by alarms on built-healthy runs: {worst[0]} "
             f"({_ratio(worst[2] - worst[1], worst[2])})"
         )
+
+
+def recount(path: Path, json_out: str | None) -> int:
+    """The numbers of a previous ``--json`` file counted again from its runs' recorded firings: a change of
+    the counting (:mod:`families.counting`) is applied to the same verdicts without running a rule."""
+    try:
+        saved = json.loads(path.read_text())
+        results, set_names = saved["runs"], list(saved["numbers"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--recount {path}: not a score.py --json file ({e!r})") from None
+    results = with_null_scores(results)
+    numbers = report(results, set_names)
+    print(f"\n{len(results)} runs counted again from {path}")
+    if json_out:
+        Path(json_out).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--reuse", help="evaluate the trials and labels a previous --out run left in this folder")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
+    ap.add_argument(
+        "--recount",
+        metavar="FILE",
+        help="count again the firings a previous --json wrote to FILE (no trial is read, no rule runs)",
+    )
     args = ap.parse_args(argv)
+    if args.recount:
+        return recount(Path(args.recount), args.json)
     families = [f for f in args.families.split(",") if f]
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown or not families:
@@ -285,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         trained = time.perf_counter()
         results = pool.map(evaluate_one, [(r, sets) for r in runs], chunksize=1)
     evaluated = time.perf_counter()
+    results = with_null_scores(results)
     numbers = report(results, list(sets))
     print(
         f"\n{len(runs)} runs; training {trained - start:.0f} s, rules {evaluated - trained:.0f} s, "

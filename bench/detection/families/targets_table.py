@@ -141,6 +141,13 @@ def summary(per: dict[str, dict]) -> list[str]:
         f"- in all: alarms on {fired} of {healthy} built-healthy runs ({fired / healthy:.1%}); "
         f"{harmful_hits} of {harmful_all} harmful runs caught; {sum(m['runs'] for m in per.values())} runs"
     )
+    fell = [(f, case) for f, m in per.items() for case in m.get("built_healthy_collapsed_cases", [])]
+    if fell:
+        lines.append(
+            "- built healthy but collapsed (final score no better than the input-independent baseline; "
+            "counted apart, neither as a healthy run nor as a floor for harm): "
+            + "; ".join(case for _, case in fell)
+        )
     return lines
 
 

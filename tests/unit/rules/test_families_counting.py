@@ -1,21 +1,28 @@
 """How the families scorer counts (bench/detection/families/counting.py), on hand-built result dicts: a
 broken run is detected only by a configuration quiet on its healthy twin (issue 29), and it is harmful only
-when it ended worse than every built-healthy run of its family (DeepFD's killed mutant). The module imports
-neither PyTorch nor scikit-learn."""
+when it ended worse than every built-healthy run of its family (DeepFD's killed mutant); a built-healthy run
+that ended no better than the input-independent baseline collapsed and is counted apart. The module imports
+neither PyTorch nor scikit-learn; ``score.py --recount`` (one test) needs PyTorch, never scikit-learn."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "detection"
 sys.path.insert(0, str(BENCH))
 
 from families.counting import (  # noqa: E402
+    collapsed,
     fires,
     harmful,
     healthy_floor,
+    null_score,
     twin_of,
     twin_quiet_configurations,
     worst_family,
@@ -80,6 +87,40 @@ def test_harmful_means_worse_than_every_built_healthy_run_of_the_family():
     assert not harmful(family[2], [family[2]])  # nothing healthy to compare with
 
 
+def test_the_input_independent_baseline_is_the_majority_or_the_mean():
+    # a classifier's: the most frequent class's share; a float32 target of class ids reads alike
+    assert null_score("classify", np.array([3, 3, 1, 0, 3, 2])) == 0.5
+    assert null_score("classify", np.array([2.0, 2.0, 0.0])) == pytest.approx(2 / 3)
+    # a sigmoid output's: each column's more frequent value, averaged over the columns; a Keras (N, 1) alike
+    assert null_score("binary", np.array([0, 0, 0, 1])) == 0.75
+    assert null_score("binary", np.array([[0.0], [1.0], [1.0], [1.0]])) == 0.75
+    assert null_score("multilabel", np.array([[1, 0], [1, 0], [0, 0], [1, 1]])) == pytest.approx(0.75)
+    # an R^2's: predicting the mean explains nothing, whatever the targets
+    for task in ("regress", "reconstruct", "denoise"):
+        assert null_score(task, np.array([5.0, -1.0])) == 0.0
+    with pytest.raises(ValueError, match="unknown task 'rank'"):
+        null_score("rank", np.array([1]))
+
+
+def test_a_healthy_run_that_ends_at_the_baseline_collapsed_and_sets_no_floor():
+    # induction_tf's warmup_from_zero_small_batch s0 as it was recorded: a float32 accuracy of 39/300
+    fell = {
+        **_run("induction_tf/warmup_from_zero_small_batch", 0, "healthy", {}, 0.12999999523),
+        "null_score": 0.13,
+    }
+    good = {**_run("induction_tf/healthy", 0, "healthy", {}, 0.99), "null_score": 0.13}
+    assert collapsed(fell)
+    assert not collapsed(good)
+    assert not collapsed({**fell, "final_val_acc": 0.1334})  # one sample better than the majority class
+    assert not collapsed({**fell, "kind": "broken"})  # a broken run is judged by harm, not here
+    assert not collapsed(_run("cnn/healthy", 0, "healthy", {}, 0.1))  # no baseline recorded: not judged
+    assert collapsed({**fell, "final_val_acc": float("nan")})  # a diverged healthy run did not train either
+    family = [fell, good]
+    assert healthy_floor(family) == 0.99  # not 0.13: the collapse would excuse every broken run above it
+    assert harmful(_run("induction_tf/init_too_large", 0, "broken", {}, 0.15), family)
+    assert healthy_floor([fell]) is None
+
+
 def test_the_worst_family_is_the_lowest_ratio_and_ignores_empty_columns():
     per = {
         "binary": {"hit": 14, "n": 16},
@@ -97,3 +138,42 @@ def test_the_counting_imports_without_pytorch_or_scikit_learn():
         "assert not {'torch', 'sklearn', 'tensorflow'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_scorer_counts_a_collapsed_healthy_run_apart_when_it_counts_again(tmp_path):
+    """``score.py --recount``: the saved firings counted again, the baseline drawn from the recipe's data and
+    seed (induction_tf's synthetic tokens: seed 0's validation set holds 39 of 300 of its commonest class)."""
+    runs = [
+        _run("induction_tf/healthy", 0, "healthy", {"Overfit": None}, 0.99),
+        _run("induction_tf/warmup_from_zero_small_batch", 0, "healthy", {"LossSpike": 70}, 0.12999999523),
+        _run("induction_tf/noisy_small_batch", 0, "healthy", {"LossSpike": 90}, 1.0),
+        _run("induction_tf/init_too_large", 0, "broken", {"InitialLossTooHigh": 0}, 0.15),
+        _run("induction_tf/softmax_before_cross_entropy", 0, "broken", {"LossSpike": None}, 1.0),
+    ]
+    for r in runs:
+        r.update(labels={}, variants={}, onset=None, train_before=list(range(100)))
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps({"numbers": {SET: {}}, "runs": runs}))
+    out = tmp_path / "out.json"
+    score = BENCH / "families" / "score.py"
+    done = subprocess.run(
+        [sys.executable, str(score), "--recount", str(saved), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    m = json.loads(out.read_text())["numbers"][SET]["induction_tf"]
+    assert (m["built_healthy"], m["built_healthy_alarms"]) == (2, 1)  # noisy_small_batch's alarm stays one
+    assert m["built_healthy_collapsed"] == 1
+    assert m["built_healthy_collapsed_cases"] == [
+        "induction_tf/warmup_from_zero_small_batch-s0 (final 0.13, baseline 0.13): LossSpike at step 70"
+    ]
+    assert m["built_harmful"] == 1  # init_too_large (0.15) is below the floor of 0.99, not of 0.13
+    assert "built healthy but collapsed" in done.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    failed = subprocess.run(
+        [sys.executable, str(score), "--recount", str(bad)], capture_output=True, text=True, check=False
+    )
+    assert failed.returncode != 0
+    assert f"--recount {bad}: not a score.py --json file" in failed.stderr

@@ -77,6 +77,15 @@ def test_the_summary_counts_families_and_names_the_worst():
     assert "blind 0.75" in lines[3]
     assert "noisy 15%" in lines[3]
     assert lines[4].startswith("- in all: alarms on 5 of 80 built-healthy runs (6.2%); 7 of 8 harmful runs")
+    assert len(lines) == 5  # no run collapsed: no line for it
+
+
+def test_the_summary_names_a_healthy_run_that_collapsed():
+    fell = "induction_tf/warmup_from_zero_small_batch-s0 (final 0.13, baseline 0.13): LossSpike at step 7919"
+    per = {**PER, "quiet": {**PER["quiet"], "built_healthy_collapsed_cases": [fell]}}
+    last = summary(per)[-1]
+    assert last.startswith("- built healthy but collapsed (final score no better than the input-independent")
+    assert last.endswith(fell)
 
 
 def test_later_files_replace_a_family_and_the_cli_prints_the_table(tmp_path, capsys):
