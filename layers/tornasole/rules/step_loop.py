@@ -153,19 +153,31 @@ class _LookAhead:
         self.known: set[int] = set()
         self.sorted: list[int] = []
         self.prefetched_until = -1
+        # the trial had loaded every step when ``sorted`` was listed: the list is final (training ended and
+        # the last refresh is done), so a step it lacks was never saved and listing again tells nothing new
+        self.final = False
 
     def _refresh_known(self) -> None:
+        trial = self.rule.base_trial
         try:
-            self.sorted = list(self.rule.base_trial.steps())
+            self.sorted = list(trial.steps())
+            self.final = bool(getattr(trial, "loaded_all_steps", False))
         except Exception:  # noqa: BLE001 - optimisation only
-            self.sorted = []
+            self.sorted, self.final = [], False
         self.known = set(self.sorted)
+
+    def next_saved_step(self, step: int) -> int | None:
+        """The first saved step after ``step`` from the final list; None while the list may still grow."""
+        if not self.final:
+            return None
+        i = bisect.bisect_right(self.sorted, step)
+        return self.sorted[i] if i < len(self.sorted) else None
 
     def invoke(self, step: int) -> None:
         if not self.fast:
             self.rule.invoke(step)
             return
-        if step not in self.known:
+        if step not in self.known and not self.final:
             self._refresh_known()
         if step not in self.known:
             self.rule.invoke(step)  # waits (live trial) or raises StepUnavailable / NoMoreData
@@ -330,7 +342,9 @@ def _loop(
                 summary.steps_skipped += 1
                 if on_step is not None:
                     on_step(summary)
-            nxt = _next_saved_step(rule_obj, step) if isinstance(exc, StepUnavailable) else None
+            nxt = None
+            if isinstance(exc, StepUnavailable):
+                nxt = ahead.next_saved_step(step) if ahead.final else _next_saved_step(rule_obj, step)
             if nxt is not None and nxt > step + 1:
                 nxt = nxt if end_step is None else min(nxt, end_step)
                 logger.info("%s: skipping steps %d..%d: %s", name, step, nxt - 1, exc)

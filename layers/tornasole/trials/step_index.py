@@ -184,7 +184,8 @@ class StepTable:
         # table next changes (_changed). Why: rules that look back ask for a tensor's steps at every step
         # they evaluate, and sorting the whole history each time made a rule over a long run quadratic
         # (0.68 ms a call at 10,000 steps); between two loads the answer cannot move.
-        self._sorted_steps: dict[tuple[str, ModeKeys | None, bool], tuple[int, ...]] = {}
+        # (None, mode, complete_only): every step's, :meth:`sorted_steps`
+        self._sorted_steps: dict[tuple[str | None, ModeKeys | None, bool], tuple[int, ...]] = {}
         # (step, worker) -> the error raised while loading that index file
         self.bad: dict[tuple[int, str], Exception] = {}
 
@@ -303,11 +304,26 @@ class StepTable:
     # -- queries --------------------------------------------------------------------------------
     def steps(self, mode: ModeKeys | None = None, complete_only: bool = False) -> list[int]:
         """Global steps (``mode`` None or GLOBAL) or ``mode``'s mode steps, sorted."""
+        return list(self.sorted_steps(mode, complete_only))
+
+    def sorted_steps(self, mode: ModeKeys | None = None, complete_only: bool = False) -> tuple[int, ...]:
+        """:meth:`steps` as the table keeps it until it next changes (no copy). Why: a rule run over a
+        finished trial asks at every step it visits, saved or not; sorting the whole run each time made
+        ``invoke_rule`` quadratic in the run's steps (30 s for 27 rules over 2,000 saved steps)."""
+        mode = GLOBAL if mode is None else mode
         with self.lock:
-            if mode is None or mode == GLOBAL:
-                return sorted(s for s in self._steps if not complete_only or self.is_complete(s))
-            m2g = self._mode_to_global.get(mode, {})
-            return sorted(ms for ms, g in m2g.items() if not complete_only or self.is_complete(g))
+            key = (None, mode, complete_only)
+            found = self._sorted_steps.get(key)
+            if found is None:
+                if mode == GLOBAL:
+                    found = tuple(sorted(s for s in self._steps if not complete_only or self.is_complete(s)))
+                else:
+                    m2g = self._mode_to_global.get(mode, {})
+                    found = tuple(
+                        sorted(ms for ms, g in m2g.items() if not complete_only or self.is_complete(g))
+                    )
+                self._sorted_steps[key] = found
+            return found
 
     def has_step(self, step: int) -> bool:
         return step in self._steps

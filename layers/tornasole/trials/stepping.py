@@ -112,8 +112,9 @@ class StepQueries:
     def has_passed_step(self, step: int, mode: ModeKeys = GLOBAL) -> StepState:
         """Whether ``step`` (of ``mode``) is complete, may still arrive, or never will."""
         mode = GLOBAL if mode is None else mode
-        all_steps = self.steps(mode, show_incomplete_steps=True)
+        self.maybe_refresh()
         table = self._table
+        all_steps = table.sorted_steps(mode, complete_only=False)
         i = bisect_left(all_steps, step)
         if i < len(all_steps):
             g = table.global_step(mode, all_steps[i])
@@ -131,7 +132,7 @@ class StepQueries:
     def step_unavailable_error(self, step: int, mode: ModeKeys) -> Exception:
         """The exception for an UNAVAILABLE step: NoMoreData past the end, else StepUnavailable."""
         if self.loaded_all_steps:
-            known = self._table.steps(mode)
+            known = self._table.sorted_steps(mode, complete_only=True)
             last = known[-1] if known else -1
             if step > last:
                 m = getattr(mode, "name", mode)

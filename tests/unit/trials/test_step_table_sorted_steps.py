@@ -1,5 +1,5 @@
-"""``StepTable.tensor_steps`` and ``tensor_mode_steps`` keep their sorted answers between loads: each
-answer must still be what the table holds after every change that can move it (a step added out of
+"""``StepTable.tensor_steps``, ``tensor_mode_steps`` and ``steps`` keep their sorted answers between
+loads: each answer must still be what the table holds after every change that can move it (a step added out of
 order, a worker's index re-read without a tensor, a worker arriving, the worker count set, steps settled,
 the run's end), and a caller mutating the list it got must not change the next answer."""
 
@@ -24,6 +24,10 @@ def _answers(table: StepTable, name: str) -> dict:
     for mode in (TRAIN, EVAL, GLOBAL):
         for complete in (True, False):
             got[(mode, complete)] = table.tensor_mode_steps(name, mode, complete_only=complete)
+            # the whole table's steps, kept the same way (``sorted_steps``; ``steps`` copies it)
+            got[("steps", mode, complete)] = table.steps(mode, complete_only=complete)
+            assert list(table.sorted_steps(mode, complete_only=complete)) == got[("steps", mode, complete)]
+    got[("steps", None, False)] = table.steps()
     return got
 
 
@@ -91,3 +95,7 @@ def test_a_caller_mutating_its_list_changes_no_later_answer():
     everything.clear()
     assert table.tensor_mode_steps("loss", TRAIN) == [0, 1, 2]
     assert table.tensor_steps("loss") == [0, 1, 2]
+    listed = table.steps(TRAIN)
+    listed.append(99)
+    assert table.steps(TRAIN) == [0, 1, 2]
+    assert table.sorted_steps(TRAIN) == (0, 1, 2)  # a tuple: the kept answer itself cannot be mutated
