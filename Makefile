@@ -170,13 +170,16 @@ bench: setup setup-smdebug
 	$(BIN)/python bench/rules_vs_smdebug.py
 	$(BIN)/python bench/step_cost.py
 
-# detection quality: labelled runs (bench/detection), SageMaker's defaults vs recommended_rules(); < 5 min on 2 cores
+# detection quality: labelled runs (bench/detection), SageMaker's defaults vs recommended_rules(); 1,653 runs
+# trained and scored in 6-10 min on 2 cores (bench/RESULTS.md)
 .PHONY: bench-detection
 bench-detection: setup
 	$(BIN)/python bench/detection/run.py
 
 # detection by model family (bench/detection/families), each family scored as the one left out: needs
-# scikit-learn's bundled data sets (requirements/bench.txt); about 6 min on 2 cores (bench/RESULTS.md)
+# scikit-learn's bundled data sets (requirements/bench.txt). Long: training every run takes about an hour on
+# 2 cores (the held-out rounds trained 66-78 runs in 481-743 s on one); the recommended set over kept trials
+# (score.py --reuse DIR) about 8 min for 856 runs (bench/RESULTS.md)
 .PHONY: bench-families
 bench-families: setup
 	$(BIN)/python -m pip install -q -r requirements/bench.txt
