@@ -355,7 +355,12 @@ class ElboLoss(nn.Module):
 
     def forward(self, recon: Any, target: Any, mu: Any, logvar: Any) -> Any:
         n = recon.shape[0]
-        bce = nn.functional.binary_cross_entropy(recon, target, reduction="sum") / n
+        # the binary cross-entropy written out, each log clamped at -100 as ``F.binary_cross_entropy`` clamps
+        # it (the same values), so that a diverged decoder's NaN pixels give a NaN loss and the run goes on:
+        # ``F.binary_cross_entropy`` raises on them ("all elements of input should be between 0 and 1")
+        log_p = torch.log(recon).clamp_min(-100.0)
+        log_q = torch.log1p(-recon).clamp_min(-100.0)
+        bce = -torch.sum(target * log_p + (1 - target) * log_q) / n
         kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp()) / n
         return bce + self.beta * kl
 

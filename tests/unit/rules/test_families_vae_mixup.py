@@ -108,6 +108,12 @@ def test_the_vae_samples_while_training_decodes_the_mean_in_eval_and_its_loss_is
     assert float(loss(recon, x, mu, logvar)) == pytest.approx(float(bce))
     loss.beta = 0.5
     assert float(loss(recon, x, mu, logvar)) == pytest.approx(float(bce + 0.5 * kl))
+    # a diverged decoder's NaN pixels give a NaN loss (the run goes on), where F.binary_cross_entropy raises
+    diverged = recon.detach().clone()
+    diverged[0, 0] = float("nan")
+    assert torch.isnan(loss(diverged, x, mu, logvar))
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        torch.nn.functional.binary_cross_entropy(diverged, x)
     deep = build(CASES["vae/deep_sigmoid"][2], recipe, 64, 0)
     assert sum(type(m).__name__ == "Sigmoid" for m in deep.children()) == 13  # 6 + 6 blocks and the output
     assert _score("vae", x, x) == pytest.approx(1.0)
