@@ -96,8 +96,8 @@ def null_score(task: str, targets: np.ndarray) -> float:
     """The validation score of the input-independent baseline, on the score's own scale (``final_val_acc``):
     the share of the most frequent class for a classifier (``classify``: class ids); for a sigmoid output
     (``binary``, ``multilabel``: 0/1 targets, one column per attribute) the mean over the columns of the
-    share of each column's more frequent value; 0 for an R^2 (``regress``, ``reconstruct``, ``denoise``:
-    predicting the mean explains nothing).
+    share of each column's more frequent value; 0 for an R^2 (``regress``, ``reconstruct``, ``denoise``,
+    ``vae``: predicting the mean explains nothing).
 
     >>> null_score("classify", np.array([0, 1, 1, 2]))
     0.5
@@ -113,10 +113,11 @@ def null_score(task: str, targets: np.ndarray) -> float:
     if task in ("binary", "multilabel"):
         ones = (targets.reshape(len(targets), -1) > 0.5).mean(axis=0)
         return float(np.maximum(ones, 1.0 - ones).mean())
-    if task in ("regress", "reconstruct", "denoise"):
+    if task in ("regress", "reconstruct", "denoise", "vae"):
         return 0.0
     raise ValueError(
-        f"null_score: unknown task {task!r} (classify, binary, multilabel, regress, reconstruct, denoise)"
+        f"null_score: unknown task {task!r} "
+        "(classify, binary, multilabel, regress, reconstruct, denoise, vae)"
     )
 
 

@@ -322,3 +322,12 @@ def add_noise(x: np.ndarray, rng: np.random.Generator, sigma: float = DENOISE_SI
     """``x`` plus Gaussian noise of ``sigma`` drawn from ``rng``, clipped to [0, 1] (a denoising
     autoencoder's corrupted input, Vincent et al., ICML 2008: the corruption is drawn anew each time)."""
     return np.clip(x + rng.normal(0.0, sigma, size=x.shape), 0.0, 1.0).astype(np.float32)
+
+
+def digits_vae(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The 1,797 digits as 64-vectors, pixels / 16 in [0, 1], input and target the same clean pixels (the
+    held-out ``vae`` family's data: a Bernoulli decoder's targets must stay in [0, 1], so the inputs x100
+    fault scales the encoder's input only, as ``conv_ae``'s). 360 held out, a plain seeded shuffle as
+    :func:`digits_flat`."""
+    x, _, _, n_val = digits_flat(rng)
+    return x, x.copy(), 0, n_val

@@ -298,3 +298,98 @@ class ConvAutoencoder(nn.Module):
         for n in self.layers:
             x = getattr(self, n)(x)
         return self.out_sigmoid(self.out(x))
+
+
+class Vae(nn.Module):
+    """A variational autoencoder of 64-vectors in [0, 1] (Kingma & Welling, ICLR 2014). Encoder: ``depth``
+    blocks ``fc<i>`` (Linear to ``width``) -> ``fc<i>_<act>``, then two heads ``mu`` and ``logvar`` (Linear
+    to ``latent``: the posterior's mean and log-variance); the reparameterisation trick ``z = mu + eps *
+    exp(logvar / 2)`` while training, the posterior mean ``z = mu`` in eval mode; decoder: ``depth`` blocks
+    ``dec<i>`` (Linear to ``width``) -> ``dec<i>_<act>``, then ``out`` (Linear to 64) -> ``out_sigmoid``.
+    ``forward`` returns ``(reconstruction, mu, logvar)``, what :class:`ElboLoss` takes. ``depth`` 6 with
+    ``act`` sigmoid is the deep sigmoid mutation (six sigmoid blocks each side)."""
+
+    def __init__(self, in_dim: int = 64, act: str = "relu", width: int = 64, depth: int = 2, latent: int = 8):
+        super().__init__()
+        self.encoder: list[str] = []
+        self.decoder: list[str] = []
+        c = in_dim
+        for i in range(1, depth + 1):
+            setattr(self, f"fc{i}", nn.Linear(c, width))
+            setattr(self, f"fc{i}_{act}", ACTS[act]())
+            self.encoder += [f"fc{i}", f"fc{i}_{act}"]
+            c = width
+        self.mu = nn.Linear(c, latent)
+        self.logvar = nn.Linear(c, latent)
+        c = latent
+        for i in range(1, depth + 1):
+            setattr(self, f"dec{i}", nn.Linear(c, width))
+            setattr(self, f"dec{i}_{act}", ACTS[act]())
+            self.decoder += [f"dec{i}", f"dec{i}_{act}"]
+            c = width
+        self.out = nn.Linear(c, in_dim)
+        self.out_sigmoid = nn.Sigmoid()
+
+    def forward(self, x: Any) -> tuple[Any, Any, Any]:
+        h = x
+        for n in self.encoder:
+            h = getattr(self, n)(h)
+        mu, logvar = self.mu(h), self.logvar(h)
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar) if self.training else mu
+        for n in self.decoder:
+            z = getattr(self, n)(z)
+        return self.out_sigmoid(self.out(z)), mu, logvar
+
+
+class ElboLoss(nn.Module):
+    """The negative evidence lower bound of :class:`Vae`, a user's own loss module: the reconstruction's
+    binary cross-entropy summed over the pixels, plus ``beta`` times the KL divergence of the posterior
+    ``N(mu, exp(logvar))`` from ``N(0, 1)`` summed over the latent units, both averaged over the batch.
+    ``beta`` is set by the training loop: KL annealing (Bowman et al., CoNLL 2016) raises it linearly from 0
+    to 1 over the first epochs, so the total can rise while the model learns. Called as
+    ``loss(reconstruction, target, mu, logvar)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.beta = 1.0
+
+    def forward(self, recon: Any, target: Any, mu: Any, logvar: Any) -> Any:
+        n = recon.shape[0]
+        # the binary cross-entropy written out, each log clamped at -100 as ``F.binary_cross_entropy`` clamps
+        # it (the same values), so that a diverged decoder's NaN pixels give a NaN loss and the run goes on:
+        # ``F.binary_cross_entropy`` raises on them ("all elements of input should be between 0 and 1")
+        log_p = torch.log(recon).clamp_min(-100.0)
+        log_q = torch.log1p(-recon).clamp_min(-100.0)
+        bce = -torch.sum(target * log_p + (1 - target) * log_q) / n
+        kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp()) / n
+        return bce + self.beta * kl
+
+
+class MixupCnn(nn.Module):
+    """A small CNN of (N, 1, 8, 8) images: ``conv1`` (3x3, ``width`` channels) -> ``conv1_bn`` ->
+    ``conv1_<act>``, ``conv2`` (3x3, ``2 * width``) -> ``conv2_bn`` -> ``conv2_<act>`` -> ``pool`` (max 2x2:
+    4x4), then ``depth - 2`` blocks ``conv<i>`` (3x3 at 4x4, ``2 * width``) with their own BatchNorm and
+    activation; a global average pool and the output layer ``out`` (logits). ``depth`` 6 with ``act`` sigmoid
+    is the deep sigmoid mutation applied to the convolutions (as conv1d's, convbn's and conv_ae's)."""
+
+    def __init__(self, act: str = "relu", width: int = 16, depth: int = 2, classes: int = 10) -> None:
+        super().__init__()
+        self.layers: list[str] = []
+        c_in = 1
+        for i in range(1, max(2, depth) + 1):
+            c_out = width if i == 1 else 2 * width
+            setattr(self, f"conv{i}", nn.Conv2d(c_in, c_out, 3, padding=1))
+            setattr(self, f"conv{i}_bn", nn.BatchNorm2d(c_out))
+            setattr(self, f"conv{i}_{act}", ACTS[act]())
+            self.layers += [f"conv{i}", f"conv{i}_bn", f"conv{i}_{act}"]
+            if i == 2:
+                self.pool = nn.MaxPool2d(2)
+                self.layers.append("pool")
+            c_in = c_out
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.out = nn.Linear(c_in, classes)
+
+    def forward(self, x: Any) -> Any:
+        for n in self.layers:
+            x = getattr(self, n)(x)
+        return self.out(torch.flatten(self.gap(x), 1))

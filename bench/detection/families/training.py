@@ -36,12 +36,15 @@ from families.models import (
     Conv1dNet,
     ConvAutoencoder,
     ConvNet,
+    ElboLoss,
     GruNet,
     LstmNet,
+    MixupCnn,
     Mlp,
     ResMlp,
     StackedGru,
     TinyTransformer,
+    Vae,
 )
 
 SAVE_INTERVAL = 4
@@ -53,7 +56,7 @@ class Recipe:
     """A family's healthy defaults."""
 
     data: str
-    task: str  # classify | binary | multilabel | regress | reconstruct | denoise
+    task: str  # classify | binary | multilabel | regress | reconstruct | denoise | vae
     opt: str  # sgd | adam | adamw | rmsprop | nadam
     lr: float
     batch: int
@@ -61,8 +64,9 @@ class Recipe:
     momentum: float = 0.0
     weight_decay: float = 0.0
     #: "" | cosine | step | exponential | plateau (``ReduceLROnPlateau`` on the validation loss, per epoch) |
-    #: sgdr | onecycle | cosine_step | linear_step | warmup_cosine_step | warmup_constant_step (the last six
-    #: per optimiser step) | piecewise | inverse_time (Keras's own schedules, :mod:`families.keras_training`)
+    #: sgdr | onecycle | cosine_step | linear_step | warmup_cosine_step | warmup_constant_step |
+    #: flat_cosine_step (the last seven per optimiser step) | multistep (per epoch, ``MultiStepLR``) |
+    #: piecewise | inverse_time (Keras's own schedules, :mod:`families.keras_training`)
     schedule: str = ""
     warmup_epochs: int = 0
     n_train: int | None = None  # cap on the training samples (None: all but the validation set)
@@ -81,6 +85,14 @@ class Recipe:
     width: int = 0
     #: the ``poly`` schedule's power: the rate ``lr * (1 - (epoch - warmup) / (epochs - warmup)) ** power``
     power: float = 1.0
+    #: mixup (Zhang et al., ICLR 2018): each training batch's inputs and one-hot targets mixed with a
+    #: permutation of the batch by a weight drawn from Beta(alpha, alpha); 0: no mixup
+    mixup_alpha: float = 0.0
+    #: a VAE's KL annealing (Bowman et al. 2016): the KL term's weight rises linearly from 0 to 1 over this
+    #: many epochs of training batches
+    kl_anneal_epochs: int = 0
+    #: a VAE's latent units
+    latent: int = 0
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -277,6 +289,42 @@ FAMILIES: dict[str, Recipe] = {
     "conv_ae": Recipe(
         "digits_denoise", "denoise", "adamw", 1e-2, 32, 15, weight_decay=1e-4, schedule="onecycle"
     ),
+    # Held-out families (branch heldout6), defined and trained before any rule was scored on them: a
+    # variational autoencoder of the digits as 64-vectors (ReLU MLP encoder to a mean and log-variance, the
+    # reparameterisation trick, a ReLU MLP decoder to sigmoid pixels) under the user's own loss module
+    # (models.ElboLoss: summed BCE + beta * KL, beta annealed linearly from 0 to 1 over the first epochs),
+    # Adam under a flat-then-cosine schedule per optimiser step; and a small CNN of the digits' 8x8 images
+    # (conv-BatchNorm-ReLU x2, max pooling, global average pooling) trained with mixup (inputs and one-hot
+    # targets mixed, CrossEntropyLoss on the soft targets), SGD with Nesterov momentum and weight decay, a
+    # linear warmup then MultiStepLR (Goyal et al. 2017's recipe).
+    "vae": Recipe(
+        "digits_vae",
+        "vae",
+        "adam",
+        5e-3,
+        32,
+        20,
+        schedule="flat_cosine_step",
+        kl_anneal_epochs=5,
+        width=128,
+        latent=8,
+    ),
+    "mixup_cnn": Recipe(
+        "digits",
+        "classify",
+        "sgd",
+        0.1,
+        32,
+        15,
+        momentum=0.9,
+        weight_decay=5e-4,
+        nesterov=True,
+        schedule="multistep",
+        warmup_epochs=2,
+        n_train=960,
+        width=16,
+        mixup_alpha=0.3,
+    ),
 }
 
 #: ReduceLROnPlateau's settings of the ``plateau`` schedule: halve the rate when the validation loss has not
@@ -352,6 +400,10 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         "conv_ae": "silu",
     }.get(spec.family, "relu")
     width = spec.width
+    if spec.family == "vae":
+        return Vae(in_dim, act=act, width=width or recipe.width, depth=spec.blocks, latent=recipe.latent)
+    if spec.family == "mixup_cnn":
+        return MixupCnn(act=act, width=width or recipe.width, depth=spec.blocks, classes=classes)
     if spec.family == "cnn":
         return ConvNet(act=act, width=width or 8, depth=spec.blocks)
     if spec.family == "rnn":
@@ -432,7 +484,15 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return 0.0
     if epoch < warm:
         return lr * (epoch + 1) / (warm + 1)
-    if sched in ("sgdr", "onecycle", "linear_step", "warmup_cosine_step", "warmup_constant_step", "plateau"):
+    if sched in (
+        "sgdr",
+        "onecycle",
+        "linear_step",
+        "warmup_cosine_step",
+        "warmup_constant_step",
+        "flat_cosine_step",
+        "plateau",
+    ):
         # the base rate; :func:`_step_scheduler` moves it every optimiser step, or (``plateau``) the run's
         # ReduceLROnPlateau after each validation pass
         return lr
@@ -442,6 +502,9 @@ def _lr_at(spec: FamilySpec, recipe: Recipe, epoch: int, epochs: int) -> float:
         return lr * (0.3 ** (epoch // max(1, epochs // 2)))
     if sched == "exponential":
         return lr * recipe.gamma ** (epoch - warm)
+    if sched == "multistep":
+        # PyTorch's MultiStepLR: x0.1 at half the run's epochs and again at three quarters
+        return lr * 0.1 ** sum(epoch >= m for m in multistep_milestones(epochs))
     if sched == "poly":
         # PyTorch's PolynomialLR(total_iters=epochs - warmup, power) stepped per epoch: the last epoch's rate
         # is lr / (epochs - warmup) ** power, never 0
@@ -475,6 +538,7 @@ def _step_scheduler(spec: FamilySpec, recipe: Recipe, opt: Any, steps_per_epoch:
         "linear_step": _linear_factor,
         "warmup_cosine_step": _warmup_cosine_factor,
         "warmup_constant_step": _warmup_constant_factor,
+        "flat_cosine_step": _flat_cosine_factor,
     }
     if sched in factors:
         return torch.optim.lr_scheduler.LambdaLR(
@@ -508,6 +572,32 @@ def _warmup_cosine_factor(warm_steps: int, total_steps: int, step: int) -> float
         return step / warm_steps
     progress = min(1.0, (step - warm_steps) / max(1, total_steps - warm_steps))
     return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def multistep_milestones(epochs: int) -> tuple[int, int]:
+    """The ``multistep`` schedule's milestones (the epochs whose rate is 0.1x the one before): half and three
+    quarters of the run.
+
+    >>> multistep_milestones(20)
+    (10, 15)
+    """
+    return epochs // 2, (3 * epochs) // 4
+
+
+def _flat_cosine_factor(warm_steps: int, total_steps: int, step: int) -> float:
+    """The ``flat_cosine_step`` schedule's factor at optimiser step ``step``: a linear rise from 0 over
+    ``warm_steps`` (none in the recipe), the base rate until half the run, then a half cosine to 0 at
+    ``total_steps`` (fastai's ``fit_flat_cos``).
+
+    >>> [round(_flat_cosine_factor(0, 8, s), 2) for s in range(9)]
+    [1.0, 1.0, 1.0, 1.0, 1.0, 0.85, 0.5, 0.15, 0.0]
+    """
+    if step < warm_steps:
+        return step / warm_steps
+    flat = max(warm_steps, total_steps // 2)
+    if step < flat:
+        return 1.0
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - flat) / max(1, total_steps - flat))))
 
 
 def _warmup_constant_factor(warm_steps: int, _total_steps: int, step: int) -> float:
@@ -604,6 +694,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         loss_mod = nn.BCEWithLogitsLoss()
     elif task == "denoise":
         loss_mod = nn.BCELoss()  # sigmoid pixels against the clean image's pixels in [0, 1]
+    elif task == "vae":
+        loss_mod = ElboLoss()  # the user's own module: BCE summed over the pixels + beta * KL
     elif recipe.loss == "huber":
         loss_mod = nn.HuberLoss(delta=1.0)
     else:
@@ -678,6 +770,12 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             out = torch.softmax(out, dim=1)
         return out
 
+    def criterion(out: Any, target: Any) -> Any:
+        # a VAE's model returns (reconstruction, mu, logvar), its loss takes them after the target
+        return loss_mod(out[0], target, *out[1:]) if task == "vae" else loss_mod(out, target)
+
+    kl_steps = recipe.kl_anneal_epochs * steps_per_epoch
+
     for epoch in range(epochs):
         if per_step is None and (plateau is None or epoch <= warm_epochs or _zeroed(spec, epoch)):
             # (a plateau schedule owns the rate after the warmup: its reductions carry over)
@@ -693,10 +791,25 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             xb = xt[idx]
             if task == "denoise":  # a fresh corruption of each batch's input (Vincent et al. 2008)
                 xb = torch.from_numpy(data.add_noise(xb.numpy(), rng) * scale)
+            yb = yt[idx]
+            scored = yb
+            if recipe.mixup_alpha:
+                # mixup: the batch mixed with a permutation of itself, inputs and one-hot targets alike; the
+                # batch's accuracy is read against each mixed sample's dominant label
+                lam = float(rng.beta(recipe.mixup_alpha, recipe.mixup_alpha))
+                perm = torch.from_numpy(rng.permutation(len(idx)))
+                xb = lam * xb + (1.0 - lam) * xb[perm]
+                onehot = nn.functional.one_hot(yb, classes).float()
+                yb = lam * onehot + (1.0 - lam) * onehot[perm]
+                scored = yb.argmax(dim=1)
+            if kl_steps:
+                loss_mod.beta = min(1.0, train_done / kl_steps)  # KL annealing, per training batch
             out = forward(xb)
-            loss = loss_mod(out, yt[idx])
+            loss = criterion(out, yb)
             lv = float(loss.item())
-            sc = _score(task, out.detach(), yt[idx])
+            if task == "vae":
+                out = out[0]
+            sc = _score(task, out.detach(), scored)
             losses.append(lv)
             scores.append(sc * len(idx))
             weights_n += len(idx)
@@ -750,7 +863,9 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         with torch.no_grad():
             for b in range(0, len(xv), EVAL_BATCH):
                 out = forward(xv[b : b + EVAL_BATCH])
-                lv = float(loss_mod(out, yv[b : b + EVAL_BATCH]).item())
+                lv = float(criterion(out, yv[b : b + EVAL_BATCH]).item())
+                if task == "vae":
+                    out = out[0]  # the reconstruction from the posterior mean (eval mode)
                 val_losses.append(lv)
                 outs.append(out)
                 if classes:

@@ -48,6 +48,8 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
         "wine/warm_restarts",  # a held-out family (branch lrhigh)
         "recall_gru/warm_restarts",  # a held-out family (branch heldout3): warmup + cosine per step
         "conv_ae/warm_restarts",  # a held-out family (branch heldout5): one-cycle
+        "vae/warm_restarts",  # a held-out family (branch heldout6): flat then cosine per step
+        "mixup_cnn/warm_restarts",  # a held-out family (branch heldout6): SGD momentum, as cnn
     }
     assert {n for n in found if n.endswith("/one_cycle")} == {"softmax/one_cycle", "transformer/one_cycle"}
 
