@@ -311,24 +311,24 @@ class Vae(nn.Module):
 
     def __init__(self, in_dim: int = 64, act: str = "relu", width: int = 64, depth: int = 2, latent: int = 8):
         super().__init__()
-        self.encoder: list[str] = []
-        self.decoder: list[str] = []
-        c = in_dim
-        for i in range(1, depth + 1):
-            setattr(self, f"fc{i}", nn.Linear(c, width))
-            setattr(self, f"fc{i}_{act}", ACTS[act]())
-            self.encoder += [f"fc{i}", f"fc{i}_{act}"]
-            c = width
+        self.encoder, c = self._blocks("fc", in_dim, width, depth, act)
         self.mu = nn.Linear(c, latent)
         self.logvar = nn.Linear(c, latent)
-        c = latent
-        for i in range(1, depth + 1):
-            setattr(self, f"dec{i}", nn.Linear(c, width))
-            setattr(self, f"dec{i}_{act}", ACTS[act]())
-            self.decoder += [f"dec{i}", f"dec{i}_{act}"]
-            c = width
+        self.decoder, c = self._blocks("dec", latent, width, depth, act)
         self.out = nn.Linear(c, in_dim)
         self.out_sigmoid = nn.Sigmoid()
+
+    def _blocks(self, prefix: str, c: int, width: int, depth: int, act: str) -> tuple[list[str], int]:
+        """``depth`` blocks ``<prefix><i>`` (Linear from ``c`` to ``width``) -> ``<prefix><i>_<act>``,
+        registered in order (the parameters' order, so their seeded initialisation, is the run's); their
+        names and the width that comes out."""
+        names: list[str] = []
+        for i in range(1, depth + 1):
+            setattr(self, f"{prefix}{i}", nn.Linear(c, width))
+            setattr(self, f"{prefix}{i}_{act}", ACTS[act]())
+            names += [f"{prefix}{i}", f"{prefix}{i}_{act}"]
+            c = width
+        return names, c
 
     def forward(self, x: Any) -> tuple[Any, Any, Any]:
         h = x
