@@ -57,6 +57,15 @@ a fraction of a percent.
   errors in five of its six paired swings (``bench/detection/families/
   autotrainer_oscillation.py``); healthy nets on 120-138 samples (``bench/detection``'s wine and
   iris families, the design families of ``noise_z`` 2) by up to 1.45.
+* ``validation_regex`` (off by default: AUTOTRAINER reads the training accuracy alone) asks the validation
+  accuracy to oscillate too, where the run saves one in EVAL mode: AUTOTRAINER's count over its passes
+  (each pass's mean over its first saved steps, as :mod:`validation_passes` reads it), with the same
+  ``min_swing``, ``swing_fraction`` and ``noise_z``. Why: under mixup or CutMix the training accuracy is
+  counted against mixed targets (a sample half one class and half another is right or wrong by a coin of
+  the batch's mixing weight), so it swings on a healthy run while the model's accuracy on clean data
+  rises smoothly; a learning rate too high moves the model itself, and both accuracies swing. A run
+  without a validation accuracy, or with fewer than ``min_points`` passes, is judged on the training
+  accuracy alone.
 """
 
 from __future__ import annotations
@@ -64,10 +73,10 @@ from __future__ import annotations
 import math
 
 from tornasole.exceptions import TensorUnavailable
-from tornasole.modes import TRAIN
+from tornasole.modes import EVAL, TRAIN
 from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.builtin.overfit import trial_phases
-from tornasole.rules.builtin.validation_passes import names_in_mode
+from tornasole.rules.builtin.validation_passes import ValidationPasses, names_in_mode
 from tornasole.rules.params import Param
 
 __all__ = ["OscillatingAccuracy", "accuracy_denominator", "epoch_values", "paired_swings"]
@@ -160,7 +169,7 @@ def paired_swings(
     return pairs
 
 
-class OscillatingAccuracy(BuiltinRule):
+class OscillatingAccuracy(ValidationPasses, BuiltinRule):
     """Fires when the per-epoch training accuracy swings by ``min_swing`` in ``swing_fraction`` x epochs.
 
     Examples
@@ -192,7 +201,15 @@ class OscillatingAccuracy(BuiltinRule):
             "a swing also exceeds this many standard errors of an accuracy over the samples it counts "
             "(0: off)",
         ),
+        Param(
+            "validation_regex",
+            "regex",
+            None,
+            "a validation accuracy saved in EVAL mode (re.match) must oscillate too, where one is saved "
+            "(None: the training accuracy alone, AUTOTRAINER's criterion)",
+        ),
     )
+    ACCURACY_PARAM = "validation_regex"
     COLLECTIONS = (("metrics", {"save_interval": "500"}),)
 
     def check_params(self) -> None:
@@ -224,6 +241,9 @@ class OscillatingAccuracy(BuiltinRule):
             n = accuracy_denominator(values) if self.noise_z > 0 else None
             swings = paired_swings(values, self.min_swing, n, self.noise_z)
             needed = self.swing_fraction * len(values)
+            validation = self._validation_swings(step) if swings and len(swings) >= needed else None
+            if validation == "":
+                continue  # the validation accuracy does not oscillate: the model's accuracy is steady
             if swings and len(swings) >= needed:
                 noise = (
                     f", each >= noise_z {self.fmt(self.noise_z)} standard errors of an accuracy over {n} "
@@ -240,7 +260,7 @@ class OscillatingAccuracy(BuiltinRule):
                     f"{name} (TRAIN): {len(swings)} paired local maxima and minima of the per-epoch "
                     f"accuracy differ by >= min_swing {self.fmt(self.min_swing)} in {len(values)} epochs "
                     f"(>= swing_fraction {self.fmt(self.swing_fraction)} x {len(values)} = "
-                    f"{self.fmt(needed)}){noise}; last: {shown}",
+                    f"{self.fmt(needed)}){noise}; last: {shown}{validation or ''}",
                     tensor=name,
                     value=len(swings),
                     points=len(values),
@@ -248,3 +268,31 @@ class OscillatingAccuracy(BuiltinRule):
                 )
                 return True
         return False
+
+    def _validation_swings(self, step: int) -> str | None:
+        """Whether the validation accuracy oscillates too, judged at TRAIN ``step`` over the validation passes
+        that ended before it: None when not asked (``validation_regex`` None), no accuracy matching it was
+        saved in EVAL mode, or fewer than ``min_points`` passes ended (the training accuracy judges alone);
+        ``""`` when none oscillates; else the message's clause naming the accuracy that does."""
+        if self.validation_regex is None:
+            return None
+        trial = self.base_trial
+        judged = False
+        for name in names_in_mode(self, self.validation_regex, EVAL):
+            steps = [s for s in trial.tensor(name).steps() if s < step]
+            passes = [st for mode, st in trial_phases(trial, steps) if mode == EVAL]
+            if len(passes) < self.min_points:
+                continue
+            k = min(len(p) for p in passes)
+            means = self._means(name, [p[:k] for p in passes])
+            if means is None:
+                continue
+            judged = True
+            n = accuracy_denominator(means) if self.noise_z > 0 else None
+            swings = paired_swings(means, self.min_swing, n, self.noise_z)
+            if swings and len(swings) >= self.swing_fraction * len(means):
+                return (
+                    f"; the validation accuracy {name} (EVAL) oscillates too: {len(swings)} paired swings in "
+                    f"{len(means)} passes"
+                )
+        return "" if judged else None

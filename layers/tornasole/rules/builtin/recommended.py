@@ -86,8 +86,14 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
         },
     ),
     # issue 29: a swing counts only above 2 standard errors of an accuracy over the samples it counts (small
-    # training sets); designed on the wine and iris families (docs/RULES.md)
-    ("OscillatingAccuracy", "OscillatingAccuracy", {"noise_z": "2"}),
+    # training sets); designed on the wine and iris families (docs/RULES.md). A run that saves a validation
+    # accuracy must swing there too (mixup counts the training accuracy against mixed targets); designed on
+    # mixup_cnn, judged on the held-out cutmix_keras (docs/RULES.md)
+    (
+        "OscillatingAccuracy",
+        "OscillatingAccuracy",
+        {"noise_z": "2", "validation_regex": ".*acc(uracy)?$"},
+    ),
     ("ZeroGradients", "ZeroGradients", {}),
     # issue 29: a classifier's pass that is a model leaving a plateau at chance is not judged, as in
     # ClassifierNoBetterThanPrior (rules/builtin/plateau_learning.py); designed on lstm and recall_gru
