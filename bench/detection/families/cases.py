@@ -70,11 +70,14 @@ _SCALED_INPUTS = {
     "conv_ae",
     "vae",
     "mixup_cnn",
+    "distill",
+    "cutmix",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32;
 #: in vae six blocks of 16 in the encoder and six in the decoder; in conv_ae and mixup_cnn six sigmoid conv
-#: blocks behind their normalisation layers).
+#: blocks behind their normalisation layers; in distill six sigmoid blocks of 16 in the student; in cutmix six
+#: sigmoid conv blocks, 16 channels then 32, without normalisation, and its dense layer).
 _MLPS = {
     "binary",
     "softmax",
@@ -91,6 +94,8 @@ _MLPS = {
     "conv_ae",
     "vae",
     "mixup_cnn",
+    "distill",
+    "cutmix",
 }
 _CLASSIFIERS = {
     "cnn",
@@ -112,6 +117,8 @@ _CLASSIFIERS = {
     "gru",
     "attention",
     "mixup_cnn",
+    "distill",
+    "cutmix",
 }
 #: The classifiers with more than two classes (binary has one sigmoid output; multilabel four independent
 #: ones under BCEWithLogitsLoss: no softmax to put before its loss).
@@ -179,9 +186,12 @@ _RESTARTS = {
     "conv_ae": 5,
     "vae": 5,
     "mixup_cnn": 3,
+    "distill": 5,
 }
 #: (vae is left out: 8x its 128 units is two 1024x1024 layers, 2.2M parameters, some 4 GB of saved weights and
-#: gradients a run; the other MLP autoencoder takes none either)
+#: gradients a run; the other MLP autoencoder takes none either; distill is left out for the disk: 8x its 64
+#: units is two 512-unit layers, about 0.6 GB of saved weights and gradients a run, and the benchmark's trials
+#: are held to 8 GB for its two families)
 _WIDE_RELU = {
     "cnn": 64,
     "binary": 256,
@@ -203,6 +213,7 @@ _DROPOUT = {
     "diabetes_huber",
     "multilabel",
     "attention",
+    "distill",
 }
 #: Audit cases a Keras family takes after all: convbn's ``heavy_dropout`` (a ``Dropout(0.5)`` before its
 #: output layer), digits's (its two ``Dropout`` layers at 0.5) and attention's (its attention, feed-forward

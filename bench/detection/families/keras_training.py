@@ -52,11 +52,11 @@ from families.training import (
 
 #: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
 #: meets the rules on that framework's traces).
-KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru", "attention")
+KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru", "attention", "cutmix")
 #: Families trained in Keras only (their recipe in :data:`families.training.FAMILIES` has no PyTorch run):
 #: ``convbn``, held out (branch newfam2), ``digits``, held out (branch heldout), ``gru``, held out
-#: (branch heldout4), and ``attention``, held out (branch heldout5).
-KERAS_ONLY = ("convbn", "digits", "gru", "attention")
+#: (branch heldout4), ``attention``, held out (branch heldout5), and ``cutmix``, held out (branch heldout7).
+KERAS_ONLY = ("convbn", "digits", "gru", "attention", "cutmix")
 
 
 def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
@@ -114,6 +114,86 @@ def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
             if len(v.shape) >= 2:
                 v.assign(v.numpy() * spec.weight_scale)
     return model
+
+
+def build_keras_cutmix(keras: Any, spec: FamilySpec) -> Any:
+    """The held-out ``cutmix`` family on (8, 8, 1) images, without normalisation layers: ``depth`` blocks
+    ``conv<i>`` (3x3, "same"; ``width`` channels in the first, ``2 * width`` after) -> ``conv<i>_<act>``, a
+    ``pool`` (``MaxPooling2D``, 2x2: 4x4) after the second, then ``flat`` (``Flatten``), ``fc``
+    (``Dense(64)``) -> ``fc_<act>`` and ``out``, a ``Dense(10)`` of logits. Keras's default initialisers
+    (Glorot-uniform kernels, zero biases). ``depth`` 6 with ``act`` sigmoid is the deep sigmoid mutation."""
+    act = spec.hidden_act or "relu"
+    width = spec.width or FAMILIES[spec.family].width
+    layers: list[Any] = [keras.Input((8, 8, 1))]
+    for i in range(1, max(2, spec.blocks) + 1):
+        layers += [
+            keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"),
+            keras.layers.Activation(act, name=f"conv{i}_{act}"),
+        ]
+        if i == 2:
+            layers.append(keras.layers.MaxPooling2D(2, name="pool"))
+    layers += [
+        keras.layers.Flatten(name="flat"),
+        keras.layers.Dense(64, name="fc"),
+        keras.layers.Activation(act, name=f"fc_{act}"),
+        keras.layers.Dense(10, name="out"),
+    ]
+    model = keras.Sequential(layers, name="net")
+    if spec.weight_scale != 1.0:  # DeepFD: the kernels (conv and dense) x the scale
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * spec.weight_scale)
+    return model
+
+
+def cutmix(
+    x: np.ndarray, y: np.ndarray, rng: np.random.Generator, alpha: float
+) -> tuple[np.ndarray, np.ndarray, float, tuple[int, int, int, int]]:
+    """CutMix (Yun et al., ICCV 2019, their Algorithm A1) of a batch of (N, H, W, C) images ``x`` and their
+    one-hot (or already soft) targets ``y``: ``lam ~ Beta(alpha, alpha)``; a box of ``int(H * sqrt(1 - lam))``
+    x ``int(W * sqrt(1 - lam))`` pixels centred on a uniformly drawn pixel, clipped to the image; every
+    image gets that box cut from the image a random permutation of the batch puts there; ``lam`` becomes the
+    share of the image left uncut, and the targets ``lam * y + (1 - lam) * y[perm]``. Returns the mixed
+    images and targets (new arrays), the final ``lam`` and the box (rows ``r1:r2``, columns ``c1:c2``)."""
+    n, h, w = x.shape[:3]
+    lam = float(rng.beta(alpha, alpha))
+    perm = rng.permutation(n)
+    cut = math.sqrt(1.0 - lam)
+    ch, cw = int(h * cut), int(w * cut)
+    cy, cx = int(rng.integers(h)), int(rng.integers(w))
+    r1, r2 = max(cy - ch // 2, 0), min(cy + ch // 2, h)
+    c1, c2 = max(cx - cw // 2, 0), min(cx + cw // 2, w)
+    mixed = x.copy()
+    mixed[:, r1:r2, c1:c2] = x[perm, r1:r2, c1:c2]
+    lam = 1.0 - (r2 - r1) * (c2 - c1) / (h * w)
+    targets = (lam * y + (1.0 - lam) * y[perm]).astype(y.dtype)
+    return mixed, targets, lam, (r1, r2, c1, c2)
+
+
+def cutmix_batches(
+    keras: Any, x: np.ndarray, y: np.ndarray, batch: int, rng: np.random.Generator, alpha: float
+) -> Any:
+    """:func:`epoch_shuffled`'s batches (a new permutation each epoch from the run's ``rng``), each batch
+    through :func:`cutmix` (a new box and permutation per batch, drawn from the same ``rng``) as a data
+    pipeline feeds ``fit``: the model and the metrics see only the mixed images and targets."""
+    plain = epoch_shuffled(keras, x, y, batch, rng)
+
+    class _CutMixed(keras.utils.PyDataset):
+        def __init__(self) -> None:
+            super().__init__()
+
+        def __len__(self) -> int:
+            return len(plain)
+
+        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+            xb, yb = plain[i]
+            mixed, targets, _, _ = cutmix(xb, yb, rng, alpha)
+            return mixed, targets
+
+        def on_epoch_end(self) -> None:
+            plain.on_epoch_end()
+
+    return _CutMixed()
 
 
 def build_keras_gru(keras: Any, spec: FamilySpec, steps: int, channels: int) -> Any:
@@ -251,7 +331,13 @@ def classification_loss(keras: Any, spec: FamilySpec) -> Any:
     DeepFD's loss mutation on such a recipe is the Keras bug of a softmax output fed to a loss that applies
     its own softmax (``from_logits=True``), which Keras 3 undoes (the loss finds the softmax's logits), so the
     benchmark does not build it in Keras (:data:`families.cases._NOT_IN_KERAS`)."""
-    softmax_output = FAMILIES[spec.family].softmax_output
+    recipe = FAMILIES[spec.family]
+    softmax_output = recipe.softmax_output
+    if recipe.cutmix_alpha:
+        # CutMix's soft targets: the categorical cross-entropy on one-hot targets, smoothed as the recipe says
+        return keras.losses.CategoricalCrossentropy(
+            from_logits=not softmax_output or spec.double_softmax, label_smoothing=recipe.label_smoothing
+        )
     return keras.losses.SparseCategoricalCrossentropy(from_logits=not softmax_output or spec.double_softmax)
 
 
@@ -403,8 +489,13 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         yt = np.where(flip, rng.integers(0, classes, size=yt.shape).astype(yt.dtype), yt)
     if spec.shuffle_labels:
         yt = yt[rng.permutation(n_train)]
+    if recipe.cutmix_alpha:
+        # one-hot targets (CutMix mixes them; validation's stay hard one-hot), after the label faults
+        yt, yv = (np.eye(classes, dtype=np.float32)[a] for a in (yt, yv))
     if spec.family == "convbn":
         model = build_keras_convbn(keras, spec)
+    elif spec.family == "cutmix":
+        model = build_keras_cutmix(keras, spec)
     elif spec.family == "digits":
         model = build_keras_digits(keras, spec, x.shape[-1])
     elif spec.family == "gru":
@@ -579,8 +670,13 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     # what the model is fed (``inputs``, smdebug's name), for InputsNotNormalized: its default regex
     hook.get_collection("model_input").include(r"^[A-Z]\w*(?<!Loss)_input_0$|^inputs(_\d+)?$")
     # the Labeller runs first: it sets the epoch's learning rate before the hook's epoch begins
+    batches = (
+        cutmix_batches(keras, xt, yt, batch, rng, recipe.cutmix_alpha)
+        if recipe.cutmix_alpha
+        else epoch_shuffled(keras, xt, yt, batch, rng)
+    )
     model.fit(
-        epoch_shuffled(keras, xt, yt, batch, rng),
+        batches,
         epochs=epochs,
         validation_data=(xv, yv),
         validation_batch_size=EVAL_BATCH,

@@ -393,3 +393,28 @@ class MixupCnn(nn.Module):
         for n in self.layers:
             x = getattr(self, n)(x)
         return self.out(torch.flatten(self.gap(x), 1))
+
+
+class DistillLoss(nn.Module):
+    """Knowledge distillation's loss (Hinton, Vinyals & Dean 2015), a user's own loss module: ``alpha`` times
+    the KL divergence of the student's softened distribution from the teacher's, both at temperature ``T``
+    (``softmax(logits / T)``), scaled by ``T ** 2`` so its gradients keep their size as ``T`` changes, plus
+    ``1 - alpha`` times the cross-entropy of the student's logits against the hard labels; the KL term
+    averaged over the batch (``reduction="batchmean"``, the divergence's own definition). Called as
+    ``loss(student_logits, labels, teacher_logits)``: the hook saves the student's logits as ``_input_0`` and
+    the labels as ``_input_1``, as it saves any classifier's loss inputs."""
+
+    def __init__(self, temperature: float = 4.0, alpha: float = 0.9) -> None:
+        super().__init__()
+        self.temperature = temperature
+        self.alpha = alpha
+
+    def forward(self, student: Any, target: Any, teacher: Any) -> Any:
+        t = self.temperature
+        soft = nn.functional.kl_div(
+            nn.functional.log_softmax(student / t, dim=1),
+            nn.functional.softmax(teacher / t, dim=1),
+            reduction="batchmean",
+        )
+        hard = nn.functional.cross_entropy(student, target)
+        return self.alpha * soft * t * t + (1.0 - self.alpha) * hard

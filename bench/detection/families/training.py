@@ -36,6 +36,7 @@ from families.models import (
     Conv1dNet,
     ConvAutoencoder,
     ConvNet,
+    DistillLoss,
     ElboLoss,
     GruNet,
     LstmNet,
@@ -93,6 +94,14 @@ class Recipe:
     kl_anneal_epochs: int = 0
     #: a VAE's latent units
     latent: int = 0
+    #: knowledge distillation (Hinton et al. 2015): the softening temperature of :class:`models.DistillLoss`
+    #: (0: no teacher) and the weight of its KL term (the hard labels' cross-entropy takes ``1 - alpha``)
+    distill_temperature: float = 0.0
+    distill_alpha: float = 0.0
+    #: CutMix (Yun et al., ICCV 2019; Keras, :func:`families.keras_training.cutmix`): each training batch
+    #: gets a box of a shuffled copy of itself pasted in, one-hot targets mixed by the box's area; the box's
+    #: area share drawn from Beta(alpha, alpha) (0: no CutMix)
+    cutmix_alpha: float = 0.0
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -325,7 +334,84 @@ FAMILIES: dict[str, Recipe] = {
         width=16,
         mixup_alpha=0.3,
     ),
+    # Held-out families (branch heldout7), defined and trained before any rule was scored on them: knowledge
+    # distillation of the digits (64 pixels) from a teacher MLP [64, 256, 256, 10] trained first, without the
+    # hook (:func:`teacher`), into a student MLP [64, 64, 64, 10] with dropout 0.1, under the user's own loss
+    # module (models.DistillLoss: alpha x KL at temperature T x T^2 + (1 - alpha) x the hard labels'
+    # cross-entropy), RMSprop under a per-epoch cosine decay; and (Keras only) a small CNN of the 8x8 digits
+    # (conv-ReLU x2, max pooling, a dense layer) trained with CutMix and label smoothing 0.1 on the mixed
+    # one-hot targets, AdamW with weight decay under Keras's CosineDecay, validated on clean digits.
+    "distill": Recipe(
+        "digits_flat_classes",
+        "classify",
+        "rmsprop",
+        3e-3,
+        32,
+        20,
+        schedule="cosine",
+        width=64,
+        distill_temperature=4.0,
+        distill_alpha=0.5,
+    ),
+    "cutmix": Recipe(
+        "digits_channels_last",
+        "classify",
+        "adamw",
+        5e-3,
+        32,
+        20,
+        weight_decay=1e-2,
+        schedule="cosine",
+        n_train=960,
+        label_smoothing=0.1,
+        width=8,
+        cutmix_alpha=1.0,
+    ),
 }
+
+#: The ``distill`` family's teacher: widths, epochs, Adam's rate and batch (trained without the hook)
+TEACHER_SIZES = (256, 256)
+TEACHER_EPOCHS = 15
+TEACHER_LR = 1e-3
+TEACHER_BATCH = 64
+_TEACHERS: dict[tuple[str, int, int], Any] = {}
+
+
+def teacher(recipe: Recipe, seed: int, n_train: int) -> Any:
+    """The distillation teacher of a run of seed ``seed``: a ReLU MLP [in, 256, 256, classes] trained with
+    Adam on the run's own training split (the recipe's data drawn with the seed, as :func:`run` draws it;
+    clean inputs and labels: a teacher trained before, as a user loads one), without the hook, in eval mode
+    and without gradients. Deterministic: seeded by its own generators (``torch.random.fork_rng``), so
+    training it leaves the run's random state as it was; cached in the process, keyed by data, seed and
+    training size, so the runs of one seed share one teacher."""
+    import torch
+    from torch import nn
+
+    key = (recipe.data, seed, n_train)
+    if key in _TEACHERS:
+        return _TEACHERS[key]
+    x, y, classes, _ = getattr(data, recipe.data)(np.random.default_rng(seed))
+    xt = torch.from_numpy(np.ascontiguousarray(x[:n_train]))
+    yt = torch.from_numpy(np.ascontiguousarray(y[:n_train]))
+    rng = np.random.default_rng(10_000 + seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(10_000 + seed)
+        model = Mlp([x.shape[-1], *TEACHER_SIZES, classes], "relu")
+        opt = torch.optim.Adam(model.parameters(), lr=TEACHER_LR)
+        loss_fn = nn.CrossEntropyLoss()
+        for _ in range(TEACHER_EPOCHS):
+            order = torch.from_numpy(rng.permutation(n_train))
+            for b in range(0, n_train, TEACHER_BATCH):
+                idx = order[b : b + TEACHER_BATCH]
+                opt.zero_grad()
+                loss_fn(model(xt[idx]), yt[idx]).backward()
+                opt.step()
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    _TEACHERS[key] = model
+    return model
+
 
 #: ReduceLROnPlateau's settings of the ``plateau`` schedule: halve the rate when the validation loss has not
 #: improved (PyTorch's default relative threshold 1e-4) for 2 epochs
@@ -400,6 +486,11 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         "conv_ae": "silu",
     }.get(spec.family, "relu")
     width = spec.width
+    if spec.family == "distill":
+        # the student: dropout 0.1 (or the case's), the recipe's width
+        return Mlp(
+            [in_dim, *([width or recipe.width] * spec.blocks), classes], act, dropout=spec.dropout or 0.1
+        )
     if spec.family == "vae":
         return Vae(in_dim, act=act, width=width or recipe.width, depth=spec.blocks, latent=recipe.latent)
     if spec.family == "mixup_cnn":
@@ -686,8 +777,12 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         opt = torch.optim.NAdam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     else:
         opt = torch.optim.Adam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
-    if task == "classify":
-        loss_mod: Any = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
+    teach = teacher(recipe, seed, n_train) if recipe.distill_temperature else None
+    if teach is not None:
+        # the user's own module: alpha * KL(teacher || student at T) * T^2 + (1 - alpha) * CE(hard labels)
+        loss_mod: Any = DistillLoss(recipe.distill_temperature, recipe.distill_alpha)
+    elif task == "classify":
+        loss_mod = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     elif task == "binary":
         loss_mod = nn.BCELoss()
     elif task == "multilabel":
@@ -770,9 +865,16 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             out = torch.softmax(out, dim=1)
         return out
 
-    def criterion(out: Any, target: Any) -> Any:
+    def criterion(out: Any, target: Any, xb: Any) -> Any:
         # a VAE's model returns (reconstruction, mu, logvar), its loss takes them after the target
-        return loss_mod(out[0], target, *out[1:]) if task == "vae" else loss_mod(out, target)
+        if task == "vae":
+            return loss_mod(out[0], target, *out[1:])
+        if teach is not None:
+            # the teacher's logits of the very batch the student is fed (the pipeline's inputs, scaled or not)
+            with torch.no_grad():
+                teacher_logits = teach(xb)
+            return loss_mod(out, target, teacher_logits)
+        return loss_mod(out, target)
 
     kl_steps = recipe.kl_anneal_epochs * steps_per_epoch
 
@@ -805,7 +907,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
             if kl_steps:
                 loss_mod.beta = min(1.0, train_done / kl_steps)  # KL annealing, per training batch
             out = forward(xb)
-            loss = criterion(out, yb)
+            loss = criterion(out, yb, xb)
             lv = float(loss.item())
             if task == "vae":
                 out = out[0]
@@ -863,7 +965,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         with torch.no_grad():
             for b in range(0, len(xv), EVAL_BATCH):
                 out = forward(xv[b : b + EVAL_BATCH])
-                lv = float(criterion(out, yv[b : b + EVAL_BATCH]).item())
+                lv = float(criterion(out, yv[b : b + EVAL_BATCH], xv[b : b + EVAL_BATCH]).item())
                 if task == "vae":
                     out = out[0]  # the reconstruction from the posterior mean (eval mode)
                 val_losses.append(lv)
