@@ -122,3 +122,23 @@ def test_off_by_default_as_autotrainer_states_it(tmp_path):
     trial = _run(str(tmp_path / "default"), _counted(TRAIN_SWINGS, 700), _counted(VAL_RISING, 360))
     assert OscillatingAccuracy(trial).validation_regex is None
     assert invoke_rule(OscillatingAccuracy(trial)).fired != []
+
+
+def test_a_pass_of_several_batches_counts_the_samples_of_each(tmp_path):
+    # PyTorch-style: each pass saves two batch accuracies, of 64 and 40 samples (104 in all). The passes'
+    # means alternate 0.750 and 0.847: 1.7 standard errors of an accuracy over 104 samples, no confirmation;
+    # the means' own granularity (multiples of 1/640) would have read 640 samples and 4.3 standard errors
+    first, second = [48 / 64, 54 / 64], [30 / 40, 34 / 40]
+    train = [
+        [{"loss": np.float32(0.7)}] * 3 + [{"loss": np.float32(0.7), "epoch_accuracy": np.float32(a)}]
+        for a in _counted(TRAIN_SWINGS, 700)
+    ]
+    evals = [
+        [{"accuracy": np.float32(first[e % 2])}, {"accuracy": np.float32(second[e % 2])}]
+        for e in range(len(TRAIN_SWINGS))
+    ]
+    trial = epochs(str(tmp_path / "batches"), train, evals)
+    assert invoke_rule(OscillatingAccuracy(trial, **_recommended())).fired == []
+    # the same passes with the gate's noise test off: AUTOTRAINER's min_swing confirms them
+    params = {**_recommended(), "noise_z": "0"}
+    assert invoke_rule(OscillatingAccuracy(trial, **params)).fired != []

@@ -288,7 +288,7 @@ class OscillatingAccuracy(ValidationPasses, BuiltinRule):
             if means is None:
                 continue
             judged = True
-            n = accuracy_denominator(means) if self.noise_z > 0 else None
+            n = self._pass_samples(name, [p[:k] for p in passes]) if self.noise_z > 0 else None
             swings = paired_swings(means, self.min_swing, n, self.noise_z)
             if swings and len(swings) >= self.swing_fraction * len(means):
                 return (
@@ -296,3 +296,18 @@ class OscillatingAccuracy(ValidationPasses, BuiltinRule):
                     f"{len(means)} passes"
                 )
         return "" if judged else None
+
+    def _pass_samples(self, name: str, passes: list[list[int]]) -> int | None:
+        """The samples a validation pass's mean counts: the sum over its saved steps of each step's own sample
+        count, read from that step's values across the passes (:func:`accuracy_denominator`; a pass of one
+        saved step, Keras's ``val_accuracy``, is its own count). Why not the means' granularity: six batch
+        accuracies of 64, 64, 64, 64, 64 and 40 samples average to multiples of 1/1920, five times the 360
+        samples counted, and the sampling noise would be under-estimated by sqrt(1920 / 360). None when a
+        step's count is not read (the gate is then off, as for the training accuracy)."""
+        total = 0
+        for i in range(len(passes[0])):
+            q = accuracy_denominator([self.scalar(name, p[i]) for p in passes])
+            if q is None:
+                return None
+            total += q
+        return total
