@@ -59,6 +59,17 @@ KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru", "attention"
 KERAS_ONLY = ("convbn", "digits", "gru", "attention", "cutmix")
 
 
+def kernels_scaled(model: Any, scale: float) -> Any:
+    """``model`` with every trainable weight of rank 2 or more (kernels, recurrent kernels, embedding tables)
+    multiplied by ``scale`` (DeepFD's weight-initialisation mutation); biases and normalisation parameters
+    are left as built. The same model, changed in place; nothing done at a scale of 1."""
+    if scale != 1.0:
+        for v in model.trainable_weights:
+            if len(v.shape) >= 2:
+                v.assign(v.numpy() * scale)
+    return model
+
+
 def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
     """The held-out ``convbn`` family on (8, 8, 1) images: ``depth`` blocks ``conv<i>`` (3x3, "same"; 16
     channels in the first, 32 after, or ``width`` and ``2 * width``) -> ``conv<i>_bn`` (Keras's
@@ -83,11 +94,8 @@ def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
     if spec.double_softmax:
         layers.append(keras.layers.Softmax(name="out_softmax"))
     model = keras.Sequential(layers, name="net")
-    if spec.weight_scale != 1.0:  # DeepFD: the kernels (conv and dense) x the scale
-        for v in model.trainable_weights:
-            if len(v.shape) >= 2:
-                v.assign(v.numpy() * spec.weight_scale)
-    return model
+    # DeepFD: the kernels (conv and dense) x the scale
+    return kernels_scaled(model, spec.weight_scale)
 
 
 def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
@@ -109,11 +117,8 @@ def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
         ]
     layers.append(keras.layers.Dense(10, activation="softmax", name="out"))
     model = keras.Sequential(layers, name="net")
-    if spec.weight_scale != 1.0:  # DeepFD: the kernels x the scale
-        for v in model.trainable_weights:
-            if len(v.shape) >= 2:
-                v.assign(v.numpy() * spec.weight_scale)
-    return model
+    # DeepFD: the kernels x the scale
+    return kernels_scaled(model, spec.weight_scale)
 
 
 def build_keras_cutmix(keras: Any, spec: FamilySpec) -> Any:
@@ -139,11 +144,8 @@ def build_keras_cutmix(keras: Any, spec: FamilySpec) -> Any:
         keras.layers.Dense(10, name="out"),
     ]
     model = keras.Sequential(layers, name="net")
-    if spec.weight_scale != 1.0:  # DeepFD: the kernels (conv and dense) x the scale
-        for v in model.trainable_weights:
-            if len(v.shape) >= 2:
-                v.assign(v.numpy() * spec.weight_scale)
-    return model
+    # DeepFD: the kernels (conv and dense) x the scale
+    return kernels_scaled(model, spec.weight_scale)
 
 
 def cutmix(
@@ -210,11 +212,8 @@ def build_keras_gru(keras: Any, spec: FamilySpec, steps: int, channels: int) -> 
         ],
         name="net",
     )
-    if spec.weight_scale != 1.0:  # DeepFD: the kernels (input and recurrent, and the head's) x the scale
-        for v in model.trainable_weights:
-            if len(v.shape) >= 2:
-                v.assign(v.numpy() * spec.weight_scale)
-    return model
+    # DeepFD: the kernels (input and recurrent, and the head's) x the scale
+    return kernels_scaled(model, spec.weight_scale)
 
 
 def build_keras_attention(keras: Any, spec: FamilySpec, length: int, vocab: int, classes: int) -> Any:
@@ -251,11 +250,8 @@ def build_keras_attention(keras: Any, spec: FamilySpec, length: int, vocab: int,
     h = layers.GlobalAveragePooling1D(name="pool")(h)
     h = layers.Dropout(rate, name="head_drop")(h)
     model = keras.Model(tokens, layers.Dense(classes, name="out")(h), name="net")
-    if spec.weight_scale != 1.0:  # DeepFD: every kernel and embedding table (rank 2 or more) x the scale
-        for v in model.trainable_weights:
-            if len(v.shape) >= 2:
-                v.assign(v.numpy() * spec.weight_scale)
-    return model
+    # DeepFD: every kernel and embedding table (rank 2 or more) x the scale
+    return kernels_scaled(model, spec.weight_scale)
 
 
 def position_embedding(keras: Any, length: int, d: int) -> Any:
@@ -403,11 +399,7 @@ def build_keras(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
     if spec.family == "binary":
         layers.append(keras.layers.Activation("sigmoid", name="out_sigmoid"))
     model = keras.Sequential(layers, name="net")
-    if init_scale != 1.0:
-        for v in model.trainable_weights:
-            if len(v.shape) >= 2:
-                v.assign(v.numpy() * init_scale)
-    return model
+    return kernels_scaled(model, init_scale)
 
 
 def epoch_shuffled(keras: Any, x: np.ndarray, y: np.ndarray, batch: int, rng: np.random.Generator) -> Any:

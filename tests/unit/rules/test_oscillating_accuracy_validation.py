@@ -6,30 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 from hook_trials import epochs
+from test_oscillating_accuracy_noise import DEMO as TRAIN_SWINGS  # 700 samples, swings of 2.8-5.9 SE
 
 from tornasole.rules import invoke_rule
 from tornasole.rules.builtin.recommended import recommended_rules
 from tornasole.rules.generic import OscillatingAccuracy
 
-#: AUTOTRAINER's oscillation demo re-made (test_oscillating_accuracy_noise.py): 700 training samples, swings
-#: of 2.8 to 5.9 standard errors
-TRAIN_SWINGS = [
-    0.693,
-    0.72,
-    0.57,
-    0.586,
-    0.604,
-    0.609,
-    0.539,
-    0.533,
-    0.493,
-    0.477,
-    0.61,
-    0.596,
-    0.639,
-    0.54,
-    0.57,
-]
 #: a model whose accuracy on 360 clean validation samples rises, as a healthy mixup CNN's does
 VAL_RISING = [0.52, 0.70, 0.79, 0.85, 0.88, 0.90, 0.92, 0.93, 0.94, 0.95, 0.955, 0.96, 0.962, 0.965, 0.97]
 #: the same validation set under a learning rate too high: the model itself swings, by 0.10-0.25
