@@ -88,7 +88,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     # issue 29: a swing counts only above 2 standard errors of an accuracy over the samples it counts (small
     # training sets); designed on the wine and iris families (docs/RULES.md). A run that saves a validation
     # accuracy must swing there too (mixup counts the training accuracy against mixed targets); designed on
-    # mixup_cnn, judged on the held-out cutmix_keras (docs/RULES.md)
+    # mixup_cnn; the held-out cutmix_keras cannot judge it, as the rule reads no Keras run (docs/RULES.md)
     (
         "OscillatingAccuracy",
         "OscillatingAccuracy",
