@@ -72,6 +72,7 @@ _SCALED_INPUTS = {
     "mixup_cnn",
     "distill",
     "cutmix",
+    "amp_cnn",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32;
@@ -96,6 +97,7 @@ _MLPS = {
     "mixup_cnn",
     "distill",
     "cutmix",
+    "amp_cnn",
 }
 _CLASSIFIERS = {
     "cnn",
@@ -119,6 +121,7 @@ _CLASSIFIERS = {
     "mixup_cnn",
     "distill",
     "cutmix",
+    "amp_cnn",
 }
 #: The classifiers with more than two classes (binary has one sigmoid output; multilabel four independent
 #: ones under BCEWithLogitsLoss: no softmax to put before its loss).
@@ -171,7 +174,45 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
     if family in _MLPS:
         out["deep_sigmoid"] = ("broken", replace(base, hidden_act="sigmoid", depth=6, width=16))
     out.update(_audit_cases(family, base))
+    if family in _MIXED_PRECISION:
+        del out["fp16_skipped_step"]  # the real GradScaler's own skipped steps stand for it
+        out.update(_mixed_precision_cases(base))
     return out
+
+
+#: Families trained with real automatic mixed precision (``Recipe.precision`` "fp16": autocast and a
+#: GradScaler), which take :func:`_mixed_precision_cases` instead of the simulated ``fp16_skipped_step``.
+_MIXED_PRECISION = {"amp_cnn"}
+
+
+def _mixed_precision_cases(base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:
+    """Mixed-precision runs, healthy and broken, after PyTorch's AMP documentation and users' questions:
+
+    * ``bf16_autocast`` (healthy): autocast in bfloat16 without a scaler, the documented alternative
+      (https://pytorch.org/docs/stable/amp.html: bfloat16 has fp32's exponent range, so no loss scaling);
+    * ``scaler_short_growth`` (healthy): a GradScaler whose ``growth_interval`` is 25 instead of 2000, so its
+      scale doubles every 25 clean steps until a step overflows, is skipped and the scale halves, all run
+      long, as the dynamic scaler does over a long real run (the scaler's own documentation,
+      https://pytorch.org/docs/stable/amp.html#gradient-scaling: "skips the step ... and reduces the scale");
+    * ``clip_before_unscale`` (broken): ``clip_grad_norm_`` on the scaled gradients, before
+      ``scaler.unscale_`` (https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping: the
+      gradients must be unscaled first, or the threshold meets gradients ``scale`` times too large; asked as
+      "gradient clipping with torch.cuda.amp", Stack Overflow and the PyTorch forums), so every step is
+      clipped to 1.0 / 65536 of the threshold;
+    * ``fp16_without_scaler`` (broken): fp16 autocast and the loss's backward unscaled, the scaler left out
+      (the AMP documentation's reason for gradient scaling: small gradients underflow to 0 in fp16);
+    * ``half_model_adam`` (broken): the model and its inputs cast with ``.half()`` and trained by the
+      recipe's AdamW in fp16 (no fp32 master weights: Adam's eps 1e-8 is 0 in fp16, the second moment of
+      small gradients underflows, the update divides by 0; Stack Overflow's "Adam optimizer NaN with half
+      precision" / "model.half() loss nan" questions, Micikevicius et al. 2018's fp32 master copy).
+    """
+    return {
+        "bf16_autocast": ("healthy", replace(base, precision="bf16")),
+        "scaler_short_growth": ("healthy", replace(base, scaler_growth_interval=25)),
+        "clip_before_unscale": ("broken", replace(base, clip_before_unscale=True)),
+        "fp16_without_scaler": ("broken", replace(base, precision="fp16_no_scaler")),
+        "half_model_adam": ("broken", replace(base, precision="half")),
+    }
 
 
 #: Families whose recipe anneals its learning rate (cosine), where a warm-restart or one-cycle schedule is the
@@ -187,6 +228,7 @@ _RESTARTS = {
     "vae": 5,
     "mixup_cnn": 3,
     "distill": 5,
+    "amp_cnn": 4,
 }
 #: (vae is left out: 8x its 128 units is two 1024x1024 layers, 2.2M parameters, some 4 GB of saved weights and
 #: gradients a run; the other MLP autoencoder takes none either; distill is left out for the disk: 8x its 64

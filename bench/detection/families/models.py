@@ -395,6 +395,13 @@ class MixupCnn(nn.Module):
         return self.out(torch.flatten(self.gap(x), 1))
 
 
+class AmpCnn(MixupCnn):
+    """The ``amp_cnn`` family's CNN (trained under automatic mixed precision): :class:`MixupCnn`'s layers
+    (conv-BatchNorm-activation blocks, ``width`` then ``2 * width`` channels, max pooling after the second,
+    ``depth - 2`` more blocks at 4x4, global average pooling, the output layer ``out``), a class of its own so
+    the hook names its input ``AmpCnn_input_0``."""
+
+
 class DistillLoss(nn.Module):
     """Knowledge distillation's loss (Hinton, Vinyals & Dean 2015), a user's own loss module: ``alpha`` times
     the KL divergence of the student's softened distribution from the teacher's, both at temperature ``T``

@@ -7,6 +7,7 @@ Usage::
     python bench/detection/families/score.py --json out.json --out DIR   # keep the numbers and the trials
     python bench/detection/families/score.py --reuse DIR          # re-evaluate the trials a run left in DIR
     python bench/detection/families/score.py --families softmax --cases healthy,warm_restarts   # these cases
+    python bench/detection/families/score.py --families amp_cnn --device cuda   # PyTorch runs on a GPU
     python bench/detection/families/score.py --recount out.json --json new.json   # count saved firings again
 
 Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
@@ -57,8 +58,8 @@ from families.counting import (  # noqa: E402
     worst_family,
 )
 from families.counting import fires as _fires  # noqa: E402
+from families.training import DEVICE_ENV, SAVE_INTERVAL  # noqa: E402
 from families.training import FAMILIES as RECIPES  # noqa: E402
-from families.training import SAVE_INTERVAL  # noqa: E402
 from families.training import run as train_run  # noqa: E402
 
 FAMILIES = SCORED_FAMILIES
@@ -88,6 +89,18 @@ def train_one(job: tuple[str, int, str]) -> dict:
         "established": r.established,
         "train_before": r.train_before,
         "final_val_acc": r.final_val_acc,
+        # where and how a PyTorch run trained (``--device``; the precision and a GradScaler's skipped steps)
+        **(
+            {}
+            if spec.framework == "keras"
+            else {
+                "device": r.device,
+                "torch": r.torch_version,
+                "precision": r.precision,
+                "scaler_skipped_steps": r.scaler_skipped_steps,
+                "scaler_final_scale": r.scaler_final_scale,
+            }
+        ),
     }
 
 
@@ -314,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         "--sets", default="recommended", help="rule sets: recommended, sagemaker-defaults or both"
     )
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the PyTorch runs train (default cpu; the workers read it from $" + DEVICE_ENV + ")",
+    )
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--reuse", help="evaluate the trials and labels a previous --out run left in this folder")
     ap.add_argument("--json", help="write the numbers and every run's firings here")
@@ -341,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     if not wanted or set(wanted) - set(sets):
         ap.error(f"--sets: choose among {', '.join(sets)} or both")
     sets = {k: v for k, v in sets.items() if k in wanted}
+    # the workers train on this device: they read it from the environment, set before the pool starts
+    os.environ[DEVICE_ENV] = args.device
     start = time.perf_counter()
     root = args.reuse or args.out or tempfile.mkdtemp(prefix="tornasole-families-")
     runs_file = Path(root) / "runs.json"

@@ -22,6 +22,7 @@ of 0.03) is defined on a classifier's accuracy and is not applied to either.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -31,6 +32,7 @@ from labels import Monitor
 
 from families import data
 from families.models import (
+    AmpCnn,
     AttentionOnly,
     BiGruRows,
     Conv1dNet,
@@ -102,6 +104,11 @@ class Recipe:
     #: gets a box of a shuffled copy of itself pasted in, one-hot targets mixed by the box's area; the box's
     #: area share drawn from Beta(alpha, alpha) (0: no CutMix)
     cutmix_alpha: float = 0.0
+    #: the arithmetic of the training step (:func:`run`): "fp32" (no autocast, no scaler); "fp16" (PyTorch's
+    #: AMP recipe: forward and loss under ``torch.autocast(device_type, dtype=torch.float16)``, backward
+    #: through ``torch.amp.GradScaler(device_type)`` with its defaults, ``unscale_`` before clipping, then
+    #: ``scaler.step`` and ``scaler.update``); "bf16" (autocast in bfloat16, no scaler)
+    precision: str = "fp32"
 
 
 FAMILIES: dict[str, Recipe] = {
@@ -367,6 +374,27 @@ FAMILIES: dict[str, Recipe] = {
         width=8,
         cutmix_alpha=1.0,
     ),
+    # Held-out family (branch amp, issue 29), defined and trained before any rule was scored on it: a small
+    # CNN of the digits' 8x8 images (conv-BatchNorm-ReLU 8 then 16 channels, max pooling, a third conv block
+    # of 16, global average pooling: models.AmpCnn) trained with real automatic mixed precision, PyTorch's
+    # AMP recipe (fp16 autocast around forward and loss, torch.amp.GradScaler with its defaults, unscale_
+    # before clipping by norm 1.0), AdamW with weight decay 0.05 under a per-step linear warmup (1 epoch)
+    # then a cosine decay to 0, on every training digit.
+    "amp_cnn": Recipe(
+        "digits",
+        "classify",
+        "adamw",
+        3e-3,
+        32,
+        12,
+        weight_decay=0.05,
+        schedule="warmup_cosine_step",
+        warmup_epochs=1,
+        depth=3,
+        clip_norm=1.0,
+        width=8,
+        precision="fp16",
+    ),
 }
 
 #: The ``distill`` family's teacher: widths, epochs, Adam's rate and batch (trained without the hook)
@@ -454,6 +482,17 @@ class FamilySpec:
         False  # the warmup_epochs rise linearly from 0 per optimiser step (not per epoch)
     )
     framework: str = "pytorch"  # pytorch (this module) | keras (:mod:`families.keras_training`)
+    #: the training step's arithmetic (None: the recipe's ``precision``): "fp32", "fp16" (autocast and a
+    #: GradScaler), "bf16" (autocast in bfloat16, no scaler), and two mistakes of mixed precision:
+    #: "fp16_no_scaler" (fp16 autocast, the loss's backward unscaled: small gradients underflow to 0) and
+    #: "half" (the model and its inputs cast with ``.half()``, no autocast, no scaler: the optimiser's state
+    #: and step in fp16, where Adam's eps 1e-8 is 0)
+    precision: str | None = None
+    #: the GradScaler's ``growth_interval`` (None: PyTorch's default, 2000 steps without an overflow)
+    scaler_growth_interval: int | None = None
+    #: a mixed-precision bug: ``clip_grad_norm_`` applied to the scaled gradients, before ``scaler.unscale_``
+    #: (the AMP examples' warning), so the clipping threshold is met by gradients ``scale`` times too large
+    clip_before_unscale: bool = False
 
     @property
     def blocks(self) -> int:
@@ -474,6 +513,12 @@ class RunResult:
     val_acc: list[float] = field(default_factory=list)
     train_acc: list[float] = field(default_factory=list)
     variants: dict[str, int] = field(default_factory=dict)  # labels.Monitor.variants
+    device: str = "cpu"  # where the run trained (``TORNASOLE_BENCH_DEVICE``, :func:`device_name`)
+    torch_version: str = ""
+    precision: str = "fp32"  # the arithmetic it trained in (:attr:`FamilySpec.precision`)
+    #: optimiser steps a GradScaler skipped (an Inf or NaN among the unscaled gradients: its scale halved)
+    scaler_skipped_steps: int = 0
+    scaler_final_scale: float | None = None
 
 
 def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
@@ -493,6 +538,8 @@ def build(spec: FamilySpec, recipe: Recipe, in_dim: int, classes: int) -> Any:
         )
     if spec.family == "vae":
         return Vae(in_dim, act=act, width=width or recipe.width, depth=spec.blocks, latent=recipe.latent)
+    if spec.family == "amp_cnn":
+        return AmpCnn(act=act, width=width or recipe.width, depth=spec.blocks, classes=classes)
     if spec.family == "mixup_cnn":
         return MixupCnn(act=act, width=width or recipe.width, depth=spec.blocks, classes=classes)
     if spec.family == "cnn":
@@ -709,7 +756,52 @@ def _warmup_from_zero(spec: FamilySpec, recipe: Recipe, opt_step: int, opt_steps
     return recipe.lr * spec.lr_mult * opt_step / max(1, warm * opt_steps_per_epoch)
 
 
+#: The environment variable that names the device the PyTorch runs train on (``score.py --device`` sets it
+#: before its workers start): "cpu" (the default) or "cuda"
+DEVICE_ENV = "TORNASOLE_BENCH_DEVICE"
+
+
+def device_name() -> str:
+    """The device of this process's PyTorch runs: ``$TORNASOLE_BENCH_DEVICE`` ("cpu" when unset)."""
+    name = os.environ.get(DEVICE_ENV, "") or "cpu"
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"{DEVICE_ENV}={name!r}: choose cpu or cuda")
+    return name
+
+
+#: the autocast dtype of each precision (:attr:`Recipe.precision`, :attr:`FamilySpec.precision`); "fp32"
+#: and "half" (a model cast to fp16 whole) run without autocast
+_AUTOCAST = {"fp16": "float16", "fp16_no_scaler": "float16", "bf16": "bfloat16"}
+PRECISIONS = ("fp32", "fp16", "bf16", "fp16_no_scaler", "half")
+
+
+def _host(t: Any) -> np.ndarray:
+    """A tensor's values as a float32 NumPy copy on the host (a no-op conversion for a float32 CPU tensor,
+    whose values are copied exactly as ``t.detach().numpy().copy()`` copies them)."""
+    return t.detach().float().cpu().numpy().copy()
+
+
+def _amp_step(scaler: Any, opt: Any, trainable: list[Any], clip_norm: float | None, clip_first: bool) -> bool:
+    """One optimiser step of PyTorch's AMP recipe: ``scaler.unscale_(opt)``, ``clip_grad_norm_`` of the
+    unscaled gradients, ``scaler.step(opt)`` (which skips the step if a gradient is Inf or NaN),
+    ``scaler.update()``; with ``clip_first`` the bug of clipping the scaled gradients before ``unscale_``.
+    True if the scaler skipped the step (it lowered its scale)."""
+    import torch
+
+    if clip_first and clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(trainable, clip_norm)
+    scaler.unscale_(opt)
+    if not clip_first and clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(trainable, clip_norm)
+    before = scaler.get_scale()
+    scaler.step(opt)
+    scaler.update()
+    return scaler.get_scale() < before
+
+
 def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
+    import contextlib
+
     import torch
     from torch import nn
 
@@ -718,6 +810,11 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     from tornasole.pytorch.step_statistics import learning_rate_name
 
     recipe = FAMILIES[spec.family]
+    device = torch.device(device_name())
+    precision = spec.precision or recipe.precision
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: choose among {', '.join(PRECISIONS)}")
+    half = precision == "half"
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -739,9 +836,11 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         yt = np.where(flip, rng.integers(0, classes, size=yt.shape).astype(yt.dtype), yt)
     if spec.shuffle_labels:
         yt = yt[rng.permutation(n_train)]
-    xt, yt, xv, yv = (torch.from_numpy(np.ascontiguousarray(a)) for a in (xt, yt, xv, yv))
+    xt, yt, xv, yv = (torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in (xt, yt, xv, yv))
     in_dim = x.shape[-1]
-    model = build(spec, recipe, in_dim, classes)
+    model = build(spec, recipe, in_dim, classes).to(device)
+    if half:
+        model.half()  # the whole model in fp16 (a mixed-precision mistake: no fp32 master weights)
     params = list(model.named_parameters())
     with torch.no_grad():
         for _name, p in params:
@@ -778,6 +877,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     else:
         opt = torch.optim.Adam(trainable, lr=recipe.lr, weight_decay=recipe.weight_decay)
     teach = teacher(recipe, seed, n_train) if recipe.distill_temperature else None
+    if teach is not None:
+        teach = teach.to(device)
     if teach is not None:
         # the user's own module: alpha * KL(teacher || student at T) * T^2 + (1 - alpha) * CE(hard labels)
         loss_mod: Any = DistillLoss(recipe.distill_temperature, recipe.distill_alpha)
@@ -836,7 +937,7 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
 
             def grab(_m: Any, inputs: Any, _o: Any, key: str = mname) -> None:
                 if not model.training:
-                    captured.setdefault(key, []).append(inputs[0].detach().numpy().copy())
+                    captured.setdefault(key, []).append(_host(inputs[0]))
 
             module.register_forward_hook(grab)
 
@@ -858,6 +959,24 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         else None
     )
     opt_steps = 0
+    # mixed precision (PyTorch's AMP recipe, https://pytorch.org/docs/stable/notes/amp_examples.html):
+    # autocast around the forward pass and the loss, and for fp16 a GradScaler with PyTorch's defaults
+    # (init_scale 2**16, growth_factor 2, backoff_factor 0.5, growth_interval 2000) unless the case sets its
+    # growth interval
+    autocast_dtype = getattr(torch, _AUTOCAST[precision]) if precision in _AUTOCAST else None
+    scaler = (
+        torch.amp.GradScaler(
+            device.type,
+            **({"growth_interval": spec.scaler_growth_interval} if spec.scaler_growth_interval else {}),
+        )
+        if precision == "fp16"
+        else None
+    )
+
+    def autocast() -> Any:
+        if autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=autocast_dtype)
 
     def forward(xb: Any) -> Any:
         out = model(xb)
@@ -889,25 +1008,28 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         losses, scores, weights_n = [], [], 0
         opt.zero_grad()
         for bi, b in enumerate(range(0, n_train, batch)):
-            idx = torch.from_numpy(order[b : b + batch])
+            idx = torch.from_numpy(order[b : b + batch]).to(device)
             xb = xt[idx]
             if task == "denoise":  # a fresh corruption of each batch's input (Vincent et al. 2008)
-                xb = torch.from_numpy(data.add_noise(xb.numpy(), rng) * scale)
+                xb = torch.from_numpy(data.add_noise(xb.cpu().numpy(), rng) * scale).to(device)
             yb = yt[idx]
             scored = yb
             if recipe.mixup_alpha:
                 # mixup: the batch mixed with a permutation of itself, inputs and one-hot targets alike; the
                 # batch's accuracy is read against each mixed sample's dominant label
                 lam = float(rng.beta(recipe.mixup_alpha, recipe.mixup_alpha))
-                perm = torch.from_numpy(rng.permutation(len(idx)))
+                perm = torch.from_numpy(rng.permutation(len(idx))).to(device)
                 xb = lam * xb + (1.0 - lam) * xb[perm]
                 onehot = nn.functional.one_hot(yb, classes).float()
                 yb = lam * onehot + (1.0 - lam) * onehot[perm]
                 scored = yb.argmax(dim=1)
             if kl_steps:
                 loss_mod.beta = min(1.0, train_done / kl_steps)  # KL annealing, per training batch
-            out = forward(xb)
-            loss = criterion(out, yb, xb)
+            if half:
+                xb = xb.half()
+            with autocast():
+                out = forward(xb)
+                loss = criterion(out, yb, xb)
             lv = float(loss.item())
             if task == "vae":
                 out = out[0]
@@ -931,22 +1053,39 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
                     hook.save_tensor("epoch_accuracy", np.float32(sum(scores) / weights_n), "epoch_end")
             skipped = spec.skip_step is not None and step == spec.skip_step
             # an overflowing loss scale (fp16): the scaled loss's gradients are Inf (NaN where Inf meets 0)
-            ((loss * float("inf")) if skipped else (loss / spec.accumulate)).backward()
+            if scaler is not None and not skipped:
+                # the hook's gradient hooks see the scaled gradients, as in any AMP script
+                scaler.scale(loss / spec.accumulate).backward()
+            else:
+                ((loss * float("inf")) if skipped else (loss / spec.accumulate)).backward()
             if not skipped:
                 grads = {
-                    n: (p.grad.detach().numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape)))
-                    for n, p in kernels
+                    n: (_host(p.grad) if p.grad is not None else np.zeros(tuple(p.shape))) for n, p in kernels
                 }
-                all_grads = {
-                    n: p.grad.detach().numpy().copy()
-                    for n, p in params
-                    if p.requires_grad and p.grad is not None
-                }
-                weights = {n: p.detach().numpy().copy() for n, p in kernels}
+                all_grads = {n: _host(p.grad) for n, p in params if p.requires_grad and p.grad is not None}
+                if scaler is not None:
+                    # the Monitor sees the gradients the optimiser would apply: unscaled, and none of a step
+                    # the scaler skips (an Inf or NaN among them)
+                    inv = np.float32(1.0 / scaler.get_scale())
+                    grads = {n: g * inv for n, g in grads.items()}
+                    all_grads = {n: g * inv for n, g in all_grads.items()}
+                    skipped = not all(np.isfinite(g).all() for g in all_grads.values())
+            if not skipped:
+                weights = {n: _host(p) for n, p in kernels}
                 monitor.train_step(step, lv, grads, weights, all_grads, {})
-            if skipped:
+            boundary = (bi + 1) % spec.accumulate == 0 or b + batch >= n_train  # the epoch's remainder too
+            if scaler is not None:
+                # (between boundaries the scaled gradients accumulate; an Inf among them skips the step)
+                if boundary:
+                    if _amp_step(scaler, opt, trainable, recipe.clip_norm, spec.clip_before_unscale):
+                        result.scaler_skipped_steps += 1
+                    opt.zero_grad()
+                    opt_steps += 1
+                    if per_step is not None:
+                        per_step.step()
+            elif skipped:
                 opt.zero_grad()  # the scaler skips the step and lowers its scale
-            elif (bi + 1) % spec.accumulate == 0 or b + batch >= n_train:  # the epoch's remainder too
+            elif boundary:
                 if recipe.clip_norm is not None:
                     torch.nn.utils.clip_grad_norm_(trainable, recipe.clip_norm)
                 opt.step()
@@ -962,10 +1101,13 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         hook.set_mode(modes.EVAL)
         captured.clear()
         val_losses, outs = [], []
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for b in range(0, len(xv), EVAL_BATCH):
-                out = forward(xv[b : b + EVAL_BATCH])
-                lv = float(criterion(out, yv[b : b + EVAL_BATCH], xv[b : b + EVAL_BATCH]).item())
+                xe = xv[b : b + EVAL_BATCH]
+                if half:
+                    xe = xe.half()
+                out = forward(xe)
+                lv = float(criterion(out, yv[b : b + EVAL_BATCH], xe).item())
                 if task == "vae":
                     out = out[0]  # the reconstruction from the posterior mean (eval mode)
                 val_losses.append(lv)
@@ -991,6 +1133,8 @@ def run(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
         if plateau is not None and epoch >= warm_epochs:
             plateau.step(vl)
     hook.close()
+    result.device, result.torch_version, result.precision = str(device), torch.__version__, precision
+    result.scaler_final_scale = None if scaler is None else float(scaler.get_scale())
     result.labels = dict(monitor.labels)
     result.onset = monitor.onset
     result.established = monitor.established

@@ -51,6 +51,7 @@ def test_the_audit_cases_are_healthy_pytorch_cases_where_they_apply():
         "vae/warm_restarts",  # a held-out family (branch heldout6): flat then cosine per step
         "mixup_cnn/warm_restarts",  # a held-out family (branch heldout6): SGD momentum, as cnn
         "distill/warm_restarts",  # a held-out family (branch heldout7): RMSprop, a cosine per epoch
+        "amp_cnn/warm_restarts",  # a held-out family (branch amp): AdamW under fp16 autocast, warmup + cosine
     }
     assert {n for n in found if n.endswith("/one_cycle")} == {"softmax/one_cycle", "transformer/one_cycle"}
 
