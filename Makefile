@@ -178,8 +178,8 @@ bench-detection: setup
 
 # detection by model family (bench/detection/families), each family scored as the one left out: needs
 # scikit-learn's bundled data sets (requirements/bench.txt). Long: training every run takes about an hour on
-# 2 cores (1,006 runs in 47 min, then 8.5 min of rules, on 2026-11-30; the held-out rounds trained 66-78
-# runs in 481-743 s on one); the recommended set over kept trials (score.py --reuse DIR) about 8 min for 856
+# 2 cores (1,006 runs in 47 min, then 8.5 min of rules, on 2026-11-30; the held-out rounds trained 52-78
+# runs in 473-743 s on one); the recommended set over kept trials (score.py --reuse DIR) about 8 min for 856
 # runs (bench/RESULTS.md)
 .PHONY: bench-families
 bench-families: setup
