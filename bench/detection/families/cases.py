@@ -17,7 +17,8 @@ be, the label of each run still comes from the published criteria measured while
 The families of :data:`families.keras_training.KERAS_FAMILIES` run again in Keras as ``<family>_keras``
 (every case but the fp16 step a loss scaler skipped, the double softmax Keras undoes and the audit cases, bar
 convbn's dropout), those of
-``KERAS_ONLY`` in Keras only; ``SCORED_FAMILIES`` lists every family scored.
+``KERAS_ONLY`` in Keras only (``amp`` with Keras's mixed-precision cases,
+:func:`_keras_mixed_precision_cases`); ``SCORED_FAMILIES`` lists every family scored.
 """
 
 from __future__ import annotations
@@ -73,12 +74,14 @@ _SCALED_INPUTS = {
     "distill",
     "cutmix",
     "amp_cnn",
+    "amp",
 }
 #: Families that take the deep sigmoid stack (six hidden blocks of 16 sigmoid units; in resmlp six residual
 #: blocks whose sigmoid branch is 16 wide; in conv1d and convbn six sigmoid conv blocks, 16 channels then 32;
 #: in vae six blocks of 16 in the encoder and six in the decoder; in conv_ae and mixup_cnn six sigmoid conv
 #: blocks behind their normalisation layers; in distill six sigmoid blocks of 16 in the student; in cutmix six
-#: sigmoid conv blocks, 16 channels then 32, without normalisation, and its dense layer).
+#: sigmoid conv blocks, 16 channels then 32, without normalisation, and its dense layer; in amp (Keras) six
+#: sigmoid conv blocks behind their BatchNormalization, 16 channels then 32).
 _MLPS = {
     "binary",
     "softmax",
@@ -98,6 +101,7 @@ _MLPS = {
     "distill",
     "cutmix",
     "amp_cnn",
+    "amp",
 }
 _CLASSIFIERS = {
     "cnn",
@@ -122,6 +126,7 @@ _CLASSIFIERS = {
     "distill",
     "cutmix",
     "amp_cnn",
+    "amp",
 }
 #: The classifiers with more than two classes (binary has one sigmoid output; multilabel four independent
 #: ones under BCEWithLogitsLoss: no softmax to put before its loss).
@@ -177,6 +182,8 @@ def _cases_of(family: str) -> dict[str, tuple[str, FamilySpec]]:
     if family in _MIXED_PRECISION:
         del out["fp16_skipped_step"]  # the real GradScaler's own skipped steps stand for it
         out.update(_mixed_precision_cases(base))
+    if family in _KERAS_MIXED_PRECISION:
+        out.update(_keras_mixed_precision_cases(base))
     return out
 
 
@@ -212,6 +219,43 @@ def _mixed_precision_cases(base: FamilySpec) -> dict[str, tuple[str, FamilySpec]
         "clip_before_unscale": ("broken", replace(base, clip_before_unscale=True)),
         "fp16_without_scaler": ("broken", replace(base, precision="fp16_no_scaler")),
         "half_model_adam": ("broken", replace(base, precision="half")),
+    }
+
+
+#: Keras families trained under Keras's mixed precision (``Recipe.precision`` "mixed_float16": a dtype policy
+#: and compile's LossScaleOptimizer), which take :func:`_keras_mixed_precision_cases`.
+_KERAS_MIXED_PRECISION = {"amp"}
+
+
+def _keras_mixed_precision_cases(base: FamilySpec) -> dict[str, tuple[str, FamilySpec]]:
+    """Keras mixed-precision runs, healthy and broken, after keras.io's "Mixed precision" guide
+    (https://keras.io/guides/mixed_precision/), Keras's API reference and users' questions:
+
+    * ``bf16_policy`` (healthy): the ``mixed_bfloat16`` policy, the guide's alternative ("bfloat16 ... has the
+      same dynamic range as float32 ... does not require loss scaling"): no LossScaleOptimizer;
+    * ``loss_scale_short_growth`` (healthy): the user wraps the optimiser in
+      ``keras.optimizers.LossScaleOptimizer(opt, dynamic_growth_steps=25)`` (its documented argument,
+      https://keras.io/api/mixed_precision/loss_scale_optimizer/, default 2000), so the dynamic scale doubles
+      every 25 clean steps until a step overflows, is skipped and the scale halves, all run long, as the
+      default does over a long real run;
+    * ``softmax_output_fp16`` (broken): the final softmax left in the ``mixed_float16`` policy, without the
+      guide's ``dtype="float32"`` ("the last layer of the model ... float32 ... Otherwise ... not be
+      numerically stable"; its "Building the model" section), so the probabilities the cross-entropy takes
+      are float16 (classes below float16's smallest subnormal are 0);
+    * ``fp16_without_loss_scale`` (broken): ``mixed_float16`` compiled with ``auto_scale_loss=False``
+      (``Model.compile``'s documented switch, https://keras.io/api/models/model_training_apis/): no
+      LossScaleOptimizer, the guide's reason for loss scaling (float16 gradients "underflow" to 0);
+    * ``float16_policy`` (broken): the ``float16`` policy (variables and compute in float16, no float32
+      master weights; ``compile`` adds no loss scaling), the guide's "not recommended" choice and users'
+      "Keras float16 loss nan" / ``set_floatx('float16')`` questions (Stack Overflow; Micikevicius et al.
+      2018 on the float32 master copy).
+    """
+    return {
+        "bf16_policy": ("healthy", replace(base, precision="mixed_bfloat16")),
+        "loss_scale_short_growth": ("healthy", replace(base, scaler_growth_interval=25)),
+        "softmax_output_fp16": ("broken", replace(base, output_fp16=True)),
+        "fp16_without_loss_scale": ("broken", replace(base, auto_scale_loss=False)),
+        "float16_policy": ("broken", replace(base, precision="float16")),
     }
 
 

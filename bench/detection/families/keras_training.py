@@ -28,12 +28,26 @@ carries it).
 
 Not reproduced in Keras: the fp16 step a loss scaler skipped (Keras's ``LossScaleOptimizer`` decides
 overflow from its own scale, which a benchmark cannot set to overflow at one chosen step).
+
+Mixed precision (the held-out ``amp``, scored as ``amp_keras``): Keras's own way, keras.io's "Mixed precision"
+guide. The run's dtype policy (:data:`KERAS_PRECISIONS`; the recipe's ``precision`` or the case's) is set as
+the guide sets it, ``keras.mixed_precision.set_global_policy``, for the whole run (model, compile, fit) and
+the previous global policy put back afterwards whatever happens (:func:`global_dtype_policy`: a worker trains
+many runs in one process); a float32 run ("fp32", every other Keras family) never touches it. Under
+``mixed_float16`` ``compile`` wraps the optimiser in a ``LossScaleOptimizer`` (dynamic scale, Keras's
+defaults) unless the case wraps it itself (``scaler_growth_interval``) or turns it off (``auto_scale_loss``).
+The hook is the same callback with the same collections as every Keras family: it taps
+``model.optimizer.apply``, the LossScaleOptimizer's, so it saves the gradients as the scaler receives them,
+scaled by the loss scale (Inf on a step that overflowed); the Monitor reads the inner optimiser's, unscaled
+and only on the steps the scaler applied.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -52,11 +66,37 @@ from families.training import (
 
 #: Families with a Keras variant: scored as ``<family>_keras``, a family of its own (a user of one framework
 #: meets the rules on that framework's traces).
-KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru", "attention", "cutmix")
+KERAS_FAMILIES = ("binary", "regression", "convbn", "digits", "gru", "attention", "cutmix", "amp")
 #: Families trained in Keras only (their recipe in :data:`families.training.FAMILIES` has no PyTorch run):
 #: ``convbn``, held out (branch newfam2), ``digits``, held out (branch heldout), ``gru``, held out
-#: (branch heldout4), ``attention``, held out (branch heldout5), and ``cutmix``, held out (branch heldout7).
-KERAS_ONLY = ("convbn", "digits", "gru", "attention", "cutmix")
+#: (branch heldout4), ``attention``, held out (branch heldout5), ``cutmix``, held out (branch heldout7), and
+#: ``amp``, held out (branch ampkeras: Keras mixed precision).
+KERAS_ONLY = ("convbn", "digits", "gru", "attention", "cutmix", "amp")
+#: A Keras run's arithmetic (:attr:`families.training.FamilySpec.precision`): "fp32" (Keras's default
+#: ``float32`` policy, left untouched) or a Keras dtype policy set for the run (:func:`global_dtype_policy`):
+#: ``mixed_float16`` (float16 compute, float32 variables, a LossScaleOptimizer from ``compile``),
+#: ``mixed_bfloat16`` (bfloat16 compute, float32 variables, no loss scaling) and ``float16`` (float16
+#: variables and compute: no float32 master weights, and ``compile`` adds no loss scaling).
+KERAS_PRECISIONS = ("fp32", "mixed_float16", "mixed_bfloat16", "float16")
+
+
+@contextmanager
+def global_dtype_policy(keras: Any, precision: str) -> Iterator[None]:
+    """Keras's global dtype policy set to ``precision`` (:data:`KERAS_PRECISIONS`) inside the block, as the
+    mixed-precision guide sets it (``keras.mixed_precision.set_global_policy``), and the previous policy put
+    back when the block ends, also on an error: the policy is process-global and a worker trains many runs
+    in one process. "fp32" leaves the policy alone."""
+    if precision not in KERAS_PRECISIONS:
+        raise ValueError(f"precision {precision!r}: a Keras run takes one of {', '.join(KERAS_PRECISIONS)}")
+    if precision == "fp32":
+        yield
+        return
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
 
 
 def kernels_scaled(model: Any, scale: float) -> Any:
@@ -118,6 +158,36 @@ def build_keras_digits(keras: Any, spec: FamilySpec, in_dim: int) -> Any:
     layers.append(keras.layers.Dense(10, activation="softmax", name="out"))
     model = keras.Sequential(layers, name="net")
     # DeepFD: the kernels x the scale
+    return kernels_scaled(model, spec.weight_scale)
+
+
+def build_keras_amp(keras: Any, spec: FamilySpec) -> Any:
+    """The held-out ``amp`` family on (8, 8, 1) images, built under the run's dtype policy
+    (:func:`global_dtype_policy`): ``depth`` blocks ``conv<i>`` (3x3, "same"; ``width`` channels in the first,
+    ``2 * width`` after) -> ``conv<i>_bn`` (``BatchNormalization``, momentum 0.9) -> ``conv<i>_<act>``, a
+    ``pool1`` (``MaxPooling2D``, 2x2: 4x4) after the first, then ``pool`` (``GlobalAveragePooling2D``),
+    ``out`` (``Dense(10)``, logits in the policy's compute dtype) and ``out_softmax``, the softmax in float32
+    (``dtype="float32"``), as keras.io's mixed-precision guide builds its output ("the last layer ... float32
+    ... for numeric stability"); ``output_fp16`` leaves it in the policy (the guide's warning). The
+    cross-entropy takes its probabilities (``softmax_output``). Keras's default initialisers."""
+    act = spec.hidden_act or "relu"
+    width = spec.width or FAMILIES[spec.family].width
+    layers: list[Any] = [keras.Input((8, 8, 1))]
+    for i in range(1, spec.blocks + 1):
+        layers += [
+            keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"),
+            keras.layers.BatchNormalization(momentum=0.9, name=f"conv{i}_bn"),
+            keras.layers.Activation(act, name=f"conv{i}_{act}"),
+        ]
+        if i == 1:
+            layers.append(keras.layers.MaxPooling2D(2, name="pool1"))
+    layers += [
+        keras.layers.GlobalAveragePooling2D(name="pool"),
+        keras.layers.Dense(10, name="out"),
+        keras.layers.Activation("softmax", dtype=None if spec.output_fp16 else "float32", name="out_softmax"),
+    ]
+    model = keras.Sequential(layers, name="net")
+    # DeepFD: the kernels (conv and dense) x the scale
     return kernels_scaled(model, spec.weight_scale)
 
 
@@ -456,8 +526,20 @@ def _one_tensorflow_thread(tf) -> None:
 
 
 def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
+    """One Keras run of ``spec``, under its dtype policy (:func:`global_dtype_policy`: the global policy put
+    back afterwards)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    precision = spec.precision or FAMILIES[spec.family].precision
+    with global_dtype_policy(keras, precision):
+        result = _run_keras(case, spec, seed, out_dir)
+    result.precision = precision
+    return result
+
+
+def _run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult:
     import keras
     import tensorflow as tf
 
@@ -488,6 +570,8 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         model = build_keras_convbn(keras, spec)
     elif spec.family == "cutmix":
         model = build_keras_cutmix(keras, spec)
+    elif spec.family == "amp":
+        model = build_keras_amp(keras, spec)
     elif spec.family == "digits":
         model = build_keras_digits(keras, spec, x.shape[-1])
     elif spec.family == "gru":
@@ -532,13 +616,24 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
     else:
         loss = "binary_crossentropy" if task == "binary" else "mse"
     metrics = ["accuracy"] if task in ("binary", "classify") else []
-    model.compile(optimizer=opt, loss=loss, metrics=metrics)
+    # mixed precision: compile wraps ``opt`` in a LossScaleOptimizer under ``mixed_float16`` (unless
+    # ``auto_scale_loss`` is off); a case with its own growth interval wraps it itself, as the guide's custom
+    # loops do. ``opt`` stays the inner optimiser (its ``apply`` gets the unscaled gradients).
+    compiled_opt = (
+        keras.optimizers.LossScaleOptimizer(opt, dynamic_growth_steps=spec.scaler_growth_interval)
+        if spec.scaler_growth_interval
+        else opt
+    )
+    model.compile(optimizer=compiled_opt, loss=loss, metrics=metrics, auto_scale_loss=spec.auto_scale_loss)
+    scaler = model.optimizer if isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer) else None
 
     monitor = Monitor(epochs=epochs, oscillation=task in ("binary", "classify"))
     result = RunResult(case, seed, out_dir, {}, None)
     first_vars = {id(v) for v in first.trainable_weights}
     kernels = [v for v in model.trainable_weights if len(v.shape) >= 2]
     state: dict[str, Any] = {"step": 0, "train_done": 0, "seen": 0}
+    if scaler is not None:
+        state["scale"] = float(scaler.initial_scale)
 
     original_apply = opt.apply
     # one slot per trainable variable: the compiled train step copies its gradients there (no second
@@ -601,6 +696,11 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
             all_grads = {path: slot.numpy() for path, slot in slots.items()}
             grads = {path: g for path, g in all_grads.items() if path in kernel_paths}
             monitor.train_step(state["step"], lv, grads, weights, all_grads, {})
+            if scaler is not None:
+                # a LossScaleOptimizer halves its scale on the steps it skips (an Inf or NaN gradient)
+                scale = float(scaler.dynamic_scale.numpy())
+                result.scaler_skipped_steps += int(scale < state["scale"])
+                state["scale"] = scale
             result.train_before.append(state["train_done"])
             state["step"] += 1
             state["train_done"] += 1
@@ -676,6 +776,8 @@ def run_keras(case: str, spec: FamilySpec, seed: int, out_dir: str) -> RunResult
         callbacks=[Labeller(), hook],
     )
     hook.close()
+    if scaler is not None:
+        result.scaler_final_scale = float(scaler.dynamic_scale.numpy())
     result.labels = dict(monitor.labels)
     result.onset = monitor.onset
     result.established = monitor.established

@@ -107,7 +107,8 @@ class Recipe:
     #: the arithmetic of the training step (:func:`run`): "fp32" (no autocast, no scaler); "fp16" (PyTorch's
     #: AMP recipe: forward and loss under ``torch.autocast(device_type, dtype=torch.float16)``, backward
     #: through ``torch.amp.GradScaler(device_type)`` with its defaults, ``unscale_`` before clipping, then
-    #: ``scaler.step`` and ``scaler.update``); "bf16" (autocast in bfloat16, no scaler)
+    #: ``scaler.step`` and ``scaler.update``); "bf16" (autocast in bfloat16, no scaler); a Keras run's dtype
+    #: policy (:data:`families.keras_training.KERAS_PRECISIONS`): "mixed_float16", "mixed_bfloat16", "float16"
     precision: str = "fp32"
 
 
@@ -395,6 +396,26 @@ FAMILIES: dict[str, Recipe] = {
         width=8,
         precision="fp16",
     ),
+    # Held-out family (branch ampkeras, issue 29), defined and trained before any rule was scored on it: the
+    # Keras counterpart of amp_cnn in Keras's own way (keras.io's "Mixed precision" guide): a small CNN of the
+    # digits' 8x8 images (conv-BatchNorm-ReLU, 8 then 16 channels, max pooling between, global average
+    # pooling, a Dense(10) then its softmax kept in float32: families.keras_training.build_keras_amp) built
+    # under the ``mixed_float16`` dtype policy, so that ``compile`` wraps the optimiser in a
+    # LossScaleOptimizer (dynamic loss scale, Keras's defaults); Adam under Keras's CosineDecay with a 1-epoch
+    # warmup; Keras only.
+    "amp": Recipe(
+        "digits_channels_last",
+        "classify",
+        "adam",
+        3e-3,
+        32,
+        12,
+        schedule="cosine",
+        warmup_epochs=1,
+        softmax_output=True,
+        width=8,
+        precision="mixed_float16",
+    ),
 }
 
 #: The ``distill`` family's teacher: widths, epochs, Adam's rate and batch (trained without the hook)
@@ -488,11 +509,18 @@ class FamilySpec:
     #: "half" (the model and its inputs cast with ``.half()``, no autocast, no scaler: the optimiser's state
     #: and step in fp16, where Adam's eps 1e-8 is 0)
     precision: str | None = None
-    #: the GradScaler's ``growth_interval`` (None: PyTorch's default, 2000 steps without an overflow)
+    #: the GradScaler's ``growth_interval`` (None: PyTorch's default, 2000 steps without an overflow); in
+    #: Keras a LossScaleOptimizer's ``dynamic_growth_steps`` (None: Keras's default, 2000)
     scaler_growth_interval: int | None = None
     #: a mixed-precision bug: ``clip_grad_norm_`` applied to the scaled gradients, before ``scaler.unscale_``
     #: (the AMP examples' warning), so the clipping threshold is met by gradients ``scale`` times too large
     clip_before_unscale: bool = False
+    #: Keras mixed precision (:func:`families.keras_training.run_keras`): a mistake of keras.io's guide, the
+    #: output softmax left in the float16 policy instead of ``dtype="float32"``
+    output_fp16: bool = False
+    #: Keras's ``compile(auto_scale_loss=...)``: False under ``mixed_float16`` is fp16 without loss scaling
+    #: (no LossScaleOptimizer: small gradients underflow to 0)
+    auto_scale_loss: bool = True
 
     @property
     def blocks(self) -> int:
