@@ -90,3 +90,18 @@ def with_stand_in_digits(load):
                 sys.modules[name] = saved[name]
             else:
                 sys.modules.pop(name, None)
+
+
+def use_few_digit_images(monkeypatch, n: int = 80, val_batch: int = 16) -> None:
+    """The Keras image families' loader (``data.digits_channels_last``) cut to the first ``n`` stand-in digits
+    (:func:`with_stand_in_digits`) and every step saved (``SAVE_INTERVAL`` 1), for a short real run."""
+    from families import data
+
+    load = data.digits_channels_last
+
+    def few(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
+        x, y, classes, _ = with_stand_in_digits(lambda: load(rng))
+        return x[:n], y[:n], classes, val_batch
+
+    monkeypatch.setattr(data, "digits_channels_last", few)
+    monkeypatch.setattr("families.keras_training.SAVE_INTERVAL", 1)

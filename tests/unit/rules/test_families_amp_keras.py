@@ -16,11 +16,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench" / "detection"))
 
-from families import data  # noqa: E402
 from families.cases import CASES, SCORED_FAMILIES  # noqa: E402
 from families.keras_training import KERAS_ONLY, KERAS_PRECISIONS, global_dtype_policy  # noqa: E402
 from families.training import FAMILIES  # noqa: E402
-from family_cases import COMMON_HEALTHY, KERAS_BROKEN, cases_of, of_kind, with_stand_in_digits  # noqa: E402
+from family_cases import COMMON_HEALTHY, KERAS_BROKEN, cases_of, of_kind, use_few_digit_images  # noqa: E402
 
 from tornasole.modes import TRAIN  # noqa: E402
 from tornasole.trials import create_trial  # noqa: E402
@@ -118,21 +117,10 @@ def test_the_model_keeps_float32_variables_and_a_float32_softmax_under_mixed_flo
     assert deep.get_layer("conv1").compute_dtype == "float32"
 
 
-def _small_images(monkeypatch) -> None:
-    load = data.digits_channels_last
-
-    def small(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
-        x, y, classes, _ = with_stand_in_digits(lambda: load(rng))
-        return x[:80], y[:80], classes, 16
-
-    monkeypatch.setattr(data, "digits_channels_last", small)
-    monkeypatch.setattr("families.keras_training.SAVE_INTERVAL", 1)
-
-
 def _run(tmp_path, monkeypatch, case: str, **change):
     from families.keras_training import run_keras
 
-    _small_images(monkeypatch)
+    use_few_digit_images(monkeypatch)
     spec = replace(CASES[f"amp_keras/{case}"][2], **{"epochs": 2, **change})
     result = run_keras(case, spec, 0, str(tmp_path / case))
     return result, create_trial(result.path)

@@ -33,6 +33,7 @@ from family_cases import (  # noqa: E402
     PYTORCH_HEALTHY,
     cases_of,
     of_kind,
+    use_few_digit_images,
     with_stand_in_digits,
 )
 
@@ -204,17 +205,6 @@ def test_cutmix_pastes_a_box_of_a_permuted_batch_and_mixes_the_targets_by_its_ar
     assert not np.shares_memory(mixed, x)
 
 
-def _small_images(monkeypatch) -> None:
-    load = data.digits_channels_last
-
-    def small(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int, int]:
-        x, y, classes, _ = with_stand_in_digits(lambda: load(rng))
-        return x[:80], y[:80], classes, 16
-
-    monkeypatch.setattr(data, "digits_channels_last", small)
-    monkeypatch.setattr("families.keras_training.SAVE_INTERVAL", 1)
-
-
 def test_a_cutmix_keras_run_feeds_mixed_images_and_soft_smoothed_targets_and_validates_on_clean_ones(
     tmp_path, monkeypatch
 ):
@@ -247,7 +237,7 @@ def test_a_cutmix_keras_run_feeds_mixed_images_and_soft_smoothed_targets_and_val
     assert isinstance(loss, keras.losses.CategoricalCrossentropy)
     assert loss.get_config()["label_smoothing"] == 0.1
 
-    _small_images(monkeypatch)
+    use_few_digit_images(monkeypatch)
     spec = replace(CASES["cutmix_keras/healthy"][2], epochs=2)
     result = run_keras("cutmix", spec, 0, str(tmp_path))
     trial = create_trial(result.path)
