@@ -110,6 +110,31 @@ def kernels_scaled(model: Any, scale: float) -> Any:
     return model
 
 
+def conv_blocks(
+    keras: Any,
+    width: int,
+    blocks: int,
+    act: str,
+    *,
+    batch_norm: bool,
+    pool_after: int | None = None,
+    pool_name: str = "pool",
+) -> list[Any]:
+    """The image families' convolution blocks on (8, 8, 1) images: ``conv<i>`` (3x3, "same"; ``width``
+    channels in the first, ``2 * width`` after) -> ``conv<i>_bn`` (``BatchNormalization``, momentum 0.9; with
+    ``batch_norm``) -> ``conv<i>_<act>``, and a 2x2 ``MaxPooling2D`` named ``pool_name`` after block
+    ``pool_after``. The input layer first."""
+    layers: list[Any] = [keras.Input((8, 8, 1))]
+    for i in range(1, blocks + 1):
+        layers.append(keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"))
+        if batch_norm:
+            layers.append(keras.layers.BatchNormalization(momentum=0.9, name=f"conv{i}_bn"))
+        layers.append(keras.layers.Activation(act, name=f"conv{i}_{act}"))
+        if i == pool_after:
+            layers.append(keras.layers.MaxPooling2D(2, name=pool_name))
+    return layers
+
+
 def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
     """The held-out ``convbn`` family on (8, 8, 1) images: ``depth`` blocks ``conv<i>`` (3x3, "same"; 16
     channels in the first, 32 after, or ``width`` and ``2 * width``) -> ``conv<i>_bn`` (Keras's
@@ -119,14 +144,7 @@ def build_keras_convbn(keras: Any, spec: FamilySpec) -> Any:
     that case in Keras, :data:`families.cases._NOT_IN_KERAS`). Keras's default initialisers: a Keras-native
     recipe."""
     act = spec.hidden_act or "relu"
-    width = spec.width or 16
-    layers: list[Any] = [keras.Input((8, 8, 1))]
-    for i in range(1, spec.blocks + 1):
-        layers += [
-            keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"),
-            keras.layers.BatchNormalization(momentum=0.9, name=f"conv{i}_bn"),
-            keras.layers.Activation(act, name=f"conv{i}_{act}"),
-        ]
+    layers = conv_blocks(keras, spec.width or 16, spec.blocks, act, batch_norm=True)
     layers.append(keras.layers.GlobalAveragePooling2D(name="pool"))
     if spec.dropout:
         layers.append(keras.layers.Dropout(spec.dropout, name="drop"))
@@ -172,15 +190,7 @@ def build_keras_amp(keras: Any, spec: FamilySpec) -> Any:
     cross-entropy takes its probabilities (``softmax_output``). Keras's default initialisers."""
     act = spec.hidden_act or "relu"
     width = spec.width or FAMILIES[spec.family].width
-    layers: list[Any] = [keras.Input((8, 8, 1))]
-    for i in range(1, spec.blocks + 1):
-        layers += [
-            keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"),
-            keras.layers.BatchNormalization(momentum=0.9, name=f"conv{i}_bn"),
-            keras.layers.Activation(act, name=f"conv{i}_{act}"),
-        ]
-        if i == 1:
-            layers.append(keras.layers.MaxPooling2D(2, name="pool1"))
+    layers = conv_blocks(keras, width, spec.blocks, act, batch_norm=True, pool_after=1, pool_name="pool1")
     layers += [
         keras.layers.GlobalAveragePooling2D(name="pool"),
         keras.layers.Dense(10, name="out"),
@@ -199,14 +209,7 @@ def build_keras_cutmix(keras: Any, spec: FamilySpec) -> Any:
     (Glorot-uniform kernels, zero biases). ``depth`` 6 with ``act`` sigmoid is the deep sigmoid mutation."""
     act = spec.hidden_act or "relu"
     width = spec.width or FAMILIES[spec.family].width
-    layers: list[Any] = [keras.Input((8, 8, 1))]
-    for i in range(1, max(2, spec.blocks) + 1):
-        layers += [
-            keras.layers.Conv2D(width if i == 1 else 2 * width, 3, padding="same", name=f"conv{i}"),
-            keras.layers.Activation(act, name=f"conv{i}_{act}"),
-        ]
-        if i == 2:
-            layers.append(keras.layers.MaxPooling2D(2, name="pool"))
+    layers = conv_blocks(keras, width, max(2, spec.blocks), act, batch_norm=False, pool_after=2)
     layers += [
         keras.layers.Flatten(name="flat"),
         keras.layers.Dense(64, name="fc"),

@@ -91,21 +91,10 @@ def train_one(job: tuple[str, int, str]) -> dict:
         "final_val_acc": r.final_val_acc,
         # where and how a PyTorch run trained (``--device``; the precision and a GradScaler's skipped
         # steps); a Keras run's dtype policy and its LossScaleOptimizer's skipped steps and final scale
-        **(
-            {
-                "precision": r.precision,
-                "scaler_skipped_steps": r.scaler_skipped_steps,
-                "scaler_final_scale": r.scaler_final_scale,
-            }
-            if spec.framework == "keras"
-            else {
-                "device": r.device,
-                "torch": r.torch_version,
-                "precision": r.precision,
-                "scaler_skipped_steps": r.scaler_skipped_steps,
-                "scaler_final_scale": r.scaler_final_scale,
-            }
-        ),
+        "precision": r.precision,
+        "scaler_skipped_steps": r.scaler_skipped_steps,
+        "scaler_final_scale": r.scaler_final_scale,
+        **({} if spec.framework == "keras" else {"device": r.device, "torch": r.torch_version}),
     }
 
 
