@@ -3,6 +3,7 @@
 Usage::
 
     python bench/detection/families/codemoe_score.py --seeds 0,1 --out DIR --json out.json
+    python bench/detection/families/codemoe_score.py --reuse out.json --json again.json   # rules only
 
 Trains every case of :data:`families.codemoe.CODEMOE_CASES` for each seed (one process, one thread), then
 runs ``llm`` (the nine LLM rules at their defaults) and ``recommended`` through ``lm_score``'s
@@ -118,13 +119,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="", help="only the cases whose name matches this regex")
     ap.add_argument("--out", help="keep the trials here (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the numbers and every run here")
+    ap.add_argument("--reuse", help="a --json output whose trials --out kept: score them again (no training)")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     root = args.out or tempfile.mkdtemp(prefix="tornasole-codemoe-")
     os.makedirs(root, exist_ok=True)
     start = time.perf_counter()
     runs = []
-    for seed in seeds:
+    if args.reuse:
+        runs = [
+            {k: v for k, v in r.items() if k != "firings"}
+            for r in json.loads(Path(args.reuse).read_text())["runs"]
+            if r["seed"] in seeds and re.search(args.cases, r["case"])
+        ]
+        missing = [r["path"] for r in runs if not os.path.isdir(r["path"])]
+        if missing:
+            raise SystemExit(f"--reuse {args.reuse}: {len(missing)} trial folder(s) gone, e.g. {missing[0]}")
+    for seed in seeds if not args.reuse else ():
         for name in CODEMOE_CASES:
             if re.search(args.cases, name):
                 runs.append(train_one(name, seed, root))

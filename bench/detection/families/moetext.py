@@ -45,16 +45,18 @@ Healthy cases and broken cases, each with its documentation: :data:`CASES` (``wh
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from families import textlm
 from families.lm import LmMonitor
+from families.textlm import corpus, corpus_info, mark_harmful, splits, unigram_entropy
+
+__all__ = ["CASES", "Loader", "corpus", "corpus_info", "mark_harmful", "run", "splits", "unigram_entropy"]
 
 CTX = 32
 DIM = 64
@@ -72,7 +74,7 @@ JITTER = 0.01
 AUX_WEIGHT = 0.01
 VAL_WINDOWS = 512
 ONSET = 360  # where a resume happens: after warmup, before the end of epoch 0
-HARM_MARGIN = 0.10  # nats above the worst built-healthy run of the same seed (fixed before scoring)
+HARM_MARGIN = textlm.HARM_MARGIN  # 0.10 nats over the seed's worst built-healthy run (fixed before scoring)
 STARVED_SHARE = 0.1  # "under 10% of its fair share" in the router-stretch statistics
 
 
@@ -206,81 +208,17 @@ class MoeResult:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-# -- data -------------------------------------------------------------------------------------------------
-_CORPUS: tuple[str, list[str], np.ndarray] | None = None
-
-
-def corpus() -> tuple[str, list[str], np.ndarray]:
-    """``(text, symbols, token ids)`` of the pydoc topics in sorted key order."""
-    global _CORPUS
-    if _CORPUS is None:
-        from pydoc_data.topics import topics
-
-        text = "".join(topics[k] for k in sorted(topics))
-        symbols = sorted(set(text))
-        index = {c: i for i, c in enumerate(symbols)}
-        _CORPUS = (text, symbols, np.array([index[c] for c in text], dtype=np.int64))
-    return _CORPUS
-
-
-def corpus_info() -> dict[str, Any]:
-    text, symbols, _ = corpus()
-    return {
-        "corpus_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        "corpus_chars": len(text),
-        "vocab": len(symbols),
-        "python": sys.version.split()[0],
-    }
-
-
-def splits() -> tuple[np.ndarray, np.ndarray]:
-    _, _, ids = corpus()
-    cut = int(0.9 * len(ids))
-    return ids[:cut], ids[cut:]
-
-
-def unigram_entropy() -> float:
-    """The training split's unigram entropy in nats (a model that learns nothing of context ends here)."""
-    train, _ = splits()
-    p = np.bincount(train).astype(float)
-    p = p[p > 0] / p.sum()
-    return float(-(p * np.log(p)).sum())
-
-
+# -- data: textlm's corpus, splits and loader, at this family's context -----------------------------------
 def val_windows() -> np.ndarray:
     """``VAL_WINDOWS`` fixed windows of ``CTX + 1`` characters, evenly spaced over the validation split."""
-    _, val = splits()
-    starts = np.linspace(0, len(val) - CTX - 1, VAL_WINDOWS).astype(np.int64)
-    return np.stack([val[s : s + CTX + 1] for s in starts])
+    return textlm.val_windows(CTX, VAL_WINDOWS)
 
 
-class Loader:
-    """The training windows read in epochs, shuffled per epoch; the state a resume restores is
-    ``(epoch, position)``."""
+class Loader(textlm.Loader):
+    """textlm's loader (epochs, shuffled per epoch, state ``(epoch, position)``) at this family's ``CTX``."""
 
     def __init__(self, seed: int, batch: int) -> None:
-        train, _ = splits()
-        n = (len(train) - 1) // CTX
-        self.windows = np.stack([train[i * CTX : i * CTX + CTX + 1] for i in range(n)])
-        self.seed, self.batch = seed, batch
-        self.batches = n // batch  # drop_last=True
-        self.epoch = self.position = 0
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.position = state["epoch"], state["position"]
-
-    def next(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """``(windows, sample ids, epoch)`` of the next batch."""
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.windows))
-        ids = order[self.position * self.batch : (self.position + 1) * self.batch]
-        epoch = self.epoch
-        self.position += 1
-        if self.position == self.batches:
-            self.epoch, self.position = self.epoch + 1, 0
-        return self.windows[ids], ids, epoch
+        super().__init__(seed, batch, ctx=CTX)
 
 
 # -- router statistics ---------------------------------------------------------------------------------------
@@ -479,18 +417,6 @@ def validation_loss(model: Any, spec: MoeSpec) -> float:
             logits = fresh(chunk[:, :CTX])[:, -1]
             losses.append(torch.nn.functional.cross_entropy(logits.float(), chunk[:, CTX], reduction="none"))
     return float(torch.cat(losses).mean())
-
-
-def mark_harmful(records: list[dict]) -> None:
-    """Set each record's ``harmful``: its final validation loss is non-finite, or above the worst
-    built-healthy run of the same seed by more than ``HARM_MARGIN`` nats."""
-    worst: dict[int, float] = {}
-    for r in records:
-        if r["kind"] == "healthy" and math.isfinite(r["val_loss"]):
-            worst[r["seed"]] = max(worst.get(r["seed"], -math.inf), r["val_loss"])
-    for r in records:
-        bound = worst.get(r["seed"], math.inf) + HARM_MARGIN
-        r["harmful"] = bool(r["non_finite"] or not math.isfinite(r["val_loss"]) or r["val_loss"] > bound)
 
 
 # -- one run -----------------------------------------------------------------------------------------------

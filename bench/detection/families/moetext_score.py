@@ -35,7 +35,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 from run import evaluate_one, rule_sets  # noqa: E402
 
 from families import moetext  # noqa: E402
-from families.lm_score import LLM_RULES, _first, report  # noqa: E402
+from families.lm_score import LLM_RULES, report  # noqa: E402
+from families.textlm_score import print_details, print_runs  # noqa: E402  (the same tables as textlm's)
 
 FAMILY = "moetext"
 
@@ -75,69 +76,6 @@ def _stretch(st: dict) -> str:
     return ", ".join(
         f"{key} {v['length']}@{v['start']} ({v['layer']}/{v['expert']})" for key, v in sorted(st.items())
     )
-
-
-def built_metrics(results: list[dict], set_name: str) -> dict:
-    """Against how the runs were built, and against ``harmful``."""
-    broken = [r for r in results if r["kind"] == "broken"]
-    healthy = [r for r in results if r["kind"] == "healthy"]
-    harmful = [r for r in results if r["harmful"]]
-    return {
-        "built_broken": len(broken),
-        "built_broken_detected": sum(1 for r in broken if _first(r, set_name)),
-        "built_healthy": len(healthy),
-        "built_healthy_alarms": sum(1 for r in healthy if _first(r, set_name)),
-        "harmful": len(harmful),
-        "harmful_caught": sum(1 for r in harmful if _first(r, set_name)),
-        "missed_built_broken": sorted(
-            f"{r['case']}-s{r['seed']} (val {r['val_loss']:.3f})" for r in broken if not _first(r, set_name)
-        ),
-        "missed_harmful": sorted(f"{r['case']}-s{r['seed']}" for r in harmful if not _first(r, set_name)),
-    }
-
-
-def print_details(results: list[dict], sets: list[str]) -> dict:
-    out = {}
-    for set_name in sets:
-        m = built_metrics(results, set_name)
-        out[set_name] = m
-        print(f"\n=== {set_name}: against how the runs were built, and harm ===")
-        print(
-            f"built broken detected {m['built_broken_detected']}/{m['built_broken']}; built healthy alarmed "
-            f"{m['built_healthy_alarms']}/{m['built_healthy']}; harmful caught {m['harmful_caught']}/"
-            f"{m['harmful']}"
-        )
-        print("  alarms on runs built healthy or labelled healthy (every firing rule, its first message):")
-        for r in results:
-            if r["kind"] == "healthy" or not r["labels"]:
-                for conf, f in sorted(r["firings"][set_name].items()):
-                    if f["first_step"] is not None:
-                        print(
-                            f"    {r['case']}-s{r['seed']} [{r['kind']}, labels {r['labels'] or '-'}] {conf} "
-                            f"at step {f['first_step']}: {f['details']}"
-                        )
-        print("  missed runs built broken (final validation loss, harmful, labels):")
-        for r in results:
-            if r["kind"] == "broken" and not _first(r, set_name):
-                print(
-                    f"    {r['case']}-s{r['seed']}: val {r['val_loss']:.3f}, harmful {r['harmful']}, "
-                    f"labels {r['labels'] or '-'}"
-                )
-    return out
-
-
-def print_runs(results: list[dict], sets: list[str]) -> None:
-    print("\n=== runs ===")
-    for r in results:
-        fires = []
-        for set_name in sets:
-            f = _first(r, set_name)
-            fires.append(f"{set_name}: {'-' if f is None else f'{f[1]}@{f[0]}'}")
-        print(
-            f"{r['case']:28s} s{r['seed']} {r['kind']:7s} val {r['val_loss']:7.3f} train "
-            f"{r['final_train_loss']:7.3f} harmful {int(r['harmful'])} labels {r['labels'] or '-'} "
-            f"onset {r['onset']} | {'; '.join(fires)}"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:

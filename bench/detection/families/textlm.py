@@ -228,22 +228,22 @@ def unigram_entropy() -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def val_windows() -> np.ndarray:
-    """``VAL_WINDOWS`` fixed windows of ``CTX + 1`` characters, evenly spaced over the validation split."""
+def val_windows(ctx: int = CTX, count: int = VAL_WINDOWS) -> np.ndarray:
+    """``count`` fixed windows of ``ctx + 1`` characters, evenly spaced over the validation split."""
     _, val = splits()
-    starts = np.linspace(0, len(val) - CTX - 1, VAL_WINDOWS).astype(np.int64)
-    return np.stack([val[s : s + CTX + 1] for s in starts])
+    starts = np.linspace(0, len(val) - ctx - 1, count).astype(np.int64)
+    return np.stack([val[s : s + ctx + 1] for s in starts])
 
 
 class Loader:
     """The training windows read in epochs, shuffled per epoch; the state a resume restores is
     ``(epoch, position)``."""
 
-    def __init__(self, seed: int, batch: int, fraction: float = 1.0) -> None:
+    def __init__(self, seed: int, batch: int, fraction: float = 1.0, ctx: int = CTX) -> None:
         train, _ = splits()
-        n = (len(train) - 1) // CTX
+        n = (len(train) - 1) // ctx
         n = max(batch, int(n * fraction))
-        self.windows = np.stack([train[i * CTX : i * CTX + CTX + 1] for i in range(n)])
+        self.windows = np.stack([train[i * ctx : i * ctx + ctx + 1] for i in range(n)])
         self.seed, self.batch = seed, batch
         self.batches = n // batch  # the last partial batch is dropped (drop_last=True)
         self.epoch = self.position = 0
