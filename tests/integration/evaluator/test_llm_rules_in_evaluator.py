@@ -24,7 +24,8 @@ RULES = [
     {"RuleConfigurationName": "LearningRateDiscontinuity", "RuleParameters": {}},
     {"RuleConfigurationName": "LossScaleCollapse", "RuleParameters": {"skip_window": "8"}},
     {"RuleConfigurationName": "NonFiniteOrigin", "RuleParameters": {}},
-    {"RuleConfigurationName": "ExpertImbalance", "RuleParameters": {}},
+    # a 36-step job: the expert starved from ONSET for 5 saved steps (the default window is 50)
+    {"RuleConfigurationName": "ExpertImbalance", "RuleParameters": {"num_steps": "5"}},
     {"RuleConfigurationName": "AttentionEntropyCollapse", "RuleParameters": {}},
 ]
 

@@ -288,10 +288,10 @@ def _loads(n: int, dead_from: int | None = None, idle_at: tuple = ()) -> dict:
 
 
 def test_expert_imbalance_fires_on_a_dead_expert_after_num_steps(trial_factory):
-    trial = trial_factory(_loads(30, dead_from=12))
+    trial = trial_factory(_loads(80, dead_from=12))
     rule = create_rule("ExpertImbalance", trial)
-    assert first_firing(rule, range(30)) == 16  # 5 consecutive saved steps: 12..16
-    out = rule.evaluate(16)
+    assert first_firing(rule, range(80)) == 61  # 50 consecutive saved steps: 12..61
+    out = rule.evaluate(61)
     assert out.values["tensor"] == "layers.0.moe"
     assert out.values["expert"] == 2
     assert "dead" in out.details
@@ -302,11 +302,20 @@ def test_expert_imbalance_quiet_on_briefly_idle_experts(trial_factory):
     assert first_firing(create_rule("ExpertImbalance", trial), range(30)) is None
 
 
+def test_expert_imbalance_quiet_on_a_healthy_routers_early_idle_spell(trial_factory):
+    # the longest idle stretch of a healthy router in the MoE families: 36 steps, early in training
+    trial = trial_factory(_loads(120, idle_at=tuple(range(33, 69))))
+    assert first_firing(create_rule("ExpertImbalance", trial), range(120)) is None
+    assert (
+        first_firing(create_rule("ExpertImbalance", trial, num_steps="5"), range(120)) == 37
+    )  # the old default
+
+
 def test_expert_imbalance_overloaded(trial_factory):
-    steps = {s: {"router/r/expert_load": np.array([0.85, 0.05, 0.05, 0.05])} for s in range(6)}
+    steps = {s: {"router/r/expert_load": np.array([0.85, 0.05, 0.05, 0.05])} for s in range(60)}
     rule = create_rule("ExpertImbalance", trial_factory(steps), dead_fraction="0")
-    assert first_firing(rule, range(6)) == 4
-    assert rule.evaluate(4).values["criterion"] == "overloaded"
+    assert first_firing(rule, range(60)) == 49
+    assert rule.evaluate(49).values["criterion"] == "overloaded"
 
 
 def test_save_router_stats_saves_the_load_the_rule_reads(tmp_path):
@@ -335,7 +344,7 @@ def test_save_router_stats_saves_the_load_the_rule_reads(tmp_path):
     hook.close()
     trial = create_trial(str(tmp_path / "run"), collections_timeout=1.0, poll_interval=0.01)
     assert "router/moe0/expert_load" in trial.tensor_names()
-    rule = create_rule("ExpertImbalance", trial)
+    rule = create_rule("ExpertImbalance", trial, num_steps="5")
     assert first_firing(rule, trial.steps()) == 4  # experts 1 and 2 never receive a token
 
 
