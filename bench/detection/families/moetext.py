@@ -47,13 +47,14 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from families import textlm
 from families.lm import LmMonitor
+from families.textlm import TextResult as MoeResult  # the same fields: a text LM's run
 from families.textlm import corpus, corpus_info, mark_harmful, splits, unigram_entropy
 
 __all__ = ["CASES", "Loader", "corpus", "corpus_info", "mark_harmful", "run", "splits", "unigram_entropy"]
@@ -195,17 +196,6 @@ def _cases() -> dict[str, tuple[str, MoeSpec, str]]:
 
 CASES = _cases()
 FAULTS = {name: why for name, (kind, _, why) in CASES.items() if kind == "broken"}
-
-
-@dataclass
-class MoeResult:
-    labels: dict[str, int]
-    onset: int | None
-    final_train_loss: float = float("nan")
-    val_loss: float = float("nan")
-    non_finite: bool = False
-    seconds: float = 0.0
-    record: dict[str, Any] = field(default_factory=dict)
 
 
 # -- data: textlm's corpus, splits and loader, at this family's context -----------------------------------

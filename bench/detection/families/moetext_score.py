@@ -36,32 +36,13 @@ from run import evaluate_one, rule_sets  # noqa: E402
 
 from families import moetext  # noqa: E402
 from families.lm_score import LLM_RULES, report  # noqa: E402
-from families.textlm_score import print_details, print_runs  # noqa: E402  (the same tables as textlm's)
+from families.textlm_score import print_details, print_runs, trained_record  # noqa: E402  (as textlm's)
 
 FAMILY = "moetext"
 
 
 def train_one(name: str, seed: int, root: str) -> dict:
-    kind, spec, why = moetext.CASES[name]
-    path = os.path.join(root, f"{name}-s{seed}")
-    shutil.rmtree(path, ignore_errors=True)
-    r = moetext.run(spec, seed, path)
-    rec = {
-        "case": name,
-        "family": FAMILY,
-        "seed": seed,
-        "kind": kind,
-        "why": why,
-        "path": path,
-        "labels": r.labels,
-        "onset": r.onset,
-        "final_loss": r.final_train_loss,
-        "final_train_loss": r.final_train_loss,
-        "val_loss": r.val_loss,
-        "non_finite": r.non_finite,
-        "seconds": r.seconds,
-        **r.record,
-    }
+    rec, r = trained_record(moetext, FAMILY, name, seed, root)
     print(
         f"  {name}-s{seed}: {r.seconds:.0f} s, train {r.final_train_loss:.3f}, val {r.val_loss:.3f}, "
         f"non-finite {r.non_finite}, labels {r.labels or '-'}, dropped {r.record['dropped_share']:.2f}, "

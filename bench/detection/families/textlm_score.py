@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
@@ -38,14 +39,16 @@ from families.lm_score import LLM_RULES, _first, report  # noqa: E402
 FAMILY = "textlm"
 
 
-def train_one(name: str, seed: int, root: str) -> dict:
-    kind, spec, why = textlm.CASES[name]
+def trained_record(family: Any, family_name: str, name: str, seed: int, root: str) -> tuple[dict, Any]:
+    """Train case ``name`` of ``family`` (a module with ``CASES`` and ``run``; textlm's or moetext's) into
+    ``root``; ``(its runs.json record, the family's result)``."""
+    kind, spec, why = family.CASES[name]
     path = os.path.join(root, f"{name}-s{seed}")
     shutil.rmtree(path, ignore_errors=True)
-    r = textlm.run(spec, seed, path)
+    r = family.run(spec, seed, path)
     rec = {
         "case": name,
-        "family": FAMILY,
+        "family": family_name,
         "seed": seed,
         "kind": kind,
         "why": why,
@@ -59,6 +62,11 @@ def train_one(name: str, seed: int, root: str) -> dict:
         "seconds": r.seconds,
         **r.record,
     }
+    return rec, r
+
+
+def train_one(name: str, seed: int, root: str) -> dict:
+    rec, r = trained_record(textlm, FAMILY, name, seed, root)
     print(
         f"  {name}-s{seed}: {r.seconds:.0f} s, train {r.final_train_loss:.3f}, val {r.val_loss:.3f}, "
         f"non-finite {r.non_finite}, labels {r.labels or '-'}",
