@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -32,11 +31,8 @@ from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from run import evaluate_one, rule_sets  # noqa: E402
-
 from families import moetext  # noqa: E402
-from families.lm_score import LLM_RULES, report  # noqa: E402
-from families.textlm_score import print_details, print_runs, trained_record  # noqa: E402  (as textlm's)
+from families.textlm_score import score_and_report, trained_record  # noqa: E402  (as textlm's)
 
 FAMILY = "moetext"
 
@@ -87,22 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.train_only:
             return 0
     moetext.mark_harmful(runs)
-    trained = time.perf_counter()
-    sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
-    results = [evaluate_one((r, sets)) for r in runs]
-    evaluated = time.perf_counter()
-    if args.json:  # the firings first: a printing error below loses nothing
-        Path(args.json).write_text(json.dumps({"runs": results}, indent=1, default=str))
-    print_runs(results, list(sets))
-    numbers = {"labels": report(results, list(sets)), "built": print_details(results, list(sets))}
-    healthy_val = [r["val_loss"] for r in results if r["kind"] == "healthy"]
-    print(
-        f"\n{len(runs)} runs; training {trained - start:.0f} s (median run "
-        f"{statistics.median(r['seconds'] for r in runs):.0f} s), rules {evaluated - trained:.0f} s; "
-        f"built-healthy validation loss {min(healthy_val):.3f}..{max(healthy_val):.3f} nats"
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+    score_and_report(runs, args.json, start)
     if not args.out and not args.reuse:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -138,6 +138,27 @@ def print_runs(results: list[dict], sets: list[str]) -> None:
         )
 
 
+def score_and_report(runs: list[dict], json_path: str | None, start: float) -> None:
+    """Run the ``llm`` and ``recommended`` sets on every trial of ``runs`` (already marked harmful), print the
+    tables and write ``json_path``; shared by the text LM families' scorers (moetext's too)."""
+    trained = time.perf_counter()
+    sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
+    results = [evaluate_one((r, sets)) for r in runs]
+    evaluated = time.perf_counter()
+    if json_path:  # the firings first: a printing error below loses nothing
+        Path(json_path).write_text(json.dumps({"runs": results}, indent=1, default=str))
+    print_runs(results, list(sets))
+    numbers = {"labels": report(results, list(sets)), "built": print_details(results, list(sets))}
+    healthy_val = [r["val_loss"] for r in results if r["kind"] == "healthy"]
+    print(
+        f"\n{len(runs)} runs; training {trained - start:.0f} s (median run "
+        f"{statistics.median(r['seconds'] for r in runs):.0f} s), rules {evaluated - trained:.0f} s; "
+        f"built-healthy validation loss {min(healthy_val):.3f}..{max(healthy_val):.3f} nats"
+    )
+    if json_path:
+        Path(json_path).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
@@ -158,22 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         textlm.mark_harmful(runs)
         Path(root, "runs.json").write_text(json.dumps(runs, indent=1))
     textlm.mark_harmful(runs)
-    trained = time.perf_counter()
-    sets = {"llm": LLM_RULES, "recommended": rule_sets()["recommended"]}
-    results = [evaluate_one((r, sets)) for r in runs]
-    evaluated = time.perf_counter()
-    if args.json:  # the firings first: a printing error below loses nothing
-        Path(args.json).write_text(json.dumps({"runs": results}, indent=1, default=str))
-    print_runs(results, list(sets))
-    numbers = {"labels": report(results, list(sets)), "built": print_details(results, list(sets))}
-    healthy_val = [r["val_loss"] for r in results if r["kind"] == "healthy"]
-    print(
-        f"\n{len(runs)} runs; training {trained - start:.0f} s (median run "
-        f"{statistics.median(r['seconds'] for r in runs):.0f} s), rules {evaluated - trained:.0f} s; "
-        f"built-healthy validation loss {min(healthy_val):.3f}..{max(healthy_val):.3f} nats"
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"numbers": numbers, "runs": results}, indent=1, default=str))
+    score_and_report(runs, args.json, start)
     if not args.out and not args.reuse:
         shutil.rmtree(root, ignore_errors=True)
     return 0
