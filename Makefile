@@ -79,7 +79,7 @@ test-wheel: setup
 # scenarios scaled down.
 # The 10,000-step soak is one test of 12 minutes (idle machine): it runs in a session of its own beside
 # the other scenarios (scripts/pytest_in_two.sh).
-SOAK_TEST := tests/reliability/test_load_and_soak.py::test_a_warm_process_keeps_memory_and_time_per_step_flat
+SOAK_TEST := tests/reliability/test_load_and_soak.py::test_a_warm_process_keeps_memory_and_work_per_step_flat
 reliability: setup
 	TORNASOLE_RELIABILITY_FULL=1 PYTHON=$(BIN)/python scripts/pytest_in_two.sh --base tests/reliability $(SOAK_TEST)
 
