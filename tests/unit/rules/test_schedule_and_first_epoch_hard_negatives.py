@@ -70,6 +70,52 @@ def test_a_jump_back_to_the_peak_mid_decay_still_fires(trial_factory):
     assert _first_firing(rule, range(103)) == 100
 
 
+def _sgdr_to_a_floor(steps: int, peak: float = 3e-3) -> list[float]:
+    """SGDR with cycles of 190 steps annealed to a tenth of the peak (``eta_min``), after a 30-step warmup:
+    the held-out text LM family's restarts, whose cycle is longer than the evaluator's 64 loaded steps."""
+    import torch
+
+    sched = torch.optim.lr_scheduler
+    warm = [peak * (s + 1) / 30 for s in range(30)]
+    return warm + torch_lrs(
+        lambda opt: sched.CosineAnnealingWarmRestarts(opt, T_0=190, eta_min=0.1 * peak), steps - 30, peak
+    )
+
+
+@pytest.mark.parametrize("window", [64, 100])
+def test_a_warm_restart_from_a_floor_above_a_tenth_of_the_peak_is_quiet(trial_factory, window):
+    # the floor (0.1 of the peak) is not under restart_below of the peak, and through 64 loaded steps the
+    # window's highest rate is 0.59 of the peak; the cosine's last falls before the restart are near 0
+    lrs = _sgdr_to_a_floor(600)
+    rule = create_rule("LearningRateDiscontinuity", _lr_trial(trial_factory, lrs), window=str(window))
+    assert _first_firing(rule, range(600)) is None
+    off = create_rule("LearningRateDiscontinuity", _lr_trial(trial_factory, lrs), restart_below="0")
+    assert _first_firing(off, range(600)) == 220  # the first restart (30 + 190), with the reading off
+
+
+@pytest.mark.parametrize("window", [64, 100])
+def test_jumps_that_are_no_restart_from_a_flat_bottom_still_fire(trial_factory, window):
+    peak = 3e-3
+    sgdr = _sgdr_to_a_floor(220, peak)
+    # a resume that lost the scheduler's state mid-cycle (the rate at half its range, still falling steeply)
+    mid = next(s for s in range(120, 220) if sgdr[s] < 0.55 * peak)
+    lrs = sgdr[:mid] + sgdr[30:]
+    rule = create_rule("LearningRateDiscontinuity", _lr_trial(trial_factory, lrs), window=str(window))
+    assert _first_firing(rule, range(len(lrs))) == mid
+    # a blow-up at the bottom of the cycle: far above any rate the schedule had
+    lrs = sgdr[:219] + [100 * peak] * 3
+    rule = create_rule("LearningRateDiscontinuity", _lr_trial(trial_factory, lrs), window=str(window))
+    assert _first_firing(rule, range(len(lrs))) == 219
+    # a step schedule (gamma 0.3 at step 40) set back to its initial rate: the decline is one fall
+    step = [peak * 0.3 ** (s // 40) for s in range(60)] + [peak] * 3
+    rule = create_rule("LearningRateDiscontinuity", _lr_trial(trial_factory, step), window=str(window))
+    assert _first_firing(rule, range(len(step))) == 60
+    # a linear decay set back to its start: its falls stay as steep as ever
+    linear = [peak * (1 - 0.8 * s / 100) for s in range(100)] + [peak] * 3
+    rule = create_rule("LearningRateDiscontinuity", _lr_trial(trial_factory, linear), window=str(window))
+    assert _first_firing(rule, range(len(linear))) == 100
+
+
 def test_restart_below_must_not_be_negative(trial_factory):
     trial = _lr_trial(trial_factory, [1e-3] * 3)
     with pytest.raises(RuleParameterError, match="restart_below"):

@@ -29,7 +29,10 @@ alone between the evaluated step and the previous saved step of the mode; it fir
   ICLR'17, Eq. 5; PyTorch's ``CosineAnnealingWarmRestarts``) anneals each cycle to its minimum and only
   then sets the rate back to its maximum; a resume that lost the scheduler's state jumps back while the
   rate is mid-decay, well above a tenth of the peak (a cosine cycle spends its last fifth below 0.1 of
-  its peak, so a save interval of up to a fifth of the cycle still sees the bottom).
+  its peak, so a save interval of up to a fifth of the cycle still sees the bottom). Nor does a rise from
+  the **flat bottom** of a decay (:meth:`LearningRateDiscontinuity._restart_from_flat_bottom`): a cosine
+  annealed to an ``eta_min`` above a tenth of the peak, or a cycle longer than the window (the serverless
+  evaluator loads 64 saved steps), where neither the true peak nor a rate under a tenth of it is seen.
 
 A drop to a small rate that stays flat (a bug that divides the rate by 1000) reads as a step schedule's
 drop and does not fire here; its effect on the loss and the updates is the loss and update rules' to see.
@@ -57,6 +60,13 @@ from tornasole.rules.builtin.series import LEARNING_RATES, names_matching
 from tornasole.rules.params import Param
 
 __all__ = ["LearningRateDiscontinuity"]
+
+# a warm restart from a flattened decay (``_restart_from_flat_bottom``): at least this many falls since the
+# window's highest rate, the last at most this share of the steepest, the steepest at most this share of the
+# whole decline
+FLAT_FALLS = 4
+FLAT_LAST_FALL = 0.25
+SPREAD_FALL = 0.5
 
 
 class LearningRateDiscontinuity(BuiltinRule):
@@ -167,6 +177,37 @@ class LearningRateDiscontinuity(BuiltinRule):
             j -= 1
         return j if j >= 1 else None
 
+    def _restart_from_flat_bottom(self, steps: list, values: list, lr: float) -> bool:
+        """The rise to ``lr`` follows a decay that had flattened out at its bottom, to a rate the schedule
+        could have started its cycle at: a warm restart whose floor is above ``restart_below`` of the peak
+        (a cosine to ``eta_min``), or whose cycle is longer than the window.
+
+        From the window's highest rate to the last one, the rate only fell (by ``FLAT_FALLS`` or more
+        falls), its last fall was at most ``FLAT_LAST_FALL`` of its steepest (a cosine's slope vanishes at
+        its bottom; a resume mid-decay jumps while the rate still falls steeply), and its steepest fall was
+        at most ``SPREAD_FALL`` of the whole decline (a step schedule's drop is one fall, the whole decline).
+        The new rate is at most the peak (within ``rise_tolerance``), or, when the window starts mid-decay
+        (its first rate is its highest and its first step is not step 0: the cycle's peak lies before the
+        window, as when the serverless evaluator loads the last 64 saved steps of a longer cycle), at most
+        the window's highest rate over ``restart_below``. ``restart_below`` 0 turns this reading off too."""
+        seen = [v for v in values if v is not None]
+        if self.restart_below <= 0 or len(seen) < 2:
+            return False
+        top = seen.index(max(seen))
+        peak_before_window = top == 0 and steps[0] > 0
+        decay = seen[top:]
+        if any(b > a * (1 + self.rise_tolerance) for a, b in zip(decay, decay[1:], strict=False)):
+            return False
+        falls = [a - b for a, b in zip(decay, decay[1:], strict=False) if a > b]
+        decline = decay[0] - decay[-1]
+        if len(falls) < FLAT_FALLS or decline <= 0:
+            return False
+        steepest = max(falls)
+        if falls[-1] > FLAT_LAST_FALL * steepest or steepest > SPREAD_FALL * decline:
+            return False
+        cap = decay[0] / self.restart_below if peak_before_window else decay[0] * (1 + self.rise_tolerance)
+        return lr <= cap
+
     def _judge(self, name: str, step: int) -> bool:
         steps = self._since_planned(self.same_mode_steps(name, step)[-(self.window + 1) :])
         if len(steps) < 2 or steps[-1] != step:
@@ -204,6 +245,8 @@ class LearningRateDiscontinuity(BuiltinRule):
             return True
         past_peak = peak > prev_lr * (1 + self.rise_tolerance)
         warm_restart = prev_lr < self.restart_below * peak and lr <= peak * (1 + self.rise_tolerance)
+        if past_peak and lr > prev_lr * (1 + self.rise_tolerance) and not warm_restart:
+            warm_restart = self._restart_from_flat_bottom(steps[:-1], values[:-1], lr)
         if past_peak and lr > prev_lr * (1 + self.rise_tolerance) and not warm_restart:
             self.report_issue(
                 f"{name} rose from {self.fmt(prev_lr)} at step {prev} to {self.fmt(lr)} at step {step} "
