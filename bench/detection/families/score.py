@@ -9,6 +9,7 @@ Usage::
     python bench/detection/families/score.py --families softmax --cases healthy,warm_restarts   # these cases
     python bench/detection/families/score.py --families amp_cnn --device cuda   # PyTorch runs on a GPU
     python bench/detection/families/score.py --recount out.json --json new.json   # count saved firings again
+    python bench/detection/families/score.py --recount out.json --patch CONF=scan.json --json new.json
 
 Leave-one-family-out: the rules (``tornasole.rules.recommended_rules()``) are fixed; a parameter may be
 calibrated only on the families that are not scored, so each family's numbers are what the rules do on runs of
@@ -292,14 +293,54 @@ def built_table(per: dict[str, dict]) -> None:
         )
 
 
-def recount(path: Path, json_out: str | None) -> int:
+def patch_firings(results: list[dict], conf: str, scan_path: Path, set_name: str = "recommended") -> int:
+    """Put the ``after`` firings of a ``rule_scan.py --json`` file in place of configuration ``conf``'s in
+    ``results`` (a ``--json`` file's runs), run by run (case and seed); how many first firings moved. Why:
+    every rule is judged on its own, so one configuration's firings computed alone over the kept trials
+    replace the set's recorded ones exactly, and the run-level counts follow without running the set again.
+    A run the scan did not judge, or a scan whose ``before`` disagrees with the recorded firing (the scan
+    was not of these trials or of this configuration), is an error naming the run."""
+    try:
+        scanned = {(r["case"], r["seed"]): r for r in json.loads(scan_path.read_text())}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--patch {conf}={scan_path}: not a rule_scan.py --json file ({e!r})") from None
+    moved = 0
+    for r in results:
+        name = f"{r['case']}-s{r['seed']}"
+        fired = r["firings"][set_name].get(conf)
+        if fired is None:
+            raise SystemExit(f"--patch {conf}={scan_path}: {name} has no firing of {conf} to replace")
+        scan = scanned.get((r["case"], r["seed"]))
+        if scan is None:
+            raise SystemExit(f"--patch {conf}={scan_path}: {name} is not in the scan")
+        before = scan.get("before")
+        if before is not None and before["step"] != fired["first_step"]:
+            raise SystemExit(
+                f"--patch {conf}={scan_path}: {name}: the scan's before ({before['step']}) is not the "
+                f"recorded first firing ({fired['first_step']}): not these trials or not this configuration"
+            )
+        after = scan["after"]
+        moved += after["step"] != fired["first_step"]
+        fired["first_step"], fired["details"] = after["step"], after["details"]
+    return moved
+
+
+def recount(path: Path, json_out: str | None, patches: list[str] | None = None) -> int:
     """The numbers of a previous ``--json`` file counted again from its runs' recorded firings: a change of
-    the counting (:mod:`families.counting`) is applied to the same verdicts without running a rule."""
+    the counting (:mod:`families.counting`) is applied to the same verdicts without running a rule; with
+    ``patches`` (``CONF=SCAN.json``), one configuration's firings first replaced by a rule scan's
+    (:func:`patch_firings`)."""
     try:
         saved = json.loads(path.read_text())
         results, set_names = saved["runs"], list(saved["numbers"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"--recount {path}: not a score.py --json file ({e!r})") from None
+    for patch in patches or []:
+        conf, sep, scan = patch.partition("=")
+        if not sep or not conf or not scan:
+            raise SystemExit(f"--patch {patch!r}: not CONF=SCAN.json")
+        moved = patch_firings(results, conf, Path(scan))
+        print(f"--patch {conf}: {moved} first firings moved")
     results = with_null_scores(results)
     numbers = report(results, set_names)
     print(f"\n{len(results)} runs counted again from {path}")
@@ -335,9 +376,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="count again the firings a previous --json wrote to FILE (no trial is read, no rule runs)",
     )
+    ap.add_argument(
+        "--patch",
+        action="append",
+        metavar="CONF=SCAN",
+        help="with --recount: configuration CONF's firings replaced by a rule_scan.py --json file's 'after' "
+        "(its 'before' must match the recorded firings); repeatable",
+    )
     args = ap.parse_args(argv)
+    if args.patch and not args.recount:
+        ap.error("--patch: only with --recount")
     if args.recount:
-        return recount(Path(args.recount), args.json)
+        return recount(Path(args.recount), args.json, args.patch)
     families = [f for f in args.families.split(",") if f]
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown or not families:

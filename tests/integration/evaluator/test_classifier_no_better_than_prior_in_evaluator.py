@@ -107,4 +107,4 @@ def test_shuffled_labels_fire_in_the_evaluator_as_offline(stack: Stack) -> None:
     offline = invoke_rule(create_rule("ClassifierNoBetterThanPrior", create_trial(TRIAL), **PARAMS))
     assert offline.first_step == 4 * (TRAIN_STEPS + EVAL_STEPS) - 1  # the 4th pass's end
     assert f"step {offline.first_step} " in details
-    assert "none learning: permutation z >= 2" in details
+    assert "none learning (z >= 2, 2x gain in 1 or 3 passes)" in details

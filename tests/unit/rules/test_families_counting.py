@@ -177,3 +177,72 @@ def test_the_scorer_counts_a_collapsed_healthy_run_apart_when_it_counts_again(tm
     )
     assert failed.returncode != 0
     assert f"--recount {bad}: not a score.py --json file" in failed.stderr
+
+
+def test_a_rule_scan_replaces_one_configurations_firings_before_counting_again(tmp_path):
+    """``score.py --recount --patch CONF=scan.json``: a rule's firings computed alone over the kept trials
+    (``rule_scan.py --json``) replace the set's recorded ones run by run, and the counts follow; a scan whose
+    ``before`` is not what was recorded is refused, naming the run."""
+    runs = [
+        _run("induction_tf/healthy", 0, "healthy", {"LossSpike": 90, "Overfit": None}, 0.99),
+        _run("induction_tf/init_too_large", 0, "broken", {"LossSpike": None, "Overfit": 30}, 0.15),
+    ]
+    for r in runs:
+        r.update(labels={}, variants={}, onset=None, train_before=list(range(100)))
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps({"numbers": {SET: {}}, "runs": runs}))
+
+    def scan(healthy_before: int | None) -> Path:
+        rows = [
+            {
+                "case": "induction_tf/healthy",
+                "seed": 0,
+                "before": {"step": healthy_before, "details": "x"},
+                "after": {"step": None, "details": None},
+            },
+            {
+                "case": "induction_tf/init_too_large",
+                "seed": 0,
+                "before": {"step": None, "details": None},
+                "after": {"step": 40, "details": "LossSpike: ..."},
+            },
+        ]
+        path = tmp_path / f"scan{healthy_before}.json"
+        path.write_text(json.dumps(rows))
+        return path
+
+    score = BENCH / "families" / "score.py"
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(score),
+            "--recount",
+            str(saved),
+            "--patch",
+            f"LossSpike={scan(90)}",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "--patch LossSpike: 2 first firings moved" in done.stdout
+    patched = {
+        r["case"]: r["firings"][SET]["LossSpike"]["first_step"] for r in json.loads(out.read_text())["runs"]
+    }
+    assert patched == {"induction_tf/healthy": None, "induction_tf/init_too_large": 40}
+    m = json.loads(out.read_text())["numbers"][SET]["induction_tf"]
+    assert m["built_healthy_alarms"] == 0  # the alarm the scan cleared is gone from the count
+    wrong = subprocess.run(
+        [sys.executable, str(score), "--recount", str(saved), "--patch", f"LossSpike={scan(70)}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode != 0
+    assert (
+        "induction_tf/healthy-s0: the scan's before (70) is not the recorded first firing (90)"
+        in wrong.stderr
+    )

@@ -107,6 +107,7 @@ def test_the_recommended_set_runs_it_with_string_parameters(tmp_path):
         "first_pass_below_start_percent": "30",
         "learning_z": "2",
         "learning_growth": "2",
+        "learning_span": "3",
     }
     trial = _run(str(tmp_path / "a"), MEMORISING_TRAIN, MEMORISING_VAL)
     # four passes: judged at the fourth pass's last step (23), one epoch sooner than the rule's default

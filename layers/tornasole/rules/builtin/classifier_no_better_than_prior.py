@@ -38,7 +38,9 @@ the prior for its first passes; why ``consecutive``: one bad pass of a noisy run
 
 With ``learning_z`` (off by default; 2 in the recommended set), a pass at or below the bound whose model is
 leaving a plateau is not judged: its predictions tell their own labels better than the labels permuted
-among the pass's samples, and that information at least doubles from the pass before
+among the pass's samples, and that information at least doubles from the pass before, or, with
+``learning_span`` (3 in the recommended set), within that many passes while the pass scores at least
+``-max_pseudo_r2`` (a slow learner at chance, not a model far worse than the prior)
 (:mod:`~tornasole.rules.builtin.plateau_learning`: the test, its source and why).
 
 What stays quiet, and why:
@@ -68,7 +70,12 @@ from tornasole.rules.builtin.cross_entropies import (
 )
 from tornasole.rules.builtin.losses import LossFeed
 from tornasole.rules.builtin.pass_scores import PassScoreRule
-from tornasole.rules.builtin.plateau_learning import LEARNING_GROWTH, LEARNING_Z, PlateauLearning
+from tornasole.rules.builtin.plateau_learning import (
+    LEARNING_GROWTH,
+    LEARNING_SPAN,
+    LEARNING_Z,
+    PlateauLearning,
+)
 from tornasole.rules.params import Param
 
 # The cross-entropy readers are re-exported from here, where they were first defined.
@@ -98,8 +105,7 @@ class ClassifierNoBetterThanPrior(PlateauLearning, PassScoreRule):
         "{tensor}: the classifier predicts no better than the class frequencies on validation data after "
         "several epochs: labels misaligned with or shuffled against the inputs, inputs not reaching the "
         "model (all zeros, a wrong column), or a learning rate so low or high that nothing is learned; "
-        "or a plateau the run will leave (a recurrent net learning a long-range dependency can sit at "
-        "chance for several epochs first)"
+        "or a plateau the run will leave (a recurrent net can sit at chance for several epochs first)"
     )
     SUGGESTED_FIX = (
         "check that the data pipeline pairs each input with its own label (shuffle inputs and labels "
@@ -125,6 +131,7 @@ class ClassifierNoBetterThanPrior(PlateauLearning, PassScoreRule):
         Param("consecutive", "int", "2", "newest passes that must all be at or below max_pseudo_r2"),
         LEARNING_Z,
         LEARNING_GROWTH,
+        LEARNING_SPAN,
     )
 
     BOUND_PARAM = "max_pseudo_r2"
@@ -162,16 +169,19 @@ class ClassifierNoBetterThanPrior(PlateauLearning, PassScoreRule):
         with ``learning_z``) is not judged."""
         return self.leaving_plateau(feed, passes, index)
 
+    def near_chance(self, feed: LossFeed, steps: list[int]) -> bool:
+        """A pass scoring at least ``-max_pseudo_r2``: at the prior, not far worse than it (a model whose
+        predictions are overconfident and wrong is not on a plateau at chance)."""
+        score = self._score(feed, steps)
+        return score is not None and score >= -self.max_pseudo_r2
+
     def finding(self, feed: LossFeed, scores: str, passes: int) -> str:
-        learning = (
-            f" (none learning: permutation z >= {self.fmt(self.learning_z)} with a "
-            f"{self.fmt(self.learning_growth)}x gain)"
-            if self.learning_z
-            else ""
-        )
+        """Short enough that, with the advice, nothing is cut at SageMaker's 1,024 characters."""
+        span = f" in 1 or {self.learning_span} passes" if self.learning_span > 1 else ""
+        growth = f"{self.fmt(self.learning_growth)}x gain{span}"
+        learning = f", none learning (z >= {self.fmt(self.learning_z)}, {growth})" if self.learning_z else ""
         return (
-            f"{feed.prediction} against {feed.target} ({feed.loss}): validation pseudo-R^2 {scores} in "
-            f"the newest {self.consecutive} of {passes} passes{learning}, at or below max_pseudo_r2 "
-            f"{self.fmt(self.max_pseudo_r2)}: the classifier predicts no better than the class "
-            "frequencies"
+            f"{feed.prediction} against {feed.target} ({feed.loss}): pseudo-R^2 {scores} in the newest "
+            f"{self.consecutive} of {passes} passes (<= max_pseudo_r2 {self.fmt(self.max_pseudo_r2)})"
+            f"{learning}: no better than the class prior"
         )

@@ -107,6 +107,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
             "first_pass_below_start_percent": "30",
             "learning_z": "2",
             "learning_growth": "2",
+            "learning_span": "3",
         },
     ),
     # issue 30's rules at their published defaults (docs/RULES.md, "How the recommended set was calibrated")
@@ -146,7 +147,7 @@ RECOMMENDED: tuple[tuple[str, str, dict[str, str]], ...] = (
     (
         "ClassifierNoBetterThanPrior",
         "ClassifierNoBetterThanPrior",
-        {"max_pseudo_r2": "0.05", "learning_z": "2", "learning_growth": "2"},
+        {"max_pseudo_r2": "0.05", "learning_z": "2", "learning_growth": "2", "learning_span": "3"},
     ),
     # issue 29: a cross-entropy that climbed to 2x chance in its first saved steps and then sat at chance for
     # three validation passes (Bengio 2012: the learning rate is too high); designed on the resmlp family and

@@ -82,7 +82,12 @@ from tornasole.rules.builtin.base import BuiltinRule
 from tornasole.rules.builtin.cross_entropies import cross_entropy_kind
 from tornasole.rules.builtin.losses import loss_feed, loss_feeds, loss_names
 from tornasole.rules.builtin.overfit import trial_phases, whole_passes
-from tornasole.rules.builtin.plateau_learning import LEARNING_GROWTH, LEARNING_Z, PlateauLearning
+from tornasole.rules.builtin.plateau_learning import (
+    LEARNING_GROWTH,
+    LEARNING_SPAN,
+    LEARNING_Z,
+    PlateauLearning,
+)
 from tornasole.rules.params import Param
 
 __all__ = ["ValidationLossNotDecreasing", "improvement_percent"]
@@ -157,6 +162,7 @@ class ValidationLossNotDecreasing(PlateauLearning, BuiltinRule):
         ),
         LEARNING_Z,
         LEARNING_GROWTH,
+        LEARNING_SPAN,
     )
     COLLECTIONS = (("losses", {"save_interval": "500"}),)
 
